@@ -1,0 +1,128 @@
+//! Approvals bound to one call and its exact canonical arguments.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+use crate::id::ToolId;
+use crate::spec::ToolEffect;
+
+/// What an approver is asked: one call, with the exact arguments that would run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    /// The run.
+    pub run_id: String,
+    /// The call.
+    pub tool_call_id: String,
+    /// The tool.
+    pub tool_id: ToolId,
+    /// The tool's declared effect.
+    pub effect: ToolEffect,
+    /// The validated arguments as canonical JSON (sorted keys, no whitespace): exactly
+    /// what will run if approved.
+    pub canonical_args: String,
+    /// `sha256:<hex>` of `canonical_args`.
+    pub args_hash: String,
+}
+
+/// An approval, valid for one call of one tool with one argument hash, used once.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ApprovalGrant {
+    /// The call it approves.
+    pub tool_call_id: String,
+    /// The tool it approves.
+    pub tool_id: String,
+    /// Hash of the canonical arguments it approves.
+    pub args_hash: String,
+}
+
+impl ApprovalGrant {
+    /// The grant that approves exactly `request`.
+    pub fn for_request(request: &ApprovalRequest) -> Self {
+        Self {
+            tool_call_id: request.tool_call_id.clone(),
+            tool_id: request.tool_id.as_str().to_owned(),
+            args_hash: request.args_hash.clone(),
+        }
+    }
+
+    /// Whether this grant approves exactly `request` (same call, tool and arguments).
+    pub fn matches(&self, request: &ApprovalRequest) -> bool {
+        self.tool_call_id == request.tool_call_id
+            && self.tool_id == request.tool_id.as_str()
+            && self.args_hash == request.args_hash
+    }
+}
+
+/// An approver's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApprovalDecision {
+    /// Approved; the runner checks the grant matches the request before running.
+    Approved(ApprovalGrant),
+    /// Refused.
+    Denied {
+        /// Safe reason shown to the model.
+        reason: String,
+    },
+}
+
+/// Decides whether a call that policy marks as needing approval may run.
+pub trait Approver: Send + Sync {
+    /// Reviews one call.
+    fn review(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalDecision>;
+}
+
+/// An approver holding grants issued ahead of time (e.g. by a UI), each used at most
+/// once. A call with no matching grant is denied.
+#[derive(Debug, Default)]
+pub struct GrantLedger {
+    grants: Mutex<HashMap<String, ApprovalGrant>>,
+}
+
+impl GrantLedger {
+    /// An empty ledger.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a grant (replacing any earlier grant for the same call id).
+    pub fn insert(&self, grant: ApprovalGrant) {
+        if let Ok(mut grants) = self.grants.lock() {
+            grants.insert(grant.tool_call_id.clone(), grant);
+        }
+    }
+
+    /// Number of unused grants.
+    pub fn len(&self) -> usize {
+        self.grants.lock().map(|g| g.len()).unwrap_or(0)
+    }
+
+    /// Whether no unused grant remains.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Approver for GrantLedger {
+    fn review(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalDecision> {
+        // The grant for this call id is consumed whether or not it matches: a grant
+        // is good for one attempt only.
+        let grant = self
+            .grants
+            .lock()
+            .ok()
+            .and_then(|mut g| g.remove(&request.tool_call_id));
+        let decision = match grant {
+            Some(grant) if grant.matches(&request) => ApprovalDecision::Approved(grant),
+            Some(_) => ApprovalDecision::Denied {
+                reason: "the approval was given for different arguments".into(),
+            },
+            None => ApprovalDecision::Denied {
+                reason: "no approval was given for this call".into(),
+            },
+        };
+        Box::pin(std::future::ready(decision))
+    }
+}

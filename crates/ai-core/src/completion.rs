@@ -1,0 +1,244 @@
+//! The completion port: how the loop calls a model without knowing its wire format.
+//!
+//! A wire crate implements [`CompletionPort`]; the loop consumes the returned
+//! [`CompletionStream`]: zero or more [`CompletionItem::Delta`]s as they arrive, then
+//! exactly one [`CompletionItem::Final`] with the assembled turn, or an error. Tool
+//! calls are executed only from [`CompletionFinal::tool_calls`], never from deltas.
+
+use futures::stream::BoxStream;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::context::RunContext;
+use crate::event::UsageFact;
+use crate::message::Message;
+use crate::spec::ToolSpec;
+use crate::id::ToolId;
+
+/// Which tools the model may or must call this turn.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "mode", content = "tool")]
+pub enum ToolChoice {
+    /// The model decides.
+    #[default]
+    Auto,
+    /// No tool calls.
+    None,
+    /// At least one tool call.
+    Required,
+    /// Exactly this tool.
+    Tool(ToolId),
+}
+
+/// One model call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletionRequest {
+    /// Model id as the endpoint knows it.
+    pub model: String,
+    /// Conversation so far.
+    pub messages: Vec<Message>,
+    /// Tools offered this turn (the run's catalog, in catalog order).
+    pub tools: Vec<ToolSpec>,
+    /// Tool choice.
+    pub tool_choice: ToolChoice,
+    /// Correlation ids for logs and spans.
+    pub context: RunContext,
+    /// Upper bound on generated tokens, if any.
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature, if any.
+    pub temperature: Option<f32>,
+}
+
+/// A semantic piece of a streamed model turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CompletionDelta {
+    /// Assistant text.
+    Text(String),
+    /// A tool call opened (id minted by the decoder when the provider gave none).
+    ToolCallStart {
+        /// Position of the call in the turn.
+        index: u32,
+        /// Call id.
+        id: String,
+        /// Function name.
+        name: String,
+    },
+    /// A fragment of a call's argument text.
+    ToolCallArgs {
+        /// Position of the call in the turn.
+        index: u32,
+        /// The fragment.
+        fragment: String,
+    },
+    /// Token usage of this call.
+    Usage(UsageFact),
+}
+
+/// How an assembled tool call's argument text ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolCallOutcome {
+    /// Arguments are one complete JSON value (an empty string counts as `{}`).
+    Complete,
+    /// Arguments are not valid JSON.
+    InvalidJson,
+    /// The stream stopped (e.g. `finish_reason: length`) while arguments were open.
+    Truncated,
+}
+
+/// A tool call assembled from a whole model turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssembledToolCall {
+    /// Position in the turn (tool calls are returned in index order).
+    pub index: u32,
+    /// Call id (model-provided, or minted once by the decoder and kept stable).
+    pub id: String,
+    /// Function name as the model sent it.
+    pub name: String,
+    /// Raw argument text.
+    pub arguments: String,
+    /// Whether the arguments are usable.
+    pub outcome: ToolCallOutcome,
+}
+
+/// Why a model turn stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// Natural end.
+    Stop,
+    /// The model wants tool calls run.
+    ToolCalls,
+    /// Token limit reached.
+    Length,
+    /// Provider filtered the content.
+    ContentFilter,
+    /// Any other reason, verbatim.
+    Other(String),
+    /// The provider sent none.
+    Unknown,
+}
+
+/// A whole assembled model turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletionFinal {
+    /// All assistant text of the turn.
+    pub text: String,
+    /// Tool calls in index order.
+    pub tool_calls: Vec<AssembledToolCall>,
+    /// Why the turn stopped.
+    pub finish_reason: FinishReason,
+    /// Token usage, when reported.
+    pub usage: Option<UsageFact>,
+}
+
+/// One item of a [`CompletionStream`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum CompletionItem {
+    /// A piece of the turn as it arrives.
+    Delta(CompletionDelta),
+    /// The assembled turn; always the last item of a successful stream.
+    Final(CompletionFinal),
+}
+
+/// Which wait timed out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeoutPhase {
+    /// Establishing the connection.
+    Connect,
+    /// Waiting for the first byte of the response.
+    FirstByte,
+    /// Waiting between two chunks of a stream.
+    BetweenChunks,
+}
+
+/// A failed model call. Messages are safe: no API key, no request body.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompletionError {
+    /// Could not reach the endpoint.
+    #[error("connection failed: {message}")]
+    Connect {
+        /// Safe description.
+        message: String,
+    },
+    /// A timeout expired.
+    #[error("timed out waiting for {phase:?}")]
+    Timeout {
+        /// Which wait.
+        phase: TimeoutPhase,
+    },
+    /// The endpoint answered with a non-success status.
+    #[error("provider returned HTTP {status}: {message}")]
+    Http {
+        /// HTTP status.
+        status: u16,
+        /// The provider's error message (safe to show).
+        message: String,
+    },
+    /// The provider reported an error inside the stream.
+    #[error("provider error: {message}")]
+    Provider {
+        /// Provider error code or type, if given.
+        code: Option<String>,
+        /// The provider's message.
+        message: String,
+    },
+    /// The response violated the protocol (malformed SSE or JSON).
+    #[error("protocol error: {message}")]
+    Protocol {
+        /// What was wrong.
+        message: String,
+    },
+    /// The stream ended before the turn finished; `partial` holds what was assembled.
+    #[error("stream ended before the turn finished")]
+    TruncatedStream {
+        /// Everything assembled before the stream ended.
+        partial: Box<CompletionFinal>,
+    },
+    /// The call was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+    /// The request could not be built (bad configuration).
+    #[error("invalid request: {message}")]
+    InvalidRequest {
+        /// What was wrong.
+        message: String,
+    },
+}
+
+impl CompletionError {
+    /// Stable snake_case code for events and exit reports.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Connect { .. } => "provider_unreachable",
+            Self::Timeout { .. } => "provider_timeout",
+            Self::Http { .. } => "provider_http_error",
+            Self::Provider { .. } => "provider_error",
+            Self::Protocol { .. } => "provider_protocol_error",
+            Self::TruncatedStream { .. } => "provider_stream_truncated",
+            Self::Cancelled => "cancelled",
+            Self::InvalidRequest { .. } => "invalid_request",
+        }
+    }
+}
+
+/// A streamed model turn.
+pub type CompletionStream = BoxStream<'static, Result<CompletionItem, CompletionError>>;
+
+/// How the loop calls a model. Implemented by wire crates and test models.
+///
+/// The returned stream does its work lazily when polled. Dropping it, or firing
+/// `cancel`, stops the call (the stream then ends, with [`CompletionError::Cancelled`]
+/// when it was cancelled by token).
+pub trait CompletionPort: Send + Sync {
+    /// Starts one model call.
+    fn complete(&self, request: CompletionRequest, cancel: CancellationToken) -> CompletionStream;
+}
+
+impl<T: CompletionPort + ?Sized> CompletionPort for std::sync::Arc<T> {
+    fn complete(&self, request: CompletionRequest, cancel: CancellationToken) -> CompletionStream {
+        (**self).complete(request, cancel)
+    }
+}

@@ -1,0 +1,91 @@
+//! The one enum of tool error codes.
+
+use serde::{Deserialize, Serialize};
+
+/// Why a tool call produced no value. The snake_case codes are a stable public
+/// contract (events, tool messages, logs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolErrorCode {
+    /// The arguments were not valid JSON (or were truncated by the provider).
+    InvalidJson,
+    /// The arguments did not match the tool's input schema, or were too large.
+    InvalidArgs,
+    /// Policy does not allow this tool in this run.
+    PolicyDenied,
+    /// The tool needs approval and none was given.
+    ApprovalRequired,
+    /// No tool with this name exists.
+    UnknownTool,
+    /// The tool ran and failed (including a panic).
+    ExecutionFailed,
+    /// The tool ran longer than its budget.
+    Timeout,
+    /// The run was cancelled while the tool ran.
+    Cancelled,
+    /// The tool's output did not match its declared output schema.
+    OutputInvalid,
+    /// The tool declares no redaction allowlist.
+    RedactionMissing,
+    /// The sandbox refused the operation.
+    PermissionDenied,
+    /// A resource the tool needed does not exist.
+    NotFound,
+}
+
+impl ToolErrorCode {
+    /// Every code, in declaration order.
+    pub const ALL: [ToolErrorCode; 12] = [
+        Self::InvalidJson,
+        Self::InvalidArgs,
+        Self::PolicyDenied,
+        Self::ApprovalRequired,
+        Self::UnknownTool,
+        Self::ExecutionFailed,
+        Self::Timeout,
+        Self::Cancelled,
+        Self::OutputInvalid,
+        Self::RedactionMissing,
+        Self::PermissionDenied,
+        Self::NotFound,
+    ];
+
+    /// The stable snake_case code.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidJson => "invalid_json",
+            Self::InvalidArgs => "invalid_args",
+            Self::PolicyDenied => "policy_denied",
+            Self::ApprovalRequired => "approval_required",
+            Self::UnknownTool => "unknown_tool",
+            Self::ExecutionFailed => "execution_failed",
+            Self::Timeout => "timeout",
+            Self::Cancelled => "cancelled",
+            Self::OutputInvalid => "output_invalid",
+            Self::RedactionMissing => "redaction_missing",
+            Self::PermissionDenied => "permission_denied",
+            Self::NotFound => "not_found",
+        }
+    }
+}
+
+impl std::fmt::Display for ToolErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serde_names_match_as_str() {
+        for code in ToolErrorCode::ALL {
+            let json = serde_json::to_string(&code).unwrap();
+            assert_eq!(json, format!("\"{}\"", code.as_str()));
+            let back: ToolErrorCode = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, code);
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Run events: the public, versioned contract consumed by CLIs, UIs and billing.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::context::RunContext;
+use crate::error::ToolErrorCode;
+
+/// Token usage of one model call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageFact {
+    /// Model that produced the usage.
+    pub model: String,
+    /// Prompt (input) tokens.
+    pub prompt_tokens: u64,
+    /// Completion (output) tokens.
+    pub completion_tokens: u64,
+    /// Total tokens as reported (or the sum when the provider gave none).
+    pub total_tokens: u64,
+}
+
+/// One event of a run. Serialized flat: `{"type": ..., "run_id": ..., fields...}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AiEvent {
+    /// Id of the run the event belongs to.
+    pub run_id: String,
+    /// Trace id of the run.
+    pub trace_id: String,
+    /// Ingress request id, when the run has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress_request_id: Option<String>,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: AiEventKind,
+}
+
+impl AiEvent {
+    /// An event of `kind` correlated with `ctx`.
+    pub fn new(ctx: &RunContext, kind: AiEventKind) -> Self {
+        Self {
+            run_id: ctx.run_id.clone(),
+            trace_id: ctx.trace_id.clone(),
+            ingress_request_id: ctx.ingress_request_id.clone(),
+            kind,
+        }
+    }
+}
+
+/// The event payloads. Field names are a public contract: new variants and fields
+/// may be added, existing ones are never renamed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AiEventKind {
+    /// A piece of streamed assistant text.
+    TextDelta {
+        /// The text.
+        delta: String,
+    },
+    /// A tool call is about to run.
+    ToolCallStart {
+        /// Call id (stable from start to result).
+        tool_call_id: String,
+        /// The namespaced tool id the model named.
+        tool_name: String,
+        /// Redacted view of the arguments.
+        args: Value,
+    },
+    /// A tool call finished.
+    ToolCallResult {
+        /// Call id.
+        tool_call_id: String,
+        /// The namespaced tool id the model named.
+        tool_name: String,
+        /// Whether the call produced a value.
+        ok: bool,
+        /// Redacted result, when `ok`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        result: Option<Value>,
+        /// Error code, when not `ok`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error_code: Option<ToolErrorCode>,
+        /// Safe message, when not `ok`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+        /// Wall time of the whole pipeline for this call.
+        duration_ms: u64,
+        /// Whether the model-facing result was truncated to its budget.
+        truncated: bool,
+    },
+    /// Token usage of one model call.
+    UsageReport {
+        /// Model id.
+        model: String,
+        /// Prompt tokens.
+        prompt_tokens: u64,
+        /// Completion tokens.
+        completion_tokens: u64,
+        /// Total tokens.
+        total_tokens: u64,
+    },
+    /// The final assistant answer (exactly once, on success only).
+    AssistantFinal {
+        /// Answer text.
+        content: String,
+    },
+    /// The run failed.
+    Error {
+        /// Stable error code.
+        code: String,
+        /// Safe message.
+        message: String,
+    },
+    /// The run ended (exactly once, on every exit path).
+    Done,
+}
+
+impl From<UsageFact> for AiEventKind {
+    fn from(usage: UsageFact) -> Self {
+        Self::UsageReport {
+            model: usage.model,
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            total_tokens: usage.total_tokens,
+        }
+    }
+}
+
+/// Where events go. Implementations must not block: emitting is synchronous and is
+/// called from the hot path of a run.
+pub trait EventSink: Send + Sync {
+    /// Delivers one event.
+    fn emit(&self, event: AiEvent);
+}
+
+impl<F> EventSink for F
+where
+    F: Fn(AiEvent) + Send + Sync,
+{
+    fn emit(&self, event: AiEvent) {
+        self(event)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn events_serialize_flat_with_type_tag() {
+        let ctx = RunContext::new("r1", "t1");
+        let event = AiEvent::new(
+            &ctx,
+            AiEventKind::ToolCallResult {
+                tool_call_id: "c1".into(),
+                tool_name: "core__x".into(),
+                ok: false,
+                result: None,
+                error_code: Some(ToolErrorCode::Timeout),
+                message: Some("took too long".into()),
+                duration_ms: 5,
+                truncated: false,
+            },
+        );
+        let value = serde_json::to_value(&event).unwrap();
+        assert_eq!(
+            value,
+            json!({"type": "tool_call_result", "run_id": "r1", "trace_id": "t1",
+                   "tool_call_id": "c1", "tool_name": "core__x", "ok": false,
+                   "error_code": "timeout", "message": "took too long",
+                   "duration_ms": 5, "truncated": false})
+        );
+        let back: AiEvent = serde_json::from_value(value).unwrap();
+        assert_eq!(back, event);
+        let done = serde_json::to_value(AiEvent::new(&ctx, AiEventKind::Done)).unwrap();
+        assert_eq!(done, json!({"type": "done", "run_id": "r1", "trace_id": "t1"}));
+    }
+}

@@ -1,0 +1,678 @@
+//! The one tool pipeline (invariant TOOLS_VIA_TOOLRUNNER).
+//!
+//! Every call of every tool, whatever its source, goes through [`ToolRunner::exec`]:
+//!
+//! 1. tool call id: the model's, or a UUID v4 when it gave none (or one over budget);
+//! 2. lookup (`unknown_tool`), catalog membership and policy (`policy_denied`;
+//!    `approval_required` when approval is needed and no [`Approver`] is set);
+//! 3. redaction config present (`redaction_missing`, checked before anything runs);
+//! 4. provider outcome (`invalid_json` for arguments the stream truncated), argument
+//!    size (`invalid_args`), JSON parse (`invalid_json`; an empty string is `{}`),
+//!    schema validation with a cached compiled validator (`invalid_args`, naming the
+//!    failing paths, never the values);
+//! 5. approval, bound to the call id, tool id and hash of the canonical arguments;
+//! 6. execution under the runtime budget, the run's cancellation and panic capture
+//!    (`timeout`, `cancelled`, `execution_failed`);
+//! 7. output schema check when declared (`output_invalid`);
+//! 8. bounding of the model-facing content and redaction of the UI/telemetry value;
+//! 9. a [`ToolInvocationRecord`], and exactly one `tool_call_start` and one
+//!    `tool_call_result` event.
+//!
+//! Every failure is a result (`ok: false`) with a stable code and a safe message; the
+//! runner never panics and never returns an error to its caller.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use crate::approval::{ApprovalDecision, ApprovalRequest, Approver};
+use crate::bound::{BoundedValue, bound_text, bound_value};
+use crate::catalog::{CatalogError, ToolCatalog, check_collisions, check_subset};
+use crate::completion::ToolCallOutcome;
+use crate::context::RunContext;
+use crate::error::ToolErrorCode;
+use crate::event::{AiEvent, AiEventKind, EventSink};
+use crate::id::ToolId;
+use crate::policy::{PolicyDecision, ToolPolicy};
+use crate::record::{ToolExecResult, ToolInvocationRecord};
+use crate::redact::Allowlist;
+use crate::spec::{ToolSpec, canonical_json, sha256_hex};
+
+/// How a successful output is shown to the model.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ModelView {
+    /// Compact JSON of the (bounded) value.
+    #[default]
+    Json,
+    /// Tool-rendered text, bounded as text.
+    Text(String),
+    /// The value stays out of the model context; the model sees only this note. The
+    /// caller still receives the value.
+    Withheld {
+        /// What the model is told instead.
+        note: String,
+    },
+}
+
+/// What an executor returns on success.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// The structured output.
+    pub value: Value,
+    /// How the model sees it.
+    pub model_view: ModelView,
+}
+
+impl ToolOutput {
+    /// An output shown to the model as compact JSON.
+    pub fn json(value: Value) -> Self {
+        Self {
+            value,
+            model_view: ModelView::Json,
+        }
+    }
+}
+
+/// A tool's own failure, with a code and a message safe to show the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ToolFailure {
+    /// Error code (typically `execution_failed`, `permission_denied`, `not_found`).
+    pub code: ToolErrorCode,
+    /// Safe message: no secrets, no paths outside the sandbox, no raw arguments.
+    pub message: String,
+}
+
+impl ToolFailure {
+    /// A failure with the given code and safe message.
+    pub fn new(code: ToolErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// What an executor knows about the call it runs.
+#[derive(Debug, Clone)]
+pub struct ToolCallContext {
+    /// Correlation ids of the run.
+    pub run: RunContext,
+    /// The call id.
+    pub tool_call_id: String,
+    /// The tool being run.
+    pub tool_id: ToolId,
+    /// Fires when the run is cancelled or the call times out.
+    pub cancel: CancellationToken,
+}
+
+/// Runs one tool with already validated arguments. Implementations are bound to
+/// their capabilities by the composition root; the runner is their only caller.
+pub trait ToolExecutor: Send + Sync {
+    /// Executes the tool.
+    fn execute(
+        &self,
+        cx: ToolCallContext,
+        args: Value,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>>;
+}
+
+/// A spec with the executor that runs it.
+#[derive(Clone)]
+pub struct RegisteredTool {
+    /// The spec.
+    pub spec: ToolSpec,
+    /// The executor.
+    pub executor: Arc<dyn ToolExecutor>,
+}
+
+impl std::fmt::Debug for RegisteredTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisteredTool")
+            .field("spec", &self.spec.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A tool call as the model made it (from an assembled completion).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    /// The model's call id, if any.
+    pub id: Option<String>,
+    /// The function name the model used.
+    pub name: String,
+    /// Raw argument text.
+    pub arguments: String,
+    /// How the argument text ended in the stream.
+    pub outcome: ToolCallOutcome,
+}
+
+impl ToolCall {
+    /// A complete call.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+        Self {
+            id: Some(id.into()),
+            name: name.into(),
+            arguments: arguments.into(),
+            outcome: ToolCallOutcome::Complete,
+        }
+    }
+}
+
+/// Everything one call produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolExecution {
+    /// The UI/telemetry result (redacted value).
+    pub result: ToolExecResult,
+    /// The bounded text for the model's `tool` message.
+    pub model_content: String,
+    /// Whether `model_content` was truncated.
+    pub truncated: bool,
+    /// The full, unredacted output for the in-process caller (never put in events or
+    /// logs); `None` on failure.
+    pub output: Option<Value>,
+    /// Audit record (redacted).
+    pub record: ToolInvocationRecord,
+}
+
+struct Entry {
+    spec: ToolSpec,
+    executor: Arc<dyn ToolExecutor>,
+    input: jsonschema::Validator,
+    output: Option<jsonschema::Validator>,
+    args_view: Option<Allowlist>,
+    output_view: Option<Allowlist>,
+}
+
+fn compile(spec: &ToolSpec, schema: &Value, which: &'static str) -> Result<jsonschema::Validator, CatalogError> {
+    jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft7)
+        .build(schema)
+        .map_err(|e| CatalogError::InvalidSchema {
+            id: spec.id.clone(),
+            which,
+            message: e.to_string(),
+        })
+}
+
+/// The tool pipeline over a fixed set of tools and one policy.
+pub struct ToolRunner {
+    entries: HashMap<String, Arc<Entry>>,
+    policy: ToolPolicy,
+    approver: Option<Arc<dyn Approver>>,
+}
+
+impl std::fmt::Debug for ToolRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut ids: Vec<&String> = self.entries.keys().collect();
+        ids.sort();
+        f.debug_struct("ToolRunner")
+            .field("tools", &ids)
+            .field("policy", &self.policy)
+            .field("approver", &self.approver.is_some())
+            .finish()
+    }
+}
+
+/// Outcome of the stages before the start event can be emitted.
+struct Failure {
+    code: ToolErrorCode,
+    message: String,
+}
+
+impl Failure {
+    fn new(code: ToolErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+struct Success {
+    output: ToolOutput,
+    bounded: BoundedValue,
+    redacted: Value,
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Describes schema validation failures by path and keyword, never by value.
+fn describe_validation(validator: &jsonschema::Validator, args: &Value) -> Option<String> {
+    const MAX_LISTED: usize = 8;
+    let mut parts = Vec::new();
+    let mut total = 0;
+    for error in validator.iter_errors(args) {
+        total += 1;
+        if parts.len() == MAX_LISTED {
+            continue;
+        }
+        let path = match error.instance_path().as_str() {
+            "" => "/".to_owned(),
+            p => p.to_owned(),
+        };
+        let detail = match error.kind() {
+            jsonschema::error::ValidationErrorKind::Required { property } => {
+                format!("missing required property {property}")
+            }
+            jsonschema::error::ValidationErrorKind::AdditionalProperties { .. } => {
+                "has properties the schema does not allow".to_owned()
+            }
+            jsonschema::error::ValidationErrorKind::Type { kind } => {
+                format!("wrong type (expected {})", type_names(kind))
+            }
+            kind => format!("fails `{}`", kind.keyword()),
+        };
+        parts.push(format!("{path}: {detail}"));
+    }
+    if total == 0 {
+        return None;
+    }
+    if total > parts.len() {
+        parts.push(format!("and {} more", total - parts.len()));
+    }
+    Some(format!("arguments do not match the schema: {}", parts.join("; ")))
+}
+
+fn type_names(kind: &jsonschema::error::TypeKind) -> String {
+    match kind {
+        jsonschema::error::TypeKind::Single(t) => t.to_string(),
+        jsonschema::error::TypeKind::Multiple(set) => set
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join(" or "),
+    }
+}
+
+fn failure_content(code: ToolErrorCode, message: &str) -> String {
+    json!({"error": code.as_str(), "message": message}).to_string()
+}
+
+impl ToolRunner {
+    /// Builds a runner over `tools` under `policy`.
+    ///
+    /// Fails on a duplicated id (naming both origins), a schema outside the P0 subset
+    /// or a schema the validator cannot compile. Validators are compiled here, once
+    /// per spec.
+    pub fn new(tools: Vec<RegisteredTool>, policy: ToolPolicy) -> Result<Self, CatalogError> {
+        check_collisions(tools.iter().map(|t| &t.spec))?;
+        let mut entries = HashMap::with_capacity(tools.len());
+        for tool in tools {
+            let spec = tool.spec;
+            check_subset(&spec)?;
+            let input = compile(&spec, &spec.input_schema, "input")?;
+            let output = match &spec.output_schema {
+                Some(schema) => Some(compile(&spec, schema, "output")?),
+                None => None,
+            };
+            let args_view = spec.redaction.as_ref().map(|r| Allowlist::compile(&r.args));
+            let output_view = spec.redaction.as_ref().map(|r| Allowlist::compile(&r.output));
+            entries.insert(
+                spec.id.as_str().to_owned(),
+                Arc::new(Entry {
+                    spec,
+                    executor: tool.executor,
+                    input,
+                    output,
+                    args_view,
+                    output_view,
+                }),
+            );
+        }
+        Ok(Self {
+            entries,
+            policy,
+            approver: None,
+        })
+    }
+
+    /// Sets the approver asked about calls that policy marks as needing approval.
+    pub fn with_approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// The active policy.
+    pub fn policy(&self) -> &ToolPolicy {
+        &self.policy
+    }
+
+    /// Every registered spec (allowed or not), sorted by id.
+    pub fn specs(&self) -> Vec<&ToolSpec> {
+        let mut specs: Vec<&ToolSpec> = self.entries.values().map(|e| &e.spec).collect();
+        specs.sort_by(|a, b| a.id.cmp(&b.id));
+        specs
+    }
+
+    /// The catalog for one run: the registered tools policy does not deny.
+    pub fn catalog(&self, ctx: &RunContext) -> ToolCatalog {
+        // Specs were checked in `new`, so building cannot fail; fall back to an empty
+        // catalog rather than offering unchecked tools if it ever did.
+        ToolCatalog::build(self.entries.values().map(|e| e.spec.clone()), &self.policy, ctx)
+            .unwrap_or_default()
+    }
+
+    /// Runs one call through the whole pipeline. Never fails: every problem becomes
+    /// an `ok: false` result. Emits exactly one `tool_call_start` and one
+    /// `tool_call_result` event to `sink`.
+    pub async fn exec(
+        &self,
+        run: &RunContext,
+        catalog: &ToolCatalog,
+        call: ToolCall,
+        cancel: &CancellationToken,
+        sink: &dyn EventSink,
+    ) -> ToolExecution {
+        let started = Instant::now();
+        let started_at_ms = unix_ms();
+        let budgets = &self.policy.budgets;
+
+        let tool_call_id = match call.id.clone() {
+            Some(id) if !id.is_empty() && id.len() <= budgets.max_tool_call_id_len => id,
+            Some(id) if !id.is_empty() => {
+                tracing::warn!(len = id.len(), "tool call id over budget; minted a new one");
+                uuid::Uuid::new_v4().to_string()
+            }
+            _ => uuid::Uuid::new_v4().to_string(),
+        };
+        let entry = self.entries.get(&call.name).cloned();
+
+        // Parse once, before the start event, so the event shows the redacted view.
+        let parsed: Result<Value, Failure> = parse_arguments(&call, budgets.max_argument_bytes);
+        let args_view = match (&entry, &parsed) {
+            (Some(entry), Ok(args)) => entry
+                .args_view
+                .as_ref()
+                .map_or_else(|| json!({}), |view| view.apply(args)),
+            _ => json!({}),
+        };
+
+        let span = tracing::info_span!(
+            "tool_call",
+            run_id = %run.run_id,
+            trace_id = %run.trace_id,
+            tool_call_id = %tool_call_id,
+            tool = %call.name,
+        );
+        let _guard = span.enter();
+        sink.emit(AiEvent::new(
+            run,
+            AiEventKind::ToolCallStart {
+                tool_call_id: tool_call_id.clone(),
+                tool_name: call.name.clone(),
+                args: args_view.clone(),
+            },
+        ));
+
+        let outcome = self
+            .pipeline(run, catalog, &call.name, &tool_call_id, entry.as_deref(), parsed, cancel)
+            .await;
+
+        let duration = started.elapsed();
+        let ended_at_ms = unix_ms();
+        let (result, model_content, truncated, output) = match outcome {
+            Ok(success) => {
+                tracing::debug!(truncated = success.bounded.truncated, "tool call ok");
+                (
+                    ToolExecResult {
+                        tool_call_id: tool_call_id.clone(),
+                        ok: true,
+                        value: Some(success.redacted),
+                        error_code: None,
+                        safe_message: None,
+                    },
+                    success.bounded.text,
+                    success.bounded.truncated,
+                    Some(success.output.value),
+                )
+            }
+            Err(failure) => {
+                tracing::info!(code = failure.code.as_str(), "tool call failed");
+                (
+                    ToolExecResult {
+                        tool_call_id: tool_call_id.clone(),
+                        ok: false,
+                        value: None,
+                        error_code: Some(failure.code),
+                        safe_message: Some(failure.message.clone()),
+                    },
+                    failure_content(failure.code, &failure.message),
+                    false,
+                    None,
+                )
+            }
+        };
+        sink.emit(AiEvent::new(
+            run,
+            AiEventKind::ToolCallResult {
+                tool_call_id: tool_call_id.clone(),
+                tool_name: call.name.clone(),
+                ok: result.ok,
+                result: result.value.clone(),
+                error_code: result.error_code,
+                message: result.safe_message.clone(),
+                duration_ms: duration.as_millis() as u64,
+                truncated,
+            },
+        ));
+        let record = ToolInvocationRecord {
+            tool_call_id,
+            name: call.name,
+            args: args_view,
+            result: result.value.clone(),
+            error: result.error_code,
+            started_at_ms,
+            ended_at_ms,
+            model_content_bytes: model_content.len(),
+            truncated,
+            raw: None,
+        };
+        ToolExecution {
+            result,
+            model_content,
+            truncated,
+            output,
+            record,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn pipeline(
+        &self,
+        run: &RunContext,
+        catalog: &ToolCatalog,
+        name: &str,
+        tool_call_id: &str,
+        entry: Option<&Entry>,
+        parsed: Result<Value, Failure>,
+        cancel: &CancellationToken,
+    ) -> Result<Success, Failure> {
+        let Some(entry) = entry else {
+            return Err(Failure::new(
+                ToolErrorCode::UnknownTool,
+                "no tool with this name exists; call only the tools you were given",
+            ));
+        };
+        let spec = &entry.spec;
+        if !catalog.contains(name) {
+            return Err(Failure::new(
+                ToolErrorCode::PolicyDenied,
+                "this tool is not offered in this run",
+            ));
+        }
+        let decision = self.policy.decide(run, &spec.id, spec.effect);
+        match decision {
+            PolicyDecision::Deny => {
+                return Err(Failure::new(
+                    ToolErrorCode::PolicyDenied,
+                    "policy does not allow this tool",
+                ));
+            }
+            PolicyDecision::RequireApproval if self.approver.is_none() => {
+                return Err(Failure::new(
+                    ToolErrorCode::ApprovalRequired,
+                    format!(
+                        "{} tools need approval and no approver is configured",
+                        spec.effect.as_str()
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        let (Some(output_view), Some(_)) = (&entry.output_view, &entry.args_view) else {
+            return Err(Failure::new(
+                ToolErrorCode::RedactionMissing,
+                "this tool declares no redaction allowlist, so its result cannot be shown",
+            ));
+        };
+        let args = parsed?;
+        if let Some(message) = describe_validation(&entry.input, &args) {
+            return Err(Failure::new(ToolErrorCode::InvalidArgs, message));
+        }
+
+        if decision == PolicyDecision::RequireApproval {
+            self.approve(run, spec, tool_call_id, &args).await?;
+        }
+
+        let cx = ToolCallContext {
+            run: run.clone(),
+            tool_call_id: tool_call_id.to_owned(),
+            tool_id: spec.id.clone(),
+            cancel: cancel.child_token(),
+        };
+        let call_cancel = cx.cancel.clone();
+        let future = AssertUnwindSafe(entry.executor.execute(cx, args)).catch_unwind();
+        let budget = self.policy.budgets.max_runtime();
+        let outcome = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => {
+                call_cancel.cancel();
+                return Err(Failure::new(ToolErrorCode::Cancelled, "the run was cancelled while the tool ran"));
+            }
+            outcome = tokio::time::timeout(budget, future) => outcome,
+        };
+        let output = match outcome {
+            Err(_elapsed) => {
+                call_cancel.cancel();
+                return Err(Failure::new(
+                    ToolErrorCode::Timeout,
+                    format!("the tool ran longer than its {} ms budget", budget.as_millis()),
+                ));
+            }
+            Ok(Err(_panic)) => {
+                tracing::error!("tool panicked");
+                return Err(Failure::new(
+                    ToolErrorCode::ExecutionFailed,
+                    "the tool failed unexpectedly (it panicked)",
+                ));
+            }
+            Ok(Ok(Err(failure))) => return Err(Failure::new(failure.code, failure.message)),
+            Ok(Ok(Ok(output))) => output,
+        };
+
+        if let Some(validator) = &entry.output {
+            if !validator.is_valid(&output.value) {
+                return Err(Failure::new(
+                    ToolErrorCode::OutputInvalid,
+                    "the tool produced output that does not match its declared schema",
+                ));
+            }
+        }
+
+        let max = self.policy.budgets.max_result_bytes;
+        let bounded = match &output.model_view {
+            ModelView::Json => bound_value(&output.value, max),
+            ModelView::Text(text) => bound_text(text, max),
+            ModelView::Withheld { note } => bound_text(note, max),
+        };
+        let redacted = output_view.apply(&output.value);
+        Ok(Success {
+            output,
+            bounded,
+            redacted,
+        })
+    }
+
+    async fn approve(
+        &self,
+        run: &RunContext,
+        spec: &ToolSpec,
+        tool_call_id: &str,
+        args: &Value,
+    ) -> Result<(), Failure> {
+        let Some(approver) = &self.approver else {
+            return Err(Failure::new(ToolErrorCode::ApprovalRequired, "no approver"));
+        };
+        let canonical_args = canonical_json(args);
+        let args_hash = sha256_hex(&Sha256::digest(canonical_args.as_bytes()));
+        let request = ApprovalRequest {
+            run_id: run.run_id.clone(),
+            tool_call_id: tool_call_id.to_owned(),
+            tool_id: spec.id.clone(),
+            effect: spec.effect,
+            canonical_args,
+            args_hash,
+        };
+        match approver.review(request.clone()).await {
+            ApprovalDecision::Approved(grant) if grant.matches(&request) => Ok(()),
+            ApprovalDecision::Approved(_) => Err(Failure::new(
+                ToolErrorCode::ApprovalRequired,
+                "the approval does not match this call and its exact arguments",
+            )),
+            ApprovalDecision::Denied { reason } => Err(Failure::new(
+                ToolErrorCode::ApprovalRequired,
+                format!("approval was refused: {reason}"),
+            )),
+        }
+    }
+}
+
+fn parse_arguments(call: &ToolCall, max_bytes: usize) -> Result<Value, Failure> {
+    if call.outcome == ToolCallOutcome::Truncated {
+        return Err(Failure::new(
+            ToolErrorCode::InvalidJson,
+            "the arguments were cut off because the response hit its length limit; call the tool again with shorter arguments",
+        ));
+    }
+    if call.arguments.len() > max_bytes {
+        return Err(Failure::new(
+            ToolErrorCode::InvalidArgs,
+            format!(
+                "arguments are {} bytes; the limit is {max_bytes}",
+                call.arguments.len()
+            ),
+        ));
+    }
+    if call.arguments.trim().is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_str(&call.arguments).map_err(|e| {
+        Failure::new(
+            ToolErrorCode::InvalidJson,
+            format!(
+                "arguments are not valid JSON ({} at line {} column {})",
+                match e.classify() {
+                    serde_json::error::Category::Eof => "unexpected end",
+                    serde_json::error::Category::Syntax => "syntax error",
+                    serde_json::error::Category::Data => "wrong data",
+                    serde_json::error::Category::Io => "read error",
+                },
+                e.line(),
+                e.column()
+            ),
+        )
+    })
+}

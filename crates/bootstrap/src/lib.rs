@@ -1,0 +1,4 @@
+//! The composition root: configuration, binding of tools to real adapters, and the CLI.
+//!
+//! bootstrap is the only crate that reads configuration or the environment, picks
+//! concrete adapters and binds tool contracts to capabilities. Nothing depends on it.

@@ -1,0 +1,3 @@
+//! The `agent` command-line program.
+
+fn main() {}

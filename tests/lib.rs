@@ -1,0 +1,4 @@
+//! Cross-crate integration tests of the workspace.
+//!
+//! This crate holds no product code and is never published; it may depend on any
+//! project crate (layer-lint knows it as test-only), and no crate depends on it.

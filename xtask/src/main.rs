@@ -1,0 +1,3 @@
+//! Repository chores (`cargo xtask <task>`).
+
+fn main() {}
