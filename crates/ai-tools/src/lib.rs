@@ -1,1 +1,22 @@
-//! placeholder
+//! Typed tool contracts, capability traits and the built-in tools.
+//!
+//! A tool is a [`ToolContract`]: typed `Args` and `Output` whose JSON Schemas are
+//! derived with schemars (never written by hand), a name, a description, an effect,
+//! a redaction allowlist and an `execute` that reaches the outside world only through
+//! capability traits ([`capability`]). [`bind`] joins a contract with its
+//! capabilities into the runner's executor object; only the composition root
+//! (`bootstrap`) binds real capabilities.
+//!
+//! ai-tools depends on `ai-core` only. It must not depend on any `wire-*` crate,
+//! `agent-graph`, `bootstrap` or an HTTP client, and it does no IO of its own: real
+//! file, process, network and database adapters live in `bootstrap`.
+
+pub mod builtin;
+pub mod capability;
+mod contract;
+mod schema;
+
+pub use contract::{
+    ContractError, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, ToolContract, bind, to_tool_spec,
+};
+pub use schema::{SchemaError, args_schema, output_schema};
