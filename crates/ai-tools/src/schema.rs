@@ -104,22 +104,21 @@ fn fold_nullable(value: &mut Value) {
                 if branches.len() != 2 {
                     continue;
                 }
-                let (other, null_at) = if is_null_schema(&branches[1]) {
-                    (branches[0].clone(), 1)
+                let other = if is_null_schema(&branches[1]) {
+                    branches[0].clone()
                 } else if is_null_schema(&branches[0]) {
-                    (branches[1].clone(), 0)
+                    branches[1].clone()
                 } else {
                     continue;
                 };
-                let _ = null_at;
                 let Value::Object(mut other) = other else {
                     continue;
                 };
                 if other.contains_key("enum") {
-                    if let Some(Value::Array(values)) = other.get_mut("enum") {
-                        if !values.contains(&Value::Null) {
-                            values.push(Value::Null);
-                        }
+                    if let Some(Value::Array(values)) = other.get_mut("enum")
+                        && !values.contains(&Value::Null)
+                    {
+                        values.push(Value::Null);
                     }
                     add_null_type(&mut other);
                 } else if !add_null_type(&mut other) {
@@ -145,13 +144,13 @@ fn resolve<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
 fn check_refs(value: &Value, root: &Value, pointer: &str) -> Result<(), SchemaError> {
     match value {
         Value::Object(map) => {
-            if let Some(Value::String(reference)) = map.get("$ref") {
-                if resolve(root, reference).is_none() {
-                    return Err(SchemaError::DanglingRef {
-                        reference: reference.clone(),
-                        pointer: format!("{pointer}/$ref"),
-                    });
-                }
+            if let Some(Value::String(reference)) = map.get("$ref")
+                && resolve(root, reference).is_none()
+            {
+                return Err(SchemaError::DanglingRef {
+                    reference: reference.clone(),
+                    pointer: format!("{pointer}/$ref"),
+                });
             }
             for (key, child) in map {
                 check_refs(child, root, &format!("{pointer}/{key}"))?;
