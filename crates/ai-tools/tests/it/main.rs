@@ -1,5 +1,7 @@
 //! Integration tests of ai-tools: contracts through the real `ToolRunner`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod contract;
 mod time;
 
