@@ -1,0 +1,561 @@
+//! [`TestModel`]: a completion port that calls the offered tools with arguments
+//! generated from their schemas, then summarizes the results.
+
+use ai_core::{
+    CompletionPort, CompletionRequest, CompletionStream, Message, ToolCallOutcome, ToolChoice,
+    ToolEffect, ToolSpec, UsageFact,
+};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::args_gen::{fnv1a, generate};
+use super::playback::{DEFAULT_ARG_CHUNK, Ending, Plan, TurnBuilder, play};
+
+/// Longest excerpt, in characters, of one tool result in a [`TestModel`] summary.
+const RESULT_EXCERPT_CHARS: usize = 200;
+
+/// Which of the offered tools a [`TestModel`] calls.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ToolSelection {
+    /// Only tools whose effect is [`ToolEffect::ReadOnly`] (the default).
+    #[default]
+    ReadOnly,
+    /// Every offered tool.
+    All,
+    /// The offered tools with these names: full ids (`core__get_current_time`) or
+    /// bare names (`get_current_time`).
+    Named(Vec<String>),
+}
+
+impl ToolSelection {
+    fn selects(&self, spec: &ToolSpec) -> bool {
+        match self {
+            Self::ReadOnly => spec.effect == ToolEffect::ReadOnly,
+            Self::All => true,
+            Self::Named(names) => names
+                .iter()
+                .any(|name| name == spec.id.as_str() || name == spec.id.name()),
+        }
+    }
+}
+
+/// A [`CompletionPort`] that exercises tools without a real model (like pydantic-ai's
+/// `TestModel`).
+///
+/// - On a request with no tool result since the last user message, it calls the
+///   selected tools from `request.tools` once each, all in one assistant turn
+///   (ids `call_0`, `call_1`, ... in catalog order), with arguments generated from
+///   their input schemas: valid and deterministic for the seed. The tool choice of the
+///   request is honoured: `None` calls nothing, `Tool(id)` calls exactly that tool, and
+///   `Required` falls back to every offered tool when the selection is empty.
+/// - On a request with tool results, it answers with a summary such as
+///   `Called 1 tool(s): core__get_current_time -> {"now":"..."}` (each result cut to
+///   200 characters).
+/// - With nothing to call, it answers `No tools to call. You said: <last user message>`.
+///
+/// Turns are streamed as deltas like [`super::ScriptedModel`]'s and report usage
+/// (tokens counted as whitespace-separated words).
+///
+/// ```
+/// use agent_graph::testing::{TestModel, ToolSelection};
+///
+/// let model = TestModel::new().with_tools(ToolSelection::All).with_seed(7);
+/// # let _ = model;
+/// ```
+#[derive(Debug, Clone)]
+pub struct TestModel {
+    selection: ToolSelection,
+    seed: u64,
+    include_optional: bool,
+    arg_chunk: usize,
+}
+
+impl Default for TestModel {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestModel {
+    /// Calls read-only tools, seed 0, required arguments only.
+    pub fn new() -> Self {
+        Self {
+            selection: ToolSelection::ReadOnly,
+            seed: 0,
+            include_optional: false,
+            arg_chunk: DEFAULT_ARG_CHUNK,
+        }
+    }
+
+    /// Chooses which offered tools are called.
+    pub fn with_tools(mut self, selection: ToolSelection) -> Self {
+        self.selection = selection;
+        self
+    }
+
+    /// Seeds argument generation (same seed, same arguments).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Also fills optional object properties (default: only required ones).
+    pub fn with_optional(mut self, include: bool) -> Self {
+        self.include_optional = include;
+        self
+    }
+
+    /// The arguments this model would send to `spec`'s tool.
+    ///
+    /// Supports the P0 draft-07 subset: types (and `["T", "null"]`), `const`,
+    /// `default`, `enum`, object properties and `required`, arrays and their bounds,
+    /// string lengths and common formats (`date-time` gives an RFC 3339 timestamp),
+    /// numeric bounds and `multipleOf`, and local `$ref`s. A string with a `pattern`
+    /// gets its first `examples` value when there is one, else `"a"` repeated
+    /// `max(minLength, 1)` times, which may not match the pattern. String properties
+    /// named `timezone`, `path` and `url` get `"UTC"`, `"."` and
+    /// `"https://example.com"`.
+    pub fn generate_args(&self, spec: &ToolSpec) -> Value {
+        let seed = self.seed ^ fnv1a(spec.id.as_str());
+        generate(&spec.input_schema, seed, self.include_optional)
+    }
+
+    fn tools_to_call<'a>(&self, request: &'a CompletionRequest) -> Vec<&'a ToolSpec> {
+        match &request.tool_choice {
+            ToolChoice::None => Vec::new(),
+            ToolChoice::Tool(id) => request.tools.iter().filter(|t| &t.id == id).collect(),
+            choice => {
+                let selected: Vec<&ToolSpec> = request
+                    .tools
+                    .iter()
+                    .filter(|t| self.selection.selects(t))
+                    .collect();
+                if selected.is_empty() && *choice == ToolChoice::Required {
+                    request.tools.iter().collect()
+                } else {
+                    selected
+                }
+            }
+        }
+    }
+
+    fn plan(&self, request: &CompletionRequest) -> Plan {
+        let since_user = match request
+            .messages
+            .iter()
+            .rposition(|m| matches!(m, Message::User { .. }))
+        {
+            Some(i) => request.messages.get(i + 1..).unwrap_or_default(),
+            None => &request.messages[..],
+        };
+        let results: Vec<(&str, &str)> = since_user
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool {
+                    tool_call_id,
+                    content,
+                } => Some((tool_call_id.as_str(), content.as_str())),
+                _ => None,
+            })
+            .collect();
+
+        let mut builder = TurnBuilder::default();
+        let mut completion_words = 0;
+        let tools = if results.is_empty() {
+            self.tools_to_call(request)
+        } else {
+            Vec::new()
+        };
+        if !results.is_empty() {
+            let answer = summarize(&request.messages, &results);
+            completion_words += words(&answer);
+            builder.text(&answer);
+        } else if tools.is_empty() {
+            let said = request
+                .messages
+                .iter()
+                .rev()
+                .find_map(|m| match m {
+                    Message::User { content } => Some(content.as_str()),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            let answer = format!("No tools to call. You said: {said}");
+            completion_words += words(&answer);
+            builder.text(&answer);
+        } else {
+            for (i, spec) in tools.into_iter().enumerate() {
+                let arguments = self.generate_args(spec).to_string();
+                completion_words += 1 + words(&arguments);
+                builder.tool_call(
+                    &format!("call_{i}"),
+                    spec.id.as_str(),
+                    &arguments,
+                    ToolCallOutcome::Complete,
+                    self.arg_chunk,
+                );
+            }
+        }
+        let prompt_tokens = request.messages.iter().map(message_words).sum::<u64>();
+        let completion_tokens = completion_words.max(1);
+        let usage = UsageFact {
+            model: request.model.clone(),
+            prompt_tokens,
+            completion_tokens,
+            total_tokens: prompt_tokens.saturating_add(completion_tokens),
+        };
+        let (deltas, last) = builder.finish(None, Some(usage));
+        Plan {
+            deltas,
+            ending: Ending::Final(last),
+            first_delay: std::time::Duration::ZERO,
+            between: std::time::Duration::ZERO,
+        }
+    }
+}
+
+impl CompletionPort for TestModel {
+    fn complete(&self, request: CompletionRequest, cancel: CancellationToken) -> CompletionStream {
+        play(self.plan(&request), cancel)
+    }
+}
+
+/// Whitespace-separated words: the test models' token count.
+fn words(text: &str) -> u64 {
+    text.split_whitespace().count() as u64
+}
+
+fn message_words(message: &Message) -> u64 {
+    match message {
+        Message::System { content } | Message::User { content } => words(content),
+        Message::Assistant {
+            content,
+            tool_calls,
+        } => {
+            let text = content.as_deref().map_or(0, words);
+            let calls: u64 = tool_calls.iter().map(|c| 1 + words(&c.arguments)).sum();
+            text + calls
+        }
+        Message::Tool { content, .. } => words(content),
+    }
+}
+
+/// `text` cut to at most `max` characters (with `…` when cut).
+fn excerpt(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// `Called N tool(s): name -> result; ...`, naming each result by the assistant tool
+/// call it answers (or by its id when no call matches).
+fn summarize(messages: &[Message], results: &[(&str, &str)]) -> String {
+    let name_of = |id: &str| {
+        messages
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                Message::Assistant { tool_calls, .. } => tool_calls
+                    .iter()
+                    .find(|c| c.id == id)
+                    .map(|c| c.name.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| id.to_owned())
+    };
+    let parts: Vec<String> = results
+        .iter()
+        .map(|(id, content)| {
+            format!(
+                "{} -> {}",
+                name_of(id),
+                excerpt(content, RESULT_EXCERPT_CHARS)
+            )
+        })
+        .collect();
+    format!("Called {} tool(s): {}", results.len(), parts.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ai_core::{
+        CompletionDelta, CompletionError, CompletionFinal, CompletionItem, FinishReason,
+        MessageToolCall, RunContext, ToolId,
+    };
+    use futures::StreamExt;
+    use serde_json::json;
+
+    fn spec(name: &str, effect: ToolEffect, schema: Value) -> ToolSpec {
+        ToolSpec::new(
+            ToolId::core(name).unwrap(),
+            format!("{name} tool"),
+            schema,
+            effect,
+        )
+    }
+
+    fn catalog() -> Vec<ToolSpec> {
+        vec![
+            spec(
+                "get_current_time",
+                ToolEffect::ReadOnly,
+                json!({"type": "object", "required": ["timezone"], "additionalProperties": false,
+                       "properties": {"timezone": {"type": "string"}}}),
+            ),
+            spec(
+                "write_file",
+                ToolEffect::StateChange,
+                json!({"type": "object", "required": ["path", "content"],
+                       "additionalProperties": false,
+                       "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}),
+            ),
+            spec(
+                "search",
+                ToolEffect::ReadOnly,
+                json!({"type": "object", "required": ["query", "limit"],
+                       "additionalProperties": false,
+                       "properties": {"query": {"type": "string", "minLength": 1},
+                                      "limit": {"type": "integer", "minimum": 1, "maximum": 10},
+                                      "since": {"type": "string", "format": "date-time"}}}),
+            ),
+        ]
+    }
+
+    fn request(messages: Vec<Message>, tools: Vec<ToolSpec>) -> CompletionRequest {
+        CompletionRequest {
+            model: "test-model".into(),
+            messages,
+            tools,
+            tool_choice: ToolChoice::Auto,
+            context: RunContext::new("run-1", "trace-1"),
+            max_tokens: None,
+            temperature: None,
+        }
+    }
+
+    async fn run(
+        model: &TestModel,
+        request: CompletionRequest,
+    ) -> (Vec<CompletionDelta>, CompletionFinal) {
+        let items: Vec<_> = model
+            .complete(request, CancellationToken::new())
+            .collect()
+            .await;
+        let mut deltas = Vec::new();
+        let mut last = None;
+        for item in items {
+            match item.unwrap() {
+                CompletionItem::Delta(delta) => deltas.push(delta),
+                CompletionItem::Final(f) => {
+                    assert!(last.is_none(), "exactly one final");
+                    last = Some(f);
+                }
+            }
+        }
+        (deltas, last.unwrap())
+    }
+
+    #[tokio::test]
+    async fn first_call_calls_read_only_tools_in_one_turn() {
+        let model = TestModel::new();
+        let (deltas, last) = run(
+            &model,
+            request(vec![Message::user("what time is it?")], catalog()),
+        )
+        .await;
+        assert_eq!(last.finish_reason, FinishReason::ToolCalls);
+        let names: Vec<(&str, &str)> = last
+            .tool_calls
+            .iter()
+            .map(|c| (c.id.as_str(), c.name.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("call_0", "core__get_current_time"),
+                ("call_1", "core__search")
+            ]
+        );
+        assert_eq!(last.tool_calls[0].arguments, r#"{"timezone":"UTC"}"#);
+        assert!(
+            last.tool_calls
+                .iter()
+                .all(|c| c.outcome == ToolCallOutcome::Complete)
+        );
+        // The deltas carry exactly the assembled arguments.
+        let mut args = vec![String::new(); 2];
+        for delta in &deltas {
+            if let CompletionDelta::ToolCallArgs { index, fragment } = delta {
+                args[*index as usize].push_str(fragment);
+            }
+        }
+        let assembled: Vec<String> = last
+            .tool_calls
+            .iter()
+            .map(|c| c.arguments.clone())
+            .collect();
+        assert_eq!(args, assembled);
+        let usage = last.usage.unwrap();
+        assert_eq!(usage.model, "test-model");
+        assert_eq!(usage.prompt_tokens, 4);
+        assert_eq!(
+            usage.total_tokens,
+            usage.prompt_tokens + usage.completion_tokens
+        );
+        assert!(matches!(deltas.last(), Some(CompletionDelta::Usage(_))));
+    }
+
+    #[tokio::test]
+    async fn generated_arguments_validate_and_depend_on_the_seed() {
+        let tools = catalog();
+        for seed in 0..16 {
+            let model = TestModel::new()
+                .with_tools(ToolSelection::All)
+                .with_seed(seed)
+                .with_optional(true);
+            let (_, last) = run(&model, request(vec![Message::user("go")], tools.clone())).await;
+            assert_eq!(last.tool_calls.len(), 3);
+            for (call, spec) in last.tool_calls.iter().zip(&tools) {
+                let validator = jsonschema::options()
+                    .with_draft(jsonschema::Draft::Draft7)
+                    .should_validate_formats(true)
+                    .build(&spec.input_schema)
+                    .unwrap();
+                let args: Value = serde_json::from_str(&call.arguments).unwrap();
+                assert!(validator.is_valid(&args), "{}: {args}", spec.id);
+                assert_eq!(args, model.generate_args(spec));
+            }
+        }
+        let search = &tools[2];
+        let distinct: std::collections::HashSet<String> = (0..16)
+            .map(|seed| {
+                TestModel::new()
+                    .with_seed(seed)
+                    .generate_args(search)
+                    .to_string()
+            })
+            .collect();
+        assert!(distinct.len() > 1);
+    }
+
+    #[tokio::test]
+    async fn selection_and_tool_choice_pick_the_tools() {
+        let named = TestModel::new().with_tools(ToolSelection::Named(vec![
+            "write_file".into(),
+            "core__search".into(),
+        ]));
+        let (_, last) = run(&named, request(vec![Message::user("x")], catalog())).await;
+        let names: Vec<&str> = last.tool_calls.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, vec!["core__write_file", "core__search"]);
+
+        let mut forced = request(vec![Message::user("x")], catalog());
+        forced.tool_choice = ToolChoice::Tool(ToolId::core("write_file").unwrap());
+        let (_, last) = run(&TestModel::new(), forced).await;
+        assert_eq!(last.tool_calls.len(), 1);
+        let args: Value = serde_json::from_str(&last.tool_calls[0].arguments).unwrap();
+        assert_eq!(args["path"], json!("."));
+        assert!(args["content"].is_string());
+
+        let mut none = request(vec![Message::user("hello there")], catalog());
+        none.tool_choice = ToolChoice::None;
+        let (_, last) = run(&TestModel::new(), none).await;
+        assert!(last.tool_calls.is_empty());
+        assert_eq!(last.text, "No tools to call. You said: hello there");
+
+        let writes_only = vec![catalog().remove(1)];
+        let mut required = request(vec![Message::user("x")], writes_only);
+        required.tool_choice = ToolChoice::Required;
+        let (_, last) = run(&TestModel::new(), required).await;
+        assert_eq!(last.tool_calls.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn without_selectable_tools_it_echoes_the_user() {
+        let writes_only = vec![catalog().remove(1)];
+        let (deltas, last) = run(
+            &TestModel::new(),
+            request(
+                vec![Message::system("be brief"), Message::user("hi  you")],
+                writes_only,
+            ),
+        )
+        .await;
+        assert_eq!(last.text, "No tools to call. You said: hi  you");
+        assert_eq!(last.finish_reason, FinishReason::Stop);
+        let streamed: String = deltas
+            .iter()
+            .filter_map(|d| match d {
+                CompletionDelta::Text(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(streamed, last.text);
+        let usage = last.usage.unwrap();
+        assert_eq!((usage.prompt_tokens, usage.completion_tokens), (4, 8));
+    }
+
+    #[tokio::test]
+    async fn second_call_summarizes_tool_results() {
+        let long = format!("\"{}\"", "é".repeat(300));
+        let messages = vec![
+            Message::user("what time is it?"),
+            Message::Assistant {
+                content: None,
+                tool_calls: vec![
+                    MessageToolCall {
+                        id: "call_0".into(),
+                        name: "core__get_current_time".into(),
+                        arguments: r#"{"timezone":"UTC"}"#.into(),
+                    },
+                    MessageToolCall {
+                        id: "call_1".into(),
+                        name: "core__search".into(),
+                        arguments: "{}".into(),
+                    },
+                ],
+            },
+            Message::tool("call_0", r#"{"now":"2024-01-01T00:00:00Z"}"#),
+            Message::tool("call_1", long.clone()),
+        ];
+        let (_, last) = run(&TestModel::new(), request(messages, catalog())).await;
+        assert!(last.tool_calls.is_empty());
+        assert_eq!(last.finish_reason, FinishReason::Stop);
+        let expected = format!(
+            "Called 2 tool(s): core__get_current_time -> {{\"now\":\"2024-01-01T00:00:00Z\"}}; core__search -> {}…",
+            long.chars().take(200).collect::<String>()
+        );
+        assert_eq!(last.text, expected);
+    }
+
+    #[tokio::test]
+    async fn a_new_user_message_starts_a_new_round() {
+        let messages = vec![
+            Message::user("first"),
+            Message::tool("call_0", "{}"),
+            Message::assistant("done"),
+            Message::user("again"),
+        ];
+        let (_, last) = run(&TestModel::new(), request(messages, catalog())).await;
+        assert_eq!(last.tool_calls.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn honours_cancellation() {
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let items: Vec<_> = TestModel::new()
+            .complete(request(vec![Message::user("x")], catalog()), cancel)
+            .collect()
+            .await;
+        assert_eq!(items, vec![Err(CompletionError::Cancelled)]);
+    }
+
+    #[test]
+    fn excerpt_cuts_on_char_boundaries() {
+        assert_eq!(excerpt("héllo", 2), "hé…");
+        assert_eq!(excerpt("héllo", 5), "héllo");
+        assert_eq!(excerpt("", 0), "");
+    }
+}
