@@ -129,7 +129,10 @@ fn bound_array(items: &[Value], budget: usize) -> String {
 }
 
 fn envelope(full: &str, budget: usize) -> String {
-    let skeleton = format!(r#"{{"_truncated_json":"","original_bytes":{}}}"#, full.len());
+    let skeleton = format!(
+        r#"{{"_truncated_json":"","original_bytes":{}}}"#,
+        full.len()
+    );
     let room = budget - skeleton.len();
     let prefix = escaped_prefix(full, room);
     let wrapped = serde_json::json!({
@@ -169,14 +172,22 @@ mod tests {
         assert_eq!(v[0], json!({"i": 0}));
         let last = v.last().unwrap();
         assert_eq!(last["_truncated"], json!(true));
-        assert_eq!(last["omitted_items"].as_u64().unwrap() as usize + v.len() - 1, 100);
+        assert_eq!(
+            last["omitted_items"].as_u64().unwrap() as usize + v.len() - 1,
+            100
+        );
     }
 
     #[test]
     fn objects_are_wrapped() {
         let b = bound_value(&json!({"k": "x".repeat(1000)}), 256);
         let v: Value = serde_json::from_str(&b.text).unwrap();
-        assert!(v["_truncated_json"].as_str().unwrap().starts_with(r#"{"k":"xxx"#));
+        assert!(
+            v["_truncated_json"]
+                .as_str()
+                .unwrap()
+                .starts_with(r#"{"k":"xxx"#)
+        );
         assert_eq!(v["original_bytes"], json!(1008));
         assert!(b.text.len() <= 256);
     }

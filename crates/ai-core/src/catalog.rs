@@ -22,7 +22,10 @@ pub enum CatalogError {
         second: String,
     },
     /// A spec's input schema leaves the P0 subset.
-    #[error("tool `{id}` has a schema outside the supported subset: {}", join(violations))]
+    #[error(
+        "tool `{id}` has a schema outside the supported subset: {}",
+        join(violations)
+    )]
     SchemaSubset {
         /// The tool.
         id: ToolId,

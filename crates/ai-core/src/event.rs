@@ -173,6 +173,9 @@ mod tests {
         let back: AiEvent = serde_json::from_value(value).unwrap();
         assert_eq!(back, event);
         let done = serde_json::to_value(AiEvent::new(&ctx, AiEventKind::Done)).unwrap();
-        assert_eq!(done, json!({"type": "done", "run_id": "r1", "trace_id": "t1"}));
+        assert_eq!(
+            done,
+            json!({"type": "done", "run_id": "r1", "trace_id": "t1"})
+        );
     }
 }

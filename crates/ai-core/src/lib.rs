@@ -48,8 +48,8 @@ pub use policy::{Budgets, PolicyDecision, ToolPolicy};
 pub use record::{ToolExecResult, ToolInvocationRecord};
 pub use redact::{FieldPath, Redaction, RedactionError};
 pub use runner::{
-    ModelView, RegisteredTool, ToolCall, ToolCallContext, ToolExecution, ToolExecutor,
-    ToolFailure, ToolOutput, ToolRunner,
+    ModelView, RegisteredTool, ToolCall, ToolCallContext, ToolExecution, ToolExecutor, ToolFailure,
+    ToolOutput, ToolRunner,
 };
 pub use schema_subset::{SchemaViolation, check_schema_subset};
 pub use spec::{ToolEffect, ToolSpec, canonical_json, schema_hash};

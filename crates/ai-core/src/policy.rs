@@ -98,10 +98,12 @@ impl Default for ToolPolicy {
 }
 
 fn matches(patterns: &BTreeSet<String>, id: &str) -> bool {
-    patterns.iter().any(|pattern| match pattern.strip_suffix('*') {
-        Some(prefix) => id.starts_with(prefix),
-        None => pattern == id,
-    })
+    patterns
+        .iter()
+        .any(|pattern| match pattern.strip_suffix('*') {
+            Some(prefix) => id.starts_with(prefix),
+            None => pattern == id,
+        })
 }
 
 impl ToolPolicy {
@@ -167,7 +169,10 @@ mod tests {
         let mut policy = ToolPolicy::allowing(["core__*", "mcp__gh__list"]);
         policy.deny.insert("core__exec_shell".into());
         let decide = |s: &str, e| policy.decide(&ctx, &id(s), e);
-        assert_eq!(decide("core__read", ToolEffect::ReadOnly), PolicyDecision::Allow);
+        assert_eq!(
+            decide("core__read", ToolEffect::ReadOnly),
+            PolicyDecision::Allow
+        );
         assert_eq!(
             decide("core__write", ToolEffect::StateChange),
             PolicyDecision::RequireApproval
@@ -176,9 +181,18 @@ mod tests {
             decide("core__exec_shell", ToolEffect::ReadOnly),
             PolicyDecision::Deny
         );
-        assert_eq!(decide("mcp__gh__list", ToolEffect::ReadOnly), PolicyDecision::Allow);
-        assert_eq!(decide("mcp__gh__listx", ToolEffect::ReadOnly), PolicyDecision::Deny);
-        assert_eq!(decide("mcp__other__a", ToolEffect::ReadOnly), PolicyDecision::Deny);
+        assert_eq!(
+            decide("mcp__gh__list", ToolEffect::ReadOnly),
+            PolicyDecision::Allow
+        );
+        assert_eq!(
+            decide("mcp__gh__listx", ToolEffect::ReadOnly),
+            PolicyDecision::Deny
+        );
+        assert_eq!(
+            decide("mcp__other__a", ToolEffect::ReadOnly),
+            PolicyDecision::Deny
+        );
     }
 
     #[test]

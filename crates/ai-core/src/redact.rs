@@ -148,7 +148,10 @@ impl Allowlist {
                 Some(Value::Object(out))
             }
             Value::Array(items) => Some(Value::Array(
-                items.iter().filter_map(|item| self.apply_inner(item)).collect(),
+                items
+                    .iter()
+                    .filter_map(|item| self.apply_inner(item))
+                    .collect(),
             )),
             _ => None,
         }
@@ -193,7 +196,10 @@ mod tests {
         assert_eq!(allow(&["$"]).apply(&value), value);
         assert_eq!(allow(&[]).apply(&value), json!({}));
         assert_eq!(allow(&[]).apply(&json!("secret")), Value::Null);
-        assert_eq!(allow(&["a"]).apply(&json!([{"a": 1, "b": 2}])), json!([{"a": 1}]));
+        assert_eq!(
+            allow(&["a"]).apply(&json!([{"a": 1, "b": 2}])),
+            json!([{"a": 1}])
+        );
     }
 
     #[test]

@@ -10,7 +10,8 @@
 //!    size (`invalid_args`), JSON parse (`invalid_json`; an empty string is `{}`),
 //!    schema validation with a cached compiled validator (`invalid_args`, naming the
 //!    failing paths, never the values);
-//! 5. approval, bound to the call id, tool id and hash of the canonical arguments;
+//! 5. approval, bound to the call id, tool id and hash of the canonical arguments
+//!    (abandoned with `cancelled` when the run is cancelled while it is awaited);
 //! 6. execution under the runtime budget, the run's cancellation and panic capture
 //!    (`timeout`, `cancelled`, `execution_failed`);
 //! 7. output schema check when declared (`output_invalid`);
@@ -156,7 +157,11 @@ pub struct ToolCall {
 
 impl ToolCall {
     /// A complete call.
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: impl Into<String>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: impl Into<String>,
+    ) -> Self {
         Self {
             id: Some(id.into()),
             name: name.into(),
@@ -191,7 +196,11 @@ struct Entry {
     output_view: Option<Allowlist>,
 }
 
-fn compile(spec: &ToolSpec, schema: &Value, which: &'static str) -> Result<jsonschema::Validator, CatalogError> {
+fn compile(
+    spec: &ToolSpec,
+    schema: &Value,
+    which: &'static str,
+) -> Result<jsonschema::Validator, CatalogError> {
     jsonschema::options()
         .with_draft(jsonschema::Draft::Draft7)
         .build(schema)
@@ -283,7 +292,10 @@ fn describe_validation(validator: &jsonschema::Validator, args: &Value) -> Optio
     if total > parts.len() {
         parts.push(format!("and {} more", total - parts.len()));
     }
-    Some(format!("arguments do not match the schema: {}", parts.join("; ")))
+    Some(format!(
+        "arguments do not match the schema: {}",
+        parts.join("; ")
+    ))
 }
 
 fn type_names(kind: &jsonschema::error::TypeKind) -> String {
@@ -319,7 +331,10 @@ impl ToolRunner {
                 None => None,
             };
             let args_view = spec.redaction.as_ref().map(|r| Allowlist::compile(&r.args));
-            let output_view = spec.redaction.as_ref().map(|r| Allowlist::compile(&r.output));
+            let output_view = spec
+                .redaction
+                .as_ref()
+                .map(|r| Allowlist::compile(&r.output));
             entries.insert(
                 spec.id.as_str().to_owned(),
                 Arc::new(Entry {
@@ -361,8 +376,12 @@ impl ToolRunner {
     pub fn catalog(&self, ctx: &RunContext) -> ToolCatalog {
         // Specs were checked in `new`, so building cannot fail; fall back to an empty
         // catalog rather than offering unchecked tools if it ever did.
-        ToolCatalog::build(self.entries.values().map(|e| e.spec.clone()), &self.policy, ctx)
-            .unwrap_or_default()
+        ToolCatalog::build(
+            self.entries.values().map(|e| e.spec.clone()),
+            &self.policy,
+            ctx,
+        )
+        .unwrap_or_default()
     }
 
     /// Runs one call through the whole pipeline. Never fails: every problem becomes
@@ -418,7 +437,15 @@ impl ToolRunner {
         ));
 
         let outcome = self
-            .pipeline(run, catalog, &call.name, &tool_call_id, entry.as_deref(), parsed, cancel)
+            .pipeline(
+                run,
+                catalog,
+                &call.name,
+                &tool_call_id,
+                entry.as_deref(),
+                parsed,
+                cancel,
+            )
             .await;
 
         let duration = started.elapsed();
@@ -544,7 +571,17 @@ impl ToolRunner {
         }
 
         if decision == PolicyDecision::RequireApproval {
-            self.approve(run, spec, tool_call_id, &args).await?;
+            // An approver may wait on a human; the run's cancellation still ends the call.
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => {
+                    return Err(Failure::new(
+                        ToolErrorCode::Cancelled,
+                        "the run was cancelled while the call awaited approval",
+                    ));
+                }
+                approval = self.approve(run, spec, tool_call_id, &args) => approval?,
+            }
         }
 
         let cx = ToolCallContext {
@@ -554,7 +591,12 @@ impl ToolRunner {
             cancel: cancel.child_token(),
         };
         let call_cancel = cx.cancel.clone();
-        let future = AssertUnwindSafe(entry.executor.execute(cx, args)).catch_unwind();
+        // `execute` is called inside `catch_unwind` and only when first polled: a tool
+        // that panics before returning its future is caught too, and a run cancelled
+        // before the call (biased select below) never starts the tool.
+        let executor = &entry.executor;
+        let future =
+            AssertUnwindSafe(async move { executor.execute(cx, args).await }).catch_unwind();
         let budget = self.policy.budgets.max_runtime();
         let outcome = tokio::select! {
             biased;
@@ -569,7 +611,10 @@ impl ToolRunner {
                 call_cancel.cancel();
                 return Err(Failure::new(
                     ToolErrorCode::Timeout,
-                    format!("the tool ran longer than its {} ms budget", budget.as_millis()),
+                    format!(
+                        "the tool ran longer than its {} ms budget",
+                        budget.as_millis()
+                    ),
                 ));
             }
             Ok(Err(_panic)) => {
@@ -583,13 +628,13 @@ impl ToolRunner {
             Ok(Ok(Ok(output))) => output,
         };
 
-        if let Some(validator) = &entry.output {
-            if !validator.is_valid(&output.value) {
-                return Err(Failure::new(
-                    ToolErrorCode::OutputInvalid,
-                    "the tool produced output that does not match its declared schema",
-                ));
-            }
+        if let Some(validator) = &entry.output
+            && !validator.is_valid(&output.value)
+        {
+            return Err(Failure::new(
+                ToolErrorCode::OutputInvalid,
+                "the tool produced output that does not match its declared schema",
+            ));
         }
 
         let max = self.policy.budgets.max_result_bytes;

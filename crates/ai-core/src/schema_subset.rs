@@ -41,7 +41,8 @@ pub fn check_schema_subset(schema: &Value) -> Result<(), Vec<SchemaViolation>> {
             if map.get("type") != Some(&Value::String("object".into())) {
                 violations.push(SchemaViolation {
                     pointer: "/type".into(),
-                    message: "the root of a tool input schema must have \"type\": \"object\"".into(),
+                    message: "the root of a tool input schema must have \"type\": \"object\""
+                        .into(),
                 });
             }
             walk(map, "", &mut violations);
@@ -87,7 +88,13 @@ fn walk(schema: &Map<String, Value>, pointer: &str, out: &mut Vec<SchemaViolatio
         }
     }
     // Keywords whose value is a schema.
-    for keyword in ["items", "additionalItems", "additionalProperties", "contains", "propertyNames"] {
+    for keyword in [
+        "items",
+        "additionalItems",
+        "additionalProperties",
+        "contains",
+        "propertyNames",
+    ] {
         match schema.get(keyword) {
             Some(Value::Object(child)) => walk(child, &format!("{pointer}/{keyword}"), out),
             Some(Value::Array(children)) if keyword == "items" => {
@@ -158,7 +165,10 @@ mod tests {
                 "/definitions/D/additionalProperties/allOf".to_string()
             ]
         );
-        assert_eq!(pointers(json!({"type": "string"})), vec!["/type".to_string()]);
+        assert_eq!(
+            pointers(json!({"type": "string"})),
+            vec!["/type".to_string()]
+        );
         assert_eq!(pointers(json!(true)), vec![String::new()]);
     }
 }

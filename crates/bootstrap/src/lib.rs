@@ -1,4 +1,13 @@
 //! The composition root: configuration, binding of tools to real adapters, and the CLI.
 //!
 //! bootstrap is the only crate that reads configuration or the environment, picks
-//! concrete adapters and binds tool contracts to capabilities. Nothing depends on it.
+//! concrete adapters and binds tool contracts to capabilities. Nothing depends on it
+//! (except the test-only `integration-tests` crate).
+
+pub mod adapters;
+pub mod approval;
+pub mod cli;
+pub mod config;
+pub mod model;
+pub mod render;
+pub mod tools;

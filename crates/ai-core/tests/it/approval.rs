@@ -1,0 +1,236 @@
+//! `approval_required` in every form: no approver, a refusal, a grant for another
+//! call or other arguments (replay), and a ledger grant used twice.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use ai_core::{
+    ApprovalGrant, Approver, GrantLedger, ToolCall, ToolEffect, ToolErrorCode, ToolRunner,
+    canonical_json,
+};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use crate::support::{
+    ApproveAll, Counted, DenyAll, Harness, NeverAnswers, Replay, allow_all, expect_failure,
+    expect_ok, registered, spec,
+};
+
+const TOOL: &str = "core__write";
+const ARGS: &str = r#"{"text": "hello", "path": "notes.txt"}"#;
+const CANONICAL: &str = r#"{"path":"notes.txt","text":"hello"}"#;
+
+/// A state-changing tool (approval needed under the default policy) and its call
+/// counter.
+fn write_runner() -> (ToolRunner, Arc<AtomicUsize>) {
+    let schema = json!({
+        "type": "object",
+        "properties": {"path": {"type": "string"}, "text": {"type": "string"}},
+        "required": ["path"]
+    });
+    let counted = Counted::default();
+    let calls = counted.calls.clone();
+    let runner = ToolRunner::new(
+        vec![registered(
+            spec(TOOL, schema, ToolEffect::StateChange),
+            counted,
+        )],
+        allow_all(),
+    )
+    .unwrap();
+    (runner, calls)
+}
+
+fn approved_by(approver: Arc<dyn Approver>) -> (Harness, Arc<AtomicUsize>) {
+    let (runner, calls) = write_runner();
+    (Harness::from_runner(runner.with_approver(approver)), calls)
+}
+
+/// `sha256:<hex>` of `text`, computed independently of ai-core.
+fn sha256(text: &str) -> String {
+    let hex: String = Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256:{hex}")
+}
+
+#[tokio::test]
+async fn approval_required_without_an_approver() {
+    for effect in [ToolEffect::StateChange, ToolEffect::ExternalSideEffect] {
+        let counted = Counted::default();
+        let calls = counted.calls.clone();
+        let h = Harness::new(vec![registered(
+            spec(TOOL, json!({"type": "object"}), effect),
+            counted,
+        )]);
+        // Approval-required tools are offered; calling one without an approver fails.
+        assert!(h.catalog.contains(TOOL));
+        let exec = h.exec(ToolCall::new("call-1", TOOL, ARGS)).await;
+        assert_eq!(
+            expect_failure(&exec, ToolErrorCode::ApprovalRequired),
+            format!(
+                "{} tools need approval and no approver is configured",
+                effect.as_str()
+            )
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
+    }
+}
+
+#[tokio::test]
+async fn approved_call_runs_and_the_request_binds_call_tool_and_canonical_args() {
+    let approver = Arc::new(ApproveAll::default());
+    let (h, calls) = approved_by(approver.clone());
+    let exec = h.exec(ToolCall::new("call-1", TOOL, ARGS)).await;
+    assert_eq!(
+        expect_ok(&exec),
+        json!({"path": "notes.txt", "text": "hello"})
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+
+    let requests = approver.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 1);
+    let request = &requests[0];
+    assert_eq!(request.run_id, "run-1");
+    assert_eq!(request.tool_call_id, "call-1");
+    assert_eq!(request.tool_id.as_str(), TOOL);
+    assert_eq!(request.effect, ToolEffect::StateChange);
+    assert_eq!(request.canonical_args, CANONICAL);
+    assert_eq!(
+        canonical_json(&serde_json::from_str(ARGS).unwrap()),
+        CANONICAL
+    );
+    assert_eq!(request.args_hash, sha256(CANONICAL));
+}
+
+#[tokio::test]
+async fn approval_required_when_the_approver_refuses() {
+    let (h, calls) = approved_by(Arc::new(DenyAll("the user declined")));
+    let exec = h.exec(ToolCall::new("call-1", TOOL, ARGS)).await;
+    assert_eq!(
+        expect_failure(&exec, ToolErrorCode::ApprovalRequired),
+        "approval was refused: the user declined"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn approval_required_when_a_grant_is_replayed_for_another_call_or_arguments() {
+    // A genuine grant, issued for call-1 with ARGS.
+    let grant = ApprovalGrant {
+        tool_call_id: "call-1".into(),
+        tool_id: TOOL.into(),
+        args_hash: sha256(CANONICAL),
+    };
+    let (h, calls) = approved_by(Arc::new(Replay(grant.clone())));
+    let refused = "the approval does not match this call and its exact arguments";
+
+    // Another call id with the same arguments.
+    let exec = h.exec(ToolCall::new("call-2", TOOL, ARGS)).await;
+    assert_eq!(
+        expect_failure(&exec, ToolErrorCode::ApprovalRequired),
+        refused
+    );
+    // The same call id with other arguments.
+    let exec = h
+        .exec(ToolCall::new(
+            "call-1",
+            TOOL,
+            r#"{"path": "/etc/passwd", "text": "hello"}"#,
+        ))
+        .await;
+    assert_eq!(
+        expect_failure(&exec, ToolErrorCode::ApprovalRequired),
+        refused
+    );
+    // A grant naming another tool.
+    let (other, other_calls) = approved_by(Arc::new(Replay(ApprovalGrant {
+        tool_id: "core__other".into(),
+        ..grant.clone()
+    })));
+    let exec = other.exec(ToolCall::new("call-1", TOOL, ARGS)).await;
+    assert_eq!(
+        expect_failure(&exec, ToolErrorCode::ApprovalRequired),
+        refused
+    );
+    assert_eq!(
+        calls.load(Ordering::SeqCst) + other_calls.load(Ordering::SeqCst),
+        0
+    );
+
+    // The exact call matches, whatever the key order and whitespace of its text.
+    let exec = h
+        .exec(ToolCall::new(
+            "call-1",
+            TOOL,
+            r#"{ "path":"notes.txt","text":"hello" }"#,
+        ))
+        .await;
+    expect_ok(&exec);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn grant_ledger_grant_is_used_once() {
+    let ledger = Arc::new(GrantLedger::new());
+    ledger.insert(ApprovalGrant {
+        tool_call_id: "call-1".into(),
+        tool_id: TOOL.into(),
+        args_hash: sha256(CANONICAL),
+    });
+    let (h, calls) = approved_by(ledger.clone());
+    expect_ok(&h.exec(ToolCall::new("call-1", TOOL, ARGS)).await);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert!(ledger.is_empty(), "the grant was consumed");
+
+    // The identical call again: refused, not run.
+    let exec = h.exec(ToolCall::new("call-1", TOOL, ARGS)).await;
+    assert_eq!(
+        expect_failure(&exec, ToolErrorCode::ApprovalRequired),
+        "approval was refused: no approval was given for this call"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn grant_ledger_refuses_and_consumes_a_grant_for_other_arguments() {
+    let ledger = Arc::new(GrantLedger::new());
+    ledger.insert(ApprovalGrant {
+        tool_call_id: "call-1".into(),
+        tool_id: TOOL.into(),
+        args_hash: sha256(r#"{"path":"notes.txt","text":"something else"}"#),
+    });
+    assert_eq!(ledger.len(), 1);
+    let (h, calls) = approved_by(ledger.clone());
+    let exec = h.exec(ToolCall::new("call-1", TOOL, ARGS)).await;
+    assert_eq!(
+        expect_failure(&exec, ToolErrorCode::ApprovalRequired),
+        "approval was refused: the approval was given for different arguments"
+    );
+    assert!(ledger.is_empty(), "a grant is good for one attempt only");
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn cancelling_the_run_ends_a_call_waiting_for_approval() {
+    let (h, calls) = approved_by(Arc::new(NeverAnswers));
+    let cancel = h.cancel.clone();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        cancel.cancel();
+    });
+    let exec = tokio::time::timeout(
+        Duration::from_secs(5),
+        h.exec(ToolCall::new("call-1", TOOL, ARGS)),
+    )
+    .await
+    .expect("a cancelled run must not wait for an approval forever");
+    canceller.await.unwrap();
+    assert_eq!(
+        expect_failure(&exec, ToolErrorCode::Cancelled),
+        "the run was cancelled while the call awaited approval"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+}

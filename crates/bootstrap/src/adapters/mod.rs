@@ -1,0 +1,142 @@
+//! Real adapters for the capability traits of `ai-tools`, and the binding of every
+//! built-in tool to them (invariant BINDING_IN_COMPOSITION_ROOT).
+//!
+//! Only this module touches the filesystem, child processes, the network and the
+//! memory database on behalf of tools. It knows no configuration file format: the
+//! caller maps its configuration to a plain [`BuiltinConfig`].
+
+mod clock;
+mod http;
+mod memory;
+mod shell;
+mod workspace;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ai_core::RegisteredTool;
+use ai_tools::builtin::{
+    DEFAULT_FETCH_BYTES, DEFAULT_FETCH_TIMEOUT, DEFAULT_MAX_FILE_BYTES, DEFAULT_SHELL_OUTPUT_BYTES,
+    DEFAULT_SHELL_TIMEOUT, EditFile, ExecShell, GetCurrentTime, ListDirectory, MemoryRead,
+    MemoryWrite, MemoryWriteCapabilities, ReadFile, WebFetch, WriteFile,
+};
+use ai_tools::capability::{
+    AllowlistError, Clock, HttpFetch, MemoryStore, NetAllowlist, Shell, Workspace,
+};
+use ai_tools::{ContractError, bind};
+
+pub use clock::SystemClock;
+pub use http::{GuardedHttpFetch, MAX_REDIRECTS, install_crypto_provider};
+pub use memory::{BUSY_TIMEOUT, MemoryOpenError, SqliteMemory};
+pub use shell::{ENV_ALLOWLIST, LocalShell};
+pub use workspace::{LocalWorkspace, MAX_COMPONENT_BYTES, MAX_PATH_BYTES};
+
+/// What the built-in tools need to be bound: plain data, mapped from configuration by
+/// the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltinConfig {
+    /// The sandbox folder for the file tools and the shell's working directory.
+    pub workspace_root: PathBuf,
+    /// The SQLite file of long-term memory.
+    pub memory_db_path: PathBuf,
+    /// Hosts, addresses and CIDRs (optionally `:port`) `web_fetch` may reach even
+    /// though they are loopback, private or otherwise refused by default.
+    pub web_allowlist: Vec<String>,
+    /// Default and largest shell timeout. Keep it below the runner's runtime budget.
+    pub shell_timeout: Duration,
+    /// Cap per shell output stream, in bytes.
+    pub shell_output_bytes: usize,
+    /// Largest file read or edited, in bytes.
+    pub max_file_bytes: u64,
+    /// Largest fetched body, in bytes.
+    pub fetch_max_bytes: usize,
+    /// Time limit of one fetch.
+    pub fetch_timeout: Duration,
+}
+
+impl BuiltinConfig {
+    /// Defaults for everything but the two paths.
+    pub fn new(workspace_root: impl Into<PathBuf>, memory_db_path: impl Into<PathBuf>) -> Self {
+        Self {
+            workspace_root: workspace_root.into(),
+            memory_db_path: memory_db_path.into(),
+            web_allowlist: Vec::new(),
+            shell_timeout: DEFAULT_SHELL_TIMEOUT,
+            shell_output_bytes: DEFAULT_SHELL_OUTPUT_BYTES,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            fetch_max_bytes: DEFAULT_FETCH_BYTES,
+            fetch_timeout: DEFAULT_FETCH_TIMEOUT,
+        }
+    }
+}
+
+/// Why the built-in tools could not be bound.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// The workspace root is missing or not a folder.
+    #[error("the workspace root is unusable: {0}")]
+    Workspace(String),
+    /// The memory database could not be opened.
+    #[error(transparent)]
+    Memory(#[from] MemoryOpenError),
+    /// A web allowlist entry is malformed.
+    #[error(transparent)]
+    Allowlist(#[from] AllowlistError),
+    /// A contract is invalid (a bug in ai-tools).
+    #[error(transparent)]
+    Contract(#[from] ContractError),
+}
+
+/// Binds every built-in tool to the real adapters.
+pub fn bind_builtin_tools(cfg: &BuiltinConfig) -> Result<Vec<RegisteredTool>, BindError> {
+    let local = LocalWorkspace::new(&cfg.workspace_root)
+        .map_err(|e| BindError::Workspace(e.kind().to_string()))?;
+    let shell: Arc<dyn Shell> = Arc::new(LocalShell::new(local.root()));
+    let workspace: Arc<dyn Workspace> = Arc::new(local);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let memory: Arc<dyn MemoryStore> = Arc::new(SqliteMemory::open(&cfg.memory_db_path)?);
+    let http: Arc<dyn HttpFetch> = Arc::new(GuardedHttpFetch::new(NetAllowlist::parse(
+        &cfg.web_allowlist,
+    )?));
+    Ok(vec![
+        bind(GetCurrentTime, Arc::clone(&clock))?,
+        bind(
+            ReadFile {
+                max_bytes: cfg.max_file_bytes,
+            },
+            Arc::clone(&workspace),
+        )?,
+        bind(ListDirectory, Arc::clone(&workspace))?,
+        bind(WriteFile, Arc::clone(&workspace))?,
+        bind(
+            EditFile {
+                max_bytes: cfg.max_file_bytes,
+            },
+            workspace,
+        )?,
+        bind(
+            ExecShell {
+                default_timeout: cfg.shell_timeout,
+                max_timeout: cfg.shell_timeout,
+                max_output_bytes: cfg.shell_output_bytes,
+            },
+            shell,
+        )?,
+        bind(
+            WebFetch {
+                max_bytes: cfg.fetch_max_bytes,
+                timeout: cfg.fetch_timeout,
+            },
+            http,
+        )?,
+        bind(
+            MemoryWrite,
+            MemoryWriteCapabilities {
+                store: Arc::clone(&memory),
+                clock,
+            },
+        )?,
+        bind(MemoryRead, memory)?,
+    ])
+}

@@ -1,0 +1,262 @@
+//! The `agent` command line: `agent chat` and `agent tools`.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use agent_graph::{GraphRegistry, RunDeps, RunLimits, RunRequest};
+use ai_core::{CompletionPort, PolicyDecision, RunContext, ToolRunner};
+use clap::{Args, Parser, Subcommand};
+use futures::StreamExt;
+
+use crate::approval::CliApprover;
+use crate::config::{self, AgentConfig, ConfigSource, EnvOverrides, FlagOverrides};
+use crate::render::{HumanRenderer, json_line};
+use crate::tools;
+
+/// Exit code of a run error.
+pub const EXIT_RUN_ERROR: u8 = 1;
+/// Exit code of a usage or configuration error.
+pub const EXIT_USAGE: u8 = 2;
+
+/// Let an LLM call tools safely.
+#[derive(Debug, Parser)]
+#[command(name = "agent", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+    /// Shared options.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+}
+
+/// Options shared by every command.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Config file (default: ./agent.toml when present).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Workspace root for the file tools (default: current directory).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub workspace: Option<PathBuf>,
+    /// OpenAI-compatible base URL (overrides config and OPENAI_BASE_URL).
+    #[arg(long, global = true, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Model id (overrides config and AGENT_MODEL).
+    #[arg(long, global = true)]
+    pub model: Option<String>,
+    /// More logs on stderr (-v info, -vv debug); RUST_LOG wins when set.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+/// Commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the `chat` graph on a prompt.
+    Chat {
+        /// The user's prompt.
+        prompt: String,
+        /// Print one AiEvent JSON object per line instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Approve every call that policy says needs approval.
+        #[arg(long)]
+        approve: bool,
+        /// Graph to run.
+        #[arg(long, default_value = "chat")]
+        graph: String,
+    },
+    /// List every known tool with its effect and the active policy's decision.
+    Tools {
+        /// Print JSON lines instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn env_overrides(api_key_env: &str) -> EnvOverrides {
+    let get = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    EnvOverrides {
+        base_url: get("OPENAI_BASE_URL"),
+        model: get("AGENT_MODEL"),
+        api_key: get(api_key_env),
+    }
+}
+
+fn load_config(global: &GlobalArgs) -> Result<AgentConfig, config::ConfigError> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| config::ConfigError::Invalid(format!("no current directory: {e}")))?;
+    let flags = FlagOverrides {
+        config: global.config.clone(),
+        base_url: global.base_url.clone(),
+        model: global.model.clone(),
+        workspace: global.workspace.clone(),
+    };
+    // The key variable's name may itself come from the file: load once to learn it.
+    let first = config::load(&cwd, EnvOverrides::default(), flags.clone())?;
+    config::load(&cwd, env_overrides(&first.file.model.api_key_env), flags)
+}
+
+fn init_logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
+
+/// Runs the CLI with parsed arguments.
+pub async fn run(cli: Cli) -> ExitCode {
+    init_logging(cli.global.verbose);
+    let config = match load_config(&cli.global) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    if let ConfigSource::File(path) = &config.source {
+        tracing::info!(path = %path.display(), "loaded config");
+    }
+    match cli.command {
+        Command::Tools { json } => list_tools(&config, json),
+        Command::Chat {
+            prompt,
+            json,
+            approve,
+            graph,
+        } => chat(&config, &prompt, json, approve, &graph).await,
+    }
+}
+
+fn list_tools(config: &AgentConfig, json: bool) -> ExitCode {
+    let tools = match tools::bind(config) {
+        Ok(tools) => tools,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let policy = config.file.policy.to_policy();
+    let ctx = RunContext::generate();
+    let mut specs: Vec<_> = tools.iter().map(|t| &t.spec).collect();
+    specs.sort_by(|a, b| a.id.cmp(&b.id));
+    for spec in specs {
+        let decision = match policy.decide(&ctx, &spec.id, spec.effect) {
+            PolicyDecision::Allow => "allow",
+            PolicyDecision::RequireApproval => "approval",
+            PolicyDecision::Deny => "deny",
+        };
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({"id": spec.id.as_str(), "effect": spec.effect, "decision": decision, "description": spec.description})
+            );
+        } else {
+            println!(
+                "{:<28} {:<22} {:<9} {}",
+                spec.id,
+                spec.effect.as_str(),
+                decision,
+                spec.description
+            );
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+async fn chat(
+    config: &AgentConfig,
+    prompt: &str,
+    json: bool,
+    approve: bool,
+    graph: &str,
+) -> ExitCode {
+    let registry = GraphRegistry::default();
+    let Some(graph) = registry.get(graph) else {
+        let names: Vec<&str> = registry.list().map(|g| g.name.as_str()).collect();
+        eprintln!(
+            "agent: unknown graph `{graph}` (known: {})",
+            names.join(", ")
+        );
+        return ExitCode::from(EXIT_USAGE);
+    };
+    let tools = match tools::bind(config) {
+        Ok(tools) => tools,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let runner = match ToolRunner::new(tools, config.file.policy.to_policy()) {
+        Ok(runner) => runner.with_approver(Arc::new(CliApprover::detect(approve))),
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let model: Arc<dyn CompletionPort> = match crate::model::build(config) {
+        Ok(model) => model,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let context = RunContext::generate();
+    let catalog = graph.select_tools(runner.catalog(&context));
+    let limits = &config.file.limits;
+    let mut request = RunRequest::new(
+        context,
+        config.file.model.model.clone(),
+        graph.messages(prompt),
+    );
+    request.limits = RunLimits {
+        max_iterations: limits.max_iterations,
+        max_model_requests: limits.max_model_requests,
+        max_total_tokens: limits.max_total_tokens,
+        tool_concurrency: limits.tool_concurrency,
+    };
+    let handle = agent_graph::run(
+        request,
+        RunDeps {
+            model,
+            runner: Arc::new(runner),
+            catalog: Arc::new(catalog),
+        },
+    );
+    let cancel = handle.cancel_token();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+        }
+    });
+    let (mut events, outcome) = handle.into_parts();
+    if json {
+        let mut out = std::io::stdout().lock();
+        while let Some(event) = events.next().await {
+            if json_line(&mut out, &event).is_err() {
+                break;
+            }
+        }
+    } else {
+        let terminal = std::io::stderr().is_terminal();
+        let mut renderer = HumanRenderer::new(std::io::stdout(), std::io::stderr(), terminal);
+        while let Some(event) = events.next().await {
+            renderer.event(&event);
+        }
+    }
+    match outcome.await {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::from(EXIT_RUN_ERROR),
+    }
+}

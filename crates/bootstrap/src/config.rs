@@ -1,0 +1,416 @@
+//! `agent.toml`: the model endpoint, policy, limits and workspace, with environment
+//! and flag overrides.
+//!
+//! Precedence, lowest first: built-in defaults, the config file (`--config PATH`, else
+//! `./agent.toml` when present), environment (`OPENAI_BASE_URL`, the API key variable
+//! named by `model.api_key_env`, `AGENT_MODEL`), flags (`--base-url`, `--model`,
+//! `--workspace`). Unknown keys and bad values are errors that name the line and
+//! column.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use ai_core::{Budgets, ToolEffect, ToolPolicy};
+use serde::Deserialize;
+
+/// Why configuration could not be loaded. Maps to exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// The file is not valid for the schema (message includes line and column).
+    #[error("invalid config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What and where.
+        message: String,
+    },
+    /// A value is out of range or inconsistent.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+/// The model endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelConfig {
+    /// OpenAI-compatible base URL (e.g. `http://localhost:11434/v1`). Without one the
+    /// embedded test model runs.
+    pub base_url: Option<String>,
+    /// Model id sent to the endpoint.
+    pub model: String,
+    /// Name of the environment variable holding the API key (the key itself never
+    /// sits in the file).
+    pub api_key_env: String,
+    /// Extra HTTP headers sent with every request.
+    pub extra_headers: BTreeMap<String, String>,
+    /// Connect timeout, in milliseconds.
+    pub connect_timeout_ms: u64,
+    /// Time to the first response byte, in milliseconds.
+    pub first_byte_timeout_ms: u64,
+    /// Longest gap between two stream chunks, in milliseconds.
+    pub between_chunks_timeout_ms: u64,
+    /// Retries on 429, 5xx and connection errors before the first byte.
+    pub max_retries: u32,
+    /// Rewrite tool schemas to OpenAI's strict mode where possible.
+    pub strict_tools: bool,
+}
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        Self {
+            base_url: None,
+            model: "gpt-4o-mini".into(),
+            api_key_env: "OPENAI_API_KEY".into(),
+            extra_headers: BTreeMap::new(),
+            connect_timeout_ms: 10_000,
+            first_byte_timeout_ms: 60_000,
+            between_chunks_timeout_ms: 60_000,
+            max_retries: 2,
+            strict_tools: false,
+        }
+    }
+}
+
+/// Run limits.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Model turns per run (at least 1).
+    pub max_iterations: u32,
+    /// Model requests per run.
+    pub max_model_requests: Option<u32>,
+    /// Total tokens per run.
+    pub max_total_tokens: Option<u64>,
+    /// Read-only tool calls run at once.
+    pub tool_concurrency: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            max_iterations: 20,
+            max_model_requests: None,
+            max_total_tokens: None,
+            tool_concurrency: 8,
+        }
+    }
+}
+
+/// The sandbox the built-in tools work in.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkspaceConfig {
+    /// Workspace root (default: the current directory).
+    pub root: Option<PathBuf>,
+    /// SQLite file of the memory tools (default: `<root>/.agent/memory.db`).
+    pub memory_db: Option<PathBuf>,
+    /// Hosts, addresses or CIDRs `web_fetch` may reach even though they are
+    /// private (e.g. `127.0.0.1:8080`, `10.0.0.0/8`).
+    pub web_allow: Vec<String>,
+}
+
+/// Tool policy as written in the file.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// Allowed tool ids or `prefix*` patterns.
+    pub allow: Vec<String>,
+    /// Denied ids or patterns (win over `allow`).
+    pub deny: Vec<String>,
+    /// Effects that need approval.
+    pub require_approval: Vec<ToolEffect>,
+    /// Per-call budgets.
+    pub budgets: Budgets,
+}
+
+impl Default for PolicyConfig {
+    /// Every built-in tool allowed; state changes and external side effects need
+    /// approval.
+    fn default() -> Self {
+        Self {
+            allow: vec!["core__*".into()],
+            deny: Vec::new(),
+            require_approval: vec![ToolEffect::StateChange, ToolEffect::ExternalSideEffect],
+            budgets: Budgets::default(),
+        }
+    }
+}
+
+impl PolicyConfig {
+    /// The runtime policy.
+    pub fn to_policy(&self) -> ToolPolicy {
+        ToolPolicy {
+            allow: self.allow.iter().cloned().collect(),
+            deny: self.deny.iter().cloned().collect(),
+            require_approval: self.require_approval.iter().copied().collect(),
+            budgets: self.budgets.clone(),
+        }
+    }
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FileConfig {
+    /// Model endpoint.
+    pub model: ModelConfig,
+    /// Tool policy.
+    pub policy: PolicyConfig,
+    /// Run limits.
+    pub limits: LimitsConfig,
+    /// Workspace.
+    pub workspace: WorkspaceConfig,
+}
+
+/// Overrides from the environment (read by the caller, passed in as data).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnvOverrides {
+    /// `OPENAI_BASE_URL`.
+    pub base_url: Option<String>,
+    /// `AGENT_MODEL`.
+    pub model: Option<String>,
+    /// Value of the API key variable.
+    pub api_key: Option<String>,
+}
+
+/// Overrides from command-line flags.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FlagOverrides {
+    /// `--config`.
+    pub config: Option<PathBuf>,
+    /// `--base-url`.
+    pub base_url: Option<String>,
+    /// `--model`.
+    pub model: Option<String>,
+    /// `--workspace`.
+    pub workspace: Option<PathBuf>,
+}
+
+/// Where the effective configuration came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// Built-in defaults (no file).
+    Defaults,
+    /// This file.
+    File(PathBuf),
+}
+
+/// The effective configuration.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AgentConfig {
+    /// File contents after overrides.
+    pub file: FileConfig,
+    /// The API key, if any (never printed: see the `Debug` impl).
+    pub api_key: Option<String>,
+    /// Resolved workspace root.
+    pub workspace_root: PathBuf,
+    /// Where it came from.
+    pub source: ConfigSource,
+}
+
+impl std::fmt::Debug for AgentConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentConfig")
+            .field("file", &self.file)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("workspace_root", &self.workspace_root)
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+/// Parses config text; errors name the line and column.
+pub fn parse(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
+    toml::from_str(text).map_err(|e| {
+        let position = e.span().map(|span| line_col(text, span.start));
+        let message = match position {
+            Some((line, col)) => format!("line {line}, column {col}: {}", e.message()),
+            None => e.message().to_owned(),
+        };
+        ConfigError::Parse {
+            path: path.to_owned(),
+            message,
+        }
+    })
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+/// Loads the effective configuration.
+///
+/// `cwd` is where `./agent.toml` is looked for and the default workspace root.
+pub fn load(
+    cwd: &Path,
+    env: EnvOverrides,
+    flags: FlagOverrides,
+) -> Result<AgentConfig, ConfigError> {
+    let (mut file, source) = match &flags.config {
+        Some(path) => (read(path)?, ConfigSource::File(path.clone())),
+        None => {
+            let default = cwd.join("agent.toml");
+            if default.is_file() {
+                (read(&default)?, ConfigSource::File(default))
+            } else {
+                (FileConfig::default(), ConfigSource::Defaults)
+            }
+        }
+    };
+    if let Some(url) = env.base_url.filter(|u| !u.is_empty()) {
+        file.model.base_url = Some(url);
+    }
+    if let Some(model) = env.model.filter(|m| !m.is_empty()) {
+        file.model.model = model;
+    }
+    if let Some(url) = flags.base_url {
+        file.model.base_url = Some(url);
+    }
+    if let Some(model) = flags.model {
+        file.model.model = model;
+    }
+    if let Some(url) = &file.model.base_url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err(ConfigError::Invalid(format!(
+            "model.base_url must start with http:// or https:// (got {url:?})"
+        )));
+    }
+    if file.model.model.trim().is_empty() {
+        return Err(ConfigError::Invalid("model.model must not be empty".into()));
+    }
+    if file.limits.max_iterations == 0 {
+        return Err(ConfigError::Invalid(
+            "limits.max_iterations must be at least 1".into(),
+        ));
+    }
+    let root = flags
+        .workspace
+        .or_else(|| file.workspace.root.clone())
+        .unwrap_or_else(|| cwd.to_owned());
+    let root = if root.is_absolute() {
+        root
+    } else {
+        cwd.join(root)
+    };
+    Ok(AgentConfig {
+        file,
+        api_key: env.api_key.filter(|k| !k.is_empty()),
+        workspace_root: root,
+        source,
+    })
+}
+
+fn read(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    parse(&text, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_line_and_column() {
+        let err = parse(
+            "[model]\nmodel = \"m\"\nbase_ur = \"x\"\n",
+            Path::new("a.toml"),
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("line 3, column 1"), "{text}");
+        assert!(text.contains("base_ur"), "{text}");
+
+        let err = parse("[limits]\nmax_iterations = \"many\"\n", Path::new("a.toml")).unwrap_err();
+        assert!(err.to_string().contains("line 2, column 18"), "{err}");
+
+        let err = parse(
+            "[policy]\nrequire_approval = [\"sometimes\"]\n",
+            Path::new("a.toml"),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn precedence_is_defaults_file_env_flags() {
+        let dir = std::env::temp_dir().join(format!("agent-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("agent.toml");
+        std::fs::write(
+            &path,
+            "[model]\nbase_url = \"http://file\"\nmodel = \"file-model\"\n",
+        )
+        .unwrap();
+
+        let cfg = load(&dir, EnvOverrides::default(), FlagOverrides::default()).unwrap();
+        assert_eq!(cfg.file.model.base_url.as_deref(), Some("http://file"));
+        assert_eq!(cfg.source, ConfigSource::File(path.clone()));
+        assert_eq!(cfg.workspace_root, dir);
+
+        let env = EnvOverrides {
+            base_url: Some("http://env".into()),
+            model: Some("env-model".into()),
+            api_key: Some("sk-secret".into()),
+        };
+        let cfg = load(&dir, env.clone(), FlagOverrides::default()).unwrap();
+        assert_eq!(cfg.file.model.base_url.as_deref(), Some("http://env"));
+        assert_eq!(cfg.file.model.model, "env-model");
+        assert!(!format!("{cfg:?}").contains("sk-secret"));
+
+        let flags = FlagOverrides {
+            model: Some("flag-model".into()),
+            base_url: Some("https://flag".into()),
+            workspace: Some(PathBuf::from("sub")),
+            config: None,
+        };
+        let cfg = load(&dir, env, flags).unwrap();
+        assert_eq!(cfg.file.model.base_url.as_deref(), Some("https://flag"));
+        assert_eq!(cfg.file.model.model, "flag-model");
+        assert_eq!(cfg.workspace_root, dir.join("sub"));
+
+        let bad = FlagOverrides {
+            base_url: Some("ftp://x".into()),
+            ..FlagOverrides::default()
+        };
+        assert!(matches!(
+            load(&dir, EnvOverrides::default(), bad),
+            Err(ConfigError::Invalid(_))
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn defaults_allow_builtins_and_require_approval_for_side_effects() {
+        let policy = PolicyConfig::default().to_policy();
+        assert!(policy.allow.contains("core__*"));
+        assert!(policy.require_approval.contains(&ToolEffect::StateChange));
+        assert!(
+            policy
+                .require_approval
+                .contains(&ToolEffect::ExternalSideEffect)
+        );
+        assert!(!policy.require_approval.contains(&ToolEffect::ReadOnly));
+    }
+
+    #[test]
+    fn the_example_config_in_the_repository_parses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../agent.example.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        parse(&text, &path).unwrap();
+    }
+}

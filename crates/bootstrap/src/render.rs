@@ -1,0 +1,211 @@
+//! Shows a run's events: human-readable, or one JSON object per line (`--json`).
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::time::Instant;
+
+use ai_core::{AiEvent, AiEventKind};
+
+/// Longest argument preview on a tool line.
+const ARGS_PREVIEW: usize = 80;
+
+fn preview(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// Renders events for a person: text to stdout as it streams, tool calls and the usage
+/// line to stderr.
+pub struct HumanRenderer<O: Write, E: Write> {
+    out: O,
+    err: E,
+    terminal: bool,
+    at_line_start: bool,
+    running: HashMap<String, Instant>,
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    total_tokens: u64,
+    model_calls: u32,
+}
+
+impl<O: Write, E: Write> HumanRenderer<O, E> {
+    /// A renderer; `terminal` enables the live `running` line that results replace.
+    pub fn new(out: O, err: E, terminal: bool) -> Self {
+        Self {
+            out,
+            err,
+            terminal,
+            at_line_start: true,
+            running: HashMap::new(),
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            total_tokens: 0,
+            model_calls: 0,
+        }
+    }
+
+    fn end_text_line(&mut self) {
+        if !self.at_line_start {
+            let _ = writeln!(self.out);
+            let _ = self.out.flush();
+            self.at_line_start = true;
+        }
+    }
+
+    /// Shows one event.
+    pub fn event(&mut self, event: &AiEvent) {
+        match &event.kind {
+            AiEventKind::TextDelta { delta } => {
+                let _ = write!(self.out, "{delta}");
+                let _ = self.out.flush();
+                self.at_line_start = delta.ends_with('\n');
+            }
+            AiEventKind::ToolCallStart {
+                tool_call_id,
+                tool_name,
+                args,
+            } => {
+                self.end_text_line();
+                self.running.insert(tool_call_id.clone(), Instant::now());
+                let line = format!(
+                    "⚙ {tool_name} [{}] {}",
+                    preview(tool_call_id, 24),
+                    preview(&args.to_string(), ARGS_PREVIEW)
+                );
+                if self.terminal {
+                    let _ = write!(self.err, "{line} … running\r");
+                } else {
+                    let _ = writeln!(self.err, "{line} … running");
+                }
+                let _ = self.err.flush();
+            }
+            AiEventKind::ToolCallResult {
+                tool_call_id,
+                tool_name,
+                ok,
+                error_code,
+                message,
+                duration_ms,
+                truncated,
+                ..
+            } => {
+                self.running.remove(tool_call_id);
+                let status = if *ok {
+                    format!("ok{}", if *truncated { " (truncated)" } else { "" })
+                } else {
+                    format!(
+                        "error {}: {}",
+                        error_code.map_or("unknown", |c| c.as_str()),
+                        message.as_deref().unwrap_or("")
+                    )
+                };
+                let clear = if self.terminal { "\x1b[2K" } else { "" };
+                let _ = writeln!(
+                    self.err,
+                    "{clear}{} {tool_name} [{}] {status} ({duration_ms} ms)",
+                    if *ok { "✓" } else { "✗" },
+                    preview(tool_call_id, 24)
+                );
+            }
+            AiEventKind::UsageReport {
+                prompt_tokens,
+                completion_tokens,
+                total_tokens,
+                ..
+            } => {
+                self.model_calls += 1;
+                self.prompt_tokens += prompt_tokens;
+                self.completion_tokens += completion_tokens;
+                self.total_tokens += total_tokens;
+            }
+            AiEventKind::AssistantFinal { .. } => self.end_text_line(),
+            AiEventKind::Error { code, message } => {
+                self.end_text_line();
+                let _ = writeln!(self.err, "error [{code}]: {message}");
+            }
+            AiEventKind::Done => {
+                self.end_text_line();
+                let _ = writeln!(
+                    self.err,
+                    "usage: {} model call(s), {} prompt + {} completion = {} tokens",
+                    self.model_calls, self.prompt_tokens, self.completion_tokens, self.total_tokens
+                );
+            }
+        }
+    }
+}
+
+/// Writes one event as one JSON line, in the public event shape.
+pub fn json_line(out: &mut impl Write, event: &AiEvent) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, event)?;
+    out.write_all(b"\n")?;
+    out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ai_core::RunContext;
+    use serde_json::json;
+
+    #[test]
+    fn human_output_shows_text_tool_lines_and_usage() {
+        let ctx = RunContext::new("r", "t");
+        let events = [
+            AiEventKind::ToolCallStart {
+                tool_call_id: "c1".into(),
+                tool_name: "core__get_current_time".into(),
+                args: json!({"timezone": "UTC"}),
+            },
+            AiEventKind::ToolCallResult {
+                tool_call_id: "c1".into(),
+                tool_name: "core__get_current_time".into(),
+                ok: true,
+                result: Some(json!({})),
+                error_code: None,
+                message: None,
+                duration_ms: 3,
+                truncated: false,
+            },
+            AiEventKind::TextDelta {
+                delta: "It is noon.".into(),
+            },
+            AiEventKind::UsageReport {
+                model: "m".into(),
+                prompt_tokens: 10,
+                completion_tokens: 5,
+                total_tokens: 15,
+            },
+            AiEventKind::AssistantFinal {
+                content: "It is noon.".into(),
+            },
+            AiEventKind::Done,
+        ];
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let mut renderer = HumanRenderer::new(&mut out, &mut err, false);
+        for kind in events {
+            renderer.event(&AiEvent::new(&ctx, kind));
+        }
+        let out = String::from_utf8(out).unwrap();
+        let err = String::from_utf8(err).unwrap();
+        assert_eq!(out, "It is noon.\n");
+        assert!(
+            err.contains("⚙ core__get_current_time [c1] {\"timezone\":\"UTC\"} … running"),
+            "{err}"
+        );
+        assert!(
+            err.contains("✓ core__get_current_time [c1] ok (3 ms)"),
+            "{err}"
+        );
+        assert!(
+            err.contains("usage: 1 model call(s), 10 prompt + 5 completion = 15 tokens"),
+            "{err}"
+        );
+    }
+}
