@@ -1,0 +1,232 @@
+//! `agent chat --json` end to end.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use serde_json::Value;
+
+use crate::server::{ChatServer, data};
+
+const SECRET_KEY: &str = "sk-e2e-secret-key-0123456789";
+
+/// Builds (if needed) and locates the `agent` binary of this workspace.
+fn agent_binary() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let status = std::process::Command::new(cargo)
+        .current_dir(&root)
+        .args(["build", "--quiet", "-p", "bootstrap", "--bin", "agent"])
+        .status()
+        .expect("cargo build runs");
+    assert!(status.success(), "building the agent binary failed");
+    // target/<profile>/deps/e2e-<hash> -> target/<profile>/agent
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(|p| p.parent()).unwrap();
+    let candidate = profile_dir.join("agent");
+    if candidate.exists() {
+        candidate
+    } else {
+        root.join("target/debug/agent")
+    }
+}
+
+/// First turn: an OpenAI-style stream with a tool call whose arguments arrive in
+/// fragments, then the usage chunk and `[DONE]`.
+fn tool_call_turn() -> Vec<String> {
+    vec![
+        data(
+            r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_e2e_1","type":"function","function":{"name":"core__get_current_time","arguments":""}}]},"finish_reason":null}]}"#,
+        ),
+        data(
+            r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"time"}}]},"finish_reason":null}]}"#,
+        ),
+        data(
+            r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"zone\":\"Asia/Tok"}}]},"finish_reason":null}]}"#,
+        ),
+        data(
+            r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"yo\"}"}}]},"finish_reason":null}]}"#,
+        ),
+        data(
+            r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+        ),
+        data(
+            r#"{"id":"c1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":50,"completion_tokens":12,"total_tokens":62}}"#,
+        ),
+        "data: [DONE]\n\n".into(),
+    ]
+}
+
+/// Second turn: text in pieces, a stop, usage, `[DONE]`.
+fn answer_turn() -> Vec<String> {
+    vec![
+        data(
+            r#"{"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"It is "},"finish_reason":null}]}"#,
+        ),
+        data(
+            r#"{"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"evening in Tokyo."},"finish_reason":null}]}"#,
+        ),
+        data(
+            r#"{"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+        ),
+        data(
+            r#"{"id":"c2","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":80,"completion_tokens":6,"total_tokens":86}}"#,
+        ),
+        "data: [DONE]\n\n".into(),
+    ]
+}
+
+async fn run_agent(args: &[&str], base_url: &str) -> (i32, String, String) {
+    let workspace = std::env::temp_dir().join(format!("agent-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&workspace).unwrap();
+    let output = tokio::process::Command::new(agent_binary())
+        .current_dir(&workspace)
+        .args(["--base-url", base_url, "--model", "e2e-model"])
+        .args(args)
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("AGENT_MODEL")
+        .env_remove("RUST_LOG")
+        .env("OPENAI_API_KEY", SECRET_KEY)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_json_streams_events_and_sends_tool_results_back() {
+    let server = ChatServer::start(vec![tool_call_turn(), answer_turn()]).await;
+    let base_url = format!("http://{}/v1", server.addr);
+    let (code, stdout, stderr) =
+        run_agent(&["chat", "--json", "What time is it in Tokyo?"], &base_url).await;
+    assert_eq!(code, 0, "stderr: {stderr}\nstdout: {stdout}");
+
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is one JSON event"))
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "usage_report",
+            "tool_call_start",
+            "tool_call_result",
+            "text_delta",
+            "text_delta",
+            "usage_report",
+            "assistant_final",
+            "done"
+        ]
+    );
+    let run_id = events[0]["run_id"].as_str().unwrap();
+    assert!(
+        events
+            .iter()
+            .all(|e| e["run_id"] == run_id && e["trace_id"].is_string())
+    );
+
+    // The public event shape of DESIGN.md's table.
+    let start = &events[1];
+    assert_eq!(start["tool_call_id"], "call_e2e_1");
+    assert_eq!(start["tool_name"], "core__get_current_time");
+    assert_eq!(start["args"], serde_json::json!({"timezone": "Asia/Tokyo"}));
+    let result = &events[2];
+    assert_eq!(result["tool_call_id"], "call_e2e_1");
+    assert_eq!(result["ok"], true);
+    assert_eq!(result["truncated"], false);
+    assert!(result["duration_ms"].is_u64());
+    assert_eq!(result["result"]["timezone"], "Asia/Tokyo");
+    assert!(
+        result["result"]["now"]
+            .as_str()
+            .unwrap()
+            .ends_with("+09:00")
+    );
+    assert_eq!(events[0]["model"], "e2e-model");
+    assert_eq!(events[0]["total_tokens"], 62);
+    assert_eq!(events[5]["total_tokens"], 86);
+    assert_eq!(events[6]["content"], "It is evening in Tokyo.");
+
+    // The second request carried the assistant tool call and its result.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    for r in &requests {
+        assert_eq!(
+            r.authorization.as_deref(),
+            Some(format!("Bearer {SECRET_KEY}").as_str())
+        );
+        assert_eq!(r.body["model"], "e2e-model");
+        assert_eq!(r.body["stream"], true);
+        let tools = r.body["tools"].as_array().unwrap();
+        assert!(
+            tools
+                .iter()
+                .any(|t| t["function"]["name"] == "core__get_current_time")
+        );
+    }
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let assistant = messages.iter().find(|m| m["role"] == "assistant").unwrap();
+    assert_eq!(assistant["tool_calls"][0]["id"], "call_e2e_1");
+    assert_eq!(
+        assistant["tool_calls"][0]["function"]["name"],
+        "core__get_current_time"
+    );
+    let tool = messages.iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(tool["tool_call_id"], "call_e2e_1");
+    let content: Value = serde_json::from_str(tool["content"].as_str().unwrap()).unwrap();
+    assert_eq!(content["timezone"], "Asia/Tokyo");
+
+    // The key never leaks into output.
+    assert!(!stdout.contains(SECRET_KEY) && !stderr.contains(SECRET_KEY));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_error_exits_1_with_an_error_event() {
+    let server = ChatServer::start(vec![vec![
+        data(
+            r#"{"id":"c1","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}"#,
+        ),
+        data(r#"{"error":{"message":"upstream overloaded","type":"server_error"}}"#),
+    ]])
+    .await;
+    let base_url = format!("http://{}/v1", server.addr);
+    let (code, stdout, stderr) = run_agent(&["chat", "--json", "hi"], &base_url).await;
+    assert_eq!(code, 1, "stderr: {stderr}");
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let last_two: Vec<&str> = events[events.len() - 2..]
+        .iter()
+        .map(|e| e["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(last_two, ["error", "done"]);
+    assert_eq!(events[events.len() - 2]["code"], "provider_error");
+    assert!(
+        events[events.len() - 2]["message"]
+            .as_str()
+            .unwrap()
+            .contains("upstream overloaded")
+    );
+    assert!(!events.iter().any(|e| e["type"] == "assistant_final"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_config_exits_2_naming_line_and_column() {
+    let dir = std::env::temp_dir().join(format!("agent-e2e-cfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.toml");
+    std::fs::write(&path, "[model]\nmodle = \"x\"\n").unwrap();
+    let (code, _, stderr) = run_agent(
+        &["--config", path.to_str().unwrap(), "tools"],
+        "http://127.0.0.1:9/v1",
+    )
+    .await;
+    assert_eq!(code, 2);
+    assert!(stderr.contains("line 2, column 1"), "{stderr}");
+}
