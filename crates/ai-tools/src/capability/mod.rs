@@ -4,5 +4,19 @@
 //! doubles for tests live here beside the traits.
 
 mod clock;
+mod http;
+mod memory;
+mod shell;
+mod workspace;
 
 pub use clock::{Clock, FixedClock};
+pub use http::{
+    AllowlistError, BlockReason, FetchError, FetchRequest, FetchResponse, HttpFetch, NetAllowlist,
+    check_address, classify, classify_v4, classify_v6, is_localhost_name,
+};
+pub use memory::{
+    MAX_NAMESPACE_LEN, MemoryError, MemoryHit, MemoryRecord, MemoryStore, MemoryStoreDouble,
+    query_terms, validate_namespace,
+};
+pub use shell::{Shell, ShellError, ShellOutcome, ShellRequest};
+pub use workspace::{DirEntry, DirListing, EntryKind, MemoryWorkspace, Workspace, WorkspaceError};

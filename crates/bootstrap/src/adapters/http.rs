@@ -125,19 +125,19 @@ impl GuardedHttpFetch {
                 .map_err(|_| FetchError::Network("could not build the HTTP client".to_owned()))?;
             let response = client.get(url.clone()).send().await.map_err(network)?;
             let status = response.status();
-            if status.is_redirection() {
-                if let Some(location) = response.headers().get(LOCATION) {
-                    let location = location
-                        .to_str()
-                        .map_err(|_| FetchError::InvalidUrl("redirect location is not text"))?;
-                    url = url
-                        .join(location)
-                        .map_err(|_| FetchError::InvalidUrl("malformed redirect location"))?;
-                    if redirects == MAX_REDIRECTS {
-                        return Err(FetchError::TooManyRedirects);
-                    }
-                    continue;
+            if status.is_redirection()
+                && let Some(location) = response.headers().get(LOCATION)
+            {
+                let location = location
+                    .to_str()
+                    .map_err(|_| FetchError::InvalidUrl("redirect location is not text"))?;
+                url = url
+                    .join(location)
+                    .map_err(|_| FetchError::InvalidUrl("malformed redirect location"))?;
+                if redirects == MAX_REDIRECTS {
+                    return Err(FetchError::TooManyRedirects);
                 }
+                continue;
             }
             let content_type = response
                 .headers()

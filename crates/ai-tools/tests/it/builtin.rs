@@ -1,0 +1,184 @@
+//! The built-in tools over the in-memory doubles and fake capabilities.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ai_core::{CancellationToken, ToolEffect, ToolErrorCode};
+use ai_tools::builtin::{
+    EditFile, ExecShell, ListDirectory, MemoryRead, MemoryWrite, MemoryWriteCapabilities, ReadFile,
+    WebFetch, WriteFile, specs,
+};
+use ai_tools::capability::{
+    BlockReason, FetchError, FetchRequest, FetchResponse, FixedClock, HttpFetch, MemoryStore,
+    MemoryStoreDouble, MemoryWorkspace, Shell, ShellError, ShellOutcome, ShellRequest, Workspace,
+};
+use futures::future::BoxFuture;
+
+use crate::run_one;
+
+fn workspace() -> Arc<MemoryWorkspace> {
+    Arc::new(MemoryWorkspace::with_files([
+        ("notes.txt", "alpha\nbeta\ngamma\n"),
+        ("dir/a.rs", "x x"),
+    ]))
+}
+
+#[tokio::test]
+async fn file_tools_over_the_memory_workspace() {
+    let ws = workspace();
+    let dyn_ws: Arc<dyn Workspace> = ws.clone();
+    let read = ai_tools::bind(ReadFile::default(), Arc::clone(&dyn_ws)).unwrap();
+    let (exec, _) = run_one(read.clone(), r#"{"path":"notes.txt","offset":3}"#).await;
+    assert_eq!(exec.output.unwrap()["content"], "gamma\n");
+    let (exec, _) = run_one(read, r#"{"path":"../notes.txt"}"#).await;
+    assert_eq!(
+        exec.result.error_code,
+        Some(ToolErrorCode::PermissionDenied)
+    );
+
+    let list = ai_tools::bind(ListDirectory, Arc::clone(&dyn_ws)).unwrap();
+    let (exec, _) = run_one(list, r#"{"depth":2}"#).await;
+    assert!(
+        exec.model_content.contains("dir/a.rs"),
+        "{}",
+        exec.model_content
+    );
+
+    let write = ai_tools::bind(WriteFile, Arc::clone(&dyn_ws)).unwrap();
+    let (exec, _) = run_one(write, r#"{"path":"new.txt","content":"hi"}"#).await;
+    assert_eq!(exec.output.unwrap()["created"], true);
+    assert_eq!(ws.get("new.txt").unwrap(), b"hi");
+
+    let edit = ai_tools::bind(EditFile::default(), dyn_ws).unwrap();
+    let (exec, _) = run_one(edit.clone(), r#"{"path":"dir/a.rs","old":"x","new":"y"}"#).await;
+    assert_eq!(exec.result.error_code, Some(ToolErrorCode::ExecutionFailed));
+    let (exec, _) = run_one(
+        edit,
+        r#"{"path":"dir/a.rs","old":"x","new":"y","replace_all":true}"#,
+    )
+    .await;
+    assert!(exec.result.ok, "{:?}", exec.result);
+    assert_eq!(ws.get("dir/a.rs").unwrap(), b"y y");
+}
+
+struct FakeShell(Mutex<Vec<ShellRequest>>);
+
+impl Shell for FakeShell {
+    fn run(
+        &self,
+        request: ShellRequest,
+        _cancel: CancellationToken,
+    ) -> BoxFuture<'_, Result<ShellOutcome, ShellError>> {
+        Box::pin(async move {
+            let command = request.command.clone();
+            self.0.lock().unwrap().push(request);
+            match command.as_str() {
+                "slow" => Err(ShellError::Timeout(Duration::from_secs(1))),
+                _ => Ok(ShellOutcome {
+                    exit_code: Some(0),
+                    stdout: "ok\n".into(),
+                    ..ShellOutcome::default()
+                }),
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn exec_shell_caps_the_timeout_and_refuses_denied_commands() {
+    let shell = Arc::new(FakeShell(Mutex::new(Vec::new())));
+    let tool = ai_tools::bind(
+        ExecShell {
+            default_timeout: Duration::from_secs(5),
+            max_timeout: Duration::from_secs(10),
+            max_output_bytes: 100,
+        },
+        shell.clone() as Arc<dyn Shell>,
+    )
+    .unwrap();
+    assert_eq!(tool.spec.effect, ToolEffect::ExternalSideEffect);
+    let (exec, _) = run_one(tool.clone(), r#"{"command":"ls","timeout_secs":999}"#).await;
+    assert!(exec.result.ok);
+    assert_eq!(shell.0.lock().unwrap()[0].timeout, Duration::from_secs(10));
+    let (exec, _) = run_one(tool.clone(), r#"{"command":"slow"}"#).await;
+    assert_eq!(exec.result.error_code, Some(ToolErrorCode::Timeout));
+    let (exec, _) = run_one(tool, r#"{"command":"sudo rm x"}"#).await;
+    assert_eq!(
+        exec.result.error_code,
+        Some(ToolErrorCode::PermissionDenied)
+    );
+    assert!(!exec.model_content.contains("rm x"));
+    assert_eq!(shell.0.lock().unwrap().len(), 2);
+}
+
+struct FakeFetch;
+
+impl HttpFetch for FakeFetch {
+    fn fetch(
+        &self,
+        request: FetchRequest,
+        _cancel: CancellationToken,
+    ) -> BoxFuture<'_, Result<FetchResponse, FetchError>> {
+        Box::pin(async move {
+            match request.url.as_str() {
+                "http://blocked/" => Err(FetchError::Blocked(BlockReason::Private)),
+                _ => Ok(FetchResponse {
+                    final_url: request.url,
+                    status: 200,
+                    content_type: Some("text/html".into()),
+                    body: b"<p>Hi &lt;there&gt;</p><script>x()</script>".to_vec(),
+                    truncated: false,
+                    redirects: 0,
+                }),
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn web_fetch_reduces_html_and_maps_refusals() {
+    let tool = ai_tools::bind(
+        WebFetch::default(),
+        Arc::new(FakeFetch) as Arc<dyn HttpFetch>,
+    )
+    .unwrap();
+    let (exec, _) = run_one(tool.clone(), r#"{"url":"http://example.test/"}"#).await;
+    assert_eq!(exec.output.unwrap()["text"], "Hi <there>\n");
+    let (exec, _) = run_one(tool, r#"{"url":"http://blocked/"}"#).await;
+    assert_eq!(
+        exec.result.error_code,
+        Some(ToolErrorCode::PermissionDenied)
+    );
+}
+
+#[tokio::test]
+async fn memory_tools_over_the_double() {
+    let store: Arc<dyn MemoryStore> = Arc::new(MemoryStoreDouble::new());
+    let clock = Arc::new(FixedClock(jiff::Timestamp::from_second(0).unwrap()));
+    let write = ai_tools::bind(
+        MemoryWrite,
+        MemoryWriteCapabilities {
+            store: Arc::clone(&store),
+            clock,
+        },
+    )
+    .unwrap();
+    let read = ai_tools::bind(MemoryRead, store).unwrap();
+    let (exec, _) = run_one(write, r#"{"key":"k","text":"likes tea","tags":["drinks"]}"#).await;
+    assert_eq!(exec.output.unwrap()["created_at"], "1970-01-01T00:00:00Z");
+    let (exec, _) = run_one(read.clone(), r#"{"query":"drinks"}"#).await;
+    assert_eq!(exec.output.unwrap()["entries"][0]["key"], "k");
+    let (exec, _) = run_one(read, r#"{"key":"nope"}"#).await;
+    assert_eq!(exec.result.error_code, Some(ToolErrorCode::NotFound));
+}
+
+#[test]
+fn specs_list_every_builtin_tool() {
+    let specs = specs().unwrap();
+    assert_eq!(specs.len(), 9);
+    for spec in &specs {
+        ai_core::check_schema_subset(&spec.input_schema)
+            .unwrap_or_else(|v| panic!("{}: {v:?}", spec.id));
+        assert!(spec.redaction.is_some());
+    }
+}

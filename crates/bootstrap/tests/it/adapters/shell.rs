@@ -1,0 +1,273 @@
+//! `core__exec_shell` on real child processes: output, exit codes, caps, the
+//! scrubbed environment, the denylist, and killing the whole process group on
+//! timeout and cancellation.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ai_core::{CancellationToken, RegisteredTool, ToolErrorCode};
+use ai_tools::bind;
+use ai_tools::builtin::ExecShell;
+use ai_tools::capability::{Shell, ShellError, ShellRequest};
+use bootstrap::adapters::LocalShell;
+use serde_json::json;
+
+use super::{run, run_with};
+
+fn tool(dir: &Path, max_output_bytes: usize) -> RegisteredTool {
+    let shell = LocalShell::with_env(
+        dir,
+        vec![
+            ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+            ("OPENAI_API_KEY".into(), "sk-must-not-leak".into()),
+        ],
+    );
+    bind(
+        ExecShell {
+            default_timeout: Duration::from_secs(10),
+            max_timeout: Duration::from_secs(10),
+            max_output_bytes,
+        },
+        Arc::new(shell) as Arc<dyn Shell>,
+    )
+    .unwrap()
+}
+
+fn alive(pid: u32) -> bool {
+    // A zombie has exited; it only waits for its parent (here: init) to reap it.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+async fn wait_gone(pid: u32) -> bool {
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+fn read_pid(path: &Path) -> u32 {
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && let Ok(pid) = text.trim().parse()
+        {
+            return pid;
+        }
+        assert!(Instant::now() < until, "no pid file");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[tokio::test]
+async fn runs_in_the_workspace_and_returns_output_and_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("marker.txt"), "here").unwrap();
+    let t = tool(dir.path(), 4096);
+    let exec = run(
+        &t,
+        &json!({"command": "cat marker.txt; echo oops >&2; exit 3"}),
+    )
+    .await;
+    assert!(exec.result.ok, "{:?}", exec.result);
+    let out = exec.output.unwrap();
+    assert_eq!(out["exit_code"], 3);
+    assert_eq!(out["stdout"], "here");
+    assert_eq!(out["stderr"], "oops\n");
+    assert!(exec.model_content.contains("exit code: 3"));
+    // stdout stays out of the redacted view.
+    assert!(exec.result.value.unwrap().get("stdout").is_none());
+}
+
+#[tokio::test]
+async fn the_environment_is_scrubbed() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tool(dir.path(), 4096);
+    let exec = run(&t, &json!({"command": "env"})).await;
+    let stdout = exec.output.unwrap()["stdout"].as_str().unwrap().to_owned();
+    assert!(!stdout.contains("sk-must-not-leak"), "{stdout}");
+    assert!(!stdout.contains("OPENAI_API_KEY"), "{stdout}");
+    for line in stdout.lines() {
+        let name = line.split('=').next().unwrap();
+        assert!(
+            [
+                "PATH", "HOME", "LANG", "LC_ALL", "TERM", "TZ", "USER", "PWD", "SHLVL", "_"
+            ]
+            .contains(&name),
+            "unexpected variable {name}"
+        );
+    }
+    // The real constructor inherits only allowlisted names from this process.
+    let shell = LocalShell::new(dir.path());
+    let out = shell
+        .run(
+            ShellRequest {
+                command: "env".into(),
+                timeout: Duration::from_secs(5),
+                max_output_bytes: 65536,
+            },
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert!(!out.stdout.contains("CARGO_"), "{}", out.stdout);
+}
+
+#[tokio::test]
+async fn output_is_capped_keeping_the_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tool(dir.path(), 100);
+    let exec = run(&t, &json!({"command": "seq 1 5000"})).await;
+    let out = exec.output.unwrap();
+    let stdout = out["stdout"].as_str().unwrap();
+    assert!(stdout.len() <= 100);
+    assert!(stdout.ends_with("4999\n5000\n"), "{stdout}");
+    assert_eq!(out["stdout_truncated"], true);
+    assert_eq!(out["stderr_truncated"], false);
+}
+
+#[tokio::test]
+async fn the_denylist_refuses_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tool(dir.path(), 4096);
+    for command in [
+        "sudo touch pwned",
+        "SUDO   touch pwned",
+        "echo x; mkfs.ext4 /dev/null",
+        ":(){ :|:& };:",
+    ] {
+        let exec = run(&t, &json!({"command": command})).await;
+        assert_eq!(
+            exec.result.error_code,
+            Some(ToolErrorCode::PermissionDenied),
+            "{command}"
+        );
+    }
+    assert!(!dir.path().join("pwned").exists());
+    let exec = run(&t, &json!({"command": "  "})).await;
+    assert_eq!(exec.result.error_code, Some(ToolErrorCode::InvalidArgs));
+}
+
+#[tokio::test]
+async fn a_timeout_kills_the_whole_process_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tool(dir.path(), 4096);
+    let started = Instant::now();
+    let exec = run(
+        &t,
+        &json!({"command": "sleep 30 & echo $! > child.pid; wait", "timeout_secs": 1}),
+    )
+    .await;
+    assert_eq!(
+        exec.result.error_code,
+        Some(ToolErrorCode::Timeout),
+        "{:?}",
+        exec.result
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let pid = read_pid(&dir.path().join("child.pid"));
+    assert!(
+        wait_gone(pid).await,
+        "background child {pid} survived the timeout"
+    );
+}
+
+#[tokio::test]
+async fn cancellation_kills_the_whole_process_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tool(dir.path(), 4096);
+    let cancel = CancellationToken::new();
+    let pid_file = dir.path().join("child.pid");
+    let trigger = {
+        let cancel = cancel.clone();
+        let pid_file = pid_file.clone();
+        tokio::spawn(async move {
+            while !pid_file.exists() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            cancel.cancel();
+        })
+    };
+    let (exec, _) = run_with(
+        &t,
+        &json!({"command": "sleep 30 & echo $! > child.pid; wait"}),
+        &cancel,
+    )
+    .await;
+    trigger.await.unwrap();
+    assert_eq!(
+        exec.result.error_code,
+        Some(ToolErrorCode::Cancelled),
+        "{:?}",
+        exec.result
+    );
+    let pid = read_pid(&pid_file);
+    assert!(
+        wait_gone(pid).await,
+        "background child {pid} survived cancellation"
+    );
+}
+
+#[tokio::test]
+async fn background_children_do_not_outlive_a_finished_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = LocalShell::with_env(dir.path(), vec![("PATH".into(), "/usr/bin:/bin".into())]);
+    let started = Instant::now();
+    let out = shell
+        .run(
+            ShellRequest {
+                command: "sleep 30 & echo $! > child.pid; echo done".into(),
+                timeout: Duration::from_secs(10),
+                max_output_bytes: 1024,
+            },
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, Some(0));
+    assert_eq!(out.stdout, "done\n");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let pid = read_pid(&dir.path().join("child.pid"));
+    assert!(wait_gone(pid).await, "background child {pid} survived");
+}
+
+#[tokio::test]
+async fn the_adapter_reports_timeouts_and_spawn_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = LocalShell::with_env(dir.path(), vec![]);
+    let err = shell
+        .run(
+            ShellRequest {
+                command: "while :; do :; done".into(),
+                timeout: Duration::from_millis(200),
+                max_output_bytes: 1024,
+            },
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ShellError::Timeout(_)));
+    let missing = LocalShell::with_env(dir.path().join("missing"), vec![]);
+    let err = missing
+        .run(
+            ShellRequest {
+                command: "true".into(),
+                timeout: Duration::from_secs(1),
+                max_output_bytes: 1024,
+            },
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ShellError::Spawn(_)));
+}
