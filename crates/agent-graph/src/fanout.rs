@@ -73,14 +73,15 @@ impl Fanout {
 
     /// Delivers one event to every live subscriber without waiting.
     pub fn publish(&mut self, event: &AiEvent) {
-        self.slots.retain(|slot| match slot.tx.try_send(event.clone()) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                slot.lagged.fetch_add(1, Ordering::AcqRel);
-                true
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
-        });
+        self.slots
+            .retain(|slot| match slot.tx.try_send(event.clone()) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    slot.lagged.fetch_add(1, Ordering::AcqRel);
+                    true
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            });
     }
 
     /// Publishes every event of `events` until it ends, then closes all queues.

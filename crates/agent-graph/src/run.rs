@@ -224,7 +224,8 @@ pub fn run(request: RunRequest, deps: RunDeps) -> RunHandle {
     let task_cancel = cancel.clone();
     tokio::spawn(
         async move {
-            let body = AssertUnwindSafe(drive(request, &deps, &emitter, &task_cancel)).catch_unwind();
+            let body =
+                AssertUnwindSafe(drive(request, &deps, &emitter, &task_cancel)).catch_unwind();
             let result = match body.await {
                 Ok(result) => result,
                 Err(_) => Err(RunError::Internal("the run panicked".into())),
@@ -314,7 +315,15 @@ async fn drive(
                 usage,
             });
         }
-        let executions = run_tools(deps, &context, &turn, emitter, cancel, limits.tool_concurrency).await;
+        let executions = run_tools(
+            deps,
+            &context,
+            &turn,
+            emitter,
+            cancel,
+            limits.tool_concurrency,
+        )
+        .await;
         // History stays balanced: one assistant message with every call, then one
         // tool message per call, in call order, ids as the runner settled them.
         messages.push(Message::Assistant {
@@ -326,7 +335,7 @@ async fn drive(
                 .map(|(call, exec)| MessageToolCall {
                     id: exec.result.tool_call_id.clone(),
                     name: call.name.clone(),
-                    arguments: call.arguments.clone(),
+                    arguments: history_arguments(call),
                 })
                 .collect(),
         });
@@ -399,7 +408,10 @@ async fn run_tools(
             .get(&call.name)
             .is_none_or(|spec| spec.effect == ToolEffect::ReadOnly)
     });
-    let exec = |call: ToolCall| deps.runner.exec(context, &deps.catalog, call, cancel, emitter);
+    let exec = |call: ToolCall| {
+        deps.runner
+            .exec(context, &deps.catalog, call, cancel, emitter)
+    };
     if all_read_only && calls.len() > 1 {
         futures::stream::iter(calls)
             .map(exec)
@@ -412,5 +424,19 @@ async fn run_tools(
             out.push(exec(call).await);
         }
         out
+    }
+}
+
+/// The argument text recorded in history. Providers reject an assistant message whose
+/// `arguments` is not JSON, so an invalid or truncated call is recorded as `{}`; the
+/// model learns what went wrong from the call's `invalid_json` tool message.
+fn history_arguments(call: &ai_core::AssembledToolCall) -> String {
+    let usable = call.outcome == ai_core::ToolCallOutcome::Complete
+        && (call.arguments.trim().is_empty()
+            || serde_json::from_str::<serde::de::IgnoredAny>(&call.arguments).is_ok());
+    if usable && !call.arguments.trim().is_empty() {
+        call.arguments.clone()
+    } else {
+        "{}".to_owned()
     }
 }

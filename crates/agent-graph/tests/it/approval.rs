@@ -1,0 +1,179 @@
+//! Approvals: bound to the call id, the tool and the exact canonical arguments.
+
+use std::sync::Arc;
+
+use agent_graph::testing::{ScriptedModel, Turn};
+use ai_core::{
+    ApprovalGrant, Approver, GrantLedger, ToolCallOutcome, ToolEffect, ToolErrorCode, ToolPolicy,
+};
+use serde_json::json;
+
+use crate::support::{
+    Kit, RUN_ID, RecordingApprover, args_hash, labels, request, results, run_to_end, strs,
+};
+
+fn approval_policy() -> ToolPolicy {
+    ToolPolicy::allowing(["core__*"]).with_approval_for([ToolEffect::StateChange])
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_approved_call_runs_and_the_approver_saw_the_canonical_arguments() {
+    let kit = Kit::new();
+    let approver = RecordingApprover::new(true);
+    let model = ScriptedModel::new([
+        // Keys out of order and spaced: the approver must see the canonical form.
+        Turn::new().tool_call_with_outcome(
+            "a1",
+            "core__write",
+            r#"{ "value": 7,  "key": "k" }"#,
+            ToolCallOutcome::Complete,
+        ),
+        Turn::text("stored"),
+    ]);
+    let deps = kit.deps_with(
+        &model,
+        approval_policy(),
+        Some(Arc::clone(&approver) as Arc<dyn Approver>),
+    );
+    let (events, outcome) = run_to_end(request(), deps).await;
+    assert_eq!(
+        labels(&events),
+        strs(&[
+            "tool_call_start:core__write",
+            "tool_call_result:core__write:ok",
+            "text_delta",
+            "assistant_final",
+            "done",
+        ])
+    );
+    outcome.unwrap();
+    assert_eq!(kit.write.calls(), 1);
+    let seen = approver.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1);
+    let req = &seen[0];
+    assert_eq!(req.run_id, RUN_ID);
+    assert_eq!(req.tool_call_id, "a1");
+    assert_eq!(req.tool_id.as_str(), "core__write");
+    assert_eq!(req.effect, ToolEffect::StateChange);
+    assert_eq!(req.canonical_args, r#"{"key":"k","value":7}"#);
+    assert_eq!(req.args_hash, args_hash(&json!({"key": "k", "value": 7})));
+}
+
+#[tokio::test(start_paused = true)]
+async fn read_only_calls_are_not_sent_for_approval() {
+    let kit = Kit::new();
+    let approver = RecordingApprover::new(false);
+    let model = ScriptedModel::new([
+        Turn::new().tool_call("e1", "core__echo", json!({"text": "x"})),
+        Turn::text("ok"),
+    ]);
+    let deps = kit.deps_with(
+        &model,
+        approval_policy(),
+        Some(Arc::clone(&approver) as Arc<dyn Approver>),
+    );
+    let (events, _) = run_to_end(request(), deps).await;
+    assert!(results(&events)[0].1);
+    assert!(approver.seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_denied_call_does_not_run_and_the_model_is_told() {
+    let kit = Kit::new();
+    let approver = RecordingApprover::new(false);
+    let model = ScriptedModel::new([
+        Turn::new().tool_call("d1", "core__write", json!({"key": "k"})),
+        Turn::text("understood"),
+    ]);
+    let deps = kit.deps_with(
+        &model,
+        approval_policy(),
+        Some(Arc::clone(&approver) as Arc<dyn Approver>),
+    );
+    let (events, outcome) = run_to_end(request(), deps).await;
+    assert_eq!(
+        labels(&events),
+        strs(&[
+            "tool_call_start:core__write",
+            "tool_call_result:core__write:approval_required",
+            "text_delta",
+            "assistant_final",
+            "done",
+        ])
+    );
+    assert!(results(&events)[0].3.contains("the user said no"));
+    assert_eq!(kit.write.calls(), 0);
+    outcome.unwrap();
+    let seen = crate::support::tool_messages(&model.requests()[1].messages);
+    assert!(seen[0].1.contains("approval_required"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_an_approver_a_state_change_needs_approval() {
+    let kit = Kit::new();
+    let model = ScriptedModel::new([
+        Turn::new().tool_call("n1", "core__write", json!({"key": "k"})),
+        Turn::text("ok"),
+    ]);
+    let (events, _) = run_to_end(request(), kit.deps_with(&model, approval_policy(), None)).await;
+    assert_eq!(results(&events)[0].2, Some(ToolErrorCode::ApprovalRequired));
+    assert_eq!(kit.write.calls(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_grant_for_other_arguments_is_refused() {
+    let kit = Kit::new();
+    let ledger = Arc::new(GrantLedger::new());
+    ledger.insert(ApprovalGrant {
+        tool_call_id: "g1".into(),
+        tool_id: "core__write".into(),
+        args_hash: args_hash(&json!({"key": "harmless"})),
+    });
+    let model = ScriptedModel::new([
+        Turn::new().tool_call("g1", "core__write", json!({"key": "dangerous"})),
+        Turn::text("ok"),
+    ]);
+    let deps = kit.deps_with(&model, approval_policy(), Some(ledger.clone()));
+    let (events, outcome) = run_to_end(request(), deps).await;
+    let (_, ok, code, message) = results(&events).remove(0);
+    assert!(!ok);
+    assert_eq!(code, Some(ToolErrorCode::ApprovalRequired));
+    assert!(message.contains("different arguments"), "{message}");
+    assert_eq!(kit.write.calls(), 0);
+    assert!(ledger.is_empty(), "the grant was consumed by the attempt");
+    outcome.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_grant_is_used_once_and_a_replayed_call_id_is_refused() {
+    let kit = Kit::new();
+    let ledger = Arc::new(GrantLedger::new());
+    let args = json!({"key": "k"});
+    ledger.insert(ApprovalGrant {
+        tool_call_id: "g1".into(),
+        tool_id: "core__write".into(),
+        args_hash: args_hash(&args),
+    });
+    let model = ScriptedModel::new([
+        Turn::new().tool_call("g1", "core__write", args.clone()),
+        Turn::new().tool_call("g1", "core__write", args.clone()),
+        Turn::text("ok"),
+    ]);
+    let deps = kit.deps_with(&model, approval_policy(), Some(ledger.clone()));
+    let (events, outcome) = run_to_end(request(), deps).await;
+    assert_eq!(
+        labels(&events),
+        strs(&[
+            "tool_call_start:core__write",
+            "tool_call_result:core__write:ok",
+            "tool_call_start:core__write",
+            "tool_call_result:core__write:approval_required",
+            "text_delta",
+            "assistant_final",
+            "done",
+        ])
+    );
+    assert_eq!(kit.write.calls(), 1);
+    assert!(ledger.is_empty());
+    outcome.unwrap();
+}

@@ -1,0 +1,132 @@
+//! Fan-out to slow and fast subscribers; the graph registry.
+
+use agent_graph::testing::{ScriptedModel, Turn};
+use agent_graph::{Fanout, Graph, GraphRegistry, SubscriberItem, ToolFilter, run};
+use ai_core::{AiEvent, Message, ToolEffect};
+use serde_json::json;
+
+use crate::support::{Kit, check_invariants, ctx, label, request};
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_subscriber_is_told_it_lagged_while_a_fast_one_gets_everything() {
+    let kit = Kit::new();
+    let model = ScriptedModel::new([
+        Turn::text("one two three").tool_call("e1", "core__echo", json!({"text": "a"})),
+        Turn::text("four").tool_call("e2", "core__echo", json!({"text": "b"})),
+        Turn::text("five six seven eight"),
+    ]);
+    let (events, outcome) = run(request(), kit.deps(&model)).into_parts();
+    let mut fanout = Fanout::new();
+    let mut slow = fanout.subscribe(2);
+    let mut fast = fanout.subscribe(1024);
+    let fast_reader = tokio::spawn(async move {
+        let mut got: Vec<AiEvent> = Vec::new();
+        while let Some(item) = fast.recv().await {
+            match item {
+                SubscriberItem::Event(event) => got.push(event),
+                SubscriberItem::Lagged(n) => panic!("fast subscriber lagged by {n}"),
+            }
+        }
+        got
+    });
+    // The pump finishes although the slow subscriber never reads.
+    fanout.pump(events).await;
+    let outcome = outcome.await;
+    let fast_events = fast_reader.await.unwrap();
+    check_invariants(&fast_events, &outcome);
+    outcome.unwrap();
+    let total = fast_events.len() as u64;
+    assert!(total > 4, "enough events to overflow: {total}");
+
+    let mut slow_items = Vec::new();
+    while let Some(item) = slow.recv().await {
+        slow_items.push(item);
+    }
+    // The lag notice comes first, then the two events that fit in the queue (the
+    // first two of the run); the rest were dropped for this subscriber alone.
+    assert_eq!(slow_items.len(), 3, "{slow_items:?}");
+    assert_eq!(slow_items[0], SubscriberItem::Lagged(total - 2));
+    assert_eq!(slow_items[1], SubscriberItem::Event(fast_events[0].clone()));
+    assert_eq!(slow_items[2], SubscriberItem::Event(fast_events[1].clone()));
+    assert_eq!(label(&fast_events[fast_events.len() - 1]), "done");
+}
+
+#[tokio::test]
+async fn a_dropped_subscriber_is_forgotten_and_others_keep_receiving() {
+    let mut fanout = Fanout::new();
+    let gone = fanout.subscribe(1);
+    let mut kept = fanout.subscribe(4);
+    drop(gone);
+    let event = AiEvent::new(&ctx(), ai_core::AiEventKind::Done);
+    fanout.publish(&event);
+    drop(fanout);
+    assert_eq!(kept.recv().await, Some(SubscriberItem::Event(event)));
+    assert_eq!(kept.recv().await, None);
+}
+
+#[test]
+fn the_registry_lists_chat_and_graphs_select_their_tools() {
+    let registry = GraphRegistry::default();
+    let names: Vec<&str> = registry.list().map(|g| g.name.as_str()).collect();
+    assert_eq!(names, vec!["chat"]);
+    let chat = registry.get("chat").unwrap();
+    assert_eq!(chat.tools, ToolFilter::All);
+    assert!(!chat.system_prompt.is_empty());
+    assert_eq!(
+        chat.messages("hello"),
+        vec![
+            Message::system(chat.system_prompt.clone()),
+            Message::user("hello")
+        ]
+    );
+    assert!(registry.get("missing").is_none());
+
+    let kit = Kit::new();
+    let model = ScriptedModel::new([]);
+    let catalog = (*kit.deps(&model).catalog).clone();
+    let ids = |graph: &Graph| -> Vec<String> {
+        graph
+            .select_tools(catalog.clone())
+            .specs()
+            .iter()
+            .map(|s| s.id.as_str().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        ids(chat),
+        vec![
+            "core__echo",
+            "core__fail",
+            "core__slow",
+            "core__wait",
+            "core__write"
+        ]
+    );
+    let with = |tools: ToolFilter| Graph {
+        name: "g".into(),
+        description: "d".into(),
+        system_prompt: "p".into(),
+        tools,
+    };
+    assert_eq!(
+        ids(&with(ToolFilter::Effects(vec![ToolEffect::StateChange]))),
+        vec!["core__write"]
+    );
+    assert_eq!(
+        ids(&with(ToolFilter::Ids(vec![
+            "core__slow".into(),
+            "core__echo".into(),
+            "core__unknown".into()
+        ]))),
+        vec!["core__echo", "core__slow"]
+    );
+    assert!(ids(&with(ToolFilter::None)).is_empty());
+
+    let mut registry = registry;
+    registry.insert(Graph {
+        name: "analyst".into(),
+        ..with(ToolFilter::None)
+    });
+    let names: Vec<&str> = registry.list().map(|g| g.name.as_str()).collect();
+    assert_eq!(names, vec!["analyst", "chat"]);
+}
