@@ -16,7 +16,10 @@ use tokio_util::sync::DropGuard;
 use tracing::Instrument;
 
 /// Limits of one run. Every limit is explicit and its error says which was hit.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Plain data: loadable from configuration (missing keys take the defaults).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct RunLimits {
     /// Model turns before the run gives up (default 20; at least 1).
     pub max_iterations: u32,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use agent_graph::{GraphRegistry, RunDeps, RunLimits, RunRequest};
+use agent_graph::{GraphRegistry, RunDeps, RunRequest};
 use ai_core::{CompletionPort, PolicyDecision, RunContext, ToolRunner};
 use clap::{Args, Parser, Subcommand};
 use futures::StreamExt;
@@ -214,18 +214,12 @@ async fn chat(
     };
     let context = RunContext::generate();
     let catalog = graph.select_tools(runner.catalog(&context));
-    let limits = &config.file.limits;
     let mut request = RunRequest::new(
         context,
         config.file.model.model.clone(),
         graph.messages(prompt),
     );
-    request.limits = RunLimits {
-        max_iterations: limits.max_iterations,
-        max_model_requests: limits.max_model_requests,
-        max_total_tokens: limits.max_total_tokens,
-        tool_concurrency: limits.tool_concurrency,
-    };
+    request.limits = config.file.limits.clone();
     let handle = agent_graph::run(
         request,
         RunDeps {

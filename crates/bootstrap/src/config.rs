@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use agent_graph::RunLimits;
 use ai_core::{Budgets, ToolEffect, ToolPolicy};
 use serde::Deserialize;
 
@@ -79,31 +80,6 @@ impl Default for ModelConfig {
     }
 }
 
-/// Run limits.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LimitsConfig {
-    /// Model turns per run (at least 1).
-    pub max_iterations: u32,
-    /// Model requests per run.
-    pub max_model_requests: Option<u32>,
-    /// Total tokens per run.
-    pub max_total_tokens: Option<u64>,
-    /// Read-only tool calls run at once.
-    pub tool_concurrency: usize,
-}
-
-impl Default for LimitsConfig {
-    fn default() -> Self {
-        Self {
-            max_iterations: 20,
-            max_model_requests: None,
-            max_total_tokens: None,
-            tool_concurrency: 8,
-        }
-    }
-}
-
 /// The sandbox the built-in tools work in.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -165,7 +141,7 @@ pub struct FileConfig {
     /// Tool policy.
     pub policy: PolicyConfig,
     /// Run limits.
-    pub limits: LimitsConfig,
+    pub limits: RunLimits,
     /// Workspace.
     pub workspace: WorkspaceConfig,
 }
