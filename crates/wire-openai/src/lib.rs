@@ -1,5 +1,32 @@
 //! OpenAI chat-completions wire adapter: encoder, streaming decoder and HTTP client.
 //!
-//! This crate owns every OpenAI DTO. It maps `ai_core` semantic types to the wire and
-//! the wire (including streams) back to semantic records. It must not depend on
-//! `ai-tools`, `agent-graph` or `bootstrap`.
+//! This crate owns every OpenAI DTO (DESIGN invariant 3). It maps `ai_core` semantic
+//! types to the wire and the wire (including streams) back to semantic records, and
+//! it is the single assembler of streamed tool calls (invariant 4). It must not
+//! depend on `ai-tools`, `agent-graph` or `bootstrap`, and it reads no environment or
+//! config file: the composition root hands it a [`client::ClientConfig`].
+//!
+//! Entry points:
+//! - [`encode::encode_request`]: a [`ai_core::CompletionRequest`] to a JSON body
+//!   (tools, tool choice, history with tool calls and tool results, optional strict
+//!   schemas via [`encode::strict_schema`]).
+//! - [`sse::SseFramer`]: byte-level server-sent-events framing (sans-IO).
+//! - [`decode::Decoder`]: sans-IO stream decoder and tool-call assembler, fed byte
+//!   chunks, producing [`ai_core::CompletionDelta`]s and one
+//!   [`ai_core::CompletionFinal`]; [`decode::decode_response`] for non-streaming
+//!   bodies. The module docs list every gateway pathology it handles.
+//! - [`client::OpenAiClient`]: [`ai_core::CompletionPort`] over reqwest (timeouts,
+//!   retries, cancellation, typed errors that never contain the API key).
+//! - [`fuzzing::decode_arbitrary`]: the fuzz entry point (`fuzz/` holds the
+//!   cargo-fuzz target that calls it).
+
+pub mod client;
+pub mod decode;
+pub mod encode;
+pub mod fuzzing;
+pub mod sse;
+mod wire;
+
+pub use client::{ApiKey, Backoff, ClientConfig, OpenAiClient, Timeouts};
+pub use decode::{DecodeError, Decoder, DecoderOptions, DeltaMode};
+pub use encode::{EncodeOptions, StrictMode, encode_request};

@@ -1,0 +1,371 @@
+//! Decoder throughput and allocations on a multi-MB stream of three parallel tool
+//! calls whose arguments arrive in 4-16 byte fragments, fed in 1.4-16 KiB chunks.
+//!
+//! Compared in one run: our decoder (with every delta, and assemble-only), the limit
+//! of splitting `data:` payloads and parsing each into `serde_json::Value`, and a
+//! peer pipeline (eventsource-stream, owned serde structs, assembly by index); for
+//! reference also the floor of serde_json itself (every payload parsed into
+//! `IgnoredAny`, no framing, no assembly).
+//! Allocations per SSE event are counted with a counting global allocator and
+//! printed before the timings.
+//!
+//! Run: `cargo bench -p wire-openai --bench decode -- --warm-up-time 1 --measurement-time 3`
+//!
+//! On a shared machine wall-clock figures move by ±20% between runs; for a stable
+//! comparison count instructions instead: `DECODE_BENCH_ONCE=<pipeline>` (`none`,
+//! `ours_with_deltas`, `ours_assemble_only`, `serde_json_value_baseline`,
+//! `peer_eventsource_owned_structs`) runs one pipeline once, e.g. under
+//! `valgrind --tool=callgrind`; subtract the `none` run (stream generation).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::alloc::System;
+use std::collections::BTreeMap;
+use std::hint::black_box;
+
+use bytes::Bytes;
+use criterion::{Criterion, Throughput};
+use futures::StreamExt;
+use serde::Deserialize;
+use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+use wire_openai::decode::{Decoder, DecoderOptions, DeltaMode};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
+
+/// A small deterministic generator (xorshift).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn range(&mut self, low: usize, high: usize) -> usize {
+        low + (self.next() % (high - low + 1) as u64) as usize
+    }
+}
+
+/// The stream and its SSE event count.
+fn build_stream(target_bytes: usize) -> (Vec<u8>, usize) {
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let head = r#"{"id":"chatcmpl-BqT8x2LhW1nZ9cVfK3","object":"chat.completion.chunk","created":1731418260,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_831e067d82","choices":[{"index":0,"delta":"#;
+    let tail = r#","logprobs":null,"finish_reason":null}],"usage":null}"#;
+    let mut out = String::new();
+    let mut events = 0;
+    let push = |out: &mut String, delta: &str| {
+        out.push_str("data: ");
+        out.push_str(head);
+        out.push_str(delta);
+        out.push_str(tail);
+        out.push_str("\n\n");
+    };
+    push(&mut out, r#"{"role":"assistant","content":null}"#);
+    events += 1;
+    for i in 0..3 {
+        push(
+            &mut out,
+            &format!(
+                r#"{{"tool_calls":[{{"index":{i},"id":"call_{i}abcdefghijklmnop","type":"function","function":{{"name":"core__write_file","arguments":""}}}}]}}"#
+            ),
+        );
+        events += 1;
+    }
+    // Argument texts: JSON objects with quotes, escapes and non-ASCII, generated
+    // until the stream is large enough; fragments interleave round-robin.
+    let words = [
+        "alpha",
+        "beta \"quoted\"",
+        "gamma\nnewline",
+        "δέλτα",
+        "epsilon\ttab",
+        "zeta/slash",
+    ];
+    let mut arguments: [String; 3] = Default::default();
+    for (i, text) in arguments.iter_mut().enumerate() {
+        text.push_str(&format!("{{\"path\": \"src/file_{i}.rs\", \"content\": \""));
+    }
+    let mut cursor = [0usize; 3];
+    let mut call = 0;
+    while out.len() < target_bytes {
+        let text = &mut arguments[call];
+        while text.len() < cursor[call] + 32 {
+            let word = words[rng.range(0, words.len() - 1)];
+            let escaped = serde_json::to_string(word).unwrap();
+            text.push_str(&escaped[1..escaped.len() - 1]);
+            text.push(' ');
+        }
+        let mut end = (cursor[call] + rng.range(4, 16)).min(text.len());
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        let fragment = &text[cursor[call]..end];
+        cursor[call] = end;
+        let fragment_json = serde_json::to_string(fragment).unwrap();
+        push(
+            &mut out,
+            &format!(
+                r#"{{"tool_calls":[{{"index":{call},"function":{{"arguments":{fragment_json}}}}}]}}"#
+            ),
+        );
+        events += 1;
+        call = (call + 1) % 3;
+    }
+    for (i, text) in arguments.iter().enumerate() {
+        let rest = format!("{}\"}}", &text[cursor[i]..]);
+        let rest_json = serde_json::to_string(&rest).unwrap();
+        push(
+            &mut out,
+            &format!(
+                r#"{{"tool_calls":[{{"index":{i},"function":{{"arguments":{rest_json}}}}}]}}"#
+            ),
+        );
+        events += 1;
+    }
+    out.push_str(r#"data: {"id":"chatcmpl-BqT8x2LhW1nZ9cVfK3","object":"chat.completion.chunk","created":1731418260,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#);
+    out.push_str("\n\n");
+    out.push_str(r#"data: {"id":"chatcmpl-BqT8x2LhW1nZ9cVfK3","object":"chat.completion.chunk","created":1731418260,"model":"gpt-4o-2024-08-06","choices":[],"usage":{"prompt_tokens":1000,"completion_tokens":50000,"total_tokens":51000}}"#);
+    out.push_str("\n\ndata: [DONE]\n\n");
+    events += 3;
+    (out.into_bytes(), events)
+}
+
+/// Network-sized chunks of 1.4 to 16 KiB.
+fn network_chunks(stream: &[u8]) -> Vec<Bytes> {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    while start < stream.len() {
+        let end = (start + rng.range(1400, 16 * 1024)).min(stream.len());
+        chunks.push(Bytes::copy_from_slice(&stream[start..end]));
+        start = end;
+    }
+    chunks
+}
+
+fn ours(chunks: &[Bytes], deltas: DeltaMode) -> usize {
+    let mut decoder = Decoder::with_options(DecoderOptions {
+        deltas,
+        ..DecoderOptions::default()
+    });
+    let mut out = Vec::with_capacity(64);
+    let mut emitted = 0;
+    for chunk in chunks {
+        decoder.feed(chunk, &mut out).unwrap();
+        emitted += out.len();
+        out.clear();
+    }
+    let turn = decoder.finish().unwrap();
+    assert_eq!(turn.tool_calls.len(), 3);
+    emitted
+        + turn
+            .tool_calls
+            .iter()
+            .map(|c| c.arguments.len())
+            .sum::<usize>()
+}
+
+/// The limit of a `serde_json::Value` decoder: split `data:` lines of the whole
+/// buffer and parse each payload; no framing state, no assembly.
+fn value_baseline(stream: &[u8]) -> usize {
+    let mut parsed = 0;
+    for line in stream.split(|&b| b == b'\n') {
+        let Some(payload) = line.strip_prefix(b"data: ") else {
+            continue;
+        };
+        if payload == b"[DONE]" {
+            continue;
+        }
+        let value: serde_json::Value = serde_json::from_slice(payload).unwrap();
+        parsed += value.as_object().map_or(0, |o| o.len());
+    }
+    parsed
+}
+
+#[derive(Deserialize)]
+struct PeerChunk {
+    #[serde(default)]
+    choices: Vec<PeerChoice>,
+}
+
+#[derive(Deserialize)]
+struct PeerChoice {
+    delta: PeerDelta,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct PeerDelta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<PeerToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct PeerToolCall {
+    index: u32,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<PeerFunction>,
+}
+
+#[derive(Deserialize)]
+struct PeerFunction {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+#[derive(Default)]
+struct PeerCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// What peers do: eventsource-stream, owned structs, assembly by index.
+fn peer(chunks: &[Bytes]) -> usize {
+    use eventsource_stream::Eventsource;
+    let stream = futures::stream::iter(
+        chunks
+            .iter()
+            .cloned()
+            .map(Ok::<_, std::convert::Infallible>),
+    );
+    let mut events = stream.eventsource();
+    let mut calls: BTreeMap<u32, PeerCall> = BTreeMap::new();
+    let mut text = String::new();
+    let mut finish = None;
+    futures::executor::block_on(async {
+        while let Some(event) = events.next().await {
+            let event = event.unwrap();
+            if event.data == "[DONE]" {
+                break;
+            }
+            let chunk: PeerChunk = serde_json::from_str(&event.data).unwrap();
+            for choice in chunk.choices {
+                if let Some(content) = choice.delta.content {
+                    text.push_str(&content);
+                }
+                for call in choice.delta.tool_calls.into_iter().flatten() {
+                    let entry = calls.entry(call.index).or_default();
+                    if let Some(id) = call.id {
+                        entry.id = id;
+                    }
+                    if let Some(function) = call.function {
+                        if let Some(name) = function.name {
+                            entry.name = name;
+                        }
+                        if let Some(arguments) = function.arguments {
+                            entry.arguments.push_str(&arguments);
+                        }
+                    }
+                }
+                if choice.finish_reason.is_some() {
+                    finish = choice.finish_reason;
+                }
+            }
+        }
+    });
+    assert_eq!(calls.len(), 3);
+    assert!(finish.is_some());
+    calls
+        .values()
+        .map(|c| c.arguments.len() + c.id.len() + c.name.len())
+        .sum::<usize>()
+        + text.len()
+}
+
+fn allocations_per_event(events: usize, run: impl FnOnce() -> usize) -> (f64, usize) {
+    let region = Region::new(GLOBAL);
+    let result = black_box(run());
+    let stats = region.change();
+    let _ = result;
+    (stats.allocations as f64 / events as f64, stats.allocations)
+}
+
+fn main() {
+    let (stream, events) = build_stream(4 * 1024 * 1024);
+    let chunks = network_chunks(&stream);
+    println!(
+        "stream: {:.2} MiB, {} SSE events, {} network chunks",
+        stream.len() as f64 / (1024.0 * 1024.0),
+        events,
+        chunks.len()
+    );
+    // `DECODE_BENCH_ONCE=<pipeline>` runs one pipeline once and exits: for
+    // instruction counts under `valgrind --tool=callgrind`, which noisy shared
+    // machines cannot disturb.
+    if let Ok(pipeline) = std::env::var("DECODE_BENCH_ONCE") {
+        let result = match pipeline.as_str() {
+            "none" => 0,
+            "ours_with_deltas" => ours(&chunks, DeltaMode::All),
+            "ours_assemble_only" => ours(&chunks, DeltaMode::AssembleOnly),
+            "serde_json_value_baseline" => value_baseline(&stream),
+            "peer_eventsource_owned_structs" => peer(&chunks),
+            other => panic!("unknown pipeline {other}"),
+        };
+        println!("{pipeline}: {}", black_box(result));
+        return;
+    }
+    let report = |name: &str, (per_event, total): (f64, usize)| {
+        println!("allocations {name:<34} {per_event:>7.3} per event ({total} total)");
+    };
+    report(
+        "ours_with_deltas",
+        allocations_per_event(events, || ours(&chunks, DeltaMode::All)),
+    );
+    report(
+        "ours_assemble_only",
+        allocations_per_event(events, || ours(&chunks, DeltaMode::AssembleOnly)),
+    );
+    report(
+        "serde_json_value_baseline",
+        allocations_per_event(events, || value_baseline(&stream)),
+    );
+    report(
+        "peer_eventsource_owned_structs",
+        allocations_per_event(events, || peer(&chunks)),
+    );
+
+    let mut criterion = Criterion::default().configure_from_args();
+    let mut group = criterion.benchmark_group("decode");
+    group.throughput(Throughput::Bytes(stream.len() as u64));
+    group.sample_size(10);
+    group.bench_function("ours_with_deltas", |b| {
+        b.iter(|| ours(black_box(&chunks), DeltaMode::All))
+    });
+    group.bench_function("ours_assemble_only", |b| {
+        b.iter(|| ours(black_box(&chunks), DeltaMode::AssembleOnly))
+    });
+    group.bench_function("serde_json_value_baseline", |b| {
+        b.iter(|| value_baseline(black_box(&stream)))
+    });
+    group.bench_function("serde_json_ignored_any_floor", |b| {
+        b.iter(|| {
+            let mut n = 0;
+            for line in stream.split(|&b| b == b'\n') {
+                if let Some(payload) = line.strip_prefix(b"data: ")
+                    && payload != b"[DONE]"
+                {
+                    let text = std::str::from_utf8(payload).unwrap();
+                    serde_json::from_str::<serde::de::IgnoredAny>(text).unwrap();
+                    n += 1;
+                }
+            }
+            n
+        })
+    });
+    group.bench_function("peer_eventsource_owned_structs", |b| {
+        b.iter(|| peer(black_box(&chunks)))
+    });
+    group.finish();
+    criterion.final_summary();
+}

@@ -1,0 +1,771 @@
+//! The request encoder: [`CompletionRequest`] to a chat-completions JSON body.
+//!
+//! It maps semantic types to the wire and nothing else: no IO, no HTTP. It owns the
+//! request DTOs and OpenAI's strict-schema rules ([`strict_schema`]); semantic
+//! schemas in [`ToolSpec`] are never modified in place.
+
+use ai_core::{CompletionRequest, Message, ToolChoice, ToolSpec};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+/// Whether tool schemas are sent in OpenAI's strict mode.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StrictMode {
+    /// Schemas are sent as they are, without `strict`.
+    #[default]
+    Off,
+    /// Each schema that can be rewritten to the strict rules is sent rewritten with
+    /// `strict: true`; the others are sent as they are, and
+    /// [`EncodedRequest::strict`] says why, per tool.
+    ///
+    /// In strict mode the model sends `null` for properties that were optional. Use
+    /// [`relax_strict_arguments`] on the assembled arguments to turn them back into
+    /// absent properties before validating against the original schema (the client
+    /// does this for you).
+    WhenPossible,
+}
+
+/// Which field carries [`CompletionRequest::max_tokens`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MaxTokensField {
+    /// `max_tokens`: understood by every OpenAI-compatible server.
+    #[default]
+    MaxTokens,
+    /// `max_completion_tokens`: what OpenAI's reasoning models require.
+    MaxCompletionTokens,
+}
+
+/// Encoding settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodeOptions {
+    /// Ask for a streamed response (`stream: true`).
+    pub stream: bool,
+    /// When streaming, ask for a final usage chunk (`stream_options.include_usage`).
+    pub include_usage: bool,
+    /// Strict tool schemas.
+    pub strict: StrictMode,
+    /// Field name for the token limit.
+    pub max_tokens_field: MaxTokensField,
+    /// `parallel_tool_calls`, when set (only sent with tools).
+    pub parallel_tool_calls: Option<bool>,
+    /// Extra top-level fields for provider-specific options (e.g. `seed`, `top_p`).
+    /// They never replace a field the encoder sets.
+    pub extra_body: Map<String, Value>,
+}
+
+impl Default for EncodeOptions {
+    fn default() -> Self {
+        Self {
+            stream: true,
+            include_usage: true,
+            strict: StrictMode::Off,
+            max_tokens_field: MaxTokensField::MaxTokens,
+            parallel_tool_calls: None,
+            extra_body: Map::new(),
+        }
+    }
+}
+
+/// An encoded request body and what happened to each tool's strictness.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedRequest {
+    /// The JSON body.
+    pub body: Value,
+    /// One entry per tool, in request order, when strict mode was asked for; empty
+    /// otherwise.
+    pub strict: Vec<StrictReport>,
+}
+
+/// Whether one tool was sent strict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StrictReport {
+    /// The tool (function) name.
+    pub tool: String,
+    /// `Ok` when sent with `strict: true`; otherwise why not.
+    pub outcome: Result<(), NotStrict>,
+}
+
+/// Why a schema cannot follow OpenAI's strict rules.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("schema at `{path}` cannot be strict: {reason}")]
+pub struct NotStrict {
+    /// JSON-pointer-like path of the offending schema node (`#` is the root).
+    pub path: String,
+    /// The rule that fails.
+    pub reason: NotStrictReason,
+}
+
+/// The strict rule a schema breaks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NotStrictReason {
+    /// The root is not an object schema with `properties`.
+    #[error("the root must be an object with properties")]
+    RootNotObject,
+    /// An object allows properties beyond its declared ones (a map or free-form
+    /// object); strict mode needs `additionalProperties: false`.
+    #[error("open objects (additionalProperties or no properties) are not allowed")]
+    OpenObject,
+    /// A keyword strict mode does not support.
+    #[error("keyword `{0}` is not supported")]
+    UnsupportedKeyword(String),
+    /// A `$ref` that does not point into the schema's own `$defs`/`definitions`.
+    #[error("only local references into $defs or definitions are supported")]
+    NonLocalRef,
+    /// A node without `type`, `enum`, `const`, `anyOf` or `$ref`.
+    #[error("every schema node needs a type")]
+    Untyped,
+    /// Nesting deeper than strict mode allows.
+    #[error("nesting deeper than {0} levels")]
+    TooDeep(usize),
+    /// A node is not a JSON object.
+    #[error("a schema node is not an object")]
+    NotAnObject,
+}
+
+/// Why a request could not be encoded (a caller mistake, not provider input).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EncodeError {
+    /// `ToolChoice::Tool` names a tool that is not in `tools`.
+    #[error("tool choice names `{0}`, which is not among the request's tools")]
+    UnknownToolChoice(String),
+    /// `ToolChoice::Required` or `ToolChoice::Tool` without any tool.
+    #[error("tool choice requires a tool call but the request has no tools")]
+    ToolChoiceWithoutTools,
+    /// The temperature is not a finite number.
+    #[error("temperature must be a finite number")]
+    InvalidTemperature,
+}
+
+/// Deepest object nesting OpenAI accepts in strict mode.
+const STRICT_MAX_DEPTH: usize = 10;
+
+/// Keywords strict mode rejects. (Validation keywords it does support, like
+/// `pattern`, `minimum` or `minItems`, are kept.)
+const STRICT_UNSUPPORTED: &[&str] = &[
+    "allOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "patternProperties",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "contains",
+    "minContains",
+    "maxContains",
+    "uniqueItems",
+    "minLength",
+    "maxLength",
+    "prefixItems",
+];
+
+#[derive(Serialize)]
+struct ToolDto<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: FunctionDefDto<'a>,
+}
+
+#[derive(Serialize)]
+struct FunctionDefDto<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    strict: Option<bool>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+enum MessageDto<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: &'a str,
+    },
+    Assistant {
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCallDto<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+#[derive(Serialize)]
+struct ToolCallDto<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: FunctionCallDto<'a>,
+}
+
+#[derive(Serialize)]
+struct FunctionCallDto<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+fn message_dto(message: &Message) -> MessageDto<'_> {
+    match message {
+        Message::System { content } => MessageDto::System { content },
+        Message::User { content } => MessageDto::User { content },
+        Message::Assistant {
+            content,
+            tool_calls,
+        } => MessageDto::Assistant {
+            // OpenAI wants `content` present: null beside tool calls, text otherwise.
+            content: match (content.as_deref(), tool_calls.is_empty()) {
+                (Some(text), _) => Some(text),
+                (None, true) => Some(""),
+                (None, false) => None,
+            },
+            tool_calls: tool_calls
+                .iter()
+                .map(|call| ToolCallDto {
+                    id: &call.id,
+                    kind: "function",
+                    function: FunctionCallDto {
+                        name: &call.name,
+                        arguments: if call.arguments.trim().is_empty() {
+                            "{}"
+                        } else {
+                            &call.arguments
+                        },
+                    },
+                })
+                .collect(),
+        },
+        Message::Tool {
+            tool_call_id,
+            content,
+        } => MessageDto::Tool {
+            tool_call_id,
+            content,
+        },
+    }
+}
+
+fn to_value<T: Serialize>(value: &T) -> Value {
+    // The DTOs above are plain structs of strings and values: serialization cannot
+    // fail, but a failure would still be reported as null rather than a panic.
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+/// Encodes a request body.
+///
+/// ```
+/// use ai_core::{CompletionRequest, Message, RunContext, ToolChoice};
+/// use wire_openai::encode::{EncodeOptions, encode_request};
+///
+/// let request = CompletionRequest {
+///     model: "gpt-4o-mini".into(),
+///     messages: vec![Message::user("hi")],
+///     tools: vec![],
+///     tool_choice: ToolChoice::Auto,
+///     context: RunContext::new("run", "trace"),
+///     max_tokens: None,
+///     temperature: None,
+/// };
+/// let encoded = encode_request(&request, &EncodeOptions::default()).unwrap();
+/// assert_eq!(encoded.body["stream_options"]["include_usage"], true);
+/// assert!(encoded.body.get("tools").is_none());
+/// ```
+pub fn encode_request(
+    request: &CompletionRequest,
+    options: &EncodeOptions,
+) -> Result<EncodedRequest, EncodeError> {
+    let mut body = Map::new();
+    body.insert("model".into(), Value::String(request.model.clone()));
+    let messages: Vec<Value> = request
+        .messages
+        .iter()
+        .map(|m| to_value(&message_dto(m)))
+        .collect();
+    body.insert("messages".into(), Value::Array(messages));
+
+    let mut strict_reports = Vec::new();
+    if request.tools.is_empty() {
+        if matches!(
+            request.tool_choice,
+            ToolChoice::Required | ToolChoice::Tool(_)
+        ) {
+            return Err(EncodeError::ToolChoiceWithoutTools);
+        }
+    } else {
+        let mut tools = Vec::with_capacity(request.tools.len());
+        for spec in &request.tools {
+            let (tool, report) = encode_tool(spec, options.strict);
+            tools.push(tool);
+            strict_reports.extend(report);
+        }
+        body.insert("tools".into(), Value::Array(tools));
+        let choice = match &request.tool_choice {
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::None => json!("none"),
+            ToolChoice::Required => json!("required"),
+            ToolChoice::Tool(id) => {
+                if !request.tools.iter().any(|t| &t.id == id) {
+                    return Err(EncodeError::UnknownToolChoice(id.to_string()));
+                }
+                json!({"type": "function", "function": {"name": id.as_str()}})
+            }
+        };
+        body.insert("tool_choice".into(), choice);
+        if let Some(parallel) = options.parallel_tool_calls {
+            body.insert("parallel_tool_calls".into(), Value::Bool(parallel));
+        }
+    }
+
+    if let Some(max_tokens) = request.max_tokens {
+        let field = match options.max_tokens_field {
+            MaxTokensField::MaxTokens => "max_tokens",
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+        };
+        body.insert(field.into(), Value::from(max_tokens));
+    }
+    if let Some(temperature) = request.temperature {
+        // Through the shortest decimal form, so 0.7f32 is sent as 0.7, not
+        // 0.699999988079071.
+        let number = temperature
+            .to_string()
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .ok_or(EncodeError::InvalidTemperature)?;
+        body.insert("temperature".into(), Value::Number(number));
+    }
+    body.insert("stream".into(), Value::Bool(options.stream));
+    if options.stream && options.include_usage {
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    for (key, value) in &options.extra_body {
+        if !body.contains_key(key) {
+            body.insert(key.clone(), value.clone());
+        }
+    }
+    Ok(EncodedRequest {
+        body: Value::Object(body),
+        strict: strict_reports,
+    })
+}
+
+fn encode_tool(spec: &ToolSpec, mode: StrictMode) -> (Value, Option<StrictReport>) {
+    let name = spec.id.as_str();
+    let plain = |strict: Option<bool>, parameters: &Value| {
+        to_value(&ToolDto {
+            kind: "function",
+            function: FunctionDefDto {
+                name,
+                description: &spec.description,
+                parameters,
+                strict,
+            },
+        })
+    };
+    match mode {
+        StrictMode::Off => (plain(None, &spec.input_schema), None),
+        StrictMode::WhenPossible => match strict_schema(&spec.input_schema) {
+            Ok(schema) => (
+                plain(Some(true), &schema),
+                Some(StrictReport {
+                    tool: name.to_owned(),
+                    outcome: Ok(()),
+                }),
+            ),
+            Err(why) => {
+                tracing::warn!(tool = name, reason = %why, "sending tool schema without strict mode");
+                (
+                    plain(None, &spec.input_schema),
+                    Some(StrictReport {
+                        tool: name.to_owned(),
+                        outcome: Err(why),
+                    }),
+                )
+            }
+        },
+    }
+}
+
+/// Rewrites a schema to OpenAI's strict rules: every object lists all its
+/// properties in `required` and has `additionalProperties: false`; properties that
+/// were optional become nullable. Fails, naming the node and the rule, when the
+/// schema cannot be expressed that way (open objects, unsupported keywords, non-local
+/// references, untyped nodes, nesting deeper than 10).
+///
+/// ```
+/// use serde_json::json;
+/// use wire_openai::encode::strict_schema;
+///
+/// let schema = json!({"type": "object", "properties": {
+///     "city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]});
+/// let strict = strict_schema(&schema).unwrap();
+/// assert_eq!(strict["required"], json!(["city", "days"]));
+/// assert_eq!(strict["properties"]["days"]["type"], json!(["integer", "null"]));
+/// assert_eq!(strict["additionalProperties"], json!(false));
+/// ```
+pub fn strict_schema(schema: &Value) -> Result<Value, NotStrict> {
+    let is_object_root = schema.get("type") == Some(&json!("object"))
+        && schema.get("properties").is_some_and(Value::is_object);
+    if !is_object_root {
+        return Err(NotStrict {
+            path: "#".into(),
+            reason: NotStrictReason::RootNotObject,
+        });
+    }
+    let mut out = schema.clone();
+    strictify(&mut out, "#", 0)?;
+    Ok(out)
+}
+
+fn strictify(node: &mut Value, path: &str, depth: usize) -> Result<(), NotStrict> {
+    let fail = |reason| NotStrict {
+        path: path.to_owned(),
+        reason,
+    };
+    if depth > STRICT_MAX_DEPTH {
+        return Err(fail(NotStrictReason::TooDeep(STRICT_MAX_DEPTH)));
+    }
+    let Value::Object(map) = node else {
+        return Err(fail(NotStrictReason::NotAnObject));
+    };
+    if let Some(keyword) = STRICT_UNSUPPORTED.iter().find(|k| map.contains_key(**k)) {
+        return Err(fail(NotStrictReason::UnsupportedKeyword(
+            (*keyword).to_owned(),
+        )));
+    }
+    if let Some(reference) = map.get("$ref") {
+        let local = reference.as_str().is_some_and(|r| {
+            r.starts_with("#/$defs/") || r.starts_with("#/definitions/") || r == "#"
+        });
+        if !local {
+            return Err(fail(NotStrictReason::NonLocalRef));
+        }
+    }
+    let typed = ["type", "enum", "const", "anyOf", "$ref"]
+        .iter()
+        .any(|k| map.contains_key(*k));
+    if !typed {
+        return Err(fail(NotStrictReason::Untyped));
+    }
+    for defs in ["$defs", "definitions"] {
+        if let Some(Value::Object(entries)) = map.get_mut(defs) {
+            for (name, def) in entries.iter_mut() {
+                strictify(def, &format!("{path}/{defs}/{name}"), depth + 1)?;
+            }
+        }
+    }
+    if let Some(Value::Array(branches)) = map.get_mut("anyOf") {
+        for (i, branch) in branches.iter_mut().enumerate() {
+            strictify(branch, &format!("{path}/anyOf/{i}"), depth + 1)?;
+        }
+    }
+    match map.get_mut("items") {
+        Some(items @ Value::Object(_)) => strictify(items, &format!("{path}/items"), depth + 1)?,
+        Some(Value::Array(_)) => {
+            return Err(fail(NotStrictReason::UnsupportedKeyword(
+                "items (tuple form)".into(),
+            )));
+        }
+        _ => {}
+    }
+    let is_object = type_includes(map.get("type"), "object") || map.contains_key("properties");
+    if !is_object {
+        return Ok(());
+    }
+    match map.get("additionalProperties") {
+        None | Some(Value::Bool(false)) => {}
+        Some(_) => return Err(fail(NotStrictReason::OpenObject)),
+    }
+    let required = map_required(map).unwrap_or_default();
+    let Some(Value::Object(properties)) = map.get_mut("properties") else {
+        return Err(fail(NotStrictReason::OpenObject));
+    };
+    let mut all = Vec::with_capacity(properties.len());
+    for (name, property) in properties.iter_mut() {
+        strictify(property, &format!("{path}/properties/{name}"), depth + 1)?;
+        if !required.iter().any(|r| r == name) {
+            make_nullable(property);
+        }
+        all.push(Value::String(name.clone()));
+    }
+    map.insert("required".into(), Value::Array(all));
+    map.insert("additionalProperties".into(), Value::Bool(false));
+    Ok(())
+}
+
+fn map_required(map: &Map<String, Value>) -> Option<Vec<String>> {
+    let list = map.get("required")?.as_array()?;
+    Some(
+        list.iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+    )
+}
+
+fn type_includes(type_value: Option<&Value>, name: &str) -> bool {
+    match type_value {
+        Some(Value::String(t)) => t == name,
+        Some(Value::Array(types)) => types.iter().any(|t| t.as_str() == Some(name)),
+        _ => false,
+    }
+}
+
+/// Whether a schema node already admits `null`.
+fn allows_null(node: &Value) -> bool {
+    let Value::Object(map) = node else {
+        return false;
+    };
+    type_includes(map.get("type"), "null")
+        || map.get("const") == Some(&Value::Null)
+        || map
+            .get("anyOf")
+            .and_then(Value::as_array)
+            .is_some_and(|branches| branches.iter().any(allows_null))
+        || (!map.contains_key("type")
+            && map
+                .get("enum")
+                .and_then(Value::as_array)
+                .is_some_and(|values| values.contains(&Value::Null)))
+}
+
+fn make_nullable(node: &mut Value) {
+    if allows_null(node) {
+        return;
+    }
+    let Value::Object(map) = node else {
+        return;
+    };
+    match map.get_mut("type") {
+        Some(Value::String(t)) => {
+            let t = std::mem::take(t);
+            map.insert("type".into(), json!([t, "null"]));
+        }
+        Some(Value::Array(types)) => types.push(json!("null")),
+        _ => {
+            if let Some(Value::Array(branches)) = map.get_mut("anyOf") {
+                branches.push(json!({"type": "null"}));
+            } else if let Some(Value::Array(values)) = map.get_mut("enum") {
+                values.push(Value::Null);
+            } else {
+                let inner = std::mem::take(map);
+                map.insert(
+                    "anyOf".into(),
+                    json!([Value::Object(inner), {"type": "null"}]),
+                );
+            }
+            return;
+        }
+    }
+    if let Some(Value::Array(values)) = map.get_mut("enum")
+        && !values.contains(&Value::Null)
+    {
+        values.push(Value::Null);
+    }
+}
+
+/// Undoes the strict rewrite on a model's arguments: removes `null` values of
+/// properties that the original schema did not require and that do not admit
+/// `null`, so the arguments validate against the original schema. Returns `None`
+/// when nothing changes (or the arguments are not JSON).
+///
+/// ```
+/// use serde_json::json;
+/// use wire_openai::encode::relax_strict_arguments;
+///
+/// let schema = json!({"type": "object", "properties": {
+///     "city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]});
+/// let relaxed = relax_strict_arguments(r#"{"city":"Paris","days":null}"#, &schema);
+/// assert_eq!(relaxed.as_deref(), Some(r#"{"city":"Paris"}"#));
+/// ```
+pub fn relax_strict_arguments(arguments: &str, original_schema: &Value) -> Option<String> {
+    let mut value: Value = serde_json::from_str(arguments).ok()?;
+    if relax(&mut value, original_schema, original_schema, 0) {
+        serde_json::to_string(&value).ok()
+    } else {
+        None
+    }
+}
+
+fn resolve<'s>(node: &'s Value, root: &'s Value) -> &'s Value {
+    let Some(reference) = node.get("$ref").and_then(Value::as_str) else {
+        return node;
+    };
+    if reference == "#" {
+        return root;
+    }
+    reference
+        .strip_prefix('#')
+        .and_then(|pointer| root.pointer(pointer))
+        .unwrap_or(node)
+}
+
+fn relax(value: &mut Value, schema: &Value, root: &Value, depth: usize) -> bool {
+    if depth > STRICT_MAX_DEPTH + 2 {
+        return false;
+    }
+    let schema = resolve(schema, root);
+    let mut changed = false;
+    match value {
+        Value::Object(fields) => {
+            let Some(Value::Object(properties)) = schema.get("properties") else {
+                return false;
+            };
+            let required = schema
+                .as_object()
+                .and_then(map_required)
+                .unwrap_or_default();
+            fields.retain(|name, field| {
+                let drop = field.is_null()
+                    && !required.iter().any(|r| r == name)
+                    && properties
+                        .get(name)
+                        .is_some_and(|p| !allows_null(resolve(p, root)));
+                changed |= drop;
+                !drop
+            });
+            for (name, field) in fields.iter_mut() {
+                if let Some(property) = properties.get(name) {
+                    changed |= relax(field, property, root, depth + 1);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) {
+                for item in items {
+                    changed |= relax(item, item_schema, root, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_rewrites_nested_objects_arrays_and_defs() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "filter": {"type": "object", "properties": {"tag": {"type": "string", "enum": ["a", "b"]}}},
+                "items": {"type": "array", "items": {"$ref": "#/$defs/item"}},
+                "mode": {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+            },
+            "required": ["items"],
+            "$defs": {"item": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}
+        });
+        let strict = strict_schema(&schema).unwrap();
+        assert_eq!(
+            strict,
+            json!({
+                "type": "object",
+                "properties": {
+                    "filter": {"type": ["object", "null"], "properties": {
+                        "tag": {"type": ["string", "null"], "enum": ["a", "b", null]}},
+                        "required": ["tag"], "additionalProperties": false},
+                    "items": {"type": "array", "items": {"$ref": "#/$defs/item"}},
+                    "mode": {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]}
+                },
+                "required": ["filter", "items", "mode"],
+                "additionalProperties": false,
+                "$defs": {"item": {"type": "object", "properties": {"n": {"type": "integer"}},
+                    "required": ["n"], "additionalProperties": false}}
+            })
+        );
+    }
+
+    #[test]
+    fn strict_refusals_name_path_and_rule() {
+        let cases = [
+            (
+                json!({"type": "string"}),
+                "#",
+                NotStrictReason::RootNotObject,
+            ),
+            (
+                json!({"type": "object", "properties": {"m": {"type": "object", "additionalProperties": {"type": "string"}}}}),
+                "#/properties/m",
+                NotStrictReason::OpenObject,
+            ),
+            (
+                json!({"type": "object", "properties": {"m": {"type": "object"}}}),
+                "#/properties/m",
+                NotStrictReason::OpenObject,
+            ),
+            (
+                json!({"type": "object", "properties": {"s": {"type": "string", "minLength": 1}}}),
+                "#/properties/s",
+                NotStrictReason::UnsupportedKeyword("minLength".into()),
+            ),
+            (
+                json!({"type": "object", "properties": {"s": {"$ref": "https://x/y"}}}),
+                "#/properties/s",
+                NotStrictReason::NonLocalRef,
+            ),
+            (
+                json!({"type": "object", "properties": {"s": {"description": "anything"}}}),
+                "#/properties/s",
+                NotStrictReason::Untyped,
+            ),
+        ];
+        for (schema, path, reason) in cases {
+            let err = strict_schema(&schema).unwrap_err();
+            assert_eq!(
+                (err.path.as_str(), &err.reason),
+                (path, &reason),
+                "{schema}"
+            );
+        }
+        let mut deep = json!({"type": "string"});
+        for _ in 0..12 {
+            deep = json!({"type": "object", "properties": {"x": deep}, "required": ["x"]});
+        }
+        assert_eq!(
+            strict_schema(&deep).unwrap_err().reason,
+            NotStrictReason::TooDeep(10)
+        );
+    }
+
+    #[test]
+    fn relax_removes_only_nulls_of_optional_non_nullable_properties() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "a": {"type": "string"},
+                "b": {"type": ["string", "null"]},
+                "c": {"type": "object", "properties": {"d": {"type": "integer"}}},
+                "e": {"type": "array", "items": {"$ref": "#/$defs/i"}}
+            },
+            "required": ["a"],
+            "$defs": {"i": {"type": "object", "properties": {"f": {"type": "string"}}}}
+        });
+        let relaxed = relax_strict_arguments(
+            r#"{"a":null,"b":null,"c":{"d":null},"e":[{"f":null},{"f":"x"}]}"#,
+            &schema,
+        )
+        .unwrap();
+        let relaxed: Value = serde_json::from_str(&relaxed).unwrap();
+        assert_eq!(
+            relaxed,
+            json!({"a": null, "b": null, "c": {}, "e": [{}, {"f": "x"}]})
+        );
+        assert_eq!(relax_strict_arguments(r#"{"a":"x"}"#, &schema), None);
+        assert_eq!(relax_strict_arguments("not json", &schema), None);
+    }
+}

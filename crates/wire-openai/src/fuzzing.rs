@@ -1,0 +1,106 @@
+//! The fuzz entry point of the decoder, callable from tests and from the
+//! cargo-fuzz target in `crates/wire-openai/fuzz/`.
+//!
+//! It knows nothing about libFuzzer; it only exercises the public decoding API.
+
+use ai_core::{CompletionDelta, CompletionError, CompletionFinal};
+
+use crate::decode::{Decoder, DecoderOptions, IdMinting, decode_response};
+use crate::sse::{OwnedSseEvent, SseError, SseFramer};
+
+/// Decodes arbitrary bytes as a stream, whole and cut into chunks, and checks that
+/// both give the same deltas and the same result. Also runs the SSE framer and the
+/// non-streaming decoder on the bytes. Never panics on any input unless the decoder
+/// breaks an invariant: that panic is the fuzzer's finding.
+///
+/// # Panics
+///
+/// When chunked and whole decoding disagree, or framing depends on chunking.
+pub fn decode_arbitrary(data: &[u8]) {
+    let whole = decode_in_chunks(data, &[data.len()]);
+    let sizes = chunk_sizes(data);
+    let chunked = decode_in_chunks(data, &sizes);
+    assert_eq!(whole, chunked, "decoding depends on how the bytes are cut");
+
+    let framed_whole = frame_in_chunks(data, &[data.len()]);
+    let framed_chunked = frame_in_chunks(data, &sizes);
+    assert_eq!(
+        framed_whole, framed_chunked,
+        "framing depends on how the bytes are cut"
+    );
+
+    let _ = decode_response(
+        data,
+        DecoderOptions {
+            id_minting: IdMinting::Sequential,
+            ..DecoderOptions::default()
+        },
+    );
+}
+
+type Decoded = (
+    Vec<CompletionDelta>,
+    Result<CompletionFinal, CompletionError>,
+);
+
+/// Chunk sizes derived from the input itself (1 to 64 bytes), so a fuzzer explores
+/// cut points along with contents.
+fn chunk_sizes(data: &[u8]) -> Vec<usize> {
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15 ^ data.len() as u64;
+    for &byte in data.iter().take(16) {
+        state = state.rotate_left(5) ^ u64::from(byte);
+    }
+    let mut sizes = Vec::new();
+    let mut total = 0;
+    while total < data.len() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let size = 1 + (state % 64) as usize;
+        sizes.push(size);
+        total += size;
+    }
+    sizes
+}
+
+fn cut<'a>(data: &'a [u8], sizes: &[usize]) -> Vec<&'a [u8]> {
+    let mut chunks = Vec::with_capacity(sizes.len());
+    let mut rest = data;
+    for &size in sizes {
+        let (head, tail) = rest.split_at(size.min(rest.len()));
+        chunks.push(head);
+        rest = tail;
+    }
+    if !rest.is_empty() {
+        chunks.push(rest);
+    }
+    chunks
+}
+
+fn decode_in_chunks(data: &[u8], sizes: &[usize]) -> Decoded {
+    let mut decoder = Decoder::with_options(DecoderOptions {
+        id_minting: IdMinting::Sequential,
+        ..DecoderOptions::default()
+    });
+    let mut deltas = Vec::new();
+    for chunk in cut(data, sizes) {
+        if let Err(error) = decoder.feed(chunk, &mut deltas) {
+            return (deltas, Err(error.into()));
+        }
+    }
+    let result = decoder.finish_into(&mut deltas);
+    (deltas, result)
+}
+
+fn frame_in_chunks(data: &[u8], sizes: &[usize]) -> Result<Vec<OwnedSseEvent>, SseError> {
+    let mut framer = SseFramer::new();
+    let mut events = Vec::new();
+    for chunk in cut(data, sizes) {
+        events.extend(framer.feed_owned(chunk)?);
+    }
+    framer.finish(|event| {
+        events.push(event.to_owned_event());
+        Ok::<(), SseError>(())
+    })?;
+    Ok(events)
+}

@@ -1,0 +1,667 @@
+//! Borrowed serde DTOs of chat-completions responses and stream chunks.
+//!
+//! Private to the crate: the rest of the workspace sees only `ai_core` types. The
+//! DTOs borrow from the event text and avoid heap allocations on the hot path: string
+//! fields that may contain escapes (content, arguments) are kept as raw JSON and
+//! unescaped by [`raw_text`] into a reusable buffer, and chunks are parsed by
+//! streaming visitors ([`parse_chunk`]) that hand each piece to a [`ChunkSink`].
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+/// A string that borrows from the input when it has no escapes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Str<'a>(pub(crate) Cow<'a, str>);
+
+impl Str<'_> {
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct StrVisitor;
+        impl<'de> Visitor<'de> for StrVisitor {
+            type Value = Str<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Str(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Str(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(StrVisitor)
+    }
+}
+
+/// Receives what a chunk (or a whole response) says, in the order it says it.
+///
+/// The chunk is never materialized: the visitors below hand each piece to the sink
+/// as soon as it is parsed, so decoding a chunk allocates nothing and moves no large
+/// structs around.
+pub(crate) trait ChunkSink {
+    /// `choices[0].delta.content` (or `message.content`), as raw JSON.
+    fn content(&mut self, raw: &RawValue);
+    /// One element of `tool_calls`, with its position in the array.
+    fn tool_call(&mut self, call: &ToolCallDto<'_>, position: usize);
+    /// The legacy `function_call`.
+    fn function_call(&mut self, function: &FunctionDto<'_>);
+    /// A non-null `finish_reason` of choice 0.
+    fn finish_reason(&mut self, reason: &str);
+    /// A `usage` object.
+    fn usage(&mut self, usage: &UsageDto);
+    /// The `model` field.
+    fn model(&mut self, model: &str);
+    /// A non-null top-level `error`, as raw JSON.
+    fn error(&mut self, raw: &RawValue);
+    /// A choice other than choice 0 was skipped.
+    fn other_choice(&mut self);
+}
+
+/// Parses one chunk or response object, feeding `sink`.
+pub(crate) fn parse_chunk<S: ChunkSink>(data: &str, sink: &mut S) -> Result<(), serde_json::Error> {
+    let mut deserializer = serde_json::Deserializer::from_str(data);
+    ChunkSeed(sink).deserialize(&mut deserializer)?;
+    deserializer.end()
+}
+
+/// Top-level members that the decoder acts on; an envelope never contains them.
+const ACTED_ON: [&[u8]; 3] = [b"choices", b"usage", b"error"];
+
+/// Longest envelope worth remembering.
+const MAX_ENVELOPE: usize = 1024;
+
+/// Length of the chunk's envelope: the bytes from the opening `{` up to and
+/// including the `,` before the first member the decoder acts on (`choices`, `usage`
+/// or `error`), when there is at least one member before it and no key in it has an
+/// escape. `data` must be a JSON object that was already parsed successfully, so the
+/// scan does not validate.
+pub(crate) fn envelope_len(data: &str) -> Option<usize> {
+    let bytes = data.as_bytes();
+    let mut i = skip_ws(bytes, 0);
+    if bytes.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    let mut last_comma = None;
+    loop {
+        i = skip_ws(bytes, i);
+        if bytes.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_end = i + 1 + memchr::memchr2(b'"', b'\\', bytes.get(i + 1..)?)?;
+        if bytes[key_end] != b'"' {
+            return None;
+        }
+        if ACTED_ON.contains(&&bytes[i + 1..key_end]) {
+            return last_comma.map(|comma: usize| comma + 1);
+        }
+        i = skip_ws(bytes, key_end + 1);
+        if bytes.get(i) != Some(&b':') {
+            return None;
+        }
+        i = skip_value(bytes, i + 1)?;
+        i = skip_ws(bytes, i);
+        if bytes.get(i) != Some(&b',') || i >= MAX_ENVELOPE {
+            return None;
+        }
+        last_comma = Some(i);
+        i += 1;
+    }
+}
+
+fn skip_ws(bytes: &[u8], mut i: usize) -> usize {
+    while matches!(bytes.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        i += 1;
+    }
+    i
+}
+
+/// Index just past the value starting at (or after whitespace from) `i`.
+fn skip_value(bytes: &[u8], i: usize) -> Option<usize> {
+    let mut i = skip_ws(bytes, i);
+    match *bytes.get(i)? {
+        b'"' => skip_string(bytes, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            loop {
+                match *bytes.get(i)? {
+                    b'"' => {
+                        i = skip_string(bytes, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.checked_sub(1)?;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        _ => {
+            while !matches!(
+                bytes.get(i),
+                None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+            ) {
+                i += 1;
+            }
+            Some(i)
+        }
+    }
+}
+
+/// Index just past the string literal starting at `i` (a `"`).
+fn skip_string(bytes: &[u8], mut i: usize) -> Option<usize> {
+    i += 1;
+    loop {
+        i += memchr::memchr2(b'"', b'\\', bytes.get(i..)?)?;
+        if bytes[i] == b'\\' {
+            i += 2;
+        } else {
+            return Some(i + 1);
+        }
+    }
+}
+
+/// Applies `seed` to a value that may be `null` (then nothing happens).
+struct Nullable<T>(T);
+
+impl<'de, T: DeserializeSeed<'de, Value = ()>> DeserializeSeed<'de> for Nullable<T> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_option(self)
+    }
+}
+
+impl<'de, T: DeserializeSeed<'de, Value = ()>> Visitor<'de> for Nullable<T> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a value or null")
+    }
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        self.0.deserialize(deserializer)
+    }
+}
+
+struct ChunkSeed<'s, S>(&'s mut S);
+
+impl<'de, S: ChunkSink> DeserializeSeed<'de> for ChunkSeed<'_, S> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de, S: ChunkSink> Visitor<'de> for ChunkSeed<'_, S> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a chat completion object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let sink = self.0;
+        while let Some(key) = map.next_key::<Str<'de>>()? {
+            match key.as_str() {
+                "choices" => map.next_value_seed(Nullable(ChoicesSeed(&mut *sink)))?,
+                "usage" => {
+                    if let Some(usage) = map.next_value::<Option<UsageDto>>()? {
+                        sink.usage(&usage);
+                    }
+                }
+                "error" => {
+                    if let Some(raw) = map.next_value::<Option<&'de RawValue>>()?
+                        && raw.get().trim_ascii() != "null"
+                    {
+                        sink.error(raw);
+                    }
+                }
+                "model" => {
+                    if let Some(model) = map.next_value::<Option<Str<'de>>>()? {
+                        sink.model(model.as_str());
+                    }
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+struct ChoicesSeed<'s, S>(&'s mut S);
+
+impl<'de, S: ChunkSink> DeserializeSeed<'de> for ChoicesSeed<'_, S> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de, S: ChunkSink> Visitor<'de> for ChoicesSeed<'_, S> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of choices")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let sink = self.0;
+        while seq.next_element_seed(ChoiceSeed(&mut *sink))?.is_some() {}
+        Ok(())
+    }
+}
+
+/// One choice. Only choice 0 (or a choice without index) is applied. When `index`
+/// comes before `delta`, as every provider sends it, the delta is applied while it
+/// is parsed; otherwise it is kept as raw JSON and applied once the index is known.
+struct ChoiceSeed<'s, S>(&'s mut S);
+
+impl<'de, S: ChunkSink> DeserializeSeed<'de> for ChoiceSeed<'_, S> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de, S: ChunkSink> Visitor<'de> for ChoiceSeed<'_, S> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a choice object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let sink = self.0;
+        let mut index: Option<u32> = None;
+        let mut deferred: Option<&'de RawValue> = None;
+        let mut finish: Option<Str<'de>> = None;
+        while let Some(key) = map.next_key::<Str<'de>>()? {
+            match key.as_str() {
+                "index" => index = map.next_value()?,
+                "delta" | "message" => match index {
+                    Some(0) => map.next_value_seed(Nullable(DeltaSeed(&mut *sink)))?,
+                    Some(_) => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                    None => deferred = Some(map.next_value()?),
+                },
+                "finish_reason" => finish = map.next_value()?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if index.unwrap_or(0) != 0 {
+            sink.other_choice();
+            return Ok(());
+        }
+        if let Some(raw) = deferred {
+            let mut deserializer = serde_json::Deserializer::from_str(raw.get());
+            Nullable(DeltaSeed(&mut *sink))
+                .deserialize(&mut deserializer)
+                .map_err(de::Error::custom)?;
+        }
+        if let Some(reason) = finish {
+            sink.finish_reason(reason.as_str());
+        }
+        Ok(())
+    }
+}
+
+struct DeltaSeed<'s, S>(&'s mut S);
+
+impl<'de, S: ChunkSink> DeserializeSeed<'de> for DeltaSeed<'_, S> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de, S: ChunkSink> Visitor<'de> for DeltaSeed<'_, S> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a delta or message object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let sink = self.0;
+        while let Some(key) = map.next_key::<Str<'de>>()? {
+            match key.as_str() {
+                "content" => {
+                    if let Some(raw) = map.next_value::<Option<&'de RawValue>>()? {
+                        sink.content(raw);
+                    }
+                }
+                "tool_calls" => map.next_value_seed(Nullable(ToolCallsSeed(&mut *sink)))?,
+                "function_call" => {
+                    if let Some(function) = map.next_value::<Option<FunctionDto<'de>>>()? {
+                        sink.function_call(&function);
+                    }
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+struct ToolCallsSeed<'s, S>(&'s mut S);
+
+impl<'de, S: ChunkSink> DeserializeSeed<'de> for ToolCallsSeed<'_, S> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de, S: ChunkSink> Visitor<'de> for ToolCallsSeed<'_, S> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of tool calls")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut position = 0;
+        while let Some(call) = seq.next_element::<ToolCallDto<'de>>()? {
+            self.0.tool_call(&call, position);
+            position += 1;
+        }
+        Ok(())
+    }
+}
+
+/// One tool-call delta (or a whole call in a response).
+#[derive(Debug, Deserialize)]
+pub(crate) struct ToolCallDto<'a> {
+    #[serde(default)]
+    pub(crate) index: Option<u32>,
+    #[serde(borrow, default)]
+    pub(crate) id: Option<Str<'a>>,
+    #[serde(rename = "type", borrow, default)]
+    pub(crate) kind: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    pub(crate) function: Option<FunctionDto<'a>>,
+}
+
+/// The function part of a tool call.
+#[derive(Debug, Deserialize)]
+pub(crate) struct FunctionDto<'a> {
+    #[serde(borrow, default)]
+    pub(crate) name: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    pub(crate) arguments: Option<&'a RawValue>,
+}
+
+/// Token usage as providers report it.
+#[derive(Debug, Deserialize)]
+pub(crate) struct UsageDto {
+    #[serde(default, alias = "input_tokens")]
+    pub(crate) prompt_tokens: Option<u64>,
+    #[serde(default, alias = "output_tokens")]
+    pub(crate) completion_tokens: Option<u64>,
+    #[serde(default)]
+    pub(crate) total_tokens: Option<u64>,
+}
+
+/// What a raw JSON value holding text turned out to be.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum RawText<'a> {
+    /// `null`.
+    Null,
+    /// A string, unescaped.
+    Str(&'a str),
+    /// Any other JSON value, as raw JSON text.
+    Other(&'a str),
+}
+
+/// Reads a raw JSON value as text: a string is unescaped (borrowed when it has no
+/// escapes, otherwise written into `scratch`), `null` is [`RawText::Null`] and any
+/// other value is returned as its JSON text.
+pub(crate) fn raw_text<'r>(raw: &'r RawValue, scratch: &'r mut String) -> RawText<'r> {
+    let text = raw.get().trim_ascii();
+    if text == "null" {
+        return RawText::Null;
+    }
+    let Some(inner) = text
+        .strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+    else {
+        return RawText::Other(text);
+    };
+    if memchr::memchr(b'\\', inner.as_bytes()).is_none() {
+        return RawText::Str(inner);
+    }
+    scratch.clear();
+    unescape_into(inner, scratch);
+    RawText::Str(scratch)
+}
+
+/// Unescapes the inside of a JSON string literal. The input comes from serde_json,
+/// which validated it; anything unexpected still becomes U+FFFD rather than a panic.
+pub(crate) fn unescape_into(inner: &str, out: &mut String) {
+    let bytes = inner.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let Some(offset) = memchr::memchr(b'\\', &bytes[i..]) else {
+            out.push_str(&inner[i..]);
+            return;
+        };
+        out.push_str(&inner[i..i + offset]);
+        i += offset + 1;
+        let Some(&escape) = bytes.get(i) else {
+            out.push('\u{fffd}');
+            return;
+        };
+        i += 1;
+        match escape {
+            b'"' => out.push('"'),
+            b'\\' => out.push('\\'),
+            b'/' => out.push('/'),
+            b'b' => out.push('\u{8}'),
+            b'f' => out.push('\u{c}'),
+            b'n' => out.push('\n'),
+            b'r' => out.push('\r'),
+            b't' => out.push('\t'),
+            b'u' => {
+                let Some(high) = hex4(bytes, i) else {
+                    out.push('\u{fffd}');
+                    continue;
+                };
+                i += 4;
+                if (0xD800..0xDC00).contains(&high) {
+                    let low = if bytes.get(i) == Some(&b'\\') && bytes.get(i + 1) == Some(&b'u') {
+                        hex4(bytes, i + 2).filter(|low| (0xDC00..0xE000).contains(low))
+                    } else {
+                        None
+                    };
+                    match low {
+                        Some(low) => {
+                            i += 6;
+                            let code = 0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00);
+                            out.push(char::from_u32(code).unwrap_or('\u{fffd}'));
+                        }
+                        None => out.push('\u{fffd}'),
+                    }
+                } else {
+                    out.push(char::from_u32(high).unwrap_or('\u{fffd}'));
+                }
+            }
+            _ => {
+                // Not a JSON escape; keep the character after the backslash. `i` may
+                // sit inside a multi-byte character, so resync on a char boundary.
+                out.push('\u{fffd}');
+                while i < bytes.len() && !inner.is_char_boundary(i) {
+                    i += 1;
+                }
+            }
+        }
+    }
+}
+
+fn hex4(bytes: &[u8], at: usize) -> Option<u32> {
+    let digits = bytes.get(at..at + 4)?;
+    let mut value = 0u32;
+    for &digit in digits {
+        value = value * 16 + char::from(digit).to_digit(16)?;
+    }
+    Some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unescape(json: &str) -> String {
+        let raw: &RawValue = serde_json::from_str(json).unwrap();
+        let mut scratch = String::new();
+        match raw_text(raw, &mut scratch) {
+            RawText::Str(s) => s.to_owned(),
+            other => panic!("not a string: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unescape_matches_serde_json() {
+        for json in [
+            r#""plain""#,
+            r#""{\"city\": \"Paris\"}""#,
+            r#""tab\there\nnew \\ slash \/ \b \f \r""#,
+            r#""\u00e9\u20ac \ud83e\udd80 é""#,
+            r#""""#,
+        ] {
+            let expected: String = serde_json::from_str(json).unwrap();
+            assert_eq!(unescape(json), expected, "{json}");
+        }
+    }
+
+    #[test]
+    fn lone_surrogates_become_replacement() {
+        let mut out = String::new();
+        unescape_into(r"a\ud800b\udc00c\ud800\u0041", &mut out);
+        assert_eq!(out, "a\u{fffd}b\u{fffd}c\u{fffd}A");
+        let mut out = String::new();
+        unescape_into(r"x\u12\", &mut out);
+        assert!(out.starts_with('x'));
+    }
+
+    #[test]
+    fn raw_text_kinds() {
+        let mut scratch = String::new();
+        let raw: &RawValue = serde_json::from_str("null").unwrap();
+        assert_eq!(raw_text(raw, &mut scratch), RawText::Null);
+        let raw: &RawValue = serde_json::from_str(r#"{"a": 1}"#).unwrap();
+        assert_eq!(raw_text(raw, &mut scratch), RawText::Other(r#"{"a": 1}"#));
+    }
+
+    #[derive(Default, Debug, PartialEq)]
+    struct Recorder(Vec<String>);
+
+    impl ChunkSink for Recorder {
+        fn content(&mut self, raw: &RawValue) {
+            self.0.push(format!("content {}", raw.get()));
+        }
+        fn tool_call(&mut self, call: &ToolCallDto<'_>, position: usize) {
+            let borrowed = matches!(
+                call.id.as_ref().map(|s| &s.0),
+                Some(Cow::Borrowed(_)) | None
+            );
+            self.0.push(format!(
+                "call #{position} index {:?} borrowed {borrowed}",
+                call.index
+            ));
+        }
+        fn function_call(&mut self, _: &FunctionDto<'_>) {
+            self.0.push("function_call".into());
+        }
+        fn finish_reason(&mut self, reason: &str) {
+            self.0.push(format!("finish {reason}"));
+        }
+        fn usage(&mut self, usage: &UsageDto) {
+            self.0.push(format!("usage {:?}", usage.total_tokens));
+        }
+        fn model(&mut self, model: &str) {
+            self.0.push(format!("model {model}"));
+        }
+        fn error(&mut self, raw: &RawValue) {
+            self.0.push(format!("error {}", raw.get()));
+        }
+        fn other_choice(&mut self) {
+            self.0.push("other choice".into());
+        }
+    }
+
+    fn record(json: &str) -> Vec<String> {
+        let mut recorder = Recorder::default();
+        parse_chunk(json, &mut recorder).unwrap();
+        recorder.0
+    }
+
+    #[test]
+    fn envelope_is_the_members_before_choices() {
+        let data = r#"{"id":"c-1","object":"chat.completion.chunk","created":17,"meta":{"a":[1,{"b":"}"}]},"s":"x\"y","n":null, "choices":[],"usage":null}"#;
+        let len = envelope_len(data).unwrap();
+        assert_eq!(
+            &data[..len],
+            r#"{"id":"c-1","object":"chat.completion.chunk","created":17,"meta":{"a":[1,{"b":"}"}]},"s":"x\"y","n":null,"#
+        );
+        assert_eq!(envelope_len(r#"{"choices":[],"id":"x"}"#), None);
+        assert_eq!(envelope_len(r#"{"id":"x"}"#), None);
+        assert_eq!(envelope_len(r#"{"id":"x","usage":{}}"#), Some(10));
+        assert_eq!(envelope_len(r#"{"i\u0064":"x","choices":[]}"#), None);
+        assert_eq!(
+            envelope_len(r#"{"a":true,"b":-1.5e3 ,"error":null}"#),
+            Some(22)
+        );
+        assert_eq!(envelope_len("[1]"), None);
+    }
+
+    #[test]
+    fn chunk_pieces_arrive_in_order_and_only_for_choice_0() {
+        let json = r#"{"id":"x","model":"m","error":null,"choices":[
+            {"index":1,"delta":{"content":"other"},"finish_reason":"stop"},
+            {"delta":{"content":"late index","tool_calls":null},"index":0},
+            {"index":0,"delta":{"content":"hi","tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\""}},{"index":1}]},"finish_reason":null}
+        ],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":0}}}"#;
+        assert_eq!(
+            record(json),
+            [
+                "model m",
+                "other choice",
+                "content \"late index\"",
+                "content \"hi\"",
+                "call #0 index Some(0) borrowed true",
+                "call #1 index Some(1) borrowed true",
+                "usage Some(3)",
+            ]
+        );
+        assert_eq!(
+            record(r#"{"choices":null,"usage":null}"#),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            record(r#"{"error":{"message":"m"}}"#),
+            [r#"error {"message":"m"}"#]
+        );
+        let mut recorder = Recorder::default();
+        assert!(parse_chunk(r#"{"choices":[{"index":"0"}]}"#, &mut recorder).is_err());
+        assert!(parse_chunk(r#"{"choices":[]} trailing"#, &mut recorder).is_err());
+        assert!(parse_chunk(r#"[1]"#, &mut recorder).is_err());
+    }
+}

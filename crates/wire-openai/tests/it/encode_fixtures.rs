@@ -1,0 +1,127 @@
+//! Encoder goldens: each `<case>.input.json` (a request and options) encodes to
+//! `<case>.expected.json` (compared as JSON values: exact key sets, any key order).
+
+use std::fs;
+
+use ai_core::{CompletionRequest, Message, RunContext, ToolChoice, ToolEffect, ToolId, ToolSpec};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use wire_openai::encode::{EncodeOptions, MaxTokensField, StrictMode, encode_request};
+
+use crate::common::{assert_no_stale_goldens, check_golden, fixture_dir, fixtures};
+
+#[derive(Deserialize)]
+struct Input {
+    request: RequestInput,
+    options: OptionsInput,
+}
+
+#[derive(Deserialize)]
+struct RequestInput {
+    model: String,
+    messages: Vec<Message>,
+    tools: Vec<ToolInput>,
+    tool_choice: ToolChoice,
+    #[serde(default)]
+    max_tokens: Option<u32>,
+    #[serde(default)]
+    temperature: Option<f32>,
+}
+
+#[derive(Deserialize)]
+struct ToolInput {
+    id: ToolId,
+    description: String,
+    input_schema: Value,
+    effect: ToolEffect,
+}
+
+#[derive(Deserialize)]
+struct OptionsInput {
+    stream: bool,
+    include_usage: bool,
+    strict: String,
+    max_tokens_field: String,
+    parallel_tool_calls: Option<bool>,
+    extra_body: Map<String, Value>,
+}
+
+fn encode_case(input: Input) -> Value {
+    let request = CompletionRequest {
+        model: input.request.model,
+        messages: input.request.messages,
+        tools: input
+            .request
+            .tools
+            .into_iter()
+            .map(|t| ToolSpec::new(t.id, t.description, t.input_schema, t.effect))
+            .collect(),
+        tool_choice: input.request.tool_choice,
+        context: RunContext::new("run-1", "trace-1"),
+        max_tokens: input.request.max_tokens,
+        temperature: input.request.temperature,
+    };
+    let options = EncodeOptions {
+        stream: input.options.stream,
+        include_usage: input.options.include_usage,
+        strict: match input.options.strict.as_str() {
+            "when_possible" => StrictMode::WhenPossible,
+            _ => StrictMode::Off,
+        },
+        max_tokens_field: match input.options.max_tokens_field.as_str() {
+            "max_completion_tokens" => MaxTokensField::MaxCompletionTokens,
+            _ => MaxTokensField::MaxTokens,
+        },
+        parallel_tool_calls: input.options.parallel_tool_calls,
+        extra_body: input.options.extra_body,
+    };
+    match encode_request(&request, &options) {
+        Ok(encoded) => {
+            let strict: Vec<Value> = encoded
+                .strict
+                .iter()
+                .map(|report| match &report.outcome {
+                    Ok(()) => json!({"tool": report.tool, "strict": true}),
+                    Err(why) => {
+                        json!({"tool": report.tool, "strict": false, "why": why.to_string()})
+                    }
+                })
+                .collect();
+            json!({"body": encoded.body, "strict": strict})
+        }
+        Err(error) => json!({"error": error.to_string()}),
+    }
+}
+
+#[test]
+fn every_encode_fixture_matches_its_golden() {
+    for (case, path) in fixtures("encode", ".input.json") {
+        let input: Input = serde_json::from_str(&fs::read_to_string(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{case}: bad input: {e}"));
+        let actual = encode_case(input);
+        check_golden(
+            &fixture_dir("encode").join(format!("{case}.expected.json")),
+            &actual,
+        );
+    }
+    assert_no_stale_goldens("encode", ".input.json");
+}
+
+#[test]
+fn tool_call_arguments_are_json_strings_and_history_round_trips() {
+    let path = fixture_dir("encode").join("history_with_tool_calls.input.json");
+    let input: Input = serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
+    let body = &encode_case(input)["body"];
+    for message in body["messages"].as_array().unwrap() {
+        for call in message["tool_calls"].as_array().into_iter().flatten() {
+            let arguments = call["function"]["arguments"]
+                .as_str()
+                .expect("arguments is a string");
+            serde_json::from_str::<Value>(arguments).expect("arguments hold JSON");
+            assert_eq!(call["type"], "function");
+        }
+        if message["role"] == "tool" {
+            assert!(message["content"].is_string() && message["tool_call_id"].is_string());
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! Integration tests of wire-openai: golden fixtures, split-invariance properties,
+//! the SSE oracle, the fuzz corpus and the HTTP client against a loopback server.
+
+// Test helpers outside `#[test]` functions may unwrap too: a failure is a test failure.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod encode_fixtures;
+mod fuzz_corpus;
+mod http;
+mod response_fixtures;
+mod split_property;
+mod stream_fixtures;

@@ -1,0 +1,140 @@
+//! Every stream fixture decodes to its golden (deltas and assembled result).
+
+use std::fs;
+
+use ai_core::{CompletionDelta, ToolCallOutcome};
+use wire_openai::decode::{DecoderOptions, DeltaMode};
+
+use crate::common::{assert_no_stale_goldens, check_golden, decode_chunks, decoded_json, fixtures};
+
+fn check(case: &str) {
+    let path = crate::common::fixture_dir("stream").join(format!("{case}.sse"));
+    let bytes = fs::read(&path).unwrap();
+    let decoded = decode_chunks(
+        &bytes,
+        &[],
+        DecoderOptions {
+            model: "request-model".into(),
+            ..DecoderOptions::default()
+        },
+    );
+    let golden = crate::common::fixture_dir("stream").join(format!("{case}.expected.json"));
+    check_golden(&golden, &decoded_json(&decoded));
+}
+
+#[test]
+fn every_stream_fixture_matches_its_golden() {
+    let cases = fixtures("stream", ".sse");
+    assert!(cases.len() >= 40, "fixture corpus shrank: {}", cases.len());
+    let mut failures = Vec::new();
+    for (case, _) in &cases {
+        if let Err(panic) = std::panic::catch_unwind(|| check(case)) {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default();
+            failures.push(format!("{case}: {message}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert_no_stale_goldens("stream", ".sse");
+}
+
+/// The final is the same whatever deltas are emitted; fewer deltas in lighter modes.
+#[test]
+fn delta_modes_change_deltas_not_the_final() {
+    for (case, path) in fixtures("stream", ".sse") {
+        let bytes = fs::read(&path).unwrap();
+        let run = |deltas| {
+            decode_chunks(
+                &bytes,
+                &[],
+                DecoderOptions {
+                    deltas,
+                    id_minting: wire_openai::decode::IdMinting::Sequential,
+                    ..DecoderOptions::default()
+                },
+            )
+        };
+        let all = run(DeltaMode::All);
+        let skip = run(DeltaMode::SkipArgFragments);
+        let none = run(DeltaMode::AssembleOnly);
+        assert_eq!(all.1, skip.1, "{case}");
+        assert_eq!(all.1, none.1, "{case}");
+        assert!(none.0.is_empty(), "{case}");
+        let without_args: Vec<_> = all
+            .0
+            .iter()
+            .filter(|d| !matches!(d, CompletionDelta::ToolCallArgs { .. }))
+            .cloned()
+            .collect();
+        assert_eq!(without_args, skip.0, "{case}");
+    }
+}
+
+/// With every fragment delta, concatenating a call's fragments gives its arguments,
+/// and each call's start comes before its fragments (streaming UIs rely on it).
+#[test]
+fn fragments_concatenate_to_the_assembled_arguments() {
+    for (case, path) in fixtures("stream", ".sse") {
+        let bytes = fs::read(&path).unwrap();
+        let (deltas, result) = decode_chunks(&bytes, &[], DecoderOptions::default());
+        let turn = match result {
+            Ok(turn) => turn,
+            Err(ai_core::CompletionError::TruncatedStream { partial }) => *partial,
+            Err(_) => continue,
+        };
+        for call in &turn.tool_calls {
+            let mut started = false;
+            let mut text = String::new();
+            for delta in &deltas {
+                match delta {
+                    CompletionDelta::ToolCallStart { index, id, name } if *index == call.index => {
+                        assert!(!started, "{case}: two starts for call {index}");
+                        started = true;
+                        assert_eq!((id, name), (&call.id, &call.name), "{case}");
+                    }
+                    CompletionDelta::ToolCallArgs { index, fragment } if *index == call.index => {
+                        assert!(started, "{case}: fragment before start");
+                        text.push_str(fragment);
+                    }
+                    _ => {}
+                }
+            }
+            if call.name.is_empty() {
+                continue;
+            }
+            assert!(started, "{case}: call {} never started", call.index);
+            if text.is_empty() {
+                assert_eq!(call.arguments, "{}", "{case}");
+            } else {
+                assert_eq!(text, call.arguments, "{case}");
+            }
+        }
+    }
+}
+
+#[test]
+fn tool_calls_are_in_index_order_and_ids_unique() {
+    for (case, path) in fixtures("stream", ".sse") {
+        let bytes = fs::read(&path).unwrap();
+        let (_, result) = decode_chunks(&bytes, &[], DecoderOptions::default());
+        let Ok(turn) = result else { continue };
+        let indices: Vec<u32> = turn.tool_calls.iter().map(|c| c.index).collect();
+        let mut sorted = indices.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(indices, sorted, "{case}");
+        let mut ids: Vec<&str> = turn.tool_calls.iter().map(|c| c.id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), turn.tool_calls.len(), "{case}");
+        for call in &turn.tool_calls {
+            if call.outcome == ToolCallOutcome::Complete {
+                serde_json::from_str::<serde_json::Value>(&call.arguments)
+                    .unwrap_or_else(|e| panic!("{case}: complete but not JSON: {e}"));
+            }
+        }
+    }
+}
