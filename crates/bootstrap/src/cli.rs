@@ -245,8 +245,15 @@ async fn chat(
     } else {
         let terminal = std::io::stderr().is_terminal();
         let mut renderer = HumanRenderer::new(std::io::stdout(), std::io::stderr(), terminal);
-        while let Some(event) = events.next().await {
-            renderer.event(&event);
+        let mut spinner = tokio::time::interval(std::time::Duration::from_millis(100));
+        loop {
+            tokio::select! {
+                event = events.next() => match event {
+                    Some(event) => renderer.event(&event),
+                    None => break,
+                },
+                _ = spinner.tick(), if terminal && renderer.tools_running() => renderer.tick(),
+            }
         }
     }
     match outcome.await {

@@ -9,6 +9,12 @@ use ai_core::{AiEvent, AiEventKind};
 /// Longest argument preview on a tool line.
 const ARGS_PREVIEW: usize = 80;
 
+/// Spinner frames drawn on a terminal while a tool runs.
+const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+
+/// Erases the current terminal line.
+const CLEAR_LINE: &str = "\r\x1b[2K";
+
 fn preview(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
@@ -27,7 +33,9 @@ pub struct HumanRenderer<O: Write, E: Write> {
     err: E,
     terminal: bool,
     at_line_start: bool,
-    running: HashMap<String, Instant>,
+    running: Vec<(String, String)>,
+    started: HashMap<String, Instant>,
+    frame: usize,
     prompt_tokens: u64,
     completion_tokens: u64,
     total_tokens: u64,
@@ -42,7 +50,9 @@ impl<O: Write, E: Write> HumanRenderer<O, E> {
             err,
             terminal,
             at_line_start: true,
-            running: HashMap::new(),
+            running: Vec::new(),
+            started: HashMap::new(),
+            frame: 0,
             prompt_tokens: 0,
             completion_tokens: 0,
             total_tokens: 0,
@@ -55,6 +65,35 @@ impl<O: Write, E: Write> HumanRenderer<O, E> {
             let _ = writeln!(self.out);
             let _ = self.out.flush();
             self.at_line_start = true;
+        }
+    }
+
+    /// Advances the spinner of the running tool line (on a terminal; call it a few
+    /// times a second while tools run).
+    pub fn tick(&mut self) {
+        if self.terminal && !self.running.is_empty() {
+            self.frame = (self.frame + 1) % SPINNER.len();
+            self.draw_spinner();
+        }
+    }
+
+    /// Whether a tool call is running (the spinner has something to show).
+    pub fn tools_running(&self) -> bool {
+        !self.running.is_empty()
+    }
+
+    fn draw_spinner(&mut self) {
+        if let Some((_, line)) = self.running.last() {
+            let more = match self.running.len() {
+                1 => String::new(),
+                n => format!(" (+{} more)", n - 1),
+            };
+            let _ = write!(
+                self.err,
+                "{CLEAR_LINE}{} {line} … running{more}",
+                SPINNER[self.frame]
+            );
+            let _ = self.err.flush();
         }
     }
 
@@ -72,18 +111,19 @@ impl<O: Write, E: Write> HumanRenderer<O, E> {
                 args,
             } => {
                 self.end_text_line();
-                self.running.insert(tool_call_id.clone(), Instant::now());
+                self.started.insert(tool_call_id.clone(), Instant::now());
                 let line = format!(
-                    "⚙ {tool_name} [{}] {}",
+                    "{tool_name} [{}] {}",
                     preview(tool_call_id, 24),
                     preview(&args.to_string(), ARGS_PREVIEW)
                 );
                 if self.terminal {
-                    let _ = write!(self.err, "{line} … running\r");
+                    self.running.push((tool_call_id.clone(), line));
+                    self.draw_spinner();
                 } else {
-                    let _ = writeln!(self.err, "{line} … running");
+                    let _ = writeln!(self.err, "⚙ {line} … running");
+                    let _ = self.err.flush();
                 }
-                let _ = self.err.flush();
             }
             AiEventKind::ToolCallResult {
                 tool_call_id,
@@ -95,7 +135,8 @@ impl<O: Write, E: Write> HumanRenderer<O, E> {
                 truncated,
                 ..
             } => {
-                self.running.remove(tool_call_id);
+                self.running.retain(|(id, _)| id != tool_call_id);
+                self.started.remove(tool_call_id);
                 let status = if *ok {
                     format!("ok{}", if *truncated { " (truncated)" } else { "" })
                 } else {
@@ -105,13 +146,16 @@ impl<O: Write, E: Write> HumanRenderer<O, E> {
                         message.as_deref().unwrap_or("")
                     )
                 };
-                let clear = if self.terminal { "\x1b[2K" } else { "" };
+                let clear = if self.terminal { CLEAR_LINE } else { "" };
                 let _ = writeln!(
                     self.err,
                     "{clear}{} {tool_name} [{}] {status} ({duration_ms} ms)",
                     if *ok { "✓" } else { "✗" },
                     preview(tool_call_id, 24)
                 );
+                if self.terminal {
+                    self.draw_spinner();
+                }
             }
             AiEventKind::UsageReport {
                 prompt_tokens,
@@ -207,5 +251,48 @@ mod tests {
             err.contains("usage: 1 model call(s), 10 prompt + 5 completion = 15 tokens"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn terminal_output_spins_while_a_tool_runs_and_replaces_the_line() {
+        let ctx = RunContext::new("r", "t");
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let mut renderer = HumanRenderer::new(&mut out, &mut err, true);
+        renderer.event(&AiEvent::new(
+            &ctx,
+            AiEventKind::ToolCallStart {
+                tool_call_id: "c1".into(),
+                tool_name: "core__list_directory".into(),
+                args: json!({"path": "."}),
+            },
+        ));
+        assert!(renderer.tools_running());
+        renderer.tick();
+        renderer.tick();
+        renderer.event(&AiEvent::new(
+            &ctx,
+            AiEventKind::ToolCallResult {
+                tool_call_id: "c1".into(),
+                tool_name: "core__list_directory".into(),
+                ok: false,
+                result: None,
+                error_code: Some(ai_core::ToolErrorCode::PermissionDenied),
+                message: Some("outside the workspace".into()),
+                duration_ms: 1,
+                truncated: false,
+            },
+        ));
+        assert!(!renderer.tools_running());
+        renderer.tick();
+        let err = String::from_utf8(err).unwrap();
+        for frame in ["⠋", "⠙", "⠹"] {
+            assert!(
+                err.contains(&format!("{CLEAR_LINE}{frame} core__list_directory [c1]")),
+                "{err:?}"
+            );
+        }
+        assert!(err.ends_with(&format!(
+            "{CLEAR_LINE}✗ core__list_directory [c1] error permission_denied: outside the workspace (1 ms)\n"
+        )), "{err:?}");
     }
 }
