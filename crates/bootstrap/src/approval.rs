@@ -1,13 +1,15 @@
 //! The CLI's approver: asks on a terminal, otherwise follows `--approve`.
 
 use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ai_core::{ApprovalDecision, ApprovalGrant, ApprovalRequest, Approver};
 use futures::future::BoxFuture;
 
 /// How the CLI answers approval requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CliApprover {
+pub enum ApprovalMode {
     /// Ask y/N on the terminal, showing the tool id and exact arguments.
     Ask,
     /// Approve every call (`--approve`).
@@ -16,8 +18,8 @@ pub enum CliApprover {
     DenyAll,
 }
 
-impl CliApprover {
-    /// `Ask` when stdin and stderr are terminals, else `ApproveAll` with `--approve`,
+impl ApprovalMode {
+    /// `ApproveAll` with `--approve`, else `Ask` when stdin and stderr are terminals,
     /// else `DenyAll`.
     pub fn detect(approve_flag: bool) -> Self {
         if approve_flag {
@@ -47,18 +49,45 @@ fn ask(request: &ApprovalRequest) -> bool {
     matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes")
 }
 
+/// The CLI's approver. While it waits for an answer, [`CliApprover::prompting`] is
+/// set so the renderer keeps its spinner off the question.
+#[derive(Debug, Clone)]
+pub struct CliApprover {
+    mode: ApprovalMode,
+    prompting: Arc<AtomicBool>,
+}
+
+impl CliApprover {
+    /// An approver answering in `mode`.
+    pub fn new(mode: ApprovalMode) -> Self {
+        Self {
+            mode,
+            prompting: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Set while a question is on the terminal.
+    pub fn prompting(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.prompting)
+    }
+}
+
 impl Approver for CliApprover {
     fn review(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalDecision> {
-        let mode = *self;
+        let mode = self.mode;
+        let prompting = Arc::clone(&self.prompting);
         Box::pin(async move {
             let approved = match mode {
-                Self::ApproveAll => true,
-                Self::DenyAll => false,
-                Self::Ask => {
+                ApprovalMode::ApproveAll => true,
+                ApprovalMode::DenyAll => false,
+                ApprovalMode::Ask => {
                     let req = request.clone();
-                    tokio::task::spawn_blocking(move || ask(&req))
+                    prompting.store(true, Ordering::SeqCst);
+                    let answer = tokio::task::spawn_blocking(move || ask(&req))
                         .await
-                        .unwrap_or(false)
+                        .unwrap_or(false);
+                    prompting.store(false, Ordering::SeqCst);
+                    answer
                 }
             };
             if approved {
@@ -66,7 +95,9 @@ impl Approver for CliApprover {
             } else {
                 ApprovalDecision::Denied {
                     reason: match mode {
-                        Self::DenyAll => "not on a terminal and --approve was not given".into(),
+                        ApprovalMode::DenyAll => {
+                            "not on a terminal and --approve was not given".into()
+                        }
                         _ => "the user declined".into(),
                     },
                 }

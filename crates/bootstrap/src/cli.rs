@@ -10,7 +10,7 @@ use ai_core::{CompletionPort, PolicyDecision, RunContext, ToolRunner};
 use clap::{Args, Parser, Subcommand};
 use futures::StreamExt;
 
-use crate::approval::CliApprover;
+use crate::approval::{ApprovalMode, CliApprover};
 use crate::config::{self, AgentConfig, ConfigSource, EnvOverrides, FlagOverrides};
 use crate::render::{HumanRenderer, json_line};
 use crate::tools;
@@ -198,8 +198,10 @@ async fn chat(
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    let approver = CliApprover::new(ApprovalMode::detect(approve));
+    let prompting = approver.prompting();
     let runner = match ToolRunner::new(tools, config.file.policy.to_policy()) {
-        Ok(runner) => runner.with_approver(Arc::new(CliApprover::detect(approve))),
+        Ok(runner) => runner.with_approver(Arc::new(approver)),
         Err(e) => {
             eprintln!("agent: {e}");
             return ExitCode::from(EXIT_USAGE);
@@ -252,7 +254,11 @@ async fn chat(
                     Some(event) => renderer.event(&event),
                     None => break,
                 },
-                _ = spinner.tick(), if terminal && renderer.tools_running() => renderer.tick(),
+                _ = spinner.tick(), if terminal && renderer.tools_running() => {
+                    if !prompting.load(std::sync::atomic::Ordering::SeqCst) {
+                        renderer.tick();
+                    }
+                }
             }
         }
     }

@@ -175,11 +175,18 @@ impl<O: Write, E: Write> HumanRenderer<O, E> {
             }
             AiEventKind::Done => {
                 self.end_text_line();
-                let _ = writeln!(
-                    self.err,
-                    "usage: {} model call(s), {} prompt + {} completion = {} tokens",
-                    self.model_calls, self.prompt_tokens, self.completion_tokens, self.total_tokens
-                );
+                if self.model_calls == 0 {
+                    let _ = writeln!(self.err, "usage: not reported by the model endpoint");
+                } else {
+                    let _ = writeln!(
+                        self.err,
+                        "usage: {} model call(s), {} prompt + {} completion = {} tokens",
+                        self.model_calls,
+                        self.prompt_tokens,
+                        self.completion_tokens,
+                        self.total_tokens
+                    );
+                }
             }
         }
     }
