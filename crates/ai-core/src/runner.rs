@@ -408,6 +408,7 @@ impl ToolRunner {
             _ => uuid::Uuid::new_v4().to_string(),
         };
         let entry = self.entries.get(&call.name).cloned();
+        let shown_name = display_name(&call.name);
 
         // Parse once, before the start event, so the event shows the redacted view.
         let parsed: Result<Value, Failure> = parse_arguments(&call, budgets.max_argument_bytes);
@@ -431,7 +432,7 @@ impl ToolRunner {
             run,
             AiEventKind::ToolCallStart {
                 tool_call_id: tool_call_id.clone(),
-                tool_name: call.name.clone(),
+                tool_name: shown_name.clone(),
                 args: args_view.clone(),
             },
         ));
@@ -486,7 +487,7 @@ impl ToolRunner {
             run,
             AiEventKind::ToolCallResult {
                 tool_call_id: tool_call_id.clone(),
-                tool_name: call.name.clone(),
+                tool_name: shown_name.clone(),
                 ok: result.ok,
                 result: result.value.clone(),
                 error_code: result.error_code,
@@ -497,7 +498,7 @@ impl ToolRunner {
         ));
         let record = ToolInvocationRecord {
             tool_call_id,
-            name: call.name,
+            name: shown_name,
             args: args_view,
             result: result.value.clone(),
             error: result.error_code,
@@ -720,4 +721,30 @@ fn parse_arguments(call: &ToolCall, max_bytes: usize) -> Result<Value, Failure> 
             ),
         )
     })
+}
+
+/// The tool name as events and records show it: the id itself when it is a valid
+/// tool id, otherwise a bounded copy with every character outside `[a-zA-Z0-9_-]`
+/// replaced by `?` (a model-supplied name never carries control characters or
+/// unbounded text into UIs and logs).
+fn display_name(name: &str) -> String {
+    const MAX: usize = crate::id::MAX_TOOL_ID_LEN;
+    if ToolId::parse(name).is_ok() {
+        return name.to_owned();
+    }
+    let mut shown: String = name
+        .chars()
+        .take(MAX)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '?'
+            }
+        })
+        .collect();
+    if name.chars().count() > MAX {
+        shown.push('…');
+    }
+    shown
 }

@@ -30,6 +30,9 @@ pub fn client_config(config: &AgentConfig) -> Option<ClientConfig> {
         between_chunks: Duration::from_millis(m.between_chunks_timeout_ms),
     };
     client.max_retries = m.max_retries;
+    // The loop shows text as it streams and takes tool calls only from the assembled
+    // final, so per-fragment argument deltas would be allocated for nobody.
+    client.deltas = wire_openai::decode::DeltaMode::SkipArgFragments;
     if m.strict_tools {
         client.encode.strict = wire_openai::encode::StrictMode::WhenPossible;
     }

@@ -15,7 +15,20 @@ const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '�
 /// Erases the current terminal line.
 const CLEAR_LINE: &str = "\r\x1b[2K";
 
+/// `text` without control characters other than newline and tab: model and tool
+/// text never reaches the terminal as escape sequences.
+fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if text.chars().any(unsafe_char) {
+        std::borrow::Cow::Owned(text.chars().filter(|c| !unsafe_char(*c)).collect())
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
 fn preview(text: &str, max: usize) -> String {
+    let text = printable(text);
+    let text = text.as_ref();
     if text.len() <= max {
         return text.to_owned();
     }
@@ -101,7 +114,7 @@ impl<O: Write, E: Write> HumanRenderer<O, E> {
     pub fn event(&mut self, event: &AiEvent) {
         match &event.kind {
             AiEventKind::TextDelta { delta } => {
-                let _ = write!(self.out, "{delta}");
+                let _ = write!(self.out, "{}", printable(delta));
                 let _ = self.out.flush();
                 self.at_line_start = delta.ends_with('\n');
             }
@@ -113,7 +126,8 @@ impl<O: Write, E: Write> HumanRenderer<O, E> {
                 self.end_text_line();
                 self.started.insert(tool_call_id.clone(), Instant::now());
                 let line = format!(
-                    "{tool_name} [{}] {}",
+                    "{} [{}] {}",
+                    printable(tool_name),
                     preview(tool_call_id, 24),
                     preview(&args.to_string(), ARGS_PREVIEW)
                 );
@@ -143,14 +157,15 @@ impl<O: Write, E: Write> HumanRenderer<O, E> {
                     format!(
                         "error {}: {}",
                         error_code.map_or("unknown", |c| c.as_str()),
-                        message.as_deref().unwrap_or("")
+                        printable(message.as_deref().unwrap_or(""))
                     )
                 };
                 let clear = if self.terminal { CLEAR_LINE } else { "" };
                 let _ = writeln!(
                     self.err,
-                    "{clear}{} {tool_name} [{}] {status} ({duration_ms} ms)",
+                    "{clear}{} {} [{}] {status} ({duration_ms} ms)",
                     if *ok { "✓" } else { "✗" },
+                    printable(tool_name),
                     preview(tool_call_id, 24)
                 );
                 if self.terminal {
@@ -171,7 +186,7 @@ impl<O: Write, E: Write> HumanRenderer<O, E> {
             AiEventKind::AssistantFinal { .. } => self.end_text_line(),
             AiEventKind::Error { code, message } => {
                 self.end_text_line();
-                let _ = writeln!(self.err, "error [{code}]: {message}");
+                let _ = writeln!(self.err, "error [{code}]: {}", printable(message));
             }
             AiEventKind::Done => {
                 self.end_text_line();
@@ -301,5 +316,45 @@ mod tests {
         assert!(err.ends_with(&format!(
             "{CLEAR_LINE}✗ core__list_directory [c1] error permission_denied: outside the workspace (1 ms)\n"
         )), "{err:?}");
+    }
+
+    #[test]
+    fn escape_sequences_from_the_model_never_reach_the_terminal() {
+        let ctx = RunContext::new("r", "t");
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let mut renderer = HumanRenderer::new(&mut out, &mut err, false);
+        renderer.event(&AiEvent::new(
+            &ctx,
+            AiEventKind::TextDelta {
+                delta: "hi\u{1b}[2J\u{7}\tthere\n".into(),
+            },
+        ));
+        renderer.event(&AiEvent::new(
+            &ctx,
+            AiEventKind::ToolCallStart {
+                tool_call_id: "c\u{1b}]0;title\u{7}".into(),
+                tool_name: "core__x".into(),
+                args: json!({"a": "\u{1b}[31m"}),
+            },
+        ));
+        renderer.event(&AiEvent::new(
+            &ctx,
+            AiEventKind::Error {
+                code: "provider_error".into(),
+                message: "bad\u{9b}31m".into(),
+            },
+        ));
+        let out = String::from_utf8(out).unwrap();
+        let err = String::from_utf8(err).unwrap();
+        assert_eq!(out, "hi[2J\tthere\n");
+        for text in [&out, &err] {
+            assert!(
+                !text
+                    .chars()
+                    .any(|c| c.is_control() && c != '\n' && c != '\t'),
+                "{text:?}"
+            );
+        }
+        assert!(err.contains("[c]0;title]"), "{err:?}");
     }
 }

@@ -286,7 +286,20 @@ async fn unknown_tool_for_a_name_that_is_not_a_tool_id() {
     // Even with arguments that are not JSON, the name is reported first.
     let exec = h.exec(call(name, "not json")).await;
     expect_failure(&exec, ToolErrorCode::UnknownTool);
-    assert_eq!(exec.record.name, name);
+    // Events and records show a sanitized name, never the model's raw text.
+    assert_eq!(exec.record.name, "echo??rm?-rf??");
+}
+
+#[tokio::test]
+async fn unknown_names_with_control_characters_or_unbounded_length_are_sanitized() {
+    let h = echo_harness();
+    let exec = h.exec(call("core__x\u{1b}[2J\n", "{}")).await;
+    expect_failure(&exec, ToolErrorCode::UnknownTool);
+    assert_eq!(exec.record.name, "core__x??2J?");
+    let long = "a".repeat(10_000);
+    let exec = h.exec(call(&long, "{}")).await;
+    expect_failure(&exec, ToolErrorCode::UnknownTool);
+    assert_eq!(exec.record.name, format!("{}…", "a".repeat(64)));
 }
 
 // ---------------------------------------------------------------------------------

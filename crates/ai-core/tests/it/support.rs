@@ -297,6 +297,27 @@ pub(crate) fn check_call_events(
     );
     let id = &exec.result.tool_call_id;
     assert_eq!(&exec.record.tool_call_id, id);
+    // Valid ids are shown as they are; anything else only sanitized and bounded.
+    let shown = if ai_core::ToolId::parse(name).is_ok() {
+        name.to_owned()
+    } else {
+        let mut s: String = name
+            .chars()
+            .take(64)
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "_-".contains(c) {
+                    c
+                } else {
+                    '?'
+                }
+            })
+            .collect();
+        if name.chars().count() > 64 {
+            s.push('…');
+        }
+        s
+    };
+    let name = shown.as_str();
     assert_eq!(exec.record.name, name);
     for event in events {
         assert_eq!(event.run_id, run.run_id);
