@@ -49,8 +49,9 @@ impl ToolSelection {
 ///   request is honoured: `None` calls nothing, `Tool(id)` calls exactly that tool, and
 ///   `Required` falls back to every offered tool when the selection is empty.
 /// - On a request with tool results, it answers with a summary such as
-///   `Called 1 tool(s): core__get_current_time -> {"now":"..."}` (each result cut to
-///   200 characters).
+///   `Called 1 tool(s):` followed by one line per call,
+///   `- core__get_current_time -> {"now":"..."}` (whitespace collapsed, each result
+///   cut to 200 characters).
 /// - With nothing to call, it answers `No tools to call. You said: <last user message>`.
 ///
 /// Turns are streamed as deltas like [`super::ScriptedModel`]'s and report usage
@@ -248,7 +249,7 @@ fn excerpt(text: &str, max: usize) -> String {
     }
 }
 
-/// `Called N tool(s): name -> result; ...`, naming each result by the assistant tool
+/// `Called N tool(s):` and one `- name -> result` line per result, naming each result by the assistant tool
 /// call it answers (or by its id when no call matches).
 fn summarize(messages: &[Message], results: &[(&str, &str)]) -> String {
     let name_of = |id: &str| {
@@ -264,17 +265,17 @@ fn summarize(messages: &[Message], results: &[(&str, &str)]) -> String {
             })
             .unwrap_or_else(|| id.to_owned())
     };
-    let parts: Vec<String> = results
-        .iter()
-        .map(|(id, content)| {
-            format!(
-                "{} -> {}",
-                name_of(id),
-                excerpt(content, RESULT_EXCERPT_CHARS)
-            )
-        })
-        .collect();
-    format!("Called {} tool(s): {}", results.len(), parts.join("; "))
+    let mut answer = format!("Called {} tool(s):", results.len());
+    for (id, content) in results {
+        // One line per tool: whitespace runs (newlines included) become one space.
+        let flat = content.split_whitespace().collect::<Vec<_>>().join(" ");
+        answer.push_str(&format!(
+            "\n- {} -> {}",
+            name_of(id),
+            excerpt(&flat, RESULT_EXCERPT_CHARS)
+        ));
+    }
+    answer
 }
 
 #[cfg(test)]
@@ -523,7 +524,7 @@ mod tests {
         assert!(last.tool_calls.is_empty());
         assert_eq!(last.finish_reason, FinishReason::Stop);
         let expected = format!(
-            "Called 2 tool(s): core__get_current_time -> {{\"now\":\"2024-01-01T00:00:00Z\"}}; core__search -> {}…",
+            "Called 2 tool(s):\n- core__get_current_time -> {{\"now\":\"2024-01-01T00:00:00Z\"}}\n- core__search -> {}…",
             long.chars().take(200).collect::<String>()
         );
         assert_eq!(last.text, expected);

@@ -27,7 +27,12 @@ pub(crate) fn workspace_failure(error: WorkspaceError) -> ToolFailure {
     let code = match error {
         WorkspaceError::Denied => ToolErrorCode::PermissionDenied,
         WorkspaceError::NotFound => ToolErrorCode::NotFound,
-        _ => ToolErrorCode::ExecutionFailed,
+        // The model named the wrong kind of thing or too much: its arguments, not the
+        // tool, are at fault, and the message says what to do instead.
+        WorkspaceError::NotAFile
+        | WorkspaceError::NotADirectory
+        | WorkspaceError::TooLarge { .. } => ToolErrorCode::InvalidArgs,
+        WorkspaceError::Io(_) => ToolErrorCode::ExecutionFailed,
     };
     ToolFailure::new(code, error.to_string())
 }

@@ -19,13 +19,15 @@ pub enum WorkspaceError {
     #[error("no such file or directory in the workspace")]
     NotFound,
     /// The file is larger than the read cap.
-    #[error("the file is larger than the {limit} byte limit")]
+    #[error(
+        "the file is larger than the {limit} byte limit (read a line range with offset and limit)"
+    )]
     TooLarge {
         /// The cap, in bytes.
         limit: u64,
     },
     /// A file was expected and something else is there.
-    #[error("the path is not a regular file")]
+    #[error("the path is not a regular file (use core__list_directory for folders)")]
     NotAFile,
     /// A directory was expected and something else is there.
     #[error("the path is not a directory")]

@@ -62,8 +62,8 @@ async fn read_file_reads_ranges_and_refuses_what_it_must() {
     let cases = [
         (json!({"path": "missing.txt"}), ToolErrorCode::NotFound),
         (json!({"path": "bin.dat"}), ToolErrorCode::ExecutionFailed),
-        (json!({"path": "big.txt"}), ToolErrorCode::ExecutionFailed),
-        (json!({"path": "src"}), ToolErrorCode::ExecutionFailed),
+        (json!({"path": "big.txt"}), ToolErrorCode::InvalidArgs),
+        (json!({"path": "src"}), ToolErrorCode::InvalidArgs),
         (json!({"path": "../x"}), ToolErrorCode::PermissionDenied),
         (json!({"path": 5}), ToolErrorCode::InvalidArgs),
     ];
@@ -124,7 +124,7 @@ async fn list_directory_is_stable_capped_and_says_when_truncated() {
 
     for (args, code) in [
         (json!({"path": "nope"}), ToolErrorCode::NotFound),
-        (json!({"path": "a.txt"}), ToolErrorCode::ExecutionFailed),
+        (json!({"path": "a.txt"}), ToolErrorCode::InvalidArgs),
         (json!({"path": ".."}), ToolErrorCode::PermissionDenied),
     ] {
         let exec = run(&r.list, &args).await;
@@ -166,11 +166,11 @@ async fn write_file_creates_parents_atomically_and_reports_creation() {
     for (args, code) in [
         (
             json!({"path": "src", "content": "x"}),
-            ToolErrorCode::ExecutionFailed,
+            ToolErrorCode::InvalidArgs,
         ),
         (
             json!({"path": ".", "content": "x"}),
-            ToolErrorCode::ExecutionFailed,
+            ToolErrorCode::InvalidArgs,
         ),
         (
             json!({"path": "a.txt/below", "content": "x"}),
