@@ -77,9 +77,17 @@ fn answer_turn() -> Vec<String> {
 
 async fn run_agent(args: &[&str], base_url: &str) -> (i32, String, String) {
     let workspace = std::env::temp_dir().join(format!("agent-e2e-{}", std::process::id()));
-    std::fs::create_dir_all(&workspace).unwrap();
+    run_agent_in(&workspace, args, base_url).await
+}
+
+async fn run_agent_in(
+    workspace: &std::path::Path,
+    args: &[&str],
+    base_url: &str,
+) -> (i32, String, String) {
+    std::fs::create_dir_all(workspace).unwrap();
     let output = tokio::process::Command::new(agent_binary())
-        .current_dir(&workspace)
+        .current_dir(workspace)
         .args(["--base-url", base_url, "--model", "e2e-model"])
         .args(args)
         .env_remove("OPENAI_BASE_URL")
@@ -229,4 +237,123 @@ async fn bad_config_exits_2_naming_line_and_column() {
     .await;
     assert_eq!(code, 2);
     assert!(stderr.contains("line 2, column 1"), "{stderr}");
+}
+
+/// A turn in which the model asks to write `notes/hello.txt`.
+fn write_file_turn() -> Vec<String> {
+    vec![
+        data(
+            r#"{"id":"w1","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_w","type":"function","function":{"name":"core__write_file","arguments":"{\"path\":\"notes/hello.txt\",\"content\":\"hi\\n\"}"}}]},"finish_reason":null}]}"#,
+        ),
+        data(r#"{"id":"w1","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#),
+        "data: [DONE]\n\n".into(),
+    ]
+}
+
+fn done_turn() -> Vec<String> {
+    vec![
+        data(
+            r#"{"id":"w2","choices":[{"index":0,"delta":{"content":"Done."},"finish_reason":"stop"}]}"#,
+        ),
+        "data: [DONE]\n\n".into(),
+    ]
+}
+
+fn result_event(stdout: &str) -> Value {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["type"] == "tool_call_result")
+        .expect("a tool_call_result event")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_changes_are_denied_off_a_terminal_unless_approved() {
+    let workspace = std::env::temp_dir().join(format!("agent-e2e-approve-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&workspace);
+    let target = workspace.join("notes/hello.txt");
+
+    // No terminal and no --approve: the call is refused and nothing is written.
+    let server = ChatServer::start(vec![write_file_turn(), done_turn()]).await;
+    let base_url = format!("http://{}/v1", server.addr);
+    let (code, stdout, stderr) =
+        run_agent_in(&workspace, &["chat", "--json", "note"], &base_url).await;
+    assert_eq!(code, 0, "{stderr}");
+    let result = result_event(&stdout);
+    assert_eq!(result["ok"], false);
+    assert_eq!(result["error_code"], "approval_required");
+    assert!(
+        result["message"].as_str().unwrap().contains("--approve"),
+        "{result}"
+    );
+    assert!(!target.exists());
+    // The model was told, in a tool message for the same call id.
+    let messages = server.requests()[1].body["messages"].clone();
+    let tool = messages
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()
+        .clone();
+    assert_eq!(tool["tool_call_id"], "call_w");
+    assert!(
+        tool["content"]
+            .as_str()
+            .unwrap()
+            .contains("approval_required")
+    );
+
+    // With --approve the same call runs inside the workspace.
+    let server = ChatServer::start(vec![write_file_turn(), done_turn()]).await;
+    let base_url = format!("http://{}/v1", server.addr);
+    let (code, stdout, stderr) = run_agent_in(
+        &workspace,
+        &["chat", "--json", "--approve", "note"],
+        &base_url,
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let result = result_event(&stdout);
+    assert_eq!(result["ok"], true, "{result}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "hi\n");
+    // The redacted result shows the path but the content never reaches events.
+    assert!(!stdout.contains("hi\\n"), "{stdout}");
+    std::fs::remove_dir_all(&workspace).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_lists_every_builtin_with_effect_and_default_decision() {
+    let (code, stdout, stderr) = run_agent(&["tools", "--json"], "http://127.0.0.1:9/v1").await;
+    assert_eq!(code, 0, "{stderr}");
+    let rows: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let table: Vec<(String, String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap().to_owned(),
+                r["effect"].as_str().unwrap().to_owned(),
+                r["decision"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("core__edit_file", "state_change", "approval"),
+        ("core__exec_shell", "external_side_effect", "approval"),
+        ("core__get_current_time", "read_only", "allow"),
+        ("core__list_directory", "read_only", "allow"),
+        ("core__memory_read", "read_only", "allow"),
+        ("core__memory_write", "state_change", "approval"),
+        ("core__read_file", "read_only", "allow"),
+        ("core__web_fetch", "external_side_effect", "approval"),
+        ("core__write_file", "state_change", "approval"),
+    ];
+    let expected: Vec<(String, String, String)> = expected
+        .iter()
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+        .collect();
+    assert_eq!(table, expected);
 }
