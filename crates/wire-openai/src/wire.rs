@@ -77,7 +77,8 @@ pub(crate) fn parse_chunk<S: ChunkSink>(data: &str, sink: &mut S) -> Result<(), 
 }
 
 /// Top-level members that the decoder acts on; an envelope never contains them.
-const ACTED_ON: [&[u8]; 3] = [b"choices", b"usage", b"error"];
+/// (`x_groq` carries Groq's usage on the last chunk.)
+const ACTED_ON: [&[u8]; 4] = [b"choices", b"usage", b"error", b"x_groq"];
 
 /// Longest envelope worth remembering.
 const MAX_ENVELOPE: usize = 1024;
@@ -225,6 +226,13 @@ impl<'de, S: ChunkSink> Visitor<'de> for ChunkSeed<'_, S> {
                 "choices" => map.next_value_seed(Nullable(ChoicesSeed(&mut *sink)))?,
                 "usage" => {
                     if let Some(usage) = map.next_value::<Option<UsageDto>>()? {
+                        sink.usage(&usage);
+                    }
+                }
+                "x_groq" => {
+                    if let Some(XGroqDto { usage: Some(usage) }) =
+                        map.next_value::<Option<XGroqDto>>()?
+                    {
                         sink.usage(&usage);
                     }
                 }
@@ -407,6 +415,13 @@ pub(crate) struct FunctionDto<'a> {
     pub(crate) name: Option<Str<'a>>,
     #[serde(borrow, default)]
     pub(crate) arguments: Option<&'a RawValue>,
+}
+
+/// Groq's extension member; its `usage` (on the last chunk) is the turn's usage.
+#[derive(Debug, Deserialize)]
+pub(crate) struct XGroqDto {
+    #[serde(default)]
+    pub(crate) usage: Option<UsageDto>,
 }
 
 /// Token usage as providers report it.
