@@ -93,15 +93,7 @@ fn layer_lint_task(args: &[String]) -> ExitCode {
             return ExitCode::from(ERROR);
         }
     };
-    for violation in &report.violations {
-        println!("{violation}");
-    }
-    println!("{report}");
-    if report.violations.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(VIOLATIONS)
-    }
+    print_report(&report.violations, &report)
 }
 
 /// `cargo xtask tidy`.
@@ -114,11 +106,19 @@ fn tidy_task() -> ExitCode {
             return ExitCode::from(ERROR);
         }
     };
-    for violation in &report.violations {
+    print_report(&report.violations, &report)
+}
+
+/// Prints each violation, then the summary line; exits 1 when there was any.
+fn print_report(
+    violations: &[impl std::fmt::Display],
+    summary: &impl std::fmt::Display,
+) -> ExitCode {
+    for violation in violations {
         println!("{violation}");
     }
-    println!("{report}");
-    if report.violations.is_empty() {
+    println!("{summary}");
+    if violations.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(VIOLATIONS)

@@ -236,6 +236,14 @@ async fn invalid_json_arguments_give_an_invalid_json_result_and_the_run_continue
     outcome.unwrap();
     let seen = tool_messages(&model.requests()[1].messages);
     assert!(seen[0].1.contains("invalid_json"), "{seen:?}");
+    // History never carries arguments that are not JSON (providers reject them).
+    let recorded = model.requests()[1].messages.iter().find_map(|m| match m {
+        Message::Assistant { tool_calls, .. } if !tool_calls.is_empty() => {
+            Some(tool_calls[0].arguments.clone())
+        }
+        _ => None,
+    });
+    assert_eq!(recorded.as_deref(), Some("{}"));
 }
 
 #[tokio::test(start_paused = true)]
