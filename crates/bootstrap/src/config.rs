@@ -62,6 +62,9 @@ pub struct ModelConfig {
     pub max_retries: u32,
     /// Rewrite tool schemas to OpenAI's strict mode where possible.
     pub strict_tools: bool,
+    /// Ask for a usage chunk at the end of a stream (`stream_options.include_usage`).
+    /// Turn off for servers that reject `stream_options`.
+    pub include_usage: bool,
 }
 
 impl Default for ModelConfig {
@@ -76,6 +79,7 @@ impl Default for ModelConfig {
             between_chunks_timeout_ms: 60_000,
             max_retries: 2,
             strict_tools: false,
+            include_usage: true,
         }
     }
 }

@@ -33,6 +33,7 @@ pub fn client_config(config: &AgentConfig) -> Option<ClientConfig> {
     // The loop shows text as it streams and takes tool calls only from the assembled
     // final, so per-fragment argument deltas would be allocated for nobody.
     client.deltas = wire_openai::decode::DeltaMode::SkipArgFragments;
+    client.encode.include_usage = m.include_usage;
     if m.strict_tools {
         client.encode.strict = wire_openai::encode::StrictMode::WhenPossible;
     }
