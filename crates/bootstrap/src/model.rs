@@ -51,3 +51,48 @@ pub fn build(config: &AgentConfig) -> Result<Arc<dyn CompletionPort>, ModelError
     let client = OpenAiClient::new(client).map_err(|e| ModelError(e.to_string()))?;
     Ok(Arc::new(client))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ConfigSource, FileConfig};
+
+    fn config(base_url: Option<&str>) -> AgentConfig {
+        let mut file = FileConfig::default();
+        file.model.base_url = base_url.map(str::to_owned);
+        file.model.include_usage = false;
+        file.model.first_byte_timeout_ms = 1234;
+        file.model
+            .extra_headers
+            .insert("X-Team".into(), "research".into());
+        AgentConfig {
+            file,
+            api_key: Some("sk-test".into()),
+            workspace_root: std::env::temp_dir(),
+            source: ConfigSource::Defaults,
+        }
+    }
+
+    #[test]
+    fn no_base_url_means_no_client() {
+        assert!(client_config(&config(None)).is_none());
+    }
+
+    #[test]
+    fn file_settings_reach_the_client() {
+        let client = client_config(&config(Some("http://127.0.0.1:1/v1"))).unwrap();
+        assert_eq!(client.base_url, "http://127.0.0.1:1/v1");
+        assert!(client.api_key.is_some());
+        assert!(!format!("{client:?}").contains("sk-test"));
+        assert_eq!(
+            client.extra_headers,
+            vec![("X-Team".to_owned(), "research".to_owned())]
+        );
+        assert_eq!(client.timeouts.first_byte, Duration::from_millis(1234));
+        assert!(!client.encode.include_usage);
+        assert_eq!(
+            client.deltas,
+            wire_openai::decode::DeltaMode::SkipArgFragments
+        );
+    }
+}
