@@ -96,14 +96,24 @@ impl ToolCatalog {
     ) -> Result<Self, CatalogError> {
         let specs: Vec<ToolSpec> = specs.into_iter().collect();
         check_collisions(&specs)?;
-        let mut kept = Vec::new();
-        for spec in specs {
-            check_subset(&spec)?;
-            if policy.decide(ctx, &spec.id, spec.effect) != PolicyDecision::Deny {
-                kept.push(spec);
-            }
-        }
-        Ok(Self::from_sorted(kept))
+        specs.iter().try_for_each(check_subset)?;
+        Ok(Self::allowed(specs.iter(), policy, ctx))
+    }
+
+    /// The specs policy does not deny, without re-checking them (for specs that were
+    /// already checked, such as a runner's).
+    pub(crate) fn allowed<'a>(
+        specs: impl IntoIterator<Item = &'a ToolSpec>,
+        policy: &ToolPolicy,
+        ctx: &RunContext,
+    ) -> Self {
+        Self::from_sorted(
+            specs
+                .into_iter()
+                .filter(|spec| policy.decide(ctx, &spec.id, spec.effect) != PolicyDecision::Deny)
+                .cloned()
+                .collect(),
+        )
     }
 
     fn from_sorted(mut specs: Vec<ToolSpec>) -> Self {

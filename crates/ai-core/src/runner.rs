@@ -374,14 +374,8 @@ impl ToolRunner {
 
     /// The catalog for one run: the registered tools policy does not deny.
     pub fn catalog(&self, ctx: &RunContext) -> ToolCatalog {
-        // Specs were checked in `new`, so building cannot fail; fall back to an empty
-        // catalog rather than offering unchecked tools if it ever did.
-        ToolCatalog::build(
-            self.entries.values().map(|e| e.spec.clone()),
-            &self.policy,
-            ctx,
-        )
-        .unwrap_or_default()
+        // Specs were checked for collisions and the subset once, in `new`.
+        ToolCatalog::allowed(self.entries.values().map(|e| &e.spec), &self.policy, ctx)
     }
 
     /// Runs one call through the whole pipeline. Never fails: every problem becomes
