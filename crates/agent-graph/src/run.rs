@@ -274,7 +274,7 @@ async fn drive(
         limits,
     } = request;
     let max_iterations = limits.max_iterations.max(1);
-    let tools = deps.catalog.specs().to_vec();
+    let tools: Arc<[ai_core::ToolSpec]> = deps.catalog.specs().into();
     let mut usage = Vec::new();
     let mut total_tokens: u64 = 0;
 
@@ -298,7 +298,7 @@ async fn drive(
         let completion = CompletionRequest {
             model: model.clone(),
             messages: messages.clone(),
-            tools: tools.clone(),
+            tools: Arc::clone(&tools),
             tool_choice: tool_choice.clone(),
             context: context.clone(),
             max_tokens: None,
@@ -434,10 +434,10 @@ async fn run_tools(
 /// `arguments` is not JSON, so an invalid or truncated call is recorded as `{}`; the
 /// model learns what went wrong from the call's `invalid_json` tool message.
 fn history_arguments(call: &ai_core::AssembledToolCall) -> String {
+    // An empty string is not JSON either, so it also becomes `{}`.
     let usable = call.outcome == ai_core::ToolCallOutcome::Complete
-        && (call.arguments.trim().is_empty()
-            || serde_json::from_str::<serde::de::IgnoredAny>(&call.arguments).is_ok());
-    if usable && !call.arguments.trim().is_empty() {
+        && serde_json::from_str::<serde::de::IgnoredAny>(&call.arguments).is_ok();
+    if usable {
         call.arguments.clone()
     } else {
         "{}".to_owned()

@@ -5,6 +5,8 @@
 //! exactly one [`CompletionItem::Final`] with the assembled turn, or an error. Tool
 //! calls are executed only from [`CompletionFinal::tool_calls`], never from deltas.
 
+use std::sync::Arc;
+
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -37,8 +39,9 @@ pub struct CompletionRequest {
     pub model: String,
     /// Conversation so far.
     pub messages: Vec<Message>,
-    /// Tools offered this turn (the run's catalog, in catalog order).
-    pub tools: Vec<ToolSpec>,
+    /// Tools offered this turn (the run's catalog, in catalog order); shared, so
+    /// every turn of a run offers the same specs without copying them.
+    pub tools: Arc<[ToolSpec]>,
     /// Tool choice.
     pub tool_choice: ToolChoice,
     /// Correlation ids for logs and spans.

@@ -273,7 +273,7 @@ fn to_value<T: Serialize>(value: &T) -> Value {
 /// let request = CompletionRequest {
 ///     model: "gpt-4o-mini".into(),
 ///     messages: vec![Message::user("hi")],
-///     tools: vec![],
+///     tools: Vec::new().into(),
 ///     tool_choice: ToolChoice::Auto,
 ///     context: RunContext::new("run", "trace"),
 ///     max_tokens: None,
@@ -306,7 +306,7 @@ pub fn encode_request(
         }
     } else {
         let mut tools = Vec::with_capacity(request.tools.len());
-        for spec in &request.tools {
+        for spec in request.tools.iter() {
             let (tool, report) = encode_tool(spec, options.strict);
             tools.push(tool);
             strict_reports.extend(report);

@@ -375,7 +375,7 @@ mod tests {
         CompletionRequest {
             model: model.to_owned(),
             messages,
-            tools: Vec::new(),
+            tools: Vec::new().into(),
             tool_choice: ToolChoice::Auto,
             context: RunContext::new("run-1", "trace-1"),
             max_tokens: None,

@@ -328,7 +328,7 @@ mod tests {
         CompletionRequest {
             model: "test-model".into(),
             messages,
-            tools,
+            tools: tools.into(),
             tool_choice: ToolChoice::Auto,
             context: RunContext::new("run-1", "trace-1"),
             max_tokens: None,

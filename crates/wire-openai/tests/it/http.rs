@@ -205,7 +205,7 @@ fn request() -> CompletionRequest {
     CompletionRequest {
         model: "gpt-4o".into(),
         messages: vec![Message::user("weather?")],
-        tools: vec![weather_tool()],
+        tools: vec![weather_tool()].into(),
         tool_choice: ToolChoice::Auto,
         context: RunContext::new("run-1", "trace-1"),
         max_tokens: None,
