@@ -1,4 +1,4 @@
-//! Shared helpers: fixture paths, golden files and JSON views of decoder output.
+//! Shared helpers: fixture paths, insta snapshots and JSON views of decoder output.
 
 use std::collections::HashMap;
 use std::fs;
@@ -10,9 +10,11 @@ use wire_openai::decode::{Decoder, DecoderOptions};
 
 /// `fixtures/openai/<sub>` at the workspace root.
 pub(crate) fn fixture_dir(sub: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/openai")
-        .join(sub)
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap();
+    workspace.join("fixtures/openai").join(sub)
 }
 
 /// Files of a fixture directory with the given suffix, sorted, as (case, path).
@@ -21,12 +23,8 @@ pub(crate) fn fixtures(sub: &str, suffix: &str) -> Vec<(String, PathBuf)> {
         .unwrap()
         .map(|entry| entry.unwrap().path())
         .filter_map(|path| {
-            let name = path.file_name()?.to_str()?.to_owned();
-            let case = name.strip_suffix(suffix)?;
-            if case.ends_with(".expected") {
-                return None;
-            }
-            Some((case.to_owned(), path))
+            let case = path.file_name()?.to_str()?.strip_suffix(suffix)?.to_owned();
+            Some((case, path))
         })
         .collect();
     out.sort();
@@ -34,59 +32,104 @@ pub(crate) fn fixtures(sub: &str, suffix: &str) -> Vec<(String, PathBuf)> {
     out
 }
 
-/// Every `<case>.expected.json` in `sub` belongs to an input with `suffix`.
-pub(crate) fn assert_no_stale_goldens(sub: &str, suffix: &str) {
-    let inputs: Vec<String> = fixtures(sub, suffix).into_iter().map(|(c, _)| c).collect();
-    for entry in fs::read_dir(fixture_dir(sub)).unwrap() {
-        let name = entry.unwrap().file_name().into_string().unwrap();
-        if let Some(case) = name.strip_suffix(".expected.json") {
-            assert!(
-                inputs.iter().any(|c| c == case),
-                "stale golden {sub}/{name}"
-            );
+/// `fixtures/openai/<sub>/snapshots`: the insta snapshots of that fixture kind.
+pub(crate) fn snapshot_dir(sub: &str) -> PathBuf {
+    fixture_dir(sub).join("snapshots")
+}
+
+/// insta settings for the snapshot of one fixture: stored as
+/// `fixtures/openai/<sub>/snapshots/<case>.snap` (name the snapshot after the case),
+/// with the fixture recorded as its input file.
+pub(crate) fn snapshot_settings(sub: &str, input: &Path, description: &str) -> insta::Settings {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(snapshot_dir(sub));
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_input_file(input);
+    settings.set_description(description);
+    settings.set_omit_expression(true);
+    settings
+}
+
+/// The snapshot text of a JSON value: pretty-printed by `serde_json` (so numbers
+/// read as they go on the wire) with sorted keys (key order is not an expectation).
+pub(crate) fn snapshot_json(value: &Value) -> String {
+    let mut value = value.clone();
+    value.sort_all_objects();
+    serde_json::to_string_pretty(&value).unwrap()
+}
+
+/// Runs `check` on every case and fails with all failing cases, not just the first.
+/// (insta panics on a mismatch; locally it also writes `<case>.snap.new`, on CI nothing.)
+pub(crate) fn check_all_cases(cases: &[(String, PathBuf)], check: impl Fn(&str, &Path)) {
+    refuse_snapshot_updates_on_ci();
+    let mut failures = Vec::new();
+    for (case, path) in cases {
+        let run = std::panic::AssertUnwindSafe(|| check(case, path));
+        if let Err(panic) = std::panic::catch_unwind(run) {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default();
+            failures.push(format!("{case}: {message}"));
         }
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\n(accept deliberate changes with `INSTA_UPDATE=always cargo test -p wire-openai --test it`, never on CI)",
+        failures.join("\n")
+    );
+}
+
+/// Every file in `<sub>/snapshots` is the snapshot (`.snap`, or a pending `.snap.new`)
+/// of an input with `suffix`: insta itself never notices a snapshot whose fixture is gone.
+pub(crate) fn assert_no_stale_snapshots(sub: &str, suffix: &str) {
+    let inputs: Vec<String> = fixtures(sub, suffix).into_iter().map(|(c, _)| c).collect();
+    for entry in fs::read_dir(snapshot_dir(sub)).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        let case = name
+            .strip_suffix(".snap")
+            .or_else(|| name.strip_suffix(".snap.new"))
+            .unwrap_or_else(|| panic!("unexpected file {sub}/snapshots/{name}"));
+        assert!(
+            inputs.iter().any(|c| c == case),
+            "stale snapshot {sub}/snapshots/{name}: no fixture {case}{suffix}; delete it"
+        );
     }
 }
 
-fn env_is(name: &str, values: &[&str]) -> bool {
-    std::env::var(name).is_ok_and(|v| values.contains(&v.as_str()))
-}
-
-/// Compares `actual` with the golden JSON file (as JSON values: key order does not
-/// matter, key sets do). `UPDATE_GOLDEN=1` rewrites it, except on CI (`CI=true`),
-/// where a missing or different golden always fails.
-pub(crate) fn check_golden(path: &Path, actual: &Value) {
-    let ci = env_is("CI", &["true", "1"]);
-    let update = env_is("UPDATE_GOLDEN", &["1", "true"]) && !ci;
-    let rendered = format!("{}\n", serde_json::to_string_pretty(actual).unwrap());
-    match fs::read_to_string(path) {
-        Ok(text) => {
-            let expected: Value = serde_json::from_str(&text)
-                .unwrap_or_else(|e| panic!("golden {} is not JSON: {e}", path.display()));
-            if &expected == actual {
-                return;
-            }
-            if update {
-                fs::write(path, rendered).unwrap();
-                return;
-            }
-            panic!(
-                "golden mismatch for {}\n--- expected\n{}\n--- actual\n{}\n(run with UPDATE_GOLDEN=1 to accept, never on CI)",
-                path.display(),
-                serde_json::to_string_pretty(&expected).unwrap(),
-                rendered
-            );
-        }
-        Err(_) if update => fs::write(path, rendered).unwrap(),
-        Err(_) => panic!(
-            "missing golden {} (run UPDATE_GOLDEN=1 cargo test -p wire-openai; never on CI)",
-            path.display()
-        ),
+/// On CI (as insta detects it) snapshots are only compared, never written or accepted:
+/// insta's default already writes nothing there, so fail if the environment asks it to.
+fn refuse_snapshot_updates_on_ci() {
+    let var = |name: &str| std::env::var(name).ok();
+    let ci = match var("CI").as_deref() {
+        Some("" | "0" | "false") => false,
+        Some(_) => true,
+        None => var("TF_BUILD").is_some(),
+    };
+    if !ci {
+        return;
+    }
+    if let Some(update) = var("INSTA_UPDATE") {
+        assert!(
+            matches!(update.as_str(), "" | "auto" | "no"),
+            "INSTA_UPDATE={update} on CI: snapshots are never written or accepted on CI"
+        );
+    }
+    for name in [
+        "INSTA_FORCE_PASS",
+        "INSTA_FORCE_UPDATE",
+        "INSTA_FORCE_UPDATE_SNAPSHOTS",
+    ] {
+        assert!(
+            var(name).as_deref() != Some("1"),
+            "{name}=1 on CI: snapshots are never written or accepted on CI"
+        );
     }
 }
 
 /// Replaces minted ids (`call_<32 hex>`) by `<minted-N>` in order of first
-/// appearance, so goldens are stable and show that one id is used throughout.
+/// appearance, so snapshots are stable and show that one id is used throughout.
 #[derive(Default)]
 pub(crate) struct IdNormalizer {
     seen: HashMap<String, String>,
@@ -184,7 +227,7 @@ pub(crate) fn decode_chunks(bytes: &[u8], cuts: &[usize], options: DecoderOption
     (deltas, result)
 }
 
-/// Normalized JSON of a decode (minted ids replaced), for goldens and comparisons.
+/// Normalized JSON of a decode (minted ids replaced), for snapshots and comparisons.
 pub(crate) fn decoded_json(decoded: &Decoded) -> Value {
     let mut ids = IdNormalizer::default();
     let deltas: Vec<Value> = decoded.0.iter().map(|d| delta_json(d, &mut ids)).collect();

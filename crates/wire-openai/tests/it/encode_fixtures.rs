@@ -1,14 +1,18 @@
-//! Encoder goldens: each `<case>.input.json` (a request and options) encodes to
-//! `<case>.expected.json` (compared as JSON values: exact key sets, any key order).
+//! Encoder snapshots: each `<case>.input.json` (a request and options) encodes to
+//! the body (or error) in `snapshots/<case>.snap` (pretty JSON with sorted keys).
 
 use std::fs;
+use std::path::Path;
 
 use ai_core::{CompletionRequest, Message, RunContext, ToolChoice, ToolEffect, ToolId, ToolSpec};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use wire_openai::encode::{EncodeOptions, MaxTokensField, StrictMode, encode_request};
 
-use crate::common::{assert_no_stale_goldens, check_golden, fixture_dir, fixtures};
+use crate::common::{
+    assert_no_stale_snapshots, check_all_cases, fixture_dir, fixtures, snapshot_json,
+    snapshot_settings,
+};
 
 #[derive(Deserialize)]
 struct Input {
@@ -93,18 +97,22 @@ fn encode_case(input: Input) -> Value {
     }
 }
 
+fn check(case: &str, path: &Path) {
+    let input: Input = serde_json::from_str(&fs::read_to_string(path).unwrap())
+        .unwrap_or_else(|e| panic!("{case}: bad input: {e}"));
+    let rendered = snapshot_json(&encode_case(input));
+    snapshot_settings(
+        "encode",
+        path,
+        "encoded request body and per-tool strict verdicts (or the encoding error)",
+    )
+    .bind(|| insta::assert_snapshot!(case, rendered));
+}
+
 #[test]
-fn every_encode_fixture_matches_its_golden() {
-    for (case, path) in fixtures("encode", ".input.json") {
-        let input: Input = serde_json::from_str(&fs::read_to_string(&path).unwrap())
-            .unwrap_or_else(|e| panic!("{case}: bad input: {e}"));
-        let actual = encode_case(input);
-        check_golden(
-            &fixture_dir("encode").join(format!("{case}.expected.json")),
-            &actual,
-        );
-    }
-    assert_no_stale_goldens("encode", ".input.json");
+fn every_encode_fixture_matches_its_snapshot() {
+    check_all_cases(&fixtures("encode", ".input.json"), check);
+    assert_no_stale_snapshots("encode", ".input.json");
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! Integration tests of wire-openai: golden fixtures, split-invariance properties,
+//! Integration tests of wire-openai: fixture snapshots, split-invariance properties,
 //! the SSE oracle, the fuzz corpus and the HTTP client against a loopback server.
 
 // Test helpers outside `#[test]` functions may unwrap too: a failure is a test failure.

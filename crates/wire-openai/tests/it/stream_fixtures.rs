@@ -1,15 +1,18 @@
-//! Every stream fixture decodes to its golden (deltas and assembled result).
+//! Every stream fixture decodes to its snapshot (deltas and assembled result).
 
 use std::fs;
+use std::path::Path;
 
 use ai_core::{CompletionDelta, ToolCallOutcome};
 use wire_openai::decode::{DecoderOptions, DeltaMode};
 
-use crate::common::{assert_no_stale_goldens, check_golden, decode_chunks, decoded_json, fixtures};
+use crate::common::{
+    assert_no_stale_snapshots, check_all_cases, decode_chunks, decoded_json, fixtures,
+    snapshot_json, snapshot_settings,
+};
 
-fn check(case: &str) {
-    let path = crate::common::fixture_dir("stream").join(format!("{case}.sse"));
-    let bytes = fs::read(&path).unwrap();
+fn check(case: &str, path: &Path) {
+    let bytes = fs::read(path).unwrap();
     let decoded = decode_chunks(
         &bytes,
         &[],
@@ -18,27 +21,21 @@ fn check(case: &str) {
             ..DecoderOptions::default()
         },
     );
-    let golden = crate::common::fixture_dir("stream").join(format!("{case}.expected.json"));
-    check_golden(&golden, &decoded_json(&decoded));
+    let rendered = snapshot_json(&decoded_json(&decoded));
+    snapshot_settings(
+        "stream",
+        path,
+        "deltas and result of decoding the stream in one chunk",
+    )
+    .bind(|| insta::assert_snapshot!(case, rendered));
 }
 
 #[test]
-fn every_stream_fixture_matches_its_golden() {
+fn every_stream_fixture_matches_its_snapshot() {
     let cases = fixtures("stream", ".sse");
     assert!(cases.len() >= 40, "fixture corpus shrank: {}", cases.len());
-    let mut failures = Vec::new();
-    for (case, _) in &cases {
-        if let Err(panic) = std::panic::catch_unwind(|| check(case)) {
-            let message = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                .unwrap_or_default();
-            failures.push(format!("{case}: {message}"));
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
-    assert_no_stale_goldens("stream", ".sse");
+    check_all_cases(&cases, check);
+    assert_no_stale_snapshots("stream", ".sse");
 }
 
 /// The final is the same whatever deltas are emitted; fewer deltas in lighter modes.
