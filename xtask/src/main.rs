@@ -5,12 +5,18 @@
 //! only through `cargo metadata` and the source tree.
 //!
 //! Tasks:
-//! - `layer-lint`: the dependency rules of DESIGN.md ([`layer_lint`]);
-//! - `tidy`: text checks over `crates/*/src` ([`tidy`]).
+//! - `layer-lint`: the layer table in layers.toml, checked against the workspace,
+//!   deny.toml and ARCHITECTURE.md ([`layer_lint`], [`layers`], [`deny`],
+//!   [`architecture`]);
+//! - `tidy`: text checks over `crates/*/src` and dangling Markdown references
+//!   ([`tidy`]).
 //!
 //! Exit codes: 0 when clean, 1 on violations, 2 on usage or other errors.
 
+mod architecture;
+mod deny;
 mod layer_lint;
+mod layers;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -21,11 +27,19 @@ const USAGE: &str = "\
 usage: cargo xtask <task> [options]
 
 tasks:
-  layer-lint [--manifest-path PATH] [--offline]
-                 check the crate dependency rules of DESIGN.md
-                 (default: the workspace containing xtask)
+  layer-lint [--manifest-path PATH] [--layers PATH] [--offline] [--write-deny]
+                 check the workspace's crate dependencies against the layer table in
+                 layers.toml, and deny.toml's [bans] and ARCHITECTURE.md's
+                 \"Dependency rules\" table (when the workspace root has them) against
+                 the same table
+                 --manifest-path: the workspace to check (default: the one containing
+                   xtask); --layers: the table (default: layers.toml at the root of
+                   the repository containing xtask); --write-deny: first rewrite the
+                   derived entries of deny.toml (between its `# layer-lint: begin`
+                   and `# layer-lint: end` lines)
   tidy           check crates/*/src for crate docs, leftover dbg!/todo!/unimplemented!
-                 and IO in ai-core
+                 and IO in ai-core, and that every Markdown file named in the repo's
+                 text files exists
   help           print this message";
 
 /// Exit code for violations.
@@ -65,28 +79,60 @@ fn xtask_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `cargo xtask layer-lint [--manifest-path PATH] [--offline]`.
+/// The repository root: the parent of xtask's directory.
+fn repo_root() -> &'static Path {
+    xtask_dir().parent().unwrap_or_else(|| xtask_dir())
+}
+
+/// `cargo xtask layer-lint [--manifest-path PATH] [--layers PATH] [--offline]
+/// [--write-deny]`.
 fn layer_lint_task(args: &[String]) -> ExitCode {
     // Any member's manifest makes cargo report its whole workspace.
     let mut manifest_path = xtask_dir().join("Cargo.toml");
+    let mut layers_path = repo_root().join("layers.toml");
     let mut offline = false;
+    let mut write_deny = false;
     let mut args = args.iter();
     while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--offline" => offline = true,
-            "--manifest-path" => match args.next() {
-                Some(path) => manifest_path = PathBuf::from(path),
-                None => return usage_error("--manifest-path needs a value"),
-            },
-            other => match other.strip_prefix("--manifest-path=") {
-                Some(path) => manifest_path = PathBuf::from(path),
-                None => return usage_error(&format!("layer-lint: unknown argument `{other}`")),
-            },
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) => (flag, Some(value.to_owned())),
+            None => (arg.as_str(), None),
+        };
+        match (flag, inline) {
+            ("--offline", None) => offline = true,
+            ("--write-deny", None) => write_deny = true,
+            ("--manifest-path" | "--layers", inline) => {
+                let Some(value) = inline.or_else(|| args.next().cloned()) else {
+                    return usage_error(&format!("{flag} needs a value"));
+                };
+                if flag == "--layers" {
+                    layers_path = PathBuf::from(value);
+                } else {
+                    manifest_path = PathBuf::from(value);
+                }
+            }
+            _ => return usage_error(&format!("layer-lint: unknown argument `{arg}`")),
         }
     }
-    let report = match layer_lint::cargo_metadata(&manifest_path, offline)
-        .and_then(|metadata| layer_lint::check(&metadata))
-    {
+    let layers = match layers::Layers::load(&layers_path) {
+        Ok(layers) => layers,
+        Err(err) => {
+            eprintln!("layer-lint: error: {err}");
+            return ExitCode::from(ERROR);
+        }
+    };
+    let run = || {
+        let metadata = layer_lint::cargo_metadata(&manifest_path, offline)?;
+        if write_deny {
+            let path = layer_lint::write_deny(&metadata, &layers)?;
+            println!(
+                "layer-lint: rewrote the derived entries of {}",
+                path.display()
+            );
+        }
+        layer_lint::check(&metadata, &layers)
+    };
+    let report = match run() {
         Ok(report) => report,
         Err(err) => {
             eprintln!("layer-lint: error: {err}");
@@ -98,8 +144,7 @@ fn layer_lint_task(args: &[String]) -> ExitCode {
 
 /// `cargo xtask tidy`.
 fn tidy_task() -> ExitCode {
-    let root = xtask_dir().parent().unwrap_or_else(|| xtask_dir());
-    let report = match tidy::check(root) {
+    let report = match tidy::check(repo_root()) {
         Ok(report) => report,
         Err(err) => {
             eprintln!("tidy: error: {err}");

@@ -1,18 +1,40 @@
-//! `tidy`: text checks over `crates/*/src/**/*.rs` that complement clippy.
+//! `tidy`: text checks that complement clippy.
 //!
-//! It reads source files as plain lines and knows nothing of Rust syntax beyond
-//! "a line starting with `//` is a comment"; the dependency graph is layer-lint's job.
+//! It reads files as plain lines and knows nothing of Rust syntax beyond "a line
+//! starting with `//` is a comment"; the dependency graph is layer-lint's job.
 //!
-//! Checks:
+//! Checks of `crates/*/src/**/*.rs`:
 //! - every crate root (`src/lib.rs`, `src/main.rs`) starts with a `//!` doc;
 //! - no `dbg!(`, `todo!(` or `unimplemented!(` outside comments;
 //! - `crates/ai-core/src` names no IO outside comments (`std::fs`, `std::net`,
 //!   `std::process`, `tokio::net`, `reqwest`): ai-core does no IO.
+//!
+//! Check of the repository's text files (`.rs`, `.md`, `.toml`, `.sh`, `.ts`, `.json`
+//! except under a `fixtures` directory, and `.ci/run`): no dangling document
+//! references. A reference is a file name ending in `.md` whose stem has a letter or
+//! digit, with or without a directory part (`ARCHITECTURE.md`,
+//! `fixtures/openai/README.md`), found anywhere in a line, comments included. Not
+//! references: URLs (the path contains `//` or follows a `:`), templates and globs
+//! (right after `$`, `{`, `}`, `%`, `@`, `~`, or an unpaired `*`), and longer names
+//! (`x.mdx`, `x.md.bak`). A reference resolves when:
+//! - it starts with `/`: the file exists at that path from the repository root;
+//! - it starts with `./` or `../`, or contains `/../`: the file exists relative to the
+//!   referring file's directory;
+//! - otherwise: the file exists relative to the referring file's directory, or some
+//!   repository file's path is the reference or ends with `/` + the reference (so a
+//!   bare name may live anywhere, and `openai/README.md` matches
+//!   `fixtures/openai/README.md`).
+//!
+//! "The repository's files" are `git ls-files --cached --others --exclude-standard`
+//! (tracked plus untracked-but-not-ignored files that exist), or, outside a git work
+//! tree, every file except under `.git` and `target` directories.
 
+use std::collections::{BTreeSet, HashSet};
 use std::fmt;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// Text that must not appear in code lines of any crate.
 const LEFTOVERS: &[(&str, &str)] = &[
@@ -23,6 +45,12 @@ const LEFTOVERS: &[(&str, &str)] = &[
 
 /// The crate that does no IO.
 const NO_IO_CRATE: &str = "ai-core";
+
+/// Extensions of the files searched for document references.
+const DOC_REF_EXTENSIONS: &[&str] = &["rs", "md", "toml", "sh", "ts", "json"];
+
+/// Files searched for document references whatever their extension.
+const DOC_REF_FILES: &[&str] = &[".ci/run"];
 
 /// Text that must not appear in code lines of [`NO_IO_CRATE`].
 const IO_TEXT: &[&str] = &[
@@ -77,24 +105,207 @@ impl fmt::Display for Report {
     }
 }
 
-/// Checks `root/crates/*/src/**/*.rs`, where `root` is a workspace root.
+/// Checks `root/crates/*/src/**/*.rs` and the document references of the text files
+/// under `root`, where `root` is the repository (and workspace) root.
 pub(crate) fn check(root: &Path) -> io::Result<Report> {
     let mut files = Vec::new();
-    for krate in sorted_entries(&root.join("crates"))? {
-        let src = krate.join("src");
-        if src.is_dir() {
-            collect_rust_files(&src, &mut files)?;
+    let crates = root.join("crates");
+    if crates.is_dir() {
+        for krate in sorted_entries(&crates)? {
+            let src = krate.join("src");
+            if src.is_dir() {
+                collect_rust_files(&src, &mut files)?;
+            }
         }
     }
     let mut violations = Vec::new();
+    let mut read: BTreeSet<String> = BTreeSet::new();
     for file in &files {
         let text = fs::read_to_string(file)?;
         check_file(root, file, &text, &mut violations);
+        read.insert(display_path(root, file));
     }
+
+    let repo_files = repo_files(root)?;
+    let known: HashSet<&str> = repo_files.iter().map(String::as_str).collect();
+    for path in repo_files.iter().filter(|path| searched_for_doc_refs(path)) {
+        // A file that is not UTF-8 text holds no references this check can read.
+        let Ok(text) = fs::read_to_string(root.join(path)) else {
+            continue;
+        };
+        check_doc_refs(path, &text, &repo_files, &known, &mut violations);
+        read.insert(path.clone());
+    }
+    violations.sort_by(|a, b| (&a.path, a.line).cmp(&(&b.path, b.line)));
     Ok(Report {
-        files: files.len(),
+        files: read.len(),
         violations,
     })
+}
+
+/// The repository's files under `root` (relative, `/`-separated, sorted): git's
+/// tracked and untracked-but-not-ignored files that exist, or, when `root` is not in
+/// a git work tree, every file outside `.git` and `target` directories.
+fn repo_files(root: &Path) -> io::Result<Vec<String>> {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args([
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ])
+        .output();
+    let mut files: Vec<String> = match output {
+        Ok(output) if output.status.success() => String::from_utf8_lossy(&output.stdout)
+            .split('\0')
+            .filter(|path| !path.is_empty() && root.join(path).is_file())
+            .map(str::to_owned)
+            .collect(),
+        _ => {
+            let mut found = Vec::new();
+            walk(root, root, &mut found)?;
+            found
+        }
+    };
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+/// Appends every file under `dir` (outside `.git` and `target`) to `files`, relative
+/// to `root`.
+fn walk(root: &Path, dir: &Path, files: &mut Vec<String>) -> io::Result<()> {
+    for path in sorted_entries(dir)? {
+        if path.is_dir() {
+            if !path
+                .file_name()
+                .is_some_and(|name| name == ".git" || name == "target")
+            {
+                walk(root, &path, files)?;
+            }
+        } else if path.is_file() {
+            files.push(display_path(root, &path));
+        }
+    }
+    Ok(())
+}
+
+/// Whether the file at repository path `path` is searched for document references.
+fn searched_for_doc_refs(path: &str) -> bool {
+    if DOC_REF_FILES.contains(&path) {
+        return true;
+    }
+    let Some((_, extension)) = path.rsplit_once('.') else {
+        return false;
+    };
+    if extension.contains('/') || !DOC_REF_EXTENSIONS.contains(&extension) {
+        return false;
+    }
+    // Golden JSON under fixtures is data, not prose.
+    !(extension == "json" && path.split('/').any(|part| part == "fixtures"))
+}
+
+/// Whether `byte` may be part of a referenced path.
+fn is_path_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-' | b'.' | b'/')
+}
+
+/// The document references in `line` (see the module docs), in order.
+fn doc_refs(line: &str) -> Vec<&str> {
+    let bytes = line.as_bytes();
+    let mut refs = Vec::new();
+    let mut from = 0;
+    while let Some(offset) = line[from..].find(".md") {
+        let dot = from + offset;
+        let end = dot + 3;
+        from = end;
+        match bytes.get(end) {
+            Some(&next) if next.is_ascii_alphanumeric() || next == b'_' => continue,
+            Some(b'.') if bytes.get(end + 1).is_some_and(u8::is_ascii_alphanumeric) => continue,
+            _ => {}
+        }
+        let mut start = dot;
+        while start > 0 && is_path_byte(bytes[start - 1]) {
+            start -= 1;
+        }
+        let reference = &line[start..end];
+        let name = reference.rsplit('/').next().unwrap_or(reference);
+        let stem = &name[..name.len() - 3];
+        if !stem.bytes().any(|b| b.is_ascii_alphanumeric()) || reference.contains("//") {
+            continue;
+        }
+        match start.checked_sub(1).map(|before| bytes[before]) {
+            Some(b':' | b'$' | b'{' | b'}' | b'%' | b'@' | b'~') => continue,
+            Some(b'*') if bytes.get(end) != Some(&b'*') => continue,
+            _ => {}
+        }
+        if !refs.contains(&reference) {
+            refs.push(reference);
+        }
+    }
+    refs
+}
+
+/// `path` with `.` and `..` parts resolved; `None` when it climbs above its start.
+fn normalize(path: &str) -> Option<String> {
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            part => parts.push(part),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// Whether `reference`, found in the repository file `referrer`, names a file of
+/// `files` (see the module docs for the rule).
+fn resolves(referrer: &str, reference: &str, files: &[String], known: &HashSet<&str>) -> bool {
+    if let Some(rooted) = reference.strip_prefix('/') {
+        return normalize(rooted).is_some_and(|path| known.contains(path.as_str()));
+    }
+    let dir = referrer.rsplit_once('/').map_or("", |(dir, _)| dir);
+    let relative = normalize(&format!("{dir}/{reference}"));
+    if relative.is_some_and(|path| known.contains(path.as_str())) {
+        return true;
+    }
+    let explicit =
+        reference.starts_with("./") || reference.starts_with("../") || reference.contains("/../");
+    if explicit {
+        return false;
+    }
+    let suffix = format!("/{reference}");
+    files
+        .iter()
+        .any(|file| file == reference || file.ends_with(&suffix))
+}
+
+/// Reports every reference in `text` (the file at repository path `path`) that
+/// resolves to no file.
+fn check_doc_refs(
+    path: &str,
+    text: &str,
+    files: &[String],
+    known: &HashSet<&str>,
+    violations: &mut Vec<Violation>,
+) {
+    for (index, line) in text.lines().enumerate() {
+        for reference in doc_refs(line) {
+            if !resolves(path, reference, files, known) {
+                violations.push(Violation {
+                    path: path.to_owned(),
+                    line: Some(index + 1),
+                    message: format!("`{reference}` names no file in the repository"),
+                });
+            }
+        }
+    }
 }
 
 /// The entries of `dir`, sorted by path.
@@ -199,6 +410,59 @@ mod tests {
         let lines: Vec<String> = report.violations.iter().map(ToString::to_string).collect();
         assert_eq!(lines, Vec::<String>::new(), "{report}");
         assert!(report.files > 0, "{report}");
+    }
+
+    #[test]
+    fn dangling_doc_refs_fail() {
+        // `.MD` stands for the real extension, so that this file names no missing
+        // document itself.
+        let md = |text: &str| text.replace(".MD", ".md");
+        let root = temp_root("doc-refs");
+        write(
+            &root,
+            &md("docs/guide.MD"),
+            &md("Back to ../README.MD and README.MD; see other/guide.MD.\n"),
+        );
+        write(
+            &root,
+            "README.md",
+            &md(
+                "See docs/guide.MD, guide.MD, ./docs/guide.MD and /docs/guide.MD.\n\
+                 Not refs: https://example.com/NOPE.MD, *.MD, {name}.MD, $DIR/NOPE.MD, NOPE.MDX, \
+                 NOPE.MD.bak, and **README.MD** is one that resolves.\n\
+                 Dangling: DESIGN.MD, docs/STYLE.MD, ../README.MD.\n",
+            ),
+        );
+        write(
+            &root,
+            "crates/a/src/lib.rs",
+            &md("//! Docs (guide.MD, docs/guide.MD, DESIGN.MD).\n"),
+        );
+        write(&root, "fixtures/x.json", &md("{\"a\": \"DESIGN.MD\"}\n"));
+        write(&root, "tools/x.json", &md("{\"a\": \"DESIGN.MD\"}\n"));
+        write(&root, ".ci/run", &md("cat NOPE.MD\n"));
+        write(&root, "notes.txt", &md("DESIGN.MD\n"));
+        write(&root, &md("target/debug/x.MD"), &md("DESIGN.MD\n"));
+
+        let report = check(&root).unwrap();
+        let lines: Vec<String> = report
+            .violations
+            .iter()
+            .map(|violation| violation.to_string().replace(".md", ".MD"))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                ".ci/run:1: `NOPE.MD` names no file in the repository",
+                "README.MD:3: `DESIGN.MD` names no file in the repository",
+                "README.MD:3: `docs/STYLE.MD` names no file in the repository",
+                "README.MD:3: `../README.MD` names no file in the repository",
+                "crates/a/src/lib.rs:1: `DESIGN.MD` names no file in the repository",
+                "docs/guide.MD:1: `other/guide.MD` names no file in the repository",
+                "tools/x.json:1: `DESIGN.MD` names no file in the repository",
+            ]
+        );
+        fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
