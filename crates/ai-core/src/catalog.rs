@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use crate::context::RunContext;
 use crate::id::ToolId;
 use crate::policy::{PolicyDecision, ToolPolicy};
-use crate::schema_subset::{SchemaViolation, check_schema_subset};
+use crate::schema::{SchemaViolation, check_schema_subset};
 use crate::spec::ToolSpec;
 
 /// Why a catalog (or a runner's tool set) could not be built.

@@ -28,7 +28,7 @@ mod policy;
 mod record;
 mod redact;
 mod runner;
-mod schema_subset;
+mod schema;
 mod spec;
 
 pub use approval::{ApprovalDecision, ApprovalGrant, ApprovalRequest, Approver, GrantLedger};
@@ -42,7 +42,10 @@ pub use completion::{
 pub use context::RunContext;
 pub use error::ToolErrorCode;
 pub use event::{AiEvent, AiEventKind, EventSink, UsageFact};
-pub use id::{MAX_TOOL_ID_LEN, ToolId, ToolIdError, ToolSource};
+pub use id::{
+    DEFAULT_APP_NAMESPACE, MAX_NAMESPACE_LEN, MAX_TOOL_ID_LEN, RESERVED_NAMESPACES, ToolId,
+    ToolIdError, ToolSource,
+};
 pub use message::{Message, MessageToolCall};
 pub use policy::{Budgets, PolicyDecision, ToolPolicy};
 pub use record::{ToolExecResult, ToolInvocationRecord};
@@ -51,7 +54,9 @@ pub use runner::{
     ModelView, RegisteredTool, ToolCall, ToolCallContext, ToolExecution, ToolExecutor, ToolFailure,
     ToolOutput, ToolRunner,
 };
-pub use schema_subset::{SchemaViolation, check_schema_subset};
+pub use schema::{
+    SchemaViolation, check_schema_refs, check_schema_subset, resolve_local_ref, visit_subschemas,
+};
 pub use spec::{ToolEffect, ToolSpec, canonical_json, schema_hash};
 
 /// Re-exported so executors and callers share one cancellation type.
