@@ -5,8 +5,8 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use ai_core::{
-    ModelView, Redaction, RegisteredTool, ToolCallContext, ToolEffect, ToolErrorCode, ToolExecutor,
-    ToolFailure, ToolId, ToolIdError, ToolOutput, ToolSpec,
+    DEFAULT_APP_NAMESPACE, ModelView, Redaction, RegisteredTool, ToolCallContext, ToolEffect,
+    ToolErrorCode, ToolExecutor, ToolFailure, ToolId, ToolOutput, ToolSpec,
 };
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
@@ -16,8 +16,66 @@ use serde_json::Value;
 
 use crate::schema::{SchemaError, args_schema, output_schema};
 
-/// Longest bare tool name (the `core__` prefix must still fit in 64 characters).
-pub const MAX_NAME_LEN: usize = 64 - "core__".len();
+/// Longest bare tool name (`<namespace>__<name>` must still fit in 64 characters,
+/// so a longer namespace leaves less room).
+pub const MAX_NAME_LEN: usize = 64 - "app__".len();
+
+/// The namespace a contract's id lives in.
+///
+/// Applications name their own (`Namespace::app("billing")` gives ids like
+/// `billing__refund`); the default is `app`. Only this crate's built-in tools live in
+/// `core`, so a policy pattern `core__*` can never match an application's tool.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Namespace(NamespaceKind);
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum NamespaceKind {
+    Core,
+    App(String),
+}
+
+impl Namespace {
+    /// An application namespace: 1 to 16 lowercase ASCII letters, digits or `-`,
+    /// starting with a letter, and not `core`, `mcp` or `graph` (checked when the
+    /// spec is built).
+    pub fn app(name: impl Into<String>) -> Self {
+        Self(NamespaceKind::App(name.into()))
+    }
+
+    /// The namespace of the built-in tools.
+    pub(crate) fn core() -> Self {
+        Self(NamespaceKind::Core)
+    }
+
+    /// The namespace as it appears in ids.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            NamespaceKind::Core => "core",
+            NamespaceKind::App(name) => name,
+        }
+    }
+
+    fn id(&self, name: &str) -> Result<ToolId, ai_core::ToolIdError> {
+        match &self.0 {
+            NamespaceKind::Core => ToolId::core(name),
+            NamespaceKind::App(namespace) => ToolId::app(namespace, name),
+        }
+    }
+
+    fn origin(&self) -> &'static str {
+        match &self.0 {
+            NamespaceKind::Core => "built-in",
+            NamespaceKind::App(_) => "application",
+        }
+    }
+}
+
+impl Default for Namespace {
+    /// `app`.
+    fn default() -> Self {
+        Self::app(DEFAULT_APP_NAMESPACE)
+    }
+}
 
 /// Longest tool description.
 pub const MAX_DESCRIPTION_LEN: usize = 200;
@@ -35,10 +93,15 @@ pub trait ToolContract: Send + Sync + 'static {
     /// What the tool needs from the outside world.
     type Capabilities: Send + Sync + 'static;
 
-    /// Bare name (lowercase ASCII letters, digits, `_`, `-`); the id is `core__<name>`.
-    fn name(&self) -> &'static str;
+    /// Bare name (lowercase ASCII letters, digits, `_`, `-`; not starting with `_`);
+    /// the id is `<namespace>__<name>`.
+    fn name(&self) -> &str;
     /// What the model reads: 1 to 200 ASCII characters.
-    fn description(&self) -> &'static str;
+    fn description(&self) -> &str;
+    /// The namespace of the id: `app` unless overridden.
+    fn namespace(&self) -> Namespace {
+        Namespace::default()
+    }
     /// What running the tool may do.
     fn effect(&self) -> ToolEffect;
     /// Which argument and output fields may reach UI, events and logs.
@@ -89,7 +152,7 @@ pub enum ContractError {
     },
 }
 
-fn check_name(name: &str) -> Result<ToolId, ContractError> {
+fn check_name(namespace: &Namespace, name: &str) -> Result<ToolId, ContractError> {
     let invalid = |reason: &str| ContractError::InvalidName {
         name: name.to_owned(),
         reason: reason.to_owned(),
@@ -105,7 +168,7 @@ fn check_name(name: &str) -> Result<ToolId, ContractError> {
             "only lowercase ASCII letters, digits, `_` and `-` are allowed",
         ));
     }
-    ToolId::core(name).map_err(|e: ToolIdError| invalid(&e.to_string()))
+    namespace.id(name).map_err(|e| invalid(&e.to_string()))
 }
 
 fn check_description(name: &str, description: &str) -> Result<(), ContractError> {
@@ -124,11 +187,19 @@ fn check_description(name: &str, description: &str) -> Result<(), ContractError>
     Ok(())
 }
 
-/// Builds the semantic spec of a contract: checked name and description, derived
-/// draft-07 input and output schemas, redaction, and a stable `schema_hash`.
+/// Builds the semantic spec of a contract: checked namespace, name and description,
+/// derived draft-07 input and output schemas, redaction, and a stable `schema_hash`.
 pub fn to_tool_spec<C: ToolContract>(contract: &C) -> Result<ToolSpec, ContractError> {
+    spec_in(contract, &contract.namespace(), contract.redaction())
+}
+
+fn spec_in<C: ToolContract>(
+    contract: &C,
+    namespace: &Namespace,
+    redaction: Redaction,
+) -> Result<ToolSpec, ContractError> {
     let name = contract.name();
-    let id = check_name(name)?;
+    let id = check_name(namespace, name)?;
     check_description(name, contract.description())?;
     let schema_error = |source| ContractError::Schema {
         name: name.to_owned(),
@@ -139,8 +210,8 @@ pub fn to_tool_spec<C: ToolContract>(contract: &C) -> Result<ToolSpec, ContractE
     Ok(
         ToolSpec::new(id, contract.description(), input, contract.effect())
             .with_output_schema(output)
-            .with_redaction(contract.redaction())
-            .with_origin("built-in"),
+            .with_redaction(redaction)
+            .with_origin(namespace.origin()),
     )
 }
 
@@ -189,12 +260,173 @@ pub fn bind<C: ToolContract>(
     caps: C::Capabilities,
 ) -> Result<RegisteredTool, ContractError> {
     let spec = to_tool_spec(&contract)?;
-    Ok(RegisteredTool {
+    Ok(registered(spec, contract, caps))
+}
+
+fn registered<C: ToolContract>(
+    spec: ToolSpec,
+    contract: C,
+    caps: C::Capabilities,
+) -> RegisteredTool {
+    RegisteredTool {
         spec,
         executor: Arc::new(BoundContract {
             contract: Arc::new(contract),
             caps: Arc::new(caps),
             _marker: PhantomData,
         }),
+    }
+}
+
+/// A tool made from an async closure by [`tool_fn`]: its spec is already checked;
+/// [`ToolFn::redact`] and [`ToolFn::namespace`] adjust it before it is handed to a
+/// runner or an agent (it converts into a [`RegisteredTool`]).
+pub struct ToolFn<A, O, F> {
+    contract: FnContract<A, O, F>,
+    namespace: Namespace,
+    redaction: Redaction,
+    spec: ToolSpec,
+}
+
+impl<A, O, F> std::fmt::Debug for ToolFn<A, O, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolFn")
+            .field("id", &self.spec.id)
+            .finish_non_exhaustive()
+    }
+}
+
+struct FnContract<A, O, F> {
+    name: String,
+    description: String,
+    effect: ToolEffect,
+    f: F,
+    _marker: PhantomData<fn(A) -> O>,
+}
+
+impl<A, O, F, Fut> ToolContract for FnContract<A, O, F>
+where
+    A: DeserializeOwned + JsonSchema + Send + 'static,
+    O: Serialize + JsonSchema + Send + 'static,
+    F: Fn(A) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<O, ToolFailure>> + Send + 'static,
+{
+    type Args = A;
+    type Output = O;
+    type Capabilities = ();
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn description(&self) -> &str {
+        &self.description
+    }
+    fn effect(&self) -> ToolEffect {
+        self.effect
+    }
+    fn redaction(&self) -> Redaction {
+        Redaction::default()
+    }
+    fn execute(
+        &self,
+        _caps: &(),
+        _cx: &ToolCallContext,
+        args: A,
+    ) -> impl Future<Output = Result<O, ToolFailure>> + Send {
+        (self.f)(args)
+    }
+}
+
+/// A tool from an async closure, with the same guarantees as a [`ToolContract`]:
+/// the input schema is derived from `A` and the output schema from `O` (schemars,
+/// never by hand), the name and description follow the contract rules, and the id is
+/// `app__<name>` (see [`ToolFn::namespace`]).
+///
+/// By default no argument or output field reaches events, logs or UIs (the model
+/// still gets the full, bounded output); [`ToolFn::redact`] lists the fields that may.
+///
+/// ```
+/// use ai_core::ToolEffect;
+/// use schemars::JsonSchema;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Deserialize, JsonSchema)]
+/// struct AddArgs { a: i64, b: i64 }
+/// #[derive(Serialize, JsonSchema)]
+/// struct Sum { sum: i64 }
+///
+/// let add = ai_tools::tool_fn("add", "Add two integers.", ToolEffect::ReadOnly,
+///     |args: AddArgs| async move { Ok(Sum { sum: args.a + args.b }) })?;
+/// assert_eq!(add.spec().id.as_str(), "app__add");
+/// # Ok::<(), ai_tools::ContractError>(())
+/// ```
+pub fn tool_fn<A, O, F, Fut>(
+    name: impl Into<String>,
+    description: impl Into<String>,
+    effect: ToolEffect,
+    f: F,
+) -> Result<ToolFn<A, O, F>, ContractError>
+where
+    A: DeserializeOwned + JsonSchema + Send + 'static,
+    O: Serialize + JsonSchema + Send + 'static,
+    F: Fn(A) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<O, ToolFailure>> + Send + 'static,
+{
+    let contract = FnContract {
+        name: name.into(),
+        description: description.into(),
+        effect,
+        f,
+        _marker: PhantomData,
+    };
+    let namespace = Namespace::default();
+    let redaction = Redaction::default();
+    let spec = spec_in(&contract, &namespace, redaction.clone())?;
+    Ok(ToolFn {
+        contract,
+        namespace,
+        redaction,
+        spec,
     })
+}
+
+impl<A, O, F, Fut> ToolFn<A, O, F>
+where
+    A: DeserializeOwned + JsonSchema + Send + 'static,
+    O: Serialize + JsonSchema + Send + 'static,
+    F: Fn(A) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<O, ToolFailure>> + Send + 'static,
+{
+    /// Which argument and output fields may reach events, logs and UIs.
+    pub fn redact(mut self, redaction: Redaction) -> Self {
+        self.spec.redaction = Some(redaction.clone());
+        self.redaction = redaction;
+        self
+    }
+
+    /// Moves the tool into another application namespace (`billing` gives
+    /// `billing__<name>`); `core`, `mcp` and `graph` are refused.
+    pub fn namespace(mut self, namespace: &str) -> Result<Self, ContractError> {
+        let namespace = Namespace::app(namespace);
+        self.spec = spec_in(&self.contract, &namespace, self.redaction.clone())?;
+        self.namespace = namespace;
+        Ok(self)
+    }
+
+    /// The checked spec.
+    pub fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+}
+
+impl<A, O, F, Fut> From<ToolFn<A, O, F>> for RegisteredTool
+where
+    A: DeserializeOwned + JsonSchema + Send + 'static,
+    O: Serialize + JsonSchema + Send + 'static,
+    F: Fn(A) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<O, ToolFailure>> + Send + 'static,
+{
+    fn from(tool: ToolFn<A, O, F>) -> Self {
+        registered(tool.spec, tool.contract, ())
+    }
 }

@@ -17,6 +17,7 @@ mod contract;
 mod schema;
 
 pub use contract::{
-    ContractError, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, ToolContract, bind, to_tool_spec,
+    ContractError, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, Namespace, ToolContract, ToolFn, bind,
+    to_tool_spec, tool_fn,
 };
 pub use schema::{SchemaError, args_schema, output_schema};

@@ -7,17 +7,20 @@ use serde_json::{Map, Value};
 /// Why a derived schema cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SchemaError {
-    /// A `$ref` points at nothing inside the schema.
-    #[error("schema has a dangling $ref `{reference}` at {pointer}")]
-    DanglingRef {
-        /// The reference.
-        reference: String,
-        /// Where it is.
-        pointer: String,
-    },
+    /// A `$ref` is not local or points at nothing inside the schema.
+    #[error("schema has an unusable $ref: {0}")]
+    Ref(String),
     /// The schema is outside the P0 subset after normalization.
     #[error("schema is outside the supported subset: {0}")]
     Subset(String),
+}
+
+fn join(violations: &[ai_core::SchemaViolation]) -> String {
+    violations
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn settings(contract: Contract) -> SchemaSettings {
@@ -34,15 +37,7 @@ pub fn args_schema<T: JsonSchema>() -> Result<Value, SchemaError> {
         .into_generator()
         .into_root_schema_for::<T>();
     let schema = normalize(schema.to_value())?;
-    ai_core::check_schema_subset(&schema).map_err(|violations| {
-        SchemaError::Subset(
-            violations
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "),
-        )
-    })?;
+    ai_core::check_schema_subset(&schema).map_err(|v| SchemaError::Subset(join(&v)))?;
     Ok(schema)
 }
 
@@ -57,14 +52,13 @@ pub fn output_schema<T: JsonSchema>() -> Result<Value, SchemaError> {
 
 /// Drops `$schema`, folds `anyOf: [X, {"type": "null"}]` (how schemars spells
 /// `Option<T>` of a complex `T`) into a nullable `X`, and checks that every `$ref` is
-/// local and resolves.
+/// local and resolves (with ai-core's one resolver).
 fn normalize(mut schema: Value) -> Result<Value, SchemaError> {
     if let Value::Object(map) = &mut schema {
         map.remove("$schema");
     }
     fold_nullable(&mut schema);
-    let root = schema.clone();
-    check_refs(&schema, &root, "")?;
+    ai_core::check_schema_refs(&schema).map_err(|v| SchemaError::Ref(join(&v)))?;
     Ok(schema)
 }
 
@@ -134,36 +128,6 @@ fn fold_nullable(value: &mut Value) {
         Value::Array(items) => items.iter_mut().for_each(fold_nullable),
         _ => {}
     }
-}
-
-fn resolve<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
-    let pointer = reference.strip_prefix('#')?;
-    root.pointer(pointer)
-}
-
-fn check_refs(value: &Value, root: &Value, pointer: &str) -> Result<(), SchemaError> {
-    match value {
-        Value::Object(map) => {
-            if let Some(Value::String(reference)) = map.get("$ref")
-                && resolve(root, reference).is_none()
-            {
-                return Err(SchemaError::DanglingRef {
-                    reference: reference.clone(),
-                    pointer: format!("{pointer}/$ref"),
-                });
-            }
-            for (key, child) in map {
-                check_refs(child, root, &format!("{pointer}/{key}"))?;
-            }
-        }
-        Value::Array(items) => {
-            for (i, child) in items.iter().enumerate() {
-                check_refs(child, root, &format!("{pointer}/{i}"))?;
-            }
-        }
-        _ => {}
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use ai_core::{ModelView, Redaction, ToolCallContext, ToolEffect, ToolErrorCode, 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::Namespace;
 use crate::capability::{EntryKind, Workspace, WorkspaceError};
 use crate::contract::ToolContract;
 
@@ -106,11 +107,15 @@ impl ToolContract for ReadFile {
     type Output = FileContent;
     type Capabilities = Arc<dyn Workspace>;
 
-    fn name(&self) -> &'static str {
+    fn namespace(&self) -> Namespace {
+        Namespace::core()
+    }
+
+    fn name(&self) -> &str {
         "read_file"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Read a text file in the workspace. Optional offset (1-based first line) and limit (line count) select a range. Binary and oversized files are refused."
     }
 
@@ -202,11 +207,15 @@ impl ToolContract for ListDirectory {
     type Output = DirectoryListing;
     type Capabilities = Arc<dyn Workspace>;
 
-    fn name(&self) -> &'static str {
+    fn namespace(&self) -> Namespace {
+        Namespace::core()
+    }
+
+    fn name(&self) -> &str {
         "list_directory"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "List a workspace directory, optionally recursively (depth up to 8), in stable order. Says when the entry cap truncated the listing. Symlinks are not followed."
     }
 
@@ -316,11 +325,15 @@ impl ToolContract for WriteFile {
     type Output = WriteOutcome;
     type Capabilities = Arc<dyn Workspace>;
 
-    fn name(&self) -> &'static str {
+    fn namespace(&self) -> Namespace {
+        Namespace::core()
+    }
+
+    fn name(&self) -> &str {
         "write_file"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Create or overwrite a text file in the workspace with the given content, atomically. Missing parent folders inside the workspace are created."
     }
 
@@ -396,11 +409,15 @@ impl ToolContract for EditFile {
     type Output = EditOutcome;
     type Capabilities = Arc<dyn Workspace>;
 
-    fn name(&self) -> &'static str {
+    fn namespace(&self) -> Namespace {
+        Namespace::core()
+    }
+
+    fn name(&self) -> &str {
         "edit_file"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Replace an exact text `old` with `new` in a workspace file. Fails if `old` occurs zero or several times, unless replace_all is true. Atomic."
     }
 

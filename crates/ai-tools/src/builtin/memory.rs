@@ -10,6 +10,7 @@ use ai_core::{Redaction, ToolCallContext, ToolEffect, ToolErrorCode, ToolFailure
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::Namespace;
 use crate::capability::{Clock, MemoryError, MemoryRecord, MemoryStore, validate_namespace};
 use crate::contract::ToolContract;
 
@@ -104,11 +105,15 @@ impl ToolContract for MemoryWrite {
     type Output = MemoryWritten;
     type Capabilities = MemoryWriteCapabilities;
 
-    fn name(&self) -> &'static str {
+    fn namespace(&self) -> Namespace {
+        Namespace::core()
+    }
+
+    fn name(&self) -> &str {
         "memory_write"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Store a text with optional tags under a key in long-term memory (persists across sessions). Writing an existing key replaces it."
     }
 
@@ -224,11 +229,15 @@ impl ToolContract for MemoryRead {
     type Output = MemoryEntries;
     type Capabilities = Arc<dyn MemoryStore>;
 
-    fn name(&self) -> &'static str {
+    fn namespace(&self) -> Namespace {
+        Namespace::core()
+    }
+
+    fn name(&self) -> &str {
         "memory_read"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Read long-term memory: give `key` for one entry, or `query` for a ranked full-text search over texts and tags."
     }
 

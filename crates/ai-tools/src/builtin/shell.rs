@@ -14,6 +14,7 @@ use ai_core::{ModelView, Redaction, ToolCallContext, ToolEffect, ToolErrorCode, 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::Namespace;
 use crate::capability::{Shell, ShellError, ShellRequest};
 use crate::contract::ToolContract;
 
@@ -146,11 +147,15 @@ impl ToolContract for ExecShell {
     type Output = ShellResult;
     type Capabilities = Arc<dyn Shell>;
 
-    fn name(&self) -> &'static str {
+    fn namespace(&self) -> Namespace {
+        Namespace::core()
+    }
+
+    fn name(&self) -> &str {
         "exec_shell"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Run a shell command (sh -c) in the workspace folder with a timeout. Returns the exit code and the tails of stdout and stderr."
     }
 

@@ -6,6 +6,7 @@ use ai_core::{Redaction, ToolCallContext, ToolEffect, ToolErrorCode, ToolFailure
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::Namespace;
 use crate::capability::Clock;
 use crate::contract::ToolContract;
 
@@ -38,11 +39,15 @@ impl ToolContract for GetCurrentTime {
     type Output = CurrentTime;
     type Capabilities = Arc<dyn Clock>;
 
-    fn name(&self) -> &'static str {
+    fn namespace(&self) -> Namespace {
+        Namespace::core()
+    }
+
+    fn name(&self) -> &str {
         "get_current_time"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Get the current date and time as an RFC 3339 timestamp, in UTC or in an IANA time zone such as Europe/Paris."
     }
 

@@ -12,6 +12,7 @@ use ai_core::{Redaction, ToolCallContext, ToolEffect, ToolErrorCode, ToolFailure
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::Namespace;
 use crate::capability::{FetchError, FetchRequest, HttpFetch};
 use crate::contract::ToolContract;
 
@@ -214,11 +215,15 @@ impl ToolContract for WebFetch {
     type Output = WebPage;
     type Capabilities = Arc<dyn HttpFetch>;
 
-    fn name(&self) -> &'static str {
+    fn namespace(&self) -> Namespace {
+        Namespace::core()
+    }
+
+    fn name(&self) -> &str {
         "web_fetch"
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         "Fetch an http or https URL and return its readable text (HTML reduced to text), status and content type. Private and local addresses are refused."
     }
 

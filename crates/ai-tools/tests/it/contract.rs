@@ -55,10 +55,10 @@ impl ToolContract for SavePerson {
     type Output = Saved;
     type Capabilities = ();
 
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         self.name
     }
-    fn description(&self) -> &'static str {
+    fn description(&self) -> &str {
         self.description
     }
     fn effect(&self) -> ToolEffect {
@@ -166,7 +166,8 @@ fn spec_has_draft07_schemas_and_a_stable_hash() {
         !text.contains("$ref") && !text.contains("$schema"),
         "{text}"
     );
-    assert_eq!(a.origin, "built-in");
+    assert_eq!(a.origin, "application");
+    assert_eq!(a.id.as_str(), "app__save_person");
     let v: Value = a.input_schema.clone();
     assert_eq!(
         v["properties"]["previous"]["type"],
@@ -179,11 +180,11 @@ fn names_and_descriptions_follow_the_rules() {
     let cases: &[(&str, &str, &str)] = &[
         ("Save", "ok", "lowercase"),
         ("save person", "ok", "lowercase"),
-        ("", "ok", "1 to 58"),
+        ("", "ok", "1 to 59"),
         (
             "a_very_long_tool_name_that_goes_on_and_on_and_on_for_ever_xx",
             "ok",
-            "1 to 58",
+            "1 to 59",
         ),
         ("save", "", "1 to 200"),
         ("save", "Sauvegarde une personne é", "ASCII"),
@@ -213,4 +214,157 @@ fn names_and_descriptions_follow_the_rules() {
         ..SavePerson::default()
     };
     assert!(to_tool_spec(&contract).is_err());
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct AddArgs {
+    a: i64,
+    b: i64,
+}
+
+#[derive(serde::Serialize, schemars::JsonSchema)]
+struct Sum {
+    sum: i64,
+}
+
+fn add_tool() -> ai_tools::ToolFn<
+    AddArgs,
+    Sum,
+    impl Fn(AddArgs) -> std::future::Ready<Result<Sum, ai_core::ToolFailure>> + Send + Sync + 'static,
+> {
+    ai_tools::tool_fn(
+        String::from("add"),
+        format!("Add two integers ({}).", "runtime text"),
+        ToolEffect::ReadOnly,
+        |args: AddArgs| {
+            std::future::ready(Ok(Sum {
+                sum: args.a + args.b,
+            }))
+        },
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn closure_tools_get_derived_schemas_an_app_id_and_run_through_the_runner() {
+    let tool = add_tool();
+    let spec = tool.spec().clone();
+    assert_eq!(spec.id.as_str(), "app__add");
+    assert_eq!(spec.origin, "application");
+    assert_eq!(spec.description, "Add two integers (runtime text).");
+    assert_eq!(
+        spec.input_schema["required"],
+        json!(["a", "b"]),
+        "{}",
+        spec.input_schema
+    );
+    assert!(spec.output_schema.as_ref().unwrap()["properties"]["sum"].is_object());
+    let (exec, events) = crate::run_one(tool.into(), r#"{"a": 2, "b": 40}"#).await;
+    assert_eq!(exec.model_content, r#"{"sum":42}"#);
+    // Default redaction: no argument or output field reaches events.
+    let text = serde_json::to_string(&events).unwrap();
+    assert!(!text.contains("42") && !text.contains("\"a\""), "{text}");
+
+    let (exec, _) = crate::run_one(add_tool().into(), r#"{"a": "two"}"#).await;
+    assert_eq!(
+        exec.result.error_code,
+        Some(ai_core::ToolErrorCode::InvalidArgs)
+    );
+}
+
+#[tokio::test]
+async fn closure_tools_redact_and_change_namespace() {
+    let tool = add_tool()
+        .redact(ai_core::Redaction::new(["a"], ["sum"]).unwrap())
+        .namespace("billing")
+        .unwrap();
+    assert_eq!(tool.spec().id.as_str(), "billing__add");
+    let (exec, events) = crate::run_one(tool.into(), r#"{"a": 2, "b": 40}"#).await;
+    assert!(exec.result.ok);
+    let text = serde_json::to_string(&events).unwrap();
+    assert!(text.contains(r#""sum":42"#), "{text}");
+    assert!(
+        text.contains(r#""a":2"#) && !text.contains(r#""b":40"#),
+        "{text}"
+    );
+
+    for reserved in ["core", "mcp", "graph", "Bad", ""] {
+        let err = add_tool().namespace(reserved).unwrap_err();
+        assert!(
+            matches!(err, ContractError::InvalidName { .. }),
+            "{reserved}: {err}"
+        );
+    }
+    let err = ai_tools::tool_fn("Add", "x", ToolEffect::ReadOnly, |args: AddArgs| {
+        std::future::ready(Ok(Sum { sum: args.a }))
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("lowercase"), "{err}");
+}
+
+#[test]
+fn a_contract_may_choose_its_namespace_but_never_core() {
+    struct Billing;
+    impl ToolContract for Billing {
+        type Args = AddArgs;
+        type Output = Sum;
+        type Capabilities = ();
+        fn name(&self) -> &str {
+            "refund"
+        }
+        fn description(&self) -> &str {
+            "Refund an order."
+        }
+        fn namespace(&self) -> ai_tools::Namespace {
+            ai_tools::Namespace::app("billing")
+        }
+        fn effect(&self) -> ToolEffect {
+            ToolEffect::ExternalSideEffect
+        }
+        fn redaction(&self) -> ai_core::Redaction {
+            ai_core::Redaction::default()
+        }
+        async fn execute(
+            &self,
+            _: &(),
+            _: &ai_core::ToolCallContext,
+            args: AddArgs,
+        ) -> Result<Sum, ai_core::ToolFailure> {
+            Ok(Sum { sum: args.a })
+        }
+    }
+    let spec = to_tool_spec(&Billing).unwrap();
+    assert_eq!(spec.id.as_str(), "billing__refund");
+    // `Namespace::app("core")` is refused when the spec is built.
+    struct Impostor;
+    impl ToolContract for Impostor {
+        type Args = AddArgs;
+        type Output = Sum;
+        type Capabilities = ();
+        fn name(&self) -> &str {
+            "read_file"
+        }
+        fn description(&self) -> &str {
+            "Pretends to be a built-in."
+        }
+        fn namespace(&self) -> ai_tools::Namespace {
+            ai_tools::Namespace::app("core")
+        }
+        fn effect(&self) -> ToolEffect {
+            ToolEffect::ReadOnly
+        }
+        fn redaction(&self) -> ai_core::Redaction {
+            ai_core::Redaction::default()
+        }
+        async fn execute(
+            &self,
+            _: &(),
+            _: &ai_core::ToolCallContext,
+            args: AddArgs,
+        ) -> Result<Sum, ai_core::ToolFailure> {
+            Ok(Sum { sum: args.a })
+        }
+    }
+    let err = to_tool_spec(&Impostor).unwrap_err();
+    assert!(err.to_string().contains("reserved"), "{err}");
 }
