@@ -8,8 +8,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_graph::testing::{ScriptedModel, Turn};
 use agent_graph::{RunDeps, RunRequest, run};
+use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
     Message, Redaction, RegisteredTool, RunContext, ToolCallContext, ToolEffect, ToolExecutor,
     ToolFailure, ToolId, ToolOutput, ToolPolicy, ToolRunner, ToolSpec,

@@ -11,8 +11,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_graph::testing::{ScriptedModel, Turn};
 use agent_graph::{RunDeps, RunError, RunRequest, run};
+use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
     Message, Redaction, RegisteredTool, RunContext, ToolCallContext, ToolEffect, ToolExecutor,
     ToolFailure, ToolId, ToolOutput, ToolPolicy, ToolRunner, ToolSpec,

@@ -4,18 +4,20 @@
 //! only through `ai_core::ToolRunner`. It must not depend on `ai-tools`, any `wire-*`
 //! crate, `bootstrap` or an HTTP client, and it knows no wire format.
 //!
-//! - [`run`] starts a run and returns a [`RunHandle`]: a stream of [`ai_core::AiEvent`]s
+//! - [`Agent`] is the front door: a model, tools, a policy and limits, built once
+//!   and run many times (`agent.run(prompt)` streams events, `agent.prompt(prompt)`
+//!   returns the final text).
+//! - [`run`] is the lower-level entry: it starts a run and returns a [`RunHandle`]: a stream of [`ai_core::AiEvent`]s
 //!   and one final [`RunOutcome`].
 //! - [`Fanout`] gives billing, history and UI consumers their own bounded queues.
 //! - [`GraphRegistry`] holds named graphs (`chat`: a system prompt and a tool selection).
-//! - [`testing`] has models for tests without HTTP: [`testing::ScriptedModel`] and
-//!   [`testing::TestModel`].
 
+mod agent;
 mod fanout;
 mod graph;
 mod run;
-pub mod testing;
 
+pub use agent::{Agent, AgentBuilder, AgentError, DEFAULT_MODEL_NAME};
 pub use fanout::{Fanout, Subscriber, SubscriberItem};
 pub use graph::{Graph, GraphRegistry, ToolFilter};
 pub use run::{

@@ -4,7 +4,6 @@
 //! concrete adapters and binds tool contracts to capabilities. Nothing depends on it
 //! (except the test-only `integration-tests` crate).
 
-pub mod adapters;
 pub mod approval;
 pub mod cli;
 pub mod config;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_graph::testing::TestModel;
+use agent_testing::TestModel;
 use ai_core::CompletionPort;
 use wire_openai::client::{ClientConfig, OpenAiClient, Timeouts};
 

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use ai_core::RegisteredTool;
 
-use crate::adapters::{BindError, BuiltinConfig, bind_builtin_tools};
 use crate::config::AgentConfig;
+use ai_host::{BindError, BuiltinConfig, bind_builtin_tools};
 
 /// The adapter configuration for `config`.
 ///

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use agent_graph::testing::{ScriptedModel, Turn};
+use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
     ApprovalGrant, Approver, GrantLedger, ToolCallOutcome, ToolEffect, ToolErrorCode, ToolPolicy,
 };

@@ -1,6 +1,6 @@
 //! Event sequences of runs with text, tools, tool failures and limits.
 
-use agent_graph::testing::{ScriptedModel, Turn};
+use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
     CompletionError, Message, MessageToolCall, ToolCallOutcome, ToolErrorCode, ToolPolicy,
 };

@@ -1,7 +1,7 @@
 //! Fan-out to slow and fast subscribers; the graph registry.
 
-use agent_graph::testing::{ScriptedModel, Turn};
 use agent_graph::{Fanout, Graph, GraphRegistry, SubscriberItem, ToolFilter, run};
+use agent_testing::{ScriptedModel, Turn};
 use ai_core::{AiEvent, Message, ToolEffect};
 use serde_json::json;
 

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agent_graph::testing::{ScriptedModel, Turn};
 use agent_graph::{RunDeps, RunError, run};
+use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
     CancellationToken, CompletionError, CompletionPort, CompletionRequest, CompletionStream,
     ToolCatalog, ToolErrorCode, ToolPolicy, ToolRunner,

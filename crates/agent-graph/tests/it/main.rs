@@ -8,6 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod agent;
 mod approval;
 mod conformance;
 mod fanout_graph;

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_graph::testing::ScriptedModel;
 use agent_graph::{RunDeps, RunError, RunOutput, RunRequest, run};
+use agent_testing::ScriptedModel;
 use ai_core::{
     AiEvent, AiEventKind, ApprovalRequest, Approver, Message, Redaction, RegisteredTool,
     RunContext, ToolCallContext, ToolEffect, ToolErrorCode, ToolExecutor, ToolFailure, ToolId,

@@ -1,6 +1,6 @@
-//! Integration tests of bootstrap: real adapters on temp folders, child processes,
-//! loopback HTTP servers and SQLite files.
+//! End-to-end tests of the `agent` binary (built by cargo for this test, found
+//! through `CARGO_BIN_EXE_agent`) against a loopback OpenAI-compatible server.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod adapters;
+mod cli;

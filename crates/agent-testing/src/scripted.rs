@@ -12,7 +12,7 @@ use ai_core::{
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::playback::{DEFAULT_ARG_CHUNK, Ending, Plan, TurnBuilder, play};
+use crate::playback::{DEFAULT_ARG_CHUNK, Ending, Plan, TurnBuilder, play};
 
 /// One piece of scripted content, in stream order.
 #[derive(Debug, Clone)]
@@ -44,7 +44,7 @@ enum ScriptEnding {
 /// exactly what was streamed.
 ///
 /// ```
-/// use agent_graph::testing::Turn;
+/// use agent_testing::Turn;
 /// use serde_json::json;
 ///
 /// let first = Turn::text("Let me check.")
@@ -249,7 +249,7 @@ struct Inner {
 /// the code under test.
 ///
 /// ```
-/// use agent_graph::testing::{ScriptedModel, Turn};
+/// use agent_testing::{ScriptedModel, Turn};
 /// use serde_json::json;
 ///
 /// let model = ScriptedModel::new([

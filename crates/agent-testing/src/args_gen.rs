@@ -37,12 +37,12 @@ pub(super) struct SplitMix64(u64);
 
 impl SplitMix64 {
     /// A generator seeded with `seed`.
-    pub(super) fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         Self(seed)
     }
 
     /// The next 64 random bits.
-    pub(super) fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -66,7 +66,7 @@ impl SplitMix64 {
 }
 
 /// FNV-1a of `text`: a stable per-name salt for seeds.
-pub(super) fn fnv1a(text: &str) -> u64 {
+pub(crate) fn fnv1a(text: &str) -> u64 {
     text.bytes().fold(0xCBF2_9CE4_8422_2325, |hash, byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01B3)
     })
@@ -75,7 +75,7 @@ pub(super) fn fnv1a(text: &str) -> u64 {
 /// Generates a value valid for `schema` (see the module docs for what is supported).
 /// The same `seed` always gives the same value; `include_optional` also fills
 /// optional object properties.
-pub(super) fn generate(schema: &Value, seed: u64, include_optional: bool) -> Value {
+pub(crate) fn generate(schema: &Value, seed: u64, include_optional: bool) -> Value {
     let mut generator = Generator {
         root: schema,
         rng: SplitMix64::new(seed),
@@ -287,12 +287,7 @@ impl<'a> Generator<'a> {
     }
 
     fn resolve(&self, reference: &str) -> Option<&'a Value> {
-        let root: &'a Value = self.root;
-        match reference.strip_prefix('#') {
-            Some("") => Some(root),
-            Some(pointer) if pointer.starts_with('/') => root.pointer(pointer),
-            _ => None,
-        }
+        ai_core::resolve_local_ref(self.root, reference)
     }
 
     fn object(&mut self, map: &Map<String, Value>, depth: usize) -> Value {

@@ -9,7 +9,7 @@ use ai_core::{
     AiEvent, Budgets, CancellationToken, RunContext, ToolCall, ToolEffect, ToolErrorCode,
     ToolPolicy, ToolRunner,
 };
-use bootstrap::adapters::{BindError, BuiltinConfig, bind_builtin_tools};
+use ai_host::{BindError, BuiltinConfig, bind_builtin_tools};
 use serde_json::json;
 
 #[test]

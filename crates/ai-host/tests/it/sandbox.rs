@@ -18,13 +18,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ai_core::{RegisteredTool, ToolErrorCode};
+use ai_host::LocalWorkspace;
 use ai_tools::bind;
 use ai_tools::builtin::{EditFile, ListDirectory, ReadFile, WriteFile};
 use ai_tools::capability::{Workspace, WorkspaceError};
-use bootstrap::adapters::LocalWorkspace;
 use serde_json::json;
 
-use super::run;
+use crate::support::run;
 
 const SECRET: &str = "TOP-SECRET-7f3a9c";
 

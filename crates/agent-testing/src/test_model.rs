@@ -8,8 +8,8 @@ use ai_core::{
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::args_gen::{fnv1a, generate};
-use super::playback::{DEFAULT_ARG_CHUNK, Ending, Plan, TurnBuilder, play};
+use crate::args_gen::{fnv1a, generate};
+use crate::playback::{DEFAULT_ARG_CHUNK, Ending, Plan, TurnBuilder, play};
 
 /// Longest excerpt, in characters, of one tool result in a [`TestModel`] summary.
 const RESULT_EXCERPT_CHARS: usize = 200;
@@ -54,11 +54,11 @@ impl ToolSelection {
 ///   cut to 200 characters).
 /// - With nothing to call, it answers `No tools to call. You said: <last user message>`.
 ///
-/// Turns are streamed as deltas like [`super::ScriptedModel`]'s and report usage
+/// Turns are streamed as deltas like [`crate::ScriptedModel`]'s and report usage
 /// (tokens counted as whitespace-separated words).
 ///
 /// ```
-/// use agent_graph::testing::{TestModel, ToolSelection};
+/// use agent_testing::{TestModel, ToolSelection};
 ///
 /// let model = TestModel::new().with_tools(ToolSelection::All).with_seed(7);
 /// # let _ = model;

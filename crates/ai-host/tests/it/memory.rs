@@ -5,13 +5,13 @@
 use std::sync::Arc;
 
 use ai_core::{RegisteredTool, ToolErrorCode};
+use ai_host::SqliteMemory;
 use ai_tools::bind;
 use ai_tools::builtin::{MemoryRead, MemoryWrite, MemoryWriteCapabilities};
 use ai_tools::capability::{FixedClock, MemoryRecord, MemoryStore};
-use bootstrap::adapters::SqliteMemory;
 use serde_json::json;
 
-use super::run;
+use crate::support::run;
 
 fn tools(store: SqliteMemory, at_second: i64) -> (RegisteredTool, RegisteredTool) {
     let store: Arc<dyn MemoryStore> = Arc::new(store);

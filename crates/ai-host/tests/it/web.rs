@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ai_core::{RegisteredTool, ToolErrorCode};
+use ai_host::GuardedHttpFetch;
 use ai_tools::bind;
 use ai_tools::builtin::WebFetch;
 use ai_tools::capability::{HttpFetch, NetAllowlist, classify};
@@ -15,10 +16,9 @@ use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use bootstrap::adapters::GuardedHttpFetch;
 use serde_json::json;
 
-use super::run;
+use crate::support::run;
 
 const PAGE: &str = "<html><head><title>t</title><script>var key='x'</script></head>\
     <body><h1>Hello &amp; welcome</h1><p>Plain text</p></body></html>";

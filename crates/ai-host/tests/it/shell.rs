@@ -7,13 +7,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ai_core::{CancellationToken, RegisteredTool, ToolErrorCode};
+use ai_host::LocalShell;
 use ai_tools::bind;
 use ai_tools::builtin::ExecShell;
 use ai_tools::capability::{Shell, ShellError, ShellRequest};
-use bootstrap::adapters::LocalShell;
 use serde_json::json;
 
-use super::{run, run_with};
+use crate::support::{run, run_with};
 
 fn tool(dir: &Path, max_output_bytes: usize) -> RegisteredTool {
     let shell = LocalShell::with_env(

@@ -1,9 +1,25 @@
-//! Real adapters for the capability traits of `ai-tools`, and the binding of every
-//! built-in tool to them (invariant BINDING_IN_COMPOSITION_ROOT).
+//! Real adapters for the capability traits of `ai-tools`, and one function that binds
+//! every built-in tool to them.
 //!
-//! Only this module touches the filesystem, child processes, the network and the
-//! memory database on behalf of tools. It knows no configuration file format: the
-//! caller maps its configuration to a plain [`BuiltinConfig`].
+//! - [`LocalWorkspace`]: the path sandbox of the file tools (component-wise
+//!   resolution under a canonical root, files opened without following links and
+//!   re-checked on the open handle, atomic writes).
+//! - [`LocalShell`]: `sh -c` in its own process group, scrubbed environment, timeout
+//!   and capped output; the whole group is killed when the call ends.
+//! - [`GuardedHttpFetch`]: http(s) fetch that resolves once, refuses private,
+//!   loopback, link-local and metadata addresses, connects to the checked address and
+//!   re-checks every redirect.
+//! - [`SqliteMemory`]: long-term memory in SQLite (WAL, FTS5 ranking).
+//! - [`SystemClock`].
+//! - [`bind_builtin_tools`]: every built-in tool of `ai_tools::builtin` bound to
+//!   these adapters from a plain [`BuiltinConfig`].
+//!
+//! This crate defines adapters; it never instantiates them on its own. The
+//! application's composition root (its `main`, or this project's `bootstrap`) calls
+//! [`bind_builtin_tools`] or builds adapters itself (invariant
+//! BINDING_IN_COMPOSITION_ROOT). ai-host reads no configuration file and no
+//! environment variable. It depends on `ai-core` and `ai-tools` only among project
+//! crates, and must not depend on a `wire-*` crate, `agent-graph` or `bootstrap`.
 
 mod clock;
 mod http;

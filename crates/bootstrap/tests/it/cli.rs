@@ -5,29 +5,13 @@ use std::process::Stdio;
 
 use serde_json::Value;
 
-use crate::server::{ChatServer, data};
+use agent_testing::server::{OpenAiServer, Reply, data};
 
 const SECRET_KEY: &str = "sk-e2e-secret-key-0123456789";
 
-/// Builds (if needed) and locates the `agent` binary of this workspace.
+/// The `agent` binary cargo built for this test.
 fn agent_binary() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let status = std::process::Command::new(cargo)
-        .current_dir(&root)
-        .args(["build", "--quiet", "-p", "bootstrap", "--bin", "agent"])
-        .status()
-        .expect("cargo build runs");
-    assert!(status.success(), "building the agent binary failed");
-    // target/<profile>/deps/e2e-<hash> -> target/<profile>/agent
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(|p| p.parent()).unwrap();
-    let candidate = profile_dir.join("agent");
-    if candidate.exists() {
-        candidate
-    } else {
-        root.join("target/debug/agent")
-    }
+    PathBuf::from(env!("CARGO_BIN_EXE_agent"))
 }
 
 /// First turn: an OpenAI-style stream with a tool call whose arguments arrive in
@@ -107,8 +91,10 @@ async fn run_agent_in(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_json_streams_events_and_sends_tool_results_back() {
-    let server = ChatServer::start(vec![tool_call_turn(), answer_turn()]).await;
-    let base_url = format!("http://{}/v1", server.addr);
+    let server = OpenAiServer::start([Reply::sse(tool_call_turn()), Reply::sse(answer_turn())])
+        .await
+        .unwrap();
+    let base_url = server.base_url();
     let (code, stdout, stderr) =
         run_agent(&["chat", "--json", "What time is it in Tokyo?"], &base_url).await;
     assert_eq!(code, 0, "stderr: {stderr}\nstdout: {stdout}");
@@ -138,7 +124,7 @@ async fn chat_json_streams_events_and_sends_tool_results_back() {
             .all(|e| e["run_id"] == run_id && e["trace_id"].is_string())
     );
 
-    // The public event shape of DESIGN.md's table.
+    // The public event shape (ARCHITECTURE.md, "Events").
     let start = &events[1];
     assert_eq!(start["tool_call_id"], "call_e2e_1");
     assert_eq!(start["tool_name"], "core__get_current_time");
@@ -165,7 +151,7 @@ async fn chat_json_streams_events_and_sends_tool_results_back() {
     assert_eq!(requests.len(), 2);
     for r in &requests {
         assert_eq!(
-            r.authorization.as_deref(),
+            r.header("authorization"),
             Some(format!("Bearer {SECRET_KEY}").as_str())
         );
         assert_eq!(r.body["model"], "e2e-model");
@@ -195,14 +181,15 @@ async fn chat_json_streams_events_and_sends_tool_results_back() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_error_exits_1_with_an_error_event() {
-    let server = ChatServer::start(vec![vec![
+    let server = OpenAiServer::start([Reply::sse([
         data(
             r#"{"id":"c1","choices":[{"index":0,"delta":{"content":"Hel"},"finish_reason":null}]}"#,
         ),
         data(r#"{"error":{"message":"upstream overloaded","type":"server_error"}}"#),
-    ]])
-    .await;
-    let base_url = format!("http://{}/v1", server.addr);
+    ])])
+    .await
+    .unwrap();
+    let base_url = server.base_url();
     let (code, stdout, stderr) = run_agent(&["chat", "--json", "hi"], &base_url).await;
     assert_eq!(code, 1, "stderr: {stderr}");
     let events: Vec<Value> = stdout
@@ -274,8 +261,10 @@ async fn state_changes_are_denied_off_a_terminal_unless_approved() {
     let target = workspace.join("notes/hello.txt");
 
     // No terminal and no --approve: the call is refused and nothing is written.
-    let server = ChatServer::start(vec![write_file_turn(), done_turn()]).await;
-    let base_url = format!("http://{}/v1", server.addr);
+    let server = OpenAiServer::start([Reply::sse(write_file_turn()), Reply::sse(done_turn())])
+        .await
+        .unwrap();
+    let base_url = server.base_url();
     let (code, stdout, stderr) =
         run_agent_in(&workspace, &["chat", "--json", "note"], &base_url).await;
     assert_eq!(code, 0, "{stderr}");
@@ -305,8 +294,10 @@ async fn state_changes_are_denied_off_a_terminal_unless_approved() {
     );
 
     // With --approve the same call runs inside the workspace.
-    let server = ChatServer::start(vec![write_file_turn(), done_turn()]).await;
-    let base_url = format!("http://{}/v1", server.addr);
+    let server = OpenAiServer::start([Reply::sse(write_file_turn()), Reply::sse(done_turn())])
+        .await
+        .unwrap();
+    let base_url = server.base_url();
     let (code, stdout, stderr) = run_agent_in(
         &workspace,
         &["chat", "--json", "--approve", "note"],

@@ -4,13 +4,13 @@ use std::fs;
 use std::sync::Arc;
 
 use ai_core::{RegisteredTool, ToolErrorCode};
+use ai_host::LocalWorkspace;
 use ai_tools::bind;
 use ai_tools::builtin::{EditFile, ListDirectory, ReadFile, WriteFile};
 use ai_tools::capability::Workspace;
-use bootstrap::adapters::LocalWorkspace;
 use serde_json::json;
 
-use super::run;
+use crate::support::run;
 
 struct Rig {
     _dir: tempfile::TempDir,

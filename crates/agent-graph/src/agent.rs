@@ -1,0 +1,270 @@
+//! The front door: an [`Agent`] owns a model, tools, a policy and limits, and starts
+//! runs of the loop with one call.
+
+use std::sync::Arc;
+
+use ai_core::{
+    Approver, CatalogError, CompletionPort, Message, PolicyDecision, RegisteredTool, RunContext,
+    ToolCatalog, ToolChoice, ToolEffect, ToolId, ToolPolicy, ToolRunner, ToolSpec,
+};
+
+use crate::run::{RunDeps, RunError, RunHandle, RunLimits, RunRequest, run};
+
+/// Model id sent when the builder was given none. Servers that host one model
+/// (llama.cpp, a single-model vLLM) accept any id; hosted APIs need
+/// [`AgentBuilder::model_name`].
+pub const DEFAULT_MODEL_NAME: &str = "default";
+
+/// Why an [`Agent`] could not be built.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AgentError {
+    /// Two tools share an id, or a tool's schema is unusable.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// A tool needs approval under the default policy, and the agent has no approver.
+    #[error(
+        "tool `{tool}` has effect {} and needs approval, but the agent has no approver: \
+         add `.approver(..)`, or `.policy(..)` with an explicit decision for it",
+        effect.as_str()
+    )]
+    NeedsApprover {
+        /// The tool.
+        tool: ToolId,
+        /// Its effect.
+        effect: ToolEffect,
+    },
+}
+
+/// Configures an [`Agent`]; see [`Agent::builder`].
+pub struct AgentBuilder {
+    model: Arc<dyn CompletionPort>,
+    model_name: String,
+    system: Option<String>,
+    tools: Vec<RegisteredTool>,
+    policy: Option<ToolPolicy>,
+    approver: Option<Arc<dyn Approver>>,
+    limits: RunLimits,
+    tool_choice: ToolChoice,
+}
+
+impl std::fmt::Debug for AgentBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentBuilder")
+            .field("model_name", &self.model_name)
+            .field("tools", &self.tools)
+            .field("policy", &self.policy)
+            .field("approver", &self.approver.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentBuilder {
+    /// The model id sent with every request (default [`DEFAULT_MODEL_NAME`]).
+    pub fn model_name(mut self, name: impl Into<String>) -> Self {
+        self.model_name = name.into();
+        self
+    }
+
+    /// The system prompt placed before every conversation.
+    pub fn system(mut self, prompt: impl Into<String>) -> Self {
+        self.system = Some(prompt.into());
+        self
+    }
+
+    /// Adds a tool: a closure tool (`ai_tools::tool_fn`), a bound contract
+    /// (`ai_tools::bind`), or any [`RegisteredTool`].
+    pub fn tool(mut self, tool: impl Into<RegisteredTool>) -> Self {
+        self.tools.push(tool.into());
+        self
+    }
+
+    /// Adds several tools (e.g. `ai_host::bind_builtin_tools`' result).
+    pub fn tools(mut self, tools: impl IntoIterator<Item = RegisteredTool>) -> Self {
+        self.tools.extend(tools);
+        self
+    }
+
+    /// Replaces the default policy.
+    ///
+    /// Without this, the policy allows exactly the tools handed to the builder:
+    /// `read_only` tools run, tools with any other effect need approval (and then an
+    /// approver is required). With an explicit policy, tools it marks as needing
+    /// approval are not offered to the model unless the agent has an approver.
+    pub fn policy(mut self, policy: ToolPolicy) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Asks `approver` about every call that policy marks as needing approval.
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// Limits of every run (turns, model requests, tokens, tool concurrency).
+    pub fn limits(mut self, limits: RunLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Tool choice of every model turn (default `auto`).
+    pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.tool_choice = choice;
+        self
+    }
+
+    /// Checks the tools and the policy and builds the agent.
+    pub fn build(self) -> Result<Agent, AgentError> {
+        let explicit = self.policy.is_some();
+        let policy = self.policy.unwrap_or_else(|| {
+            ToolPolicy::allowing(self.tools.iter().map(|t| t.spec.id.as_str().to_owned()))
+        });
+        if !explicit && self.approver.is_none() {
+            let ctx = RunContext::new("build", "build");
+            if let Some(spec) = self.tools.iter().map(|t| &t.spec).find(|spec| {
+                policy.decide(&ctx, &spec.id, spec.effect) == PolicyDecision::RequireApproval
+            }) {
+                return Err(AgentError::NeedsApprover {
+                    tool: spec.id.clone(),
+                    effect: spec.effect,
+                });
+            }
+        }
+        let mut runner = ToolRunner::new(self.tools, policy)?;
+        let has_approver = self.approver.is_some();
+        if let Some(approver) = self.approver {
+            runner = runner.with_approver(approver);
+        }
+        Ok(Agent {
+            inner: Arc::new(Inner {
+                model: self.model,
+                model_name: self.model_name,
+                system: self.system,
+                runner: Arc::new(runner),
+                has_approver,
+                limits: self.limits,
+                tool_choice: self.tool_choice,
+            }),
+        })
+    }
+}
+
+struct Inner {
+    model: Arc<dyn CompletionPort>,
+    model_name: String,
+    system: Option<String>,
+    runner: Arc<ToolRunner>,
+    has_approver: bool,
+    limits: RunLimits,
+    tool_choice: ToolChoice,
+}
+
+/// A model with tools, a policy and limits: the short way to run the loop.
+///
+/// Cheap to clone (one `Arc`) and safe to run concurrently: every run gets its own
+/// [`RunContext`], event stream and outcome. Every tool call still goes through the
+/// one `ToolRunner` pipeline; only tools handed to the builder exist, and the model
+/// sees only those policy allows.
+///
+/// ```
+/// use agent_graph::Agent;
+/// use agent_testing::{ScriptedModel, Turn};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let model = ScriptedModel::new([Turn::text("Hello!")]);
+/// let agent = Agent::builder(model).system("Be brief.").build()?;
+/// assert_eq!(agent.prompt("Hi").await?, "Hello!");
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Agent {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("model_name", &self.inner.model_name)
+            .field("runner", &self.inner.runner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// Starts configuring an agent around `model` (any [`CompletionPort`]: the
+    /// OpenAI-compatible client of `wire-openai`, a test model, or an
+    /// `Arc<dyn CompletionPort>`).
+    pub fn builder(model: impl CompletionPort + 'static) -> AgentBuilder {
+        AgentBuilder {
+            model: Arc::new(model),
+            model_name: DEFAULT_MODEL_NAME.to_owned(),
+            system: None,
+            tools: Vec::new(),
+            policy: None,
+            approver: None,
+            limits: RunLimits::default(),
+            tool_choice: ToolChoice::Auto,
+        }
+    }
+
+    /// The tools the model is offered in a run with `ctx`: allowed by policy, and
+    /// not waiting for an approval that nobody could give.
+    pub fn catalog(&self, ctx: &RunContext) -> ToolCatalog {
+        let catalog = self.inner.runner.catalog(ctx);
+        if self.inner.has_approver {
+            return catalog;
+        }
+        let policy = self.inner.runner.policy();
+        let offered: Vec<ToolId> = catalog
+            .specs()
+            .iter()
+            .filter(|s| policy.decide(ctx, &s.id, s.effect) == PolicyDecision::Allow)
+            .map(|s| s.id.clone())
+            .collect();
+        catalog.select(|id| offered.contains(id))
+    }
+
+    /// Every tool handed to the builder, offered or not, sorted by id.
+    pub fn tools(&self) -> Vec<&ToolSpec> {
+        self.inner.runner.specs()
+    }
+
+    /// Runs the loop on `prompt` with fresh correlation ids.
+    ///
+    /// The returned handle streams events and resolves the outcome; dropping its
+    /// outcome cancels the run.
+    pub fn run(&self, prompt: impl Into<String>) -> RunHandle {
+        self.run_with(RunContext::generate(), vec![Message::user(prompt.into())])
+    }
+
+    /// Runs the loop on a conversation (without the system prompt, which is put in
+    /// front of it) under the caller's correlation ids.
+    pub fn run_with(&self, context: RunContext, conversation: Vec<Message>) -> RunHandle {
+        let inner = &self.inner;
+        let mut messages = Vec::with_capacity(conversation.len() + 1);
+        if let Some(system) = &inner.system {
+            messages.push(Message::system(system.clone()));
+        }
+        messages.extend(conversation);
+        let catalog = self.catalog(&context);
+        let mut request = RunRequest::new(context, inner.model_name.clone(), messages);
+        request.limits = inner.limits.clone();
+        request.tool_choice = inner.tool_choice.clone();
+        run(
+            request,
+            RunDeps {
+                model: Arc::clone(&inner.model),
+                runner: Arc::clone(&inner.runner),
+                catalog: Arc::new(catalog),
+            },
+        )
+    }
+
+    /// Runs the loop on `prompt` and returns the final answer.
+    pub async fn prompt(&self, prompt: impl Into<String>) -> Result<String, RunError> {
+        let (_, outcome) = self.run(prompt).into_parts();
+        outcome.await.map(|output| output.content)
+    }
+}

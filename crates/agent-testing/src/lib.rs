@@ -1,0 +1,38 @@
+//! Test doubles for the loop: models, an echo tool, and a loopback OpenAI-compatible
+//! server, for this project's tests and for applications' own tests.
+//!
+//! - [`ScriptedModel`] plays [`Turn`]s written by the test, one per model call, and
+//!   records every request it received.
+//! - [`TestModel`] calls the catalog's tools once with arguments generated from their
+//!   input schemas, then summarizes the results (like pydantic-ai's `TestModel`). The
+//!   `agent` CLI uses it as its embedded offline model.
+//! - [`echo_tool`] and [`run_one`]: a read-only tool and one call through a real
+//!   `ToolRunner`.
+//! - `server::OpenAiServer` (feature `server`): a loopback chat-completions server
+//!   playing scripted SSE replies and recording requests. It writes OpenAI's wire
+//!   format by hand, on purpose: sharing code with `wire-openai` would hide the
+//!   client's mistakes from the tests that use it.
+//!
+//! The models speak only `ai_core`'s completion port. Both stream their turns as
+//! deltas and end with exactly one assembled [`ai_core::CompletionItem::Final`],
+//! honour the cancellation token passed to [`ai_core::CompletionPort::complete`]
+//! (ending with [`ai_core::CompletionError::Cancelled`]) and stop all work when the
+//! stream is dropped. Delays use `tokio::time`, so tests with paused time run
+//! instantly.
+//!
+//! agent-testing depends on `ai-core` only among project crates (so any crate above
+//! ai-core can use it in its tests); it must not depend on `agent-graph`, a `wire-*`
+//! crate, `ai-tools`, `ai-host` or `bootstrap`.
+
+mod args_gen;
+mod playback;
+mod scripted;
+mod test_model;
+mod tools;
+
+#[cfg(feature = "server")]
+pub mod server;
+
+pub use scripted::{ScriptedModel, Turn};
+pub use test_model::{TestModel, ToolSelection};
+pub use tools::{Echo, echo_schema, echo_tool, echo_tool_with_id, run_one};
