@@ -8,29 +8,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use agent_graph::{RunDeps, RunError, RunRequest, run};
-use agent_testing::{ScriptedModel, Turn};
-use ai_core::{
-    Message, Redaction, RegisteredTool, RunContext, ToolCallContext, ToolEffect, ToolExecutor,
-    ToolFailure, ToolId, ToolOutput, ToolPolicy, ToolRunner, ToolSpec,
-};
-use futures::future::BoxFuture;
-use serde_json::{Value, json};
-
-struct Echo;
-
-impl ToolExecutor for Echo {
-    fn execute(
-        &self,
-        _cx: ToolCallContext,
-        args: Value,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
-        Box::pin(async move { Ok(ToolOutput::json(args)) })
-    }
-}
+use agent_graph::{Agent, RunError};
+use agent_testing::{ScriptedModel, Turn, echo_tool};
+use ai_core::{Message, RunContext};
 
 /// Resident set size in bytes.
 fn rss_bytes() -> u64 {
@@ -39,38 +21,10 @@ fn rss_bytes() -> u64 {
     resident * 4096
 }
 
-fn deps(model: &ScriptedModel) -> RunDeps {
-    let spec = ToolSpec::new(
-        ToolId::core("echo").unwrap(),
-        "Echoes its arguments.",
-        json!({"type": "object", "properties": {"text": {"type": "string"}}}),
-        ToolEffect::ReadOnly,
-    )
-    .with_redaction(Redaction::new(["$"], ["$"]).unwrap());
-    let runner = ToolRunner::new(
-        vec![RegisteredTool {
-            spec,
-            executor: Arc::new(Echo),
-        }],
-        ToolPolicy::allowing(["core__*"]),
-    )
-    .unwrap();
-    let catalog = runner.catalog(&RunContext::new("r", "t"));
-    RunDeps {
-        model: Arc::new(model.clone()),
-        runner: Arc::new(runner),
-        catalog: Arc::new(catalog),
-    }
-}
-
-fn request(i: usize) -> RunRequest {
-    RunRequest::new(
+fn start(agent: &Agent, i: usize) -> agent_graph::RunHandle {
+    agent.run_with(
         RunContext::new(format!("run-{i}"), format!("trace-{i}")),
-        "bench-model",
-        vec![
-            Message::system("You are a helpful assistant."),
-            Message::user("What time is it?"),
-        ],
+        vec![Message::user("What time is it?")],
     )
 }
 
@@ -93,11 +47,15 @@ fn main() {
         .unwrap();
     runtime.block_on(async {
         let model = ScriptedModel::repeating(Turn::pending()).without_request_log();
-        let deps = deps(&model);
+        let agent = Agent::builder(model.clone())
+            .system("You are a helpful assistant.")
+            .tool(echo_tool())
+            .build()
+            .unwrap();
 
         // Warm up allocator pools and lazy statics with a first batch, then measure
         // a second batch on top of it.
-        let warm: Vec<_> = (0..runs / 10).map(|i| run(request(i), deps.clone())).collect();
+        let warm: Vec<_> = (0..runs / 10).map(|i| start(&agent, i)).collect();
         wait_until_parked(&model, runs / 10).await;
         for handle in &warm {
             handle.cancel();
@@ -108,7 +66,7 @@ fn main() {
         let parked_before = model.calls();
 
         let before = rss_bytes();
-        let handles: Vec<_> = (0..runs).map(|i| run(request(i), deps.clone())).collect();
+        let handles: Vec<_> = (0..runs).map(|i| start(&agent, i)).collect();
         wait_until_parked(&model, parked_before + runs).await;
         let after = rss_bytes();
         let per_run = after.saturating_sub(before) as f64 / runs as f64;

@@ -11,28 +11,18 @@ use std::sync::Arc;
 
 use ai_core::{
     AiEvent, CancellationToken, EventSink, Redaction, RegisteredTool, RunContext, ToolCall,
-    ToolCallContext, ToolEffect, ToolExecutor, ToolFailure, ToolId, ToolOutput, ToolPolicy,
-    ToolRunner, ToolSpec,
+    ToolCallContext, ToolEffect, ToolExecutor, ToolId, ToolPolicy, ToolRunner,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
-use futures::future::BoxFuture;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 const ARGS: &str = r#"{"a": 1, "b": "x"}"#;
 const TOOL: &str = "core__small";
 
-/// Echoes its arguments.
-struct Echo;
-
-impl ToolExecutor for Echo {
-    fn execute(
-        &self,
-        _cx: ToolCallContext,
-        args: Value,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
-        Box::pin(async move { Ok(ToolOutput::json(args)) })
-    }
-}
+/// The integration tests' support module: the same echo executor and spec helpers.
+#[allow(dead_code, unreachable_pub)]
+#[path = "../tests/it/support.rs"]
+mod support;
 
 struct NoopSink;
 
@@ -43,24 +33,9 @@ impl EventSink for NoopSink {
 }
 
 fn tool(id: &str) -> RegisteredTool {
-    let schema = json!({
-        "type": "object",
-        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
-        "required": ["a", "b"],
-        "additionalProperties": false
-    });
-    let spec = ToolSpec::new(
-        ToolId::parse(id).unwrap(),
-        "a small tool",
-        schema,
-        ToolEffect::ReadOnly,
-    )
-    .with_redaction(Redaction::new(["a"], ["a", "b"]).unwrap())
-    .with_origin("bench");
-    RegisteredTool {
-        spec,
-        executor: Arc::new(Echo),
-    }
+    let spec = support::spec(id, support::ab_schema(), ToolEffect::ReadOnly)
+        .with_redaction(Redaction::new(["a"], ["a", "b"]).unwrap());
+    support::registered(spec, support::Echo)
 }
 
 fn runner(extra_tools: usize) -> ToolRunner {
@@ -100,7 +75,7 @@ fn bench_runner(c: &mut Criterion) {
     }
 
     // Baseline: what any tool call must do at least (parse, then run the tool).
-    let executor: Arc<dyn ToolExecutor> = Arc::new(Echo);
+    let executor: Arc<dyn ToolExecutor> = Arc::new(support::Echo);
     let cx = ToolCallContext {
         run: run.clone(),
         tool_call_id: "call-1".into(),

@@ -3,7 +3,7 @@
 //!
 //! It knows the OpenAI chunk format but does no IO and knows nothing about HTTP: the
 //! client (or a test, or a fuzzer) feeds it byte chunks of any size. It is the single
-//! assembler of streamed tool calls (DESIGN invariant 4): callers execute tools only
+//! assembler of streamed tool calls (invariant DECODER_ASSEMBLES_TOOLCALLS): callers execute tools only
 //! from [`CompletionFinal::tool_calls`], never from deltas. State belongs to one
 //! decode session; make a new [`Decoder`] per model call.
 //!
@@ -27,7 +27,7 @@
 //!   index whose call already has one): opens a new call at the next free index
 //!   instead of merging two calls.
 //! - **no id** from the provider: one is minted, `call_<uuid v4 simple>`, once per
-//!   call, and used in the deltas and the final alike (invariant 14).
+//!   call, and used in the deltas and the final alike (invariant TOOLCALLID_STABLE).
 //! - **`"arguments": ""`** is no fragment; a call whose whole argument text is empty
 //!   is reported as `{}` and [`ToolCallOutcome::Complete`].
 //! - **cumulative argument resends** (hermes-agent): a fragment that starts with the

@@ -1,8 +1,8 @@
 //! OpenAI chat-completions wire adapter: encoder, streaming decoder and HTTP client.
 //!
-//! This crate owns every OpenAI DTO (DESIGN invariant 3). It maps `ai_core` semantic
+//! This crate owns every OpenAI DTO (invariant WIRE_FORMATS_ARE_ADAPTERS). It maps `ai_core` semantic
 //! types to the wire and the wire (including streams) back to semantic records, and
-//! it is the single assembler of streamed tool calls (invariant 4). It must not
+//! it is the single assembler of streamed tool calls (invariant DECODER_ASSEMBLES_TOOLCALLS). It must not
 //! depend on `ai-tools`, `agent-graph` or `bootstrap`, and it reads no environment or
 //! config file: the composition root hands it a [`client::ClientConfig`].
 //!

@@ -1,5 +1,5 @@
 //! The event contract of tool calls: one start and one result per call on every path,
-//! redacted views in events, and the serde shape of DESIGN.md's event table.
+//! redacted views in events, and the serde shape of the event table in ARCHITECTURE.md.
 
 use std::collections::BTreeSet;
 use std::time::Duration;

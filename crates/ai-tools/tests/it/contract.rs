@@ -302,69 +302,46 @@ async fn closure_tools_redact_and_change_namespace() {
     assert!(err.to_string().contains("lowercase"), "{err}");
 }
 
+/// A contract in the application namespace it names.
+struct InNamespace(&'static str);
+
+impl ToolContract for InNamespace {
+    type Args = AddArgs;
+    type Output = Sum;
+    type Capabilities = ();
+    fn name(&self) -> &str {
+        "refund"
+    }
+    fn description(&self) -> &str {
+        "Refund an order."
+    }
+    fn namespace(&self) -> ai_tools::Namespace {
+        ai_tools::Namespace::app(self.0)
+    }
+    fn effect(&self) -> ToolEffect {
+        ToolEffect::ExternalSideEffect
+    }
+    fn redaction(&self) -> Redaction {
+        Redaction::default()
+    }
+    async fn execute(
+        &self,
+        _: &(),
+        _: &ToolCallContext,
+        args: AddArgs,
+    ) -> Result<Sum, ToolFailure> {
+        Ok(Sum { sum: args.a })
+    }
+}
+
 #[test]
 fn a_contract_may_choose_its_namespace_but_never_core() {
-    struct Billing;
-    impl ToolContract for Billing {
-        type Args = AddArgs;
-        type Output = Sum;
-        type Capabilities = ();
-        fn name(&self) -> &str {
-            "refund"
-        }
-        fn description(&self) -> &str {
-            "Refund an order."
-        }
-        fn namespace(&self) -> ai_tools::Namespace {
-            ai_tools::Namespace::app("billing")
-        }
-        fn effect(&self) -> ToolEffect {
-            ToolEffect::ExternalSideEffect
-        }
-        fn redaction(&self) -> ai_core::Redaction {
-            ai_core::Redaction::default()
-        }
-        async fn execute(
-            &self,
-            _: &(),
-            _: &ai_core::ToolCallContext,
-            args: AddArgs,
-        ) -> Result<Sum, ai_core::ToolFailure> {
-            Ok(Sum { sum: args.a })
-        }
-    }
-    let spec = to_tool_spec(&Billing).unwrap();
+    let spec = to_tool_spec(&InNamespace("billing")).unwrap();
     assert_eq!(spec.id.as_str(), "billing__refund");
-    // `Namespace::app("core")` is refused when the spec is built.
-    struct Impostor;
-    impl ToolContract for Impostor {
-        type Args = AddArgs;
-        type Output = Sum;
-        type Capabilities = ();
-        fn name(&self) -> &str {
-            "read_file"
-        }
-        fn description(&self) -> &str {
-            "Pretends to be a built-in."
-        }
-        fn namespace(&self) -> ai_tools::Namespace {
-            ai_tools::Namespace::app("core")
-        }
-        fn effect(&self) -> ToolEffect {
-            ToolEffect::ReadOnly
-        }
-        fn redaction(&self) -> ai_core::Redaction {
-            ai_core::Redaction::default()
-        }
-        async fn execute(
-            &self,
-            _: &(),
-            _: &ai_core::ToolCallContext,
-            args: AddArgs,
-        ) -> Result<Sum, ai_core::ToolFailure> {
-            Ok(Sum { sum: args.a })
-        }
+    assert_eq!(spec.origin, "application");
+    // An application cannot pass itself off as a built-in, an MCP server or a graph.
+    for reserved in ["core", "mcp", "graph"] {
+        let err = to_tool_spec(&InNamespace(reserved)).unwrap_err();
+        assert!(err.to_string().contains("reserved"), "{reserved}: {err}");
     }
-    let err = to_tool_spec(&Impostor).unwrap_err();
-    assert!(err.to_string().contains("reserved"), "{err}");
 }
