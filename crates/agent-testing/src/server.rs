@@ -1,13 +1,19 @@
 //! A loopback OpenAI-compatible chat-completions server that plays scripted replies
 //! and records every request (feature `server`).
 //!
-//! Each `POST .../chat/completions` takes the next [`Reply`] of the script: an SSE
-//! stream written piece by piece (with pauses or a cut connection where the script
-//! says), or any status with a body. When the script is exhausted the server answers
-//! `500` with an OpenAI-style JSON error. It binds `127.0.0.1:0` and stops when the
-//! [`OpenAiServer`] is dropped.
+//! Each `POST .../chat/completions` is recorded, then takes the next [`Reply`] of the
+//! script: an SSE stream or any other body written piece by piece (with pauses, a
+//! delayed response head or a cut connection where the script says, or endlessly),
+//! possibly computed from the recorded request. When the script is exhausted the
+//! server answers `500` with an OpenAI-style JSON error. It binds `127.0.0.1:0` and
+//! stops when the [`OpenAiServer`] is dropped.
+//!
+//! A reply body the client drops before it was fully written (it closed the
+//! connection mid-stream) is counted; see [`OpenAiServer::abandoned`] and
+//! [`OpenAiServer::wait_abandoned`].
 
 use std::collections::VecDeque;
+use std::fmt;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,8 +23,8 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
-use futures::StreamExt;
 use serde_json::{Value, json};
+use tokio::sync::watch;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// `data: <json>\n\n`: one SSE event.
@@ -26,51 +32,129 @@ pub fn data(json: &str) -> String {
     format!("data: {json}\n\n")
 }
 
+/// Computes a reply from the request it answers.
+type Compute = Arc<dyn Fn(&Recorded) -> Reply + Send + Sync>;
+
+/// The `n`-th event of an endless reply.
+type Event = Arc<dyn Fn(u64) -> String + Send + Sync>;
+
 /// One piece of a reply body.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 enum Piece {
     Bytes(Bytes),
     Pause(Duration),
     Cut,
+    Endless { every: Duration, event: Event },
 }
 
-/// One scripted answer.
-#[derive(Debug, Clone)]
+impl fmt::Debug for Piece {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Bytes(bytes) => f.debug_tuple("Bytes").field(bytes).finish(),
+            Self::Pause(pause) => f.debug_tuple("Pause").field(pause).finish(),
+            Self::Cut => f.write_str("Cut"),
+            Self::Endless { every, .. } => f.debug_struct("Endless").field("every", every).finish(),
+        }
+    }
+}
+
+/// One scripted answer: a status, headers and a body written piece by piece, or a
+/// reply computed from the request ([`Reply::from_request`]).
+#[derive(Clone)]
 pub struct Reply {
     status: StatusCode,
+    delay: Duration,
     headers: Vec<(HeaderName, HeaderValue)>,
     pieces: Vec<Piece>,
+    computed: Option<Compute>,
+}
+
+impl fmt::Debug for Reply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.computed.is_some() {
+            return f.write_str("Reply::from_request(..)");
+        }
+        f.debug_struct("Reply")
+            .field("status", &self.status)
+            .field("delay", &self.delay)
+            .field("headers", &self.headers)
+            .field("pieces", &self.pieces)
+            .finish()
+    }
 }
 
 impl Reply {
+    /// A reply with `status` (`500` if it is not a valid status code), no headers and
+    /// an empty body, to build on with [`Reply::header`] and the `then_*` methods.
+    pub fn new(status: u16) -> Self {
+        Self {
+            status: StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            delay: Duration::ZERO,
+            headers: Vec::new(),
+            pieces: Vec::new(),
+            computed: None,
+        }
+    }
+
     /// A `200 text/event-stream` reply writing each item as its own body chunk.
     pub fn sse<I, S>(chunks: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        Self {
-            status: StatusCode::OK,
-            headers: vec![(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/event-stream"),
-            )],
-            pieces: chunks
-                .into_iter()
-                .map(|c| Piece::Bytes(Bytes::from(c.into())))
-                .collect(),
-        }
+        let mut reply = Self::new(200).header("content-type", "text/event-stream");
+        reply.pieces = chunks
+            .into_iter()
+            .map(|c| Piece::Bytes(Bytes::from(c.into())))
+            .collect();
+        reply
     }
 
-    /// A reply with `status` and a JSON `body`.
+    /// A `200 text/event-stream` reply writing `bytes` (a recorded stream, say) in
+    /// body chunks of `piece` bytes, the last one possibly shorter; `0` writes them
+    /// as one chunk.
+    pub fn sse_bytes(bytes: impl Into<Bytes>, piece: usize) -> Self {
+        let bytes: Bytes = bytes.into();
+        let piece = if piece == 0 {
+            bytes.len().max(1)
+        } else {
+            piece
+        };
+        let mut reply = Self::new(200).header("content-type", "text/event-stream");
+        reply.pieces = (0..bytes.len())
+            .step_by(piece)
+            .map(|start| Piece::Bytes(bytes.slice(start..bytes.len().min(start + piece))))
+            .collect();
+        reply
+    }
+
+    /// A `200 text/event-stream` reply that never ends: it waits `every`, writes
+    /// `event(0)`, waits again, writes `event(1)`, and so on until the client goes
+    /// away (which [`OpenAiServer::wait_abandoned`] observes).
+    pub fn endless(every: Duration, event: impl Fn(u64) -> String + Send + Sync + 'static) -> Self {
+        let mut reply = Self::new(200).header("content-type", "text/event-stream");
+        reply.pieces = vec![Piece::Endless {
+            every,
+            event: Arc::new(event),
+        }];
+        reply
+    }
+
+    /// A reply with `status` (`500` if it is not a valid status code) and a JSON
+    /// `body`.
     pub fn json(status: u16, body: &Value) -> Self {
+        Self::new(status)
+            .header("content-type", "application/json")
+            .then_bytes(body.to_string())
+    }
+
+    /// A reply computed from the request it answers (after that request was
+    /// recorded), e.g. an error body echoing a request header. Methods called on the
+    /// result apply to the computed reply.
+    pub fn from_request(compute: impl Fn(&Recorded) -> Reply + Send + Sync + 'static) -> Self {
         Self {
-            status: StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            headers: vec![(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )],
-            pieces: vec![Piece::Bytes(Bytes::from(body.to_string()))],
+            computed: Some(Arc::new(compute)),
+            ..Self::new(200)
         }
     }
 
@@ -129,43 +213,85 @@ impl Reply {
         Self::sse(chunks)
     }
 
-    /// Adds a response header.
-    pub fn header(mut self, name: &'static str, value: &'static str) -> Self {
-        self.headers.push((
-            HeaderName::from_static(name),
-            HeaderValue::from_static(value),
-        ));
-        self
+    /// Sets a response header, replacing one of the same name (`content-type` of the
+    /// constructors included).
+    ///
+    /// # Panics
+    ///
+    /// If `name` is not a valid lowercase header name or `value` not a valid header
+    /// value (both are written by the test, never taken from a request).
+    pub fn header(self, name: &'static str, value: &'static str) -> Self {
+        let name = HeaderName::from_static(name);
+        let value = HeaderValue::from_static(value);
+        self.map(move |mut reply| {
+            reply.headers.retain(|(n, _)| *n != name);
+            reply.headers.push((name.clone(), value.clone()));
+            reply
+        })
     }
 
-    /// Waits `pause` before every piece of the body (the first one included).
-    pub fn paced(mut self, pause: Duration) -> Self {
-        self.pieces = self
-            .pieces
-            .into_iter()
-            .flat_map(|piece| [Piece::Pause(pause), piece])
-            .collect();
-        self
+    /// Waits `delay` before answering at all: no status line or header reaches the
+    /// client until then (a server slow to produce its first byte).
+    pub fn delayed(self, delay: Duration) -> Self {
+        self.map(move |mut reply| {
+            reply.delay = delay;
+            reply
+        })
+    }
+
+    /// Waits `pause` before every piece of the body written so far (the first one
+    /// included).
+    pub fn paced(self, pause: Duration) -> Self {
+        self.map(move |mut reply| {
+            reply.pieces = reply
+                .pieces
+                .into_iter()
+                .flat_map(|piece| [Piece::Pause(pause), piece])
+                .collect();
+            reply
+        })
     }
 
     /// Appends a pause to the body.
-    pub fn then_pause(mut self, pause: Duration) -> Self {
-        self.pieces.push(Piece::Pause(pause));
-        self
+    pub fn then_pause(self, pause: Duration) -> Self {
+        self.then(Piece::Pause(pause))
     }
 
-    /// Appends raw bytes to the body.
-    pub fn then_bytes(mut self, bytes: impl Into<Bytes>) -> Self {
-        self.pieces.push(Piece::Bytes(bytes.into()));
-        self
+    /// Appends raw bytes to the body, written as one chunk.
+    pub fn then_bytes(self, bytes: impl Into<Bytes>) -> Self {
+        self.then(Piece::Bytes(bytes.into()))
     }
 
     /// Breaks the connection after what was written so far (the client sees a body
     /// error, not a clean end).
-    pub fn then_cut(mut self) -> Self {
-        self.pieces.push(Piece::Cut);
-        self
+    pub fn then_cut(self) -> Self {
+        self.then(Piece::Cut)
     }
+
+    fn then(self, piece: Piece) -> Self {
+        self.map(move |mut reply| {
+            reply.pieces.push(piece.clone());
+            reply
+        })
+    }
+
+    /// Applies `change` now, or to the computed reply of [`Reply::from_request`].
+    fn map(self, change: impl Fn(Self) -> Self + Send + Sync + 'static) -> Self {
+        match self.computed {
+            Some(compute) => {
+                Self::from_request(move |request| change(resolve(compute(request), request)))
+            }
+            None => change(self),
+        }
+    }
+}
+
+/// The reply to serve for `request`: computed replies evaluated.
+fn resolve(mut reply: Reply, request: &Recorded) -> Reply {
+    while let Some(compute) = reply.computed.take() {
+        reply = compute(request);
+    }
+    reply
 }
 
 fn finish_chunk(reason: &str) -> String {
@@ -203,10 +329,11 @@ impl Recorded {
     }
 }
 
-#[derive(Default)]
 struct Shared {
     script: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Recorded>>,
+    /// How many reply bodies were dropped before their end.
+    abandoned: watch::Sender<usize>,
 }
 
 /// A running loopback server; stops when dropped.
@@ -222,6 +349,7 @@ impl OpenAiServer {
         let shared = Arc::new(Shared {
             script: Mutex::new(script.into_iter().collect()),
             requests: Mutex::default(),
+            abandoned: watch::Sender::new(0),
         });
         let app = Router::new()
             .fallback(handle)
@@ -265,6 +393,21 @@ impl OpenAiServer {
     pub fn remaining(&self) -> usize {
         self.shared.script.lock().map(|s| s.len()).unwrap_or(0)
     }
+
+    /// How many reply bodies were dropped before they were fully written: the client
+    /// closed the connection mid-body. A scripted cut ([`Reply::then_cut`]) does not
+    /// count.
+    pub fn abandoned(&self) -> usize {
+        *self.shared.abandoned.borrow()
+    }
+
+    /// Waits until at least `count` reply bodies were abandoned (see
+    /// [`OpenAiServer::abandoned`]); wrap it in a timeout.
+    pub async fn wait_abandoned(&self, count: usize) {
+        let mut abandoned = self.shared.abandoned.subscribe();
+        // The sender lives in `self.shared`, so this cannot fail while `self` lives.
+        let _ = abandoned.wait_for(|n| *n >= count).await;
+    }
 }
 
 async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
@@ -275,12 +418,13 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     let body = axum::body::to_bytes(body, 16 * 1024 * 1024)
         .await
         .unwrap_or_default();
+    let recorded = Recorded {
+        path: parts.uri.path().to_owned(),
+        headers: parts.headers,
+        body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+    };
     if let Ok(mut requests) = shared.requests.lock() {
-        requests.push(Recorded {
-            path: parts.uri.path().to_owned(),
-            headers: parts.headers.clone(),
-            body: serde_json::from_slice(&body).unwrap_or(Value::Null),
-        });
+        requests.push(recorded.clone());
     }
     let next = shared.script.lock().ok().and_then(|mut s| s.pop_front());
     let Some(reply) = next else {
@@ -293,15 +437,19 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         );
         return response;
     };
-    let stream = futures::stream::iter(reply.pieces).filter_map(|piece| async move {
-        match piece {
-            Piece::Bytes(bytes) => Some(Ok(bytes)),
-            Piece::Pause(pause) => {
-                tokio::time::sleep(pause).await;
-                None
-            }
-            Piece::Cut => Some(Err(std::io::Error::other("connection cut by the script"))),
-        }
+    let reply = resolve(reply, &recorded);
+    if !reply.delay.is_zero() {
+        tokio::time::sleep(reply.delay).await;
+    }
+    let writer = Writer {
+        done: reply.pieces.is_empty(),
+        pieces: reply.pieces.into(),
+        events: 0,
+        shared,
+    };
+    let stream = futures::stream::unfold(writer, |mut writer| async move {
+        let chunk = writer.next().await?;
+        Some((chunk, writer))
     });
     let mut response = Response::new(Body::from_stream(stream));
     *response.status_mut() = reply.status;
@@ -311,8 +459,313 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
     response
 }
 
+/// Writes the pieces of one reply body; counts it as abandoned if dropped before
+/// its end.
+struct Writer {
+    pieces: VecDeque<Piece>,
+    /// Events written by an endless piece so far.
+    events: u64,
+    /// The body reached its end (or its scripted cut).
+    done: bool,
+    shared: Arc<Shared>,
+}
+
+impl Writer {
+    async fn next(&mut self) -> Option<Result<Bytes, std::io::Error>> {
+        loop {
+            let Some(piece) = self.pieces.pop_front() else {
+                self.done = true;
+                return None;
+            };
+            match piece {
+                Piece::Bytes(bytes) if bytes.is_empty() => {}
+                Piece::Bytes(bytes) => return Some(Ok(bytes)),
+                Piece::Pause(pause) if pause.is_zero() => {}
+                Piece::Pause(pause) => tokio::time::sleep(pause).await,
+                Piece::Cut => {
+                    self.pieces.clear();
+                    self.done = true;
+                    return Some(Err(std::io::Error::other("connection cut by the script")));
+                }
+                Piece::Endless { every, event } => {
+                    tokio::time::sleep(every).await;
+                    let chunk = Bytes::from(event(self.events));
+                    self.events += 1;
+                    self.pieces.push_front(Piece::Endless { every, event });
+                    return Some(Ok(chunk));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if !self.done {
+            self.shared.abandoned.send_modify(|n| *n += 1);
+        }
+    }
+}
+
 fn plain(status: StatusCode, text: &str) -> Response {
     let mut response = Response::new(Body::from(text.to_owned()));
     *response.status_mut() = status;
     response
+}
+
+#[cfg(test)]
+mod tests {
+    //! The server over a hand-written HTTP/1.1 client on a plain `TcpStream`, so the
+    //! chunk framing, the timing and the connection's end are seen as sent.
+
+    use std::time::Instant;
+
+    use tokio::net::TcpStream;
+
+    use super::*;
+
+    /// One body chunk of a chunked response, or how the body ended.
+    #[derive(Debug, PartialEq)]
+    enum Chunk {
+        Data(Vec<u8>),
+        /// The terminating `0` chunk: a clean end.
+        End,
+        /// The connection closed without the terminating chunk.
+        Broken,
+    }
+
+    /// One request on its own connection (`connection: close`).
+    struct Client {
+        stream: TcpStream,
+        buf: Vec<u8>,
+    }
+
+    impl Client {
+        async fn post(server: &OpenAiServer, headers: &[(&str, &str)], body: &str) -> Self {
+            let mut request = format!(
+                "POST /v1/chat/completions HTTP/1.1\r\nhost: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+                server.addr(),
+                body.len()
+            );
+            for (name, value) in headers {
+                request.push_str(&format!("{name}: {value}\r\n"));
+            }
+            request.push_str("\r\n");
+            request.push_str(body);
+            let stream = TcpStream::connect(server.addr()).await.unwrap();
+            let mut rest = request.as_bytes();
+            while !rest.is_empty() {
+                stream.writable().await.unwrap();
+                match stream.try_write(rest) {
+                    Ok(n) => rest = &rest[n..],
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("write: {e}"),
+                }
+            }
+            Self {
+                stream,
+                buf: Vec::new(),
+            }
+        }
+
+        /// Reads more bytes into the buffer; false at the end of the connection.
+        async fn fill(&mut self) -> bool {
+            let mut read = [0u8; 4096];
+            loop {
+                if self.stream.readable().await.is_err() {
+                    return false;
+                }
+                match self.stream.try_read(&mut read) {
+                    Ok(0) => return false,
+                    Ok(n) => {
+                        self.buf.extend_from_slice(&read[..n]);
+                        return true;
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(_) => return false,
+                }
+            }
+        }
+
+        /// Takes the buffer's first line (without its CRLF), reading as needed.
+        async fn line(&mut self) -> Option<String> {
+            loop {
+                if let Some(at) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                    let line = String::from_utf8(self.buf[..at].to_vec()).unwrap();
+                    self.buf.drain(..at + 2);
+                    return Some(line);
+                }
+                if !self.fill().await {
+                    return None;
+                }
+            }
+        }
+
+        /// The status and headers (names lowercased).
+        async fn head(&mut self) -> (u16, Vec<(String, String)>) {
+            let status = self.line().await.unwrap();
+            let status = status.split(' ').nth(1).unwrap().parse().unwrap();
+            let mut headers = Vec::new();
+            loop {
+                let line = self.line().await.unwrap();
+                if line.is_empty() {
+                    return (status, headers);
+                }
+                let (name, value) = line.split_once(':').unwrap();
+                headers.push((name.to_ascii_lowercase(), value.trim().to_owned()));
+            }
+        }
+
+        /// The next chunk of a chunked body.
+        async fn chunk(&mut self) -> Chunk {
+            let Some(size) = self.line().await else {
+                return Chunk::Broken;
+            };
+            let size = usize::from_str_radix(&size, 16).unwrap();
+            while self.buf.len() < size + 2 {
+                if !self.fill().await {
+                    return Chunk::Broken;
+                }
+            }
+            let data: Vec<u8> = self.buf.drain(..size + 2).take(size).collect();
+            if size == 0 {
+                Chunk::End
+            } else {
+                Chunk::Data(data)
+            }
+        }
+
+        /// The rest of a chunked body: its chunks and how it ended.
+        async fn chunks(&mut self) -> (Vec<Vec<u8>>, Chunk) {
+            let mut chunks = Vec::new();
+            loop {
+                match self.chunk().await {
+                    Chunk::Data(data) => chunks.push(data),
+                    end => return (chunks, end),
+                }
+            }
+        }
+    }
+
+    fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+        headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[tokio::test]
+    async fn plays_the_script_in_order_and_records_requests() {
+        let server = OpenAiServer::start([
+            Reply::sse_bytes("data: 0123456789\n\n", 8).header("retry-after", "7"),
+            Reply::from_request(|request| {
+                Reply::json(401, &json!({"echo": request.header("x-key")}))
+            })
+            .header("x-extra", "1"),
+        ])
+        .await
+        .unwrap();
+
+        let mut client = Client::post(&server, &[], r#"{"stream":true}"#).await;
+        let (status, headers) = client.head().await;
+        assert_eq!(status, 200);
+        assert_eq!(header(&headers, "content-type"), Some("text/event-stream"));
+        assert_eq!(header(&headers, "retry-after"), Some("7"));
+        let (chunks, end) = client.chunks().await;
+        assert_eq!(
+            chunks,
+            [&b"data: 01"[..], b"23456789", b"\n\n"].map(<[u8]>::to_vec)
+        );
+        assert_eq!(end, Chunk::End);
+
+        let mut client = Client::post(&server, &[("x-key", "abc")], "not json").await;
+        let (status, headers) = client.head().await;
+        assert_eq!(status, 401);
+        assert_eq!(header(&headers, "content-type"), Some("application/json"));
+        assert_eq!(header(&headers, "x-extra"), Some("1"));
+        let (chunks, end) = client.chunks().await;
+        assert_eq!(
+            serde_json::from_slice::<Value>(&chunks.concat()).unwrap(),
+            json!({"echo": "abc"})
+        );
+        assert_eq!(end, Chunk::End);
+
+        let mut client = Client::post(&server, &[], "{}").await;
+        assert_eq!(client.head().await.0, 500, "the script is exhausted");
+
+        let requests = server.requests();
+        assert_eq!(requests.len(), 3);
+        assert_eq!(requests[0].path, "/v1/chat/completions");
+        assert_eq!(requests[0].body, json!({"stream": true}));
+        assert_eq!(requests[1].header("x-key"), Some("abc"));
+        assert_eq!(requests[1].body, Value::Null);
+        assert_eq!(server.remaining(), 0);
+        assert_eq!(server.abandoned(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_delayed_head_and_a_pause_between_chunks_hold_the_bytes_back() {
+        let pause = Duration::from_millis(300);
+        let server = OpenAiServer::start([
+            Reply::sse(["a"]).delayed(pause),
+            Reply::sse(["a"]).then_pause(pause).then_bytes("b"),
+        ])
+        .await
+        .unwrap();
+
+        let started = Instant::now();
+        let mut client = Client::post(&server, &[], "{}").await;
+        assert_eq!(client.head().await.0, 200);
+        assert!(started.elapsed() >= pause, "{:?}", started.elapsed());
+        assert_eq!(client.chunks().await, (vec![b"a".to_vec()], Chunk::End));
+
+        let started = Instant::now();
+        let mut client = Client::post(&server, &[], "{}").await;
+        assert_eq!(client.head().await.0, 200);
+        assert_eq!(client.chunk().await, Chunk::Data(b"a".to_vec()));
+        assert!(started.elapsed() < pause, "{:?}", started.elapsed());
+        assert_eq!(client.chunk().await, Chunk::Data(b"b".to_vec()));
+        assert!(started.elapsed() >= pause, "{:?}", started.elapsed());
+        assert_eq!(client.chunk().await, Chunk::End);
+    }
+
+    #[tokio::test]
+    async fn a_cut_ends_the_connection_without_the_final_chunk() {
+        let server = OpenAiServer::start([Reply::sse([data("{}")])
+            .then_pause(Duration::from_millis(20))
+            .then_cut()
+            .then_bytes("never sent")])
+        .await
+        .unwrap();
+        let mut client = Client::post(&server, &[], "{}").await;
+        assert_eq!(client.head().await.0, 200);
+        assert_eq!(
+            client.chunks().await,
+            (vec![b"data: {}\n\n".to_vec()], Chunk::Broken)
+        );
+        assert_eq!(server.abandoned(), 0, "a scripted cut is not abandonment");
+    }
+
+    #[tokio::test]
+    async fn an_endless_reply_runs_until_the_client_goes_away() {
+        let server = OpenAiServer::start([Reply::endless(Duration::from_millis(10), |n| {
+            data(&format!("{{\"n\":{n}}}"))
+        })])
+        .await
+        .unwrap();
+        let mut client = Client::post(&server, &[], "{}").await;
+        assert_eq!(client.head().await.0, 200);
+        for n in 0..3 {
+            assert_eq!(
+                client.chunk().await,
+                Chunk::Data(data(&format!("{{\"n\":{n}}}")).into_bytes())
+            );
+        }
+        assert_eq!(server.abandoned(), 0);
+        drop(client);
+        tokio::time::timeout(Duration::from_secs(5), server.wait_abandoned(1))
+            .await
+            .expect("the server saw the client go away");
+        assert_eq!(server.abandoned(), 1);
+    }
 }

@@ -1,27 +1,17 @@
-//! The client over real HTTP on loopback: an axum server streams fixtures with
-//! chunked transfer and injects faults.
+//! The client over real HTTP on loopback: agent-testing's `OpenAiServer` streams
+//! fixtures with chunked transfer and injects faults.
 
-use std::convert::Infallible;
 use std::fs;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use agent_testing::server::{OpenAiServer, Reply, data};
 use ai_core::{
     CancellationToken, CompletionDelta, CompletionError, CompletionFinal, CompletionItem,
     CompletionPort, CompletionRequest, Message, RunContext, TimeoutPhase, ToolChoice, ToolEffect,
     ToolId, ToolSpec,
 };
-use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use futures::StreamExt;
-use serde_json::{Value, json};
-use tokio::sync::{Mutex, Notify};
+use serde_json::json;
 use wire_openai::client::{Backoff, ClientConfig, OpenAiClient, Timeouts};
 use wire_openai::encode::StrictMode;
 
@@ -29,156 +19,60 @@ use crate::common::{decode_chunks, fixture_dir};
 
 const KEY: &str = "sk-test-SECRET-0123456789abcdef";
 
-#[derive(Default)]
-struct Recorded {
-    hits: AtomicUsize,
-    requests: Mutex<Vec<(HeaderMap, Value)>>,
-    body_dropped: Notify,
-}
-
-struct DropSignal(Arc<Recorded>);
-
-impl Drop for DropSignal {
-    fn drop(&mut self) {
-        self.0.body_dropped.notify_one();
-    }
-}
-
 fn fixture(name: &str) -> Vec<u8> {
     fs::read(fixture_dir("stream").join(format!("{name}.sse"))).unwrap()
 }
 
-/// A chunked body sending `bytes` in `size`-byte pieces with a pause between them.
-fn chunked(bytes: Vec<u8>, size: usize, pause: Duration) -> Body {
-    let pieces: Vec<Bytes> = bytes.chunks(size).map(Bytes::copy_from_slice).collect();
-    let stream = futures::stream::iter(pieces).then(move |piece| async move {
-        tokio::time::sleep(pause).await;
-        Ok::<_, Infallible>(piece)
-    });
-    Body::from_stream(stream)
+/// `fixture` as SSE in `size`-byte chunks with a pause before each.
+fn chunked(name: &str, size: usize, pause: Duration) -> Reply {
+    Reply::sse_bytes(fixture(name), size).paced(pause)
 }
 
-fn sse(body: Body) -> Response {
-    ([(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
-}
-
-fn json_error(status: StatusCode, message: &str) -> Response {
-    (
+/// An OpenAI-style JSON error.
+fn json_error(status: u16, message: &str) -> Reply {
+    Reply::json(
         status,
-        [(header::CONTENT_TYPE, "application/json")],
-        json!({"error": {"message": message, "type": "server_error", "code": null}}).to_string(),
+        &json!({"error": {"message": message, "type": "server_error", "code": null}}),
     )
-        .into_response()
 }
 
-async fn handle(
-    State(recorded): State<Arc<Recorded>>,
-    Path(scenario): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let hit = recorded.hits.fetch_add(1, Ordering::SeqCst);
-    let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    recorded
-        .requests
-        .lock()
-        .await
-        .push((headers.clone(), request));
-    match scenario.as_str() {
-        "parallel" => sse(chunked(fixture("openai_parallel_calls"), 61, Duration::from_millis(1))),
-        "rate-limited" if hit == 0 => (
-            StatusCode::TOO_MANY_REQUESTS,
-            [("retry-after", "1"), ("content-type", "application/json")],
-            r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#,
-        )
-            .into_response(),
-        "rate-limited" => sse(chunked(fixture("openai_text_usage"), 200, Duration::ZERO)),
-        "too-long-retry-after" => (
-            StatusCode::TOO_MANY_REQUESTS,
-            [("retry-after", "3600")],
-            "slow down",
-        )
-            .into_response(),
-        "server-error" => json_error(StatusCode::INTERNAL_SERVER_ERROR, "The server had an error processing your request."),
-        "bad-request" => json_error(StatusCode::BAD_REQUEST, "Invalid 'messages': empty"),
-        "echo-key" => {
-            let auth = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_owned();
-            json_error(StatusCode::UNAUTHORIZED, &format!("Incorrect API key provided: {auth}"))
-        }
-        "slow-first-byte" => {
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            sse(Body::from("data: [DONE]\n\n"))
-        }
-        "stall" => {
-            let first = Bytes::from_static(b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n");
-            let stream = futures::stream::iter([first]).map(Ok::<_, Infallible>).chain(
-                futures::stream::once(async {
-                    tokio::time::sleep(Duration::from_secs(5)).await;
-                    Ok(Bytes::from_static(b"data: [DONE]\n\n"))
-                }),
-            );
-            sse(Body::from_stream(stream))
-        }
-        "cut-mid-stream" => {
-            let whole = fixture("openai_parallel_calls");
-            // Send the first ~60% of a parallel-call stream, then break the body.
-            let cut = whole.len() * 6 / 10;
-            let head = Bytes::copy_from_slice(&whole[..cut]);
-            let stream = futures::stream::iter([Ok::<_, std::io::Error>(head)]).chain(futures::stream::once(async {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                Err(std::io::Error::other("cut"))
-            }));
-            sse(Body::from_stream(stream))
-        }
-        "in-band-error" => sse(chunked(fixture("error_frame"), 50, Duration::ZERO)),
-        "endless" => {
-            let guard = DropSignal(Arc::clone(&recorded));
-            let stream = futures::stream::unfold((0u64, guard), |(n, guard)| async move {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                let line = format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"tick {n} \"}}}}]}}\n\n");
-                Some((Ok::<_, Infallible>(Bytes::from(line)), (n + 1, guard)))
-            });
-            sse(Body::from_stream(stream))
-        }
-        "json" => (
-            [(header::CONTENT_TYPE, "application/json")],
-            fs::read(fixture_dir("response").join("openai_tool_calls.json")).unwrap(),
-        )
-            .into_response(),
-        "strict" => sse(Body::from(concat!(
-            "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"type\":\"function\",",
-            "\"function\":{\"name\":\"core__get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\",\\\"unit\\\":null}\"}}]},",
-            "\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"
-        ))),
-        _ => (StatusCode::NOT_FOUND, "no such scenario").into_response(),
+/// A first byte that never comes in time: the response head waits 3 s.
+fn slow_first_byte() -> Reply {
+    Reply::sse(["data: [DONE]\n\n"]).delayed(Duration::from_secs(3))
+}
+
+/// An SSE stream of `tick <n>` text deltas every 20 ms, never ending.
+fn endless() -> Reply {
+    Reply::endless(Duration::from_millis(20), |n| {
+        data(&format!(
+            r#"{{"choices":[{{"delta":{{"content":"tick {n} "}}}}]}}"#
+        ))
+    })
+}
+
+/// The recorded non-streaming response with two tool calls, as `application/json`.
+fn json_response() -> Reply {
+    Reply::new(200)
+        .header("content-type", "application/json")
+        .then_bytes(fs::read(fixture_dir("response").join("openai_tool_calls.json")).unwrap())
+}
+
+async fn server(script: impl IntoIterator<Item = Reply>) -> OpenAiServer {
+    OpenAiServer::start(script).await.unwrap()
+}
+
+/// How many requests the server received, each checked to have gone to the
+/// chat-completions path under the configured base URL.
+fn hits(server: &OpenAiServer) -> usize {
+    let requests = server.requests();
+    for request in &requests {
+        assert_eq!(request.path, "/v1/chat/completions");
     }
+    requests.len()
 }
 
-struct TestServer {
-    addr: SocketAddr,
-    recorded: Arc<Recorded>,
-}
-
-async fn server() -> TestServer {
-    let recorded = Arc::new(Recorded::default());
-    let app = Router::new()
-        .route("/{scenario}/v1/chat/completions", post(handle))
-        .with_state(Arc::clone(&recorded));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    TestServer { addr, recorded }
-}
-
-fn config(server: &TestServer, scenario: &str) -> ClientConfig {
-    let mut config =
-        ClientConfig::new(format!("http://{}/{scenario}/v1/", server.addr)).with_api_key(KEY);
+fn config(server: &OpenAiServer) -> ClientConfig {
+    let mut config = ClientConfig::new(format!("{}/", server.base_url())).with_api_key(KEY);
     config.timeouts = Timeouts {
         connect: Duration::from_secs(2),
         first_byte: Duration::from_secs(2),
@@ -247,8 +141,13 @@ fn assert_no_key(error: &CompletionError) {
 
 #[tokio::test]
 async fn streams_a_fixture_over_chunked_http_like_the_sans_io_decoder() {
-    let server = server().await;
-    let mut config = config(&server, "parallel");
+    let server = server([chunked(
+        "openai_parallel_calls",
+        61,
+        Duration::from_millis(1),
+    )])
+    .await;
+    let mut config = config(&server);
     config
         .extra_headers
         .push(("x-trace".into(), "trace-1".into()));
@@ -262,14 +161,12 @@ async fn streams_a_fixture_over_chunked_http_like_the_sans_io_decoder() {
     assert_eq!(deltas, expected_deltas);
     assert_eq!(turn.tool_calls.len(), 3);
 
-    let requests = server.recorded.requests.lock().await;
-    let (headers, body) = &requests[0];
-    assert_eq!(
-        headers[header::AUTHORIZATION],
-        format!("Bearer {KEY}").as_str()
-    );
+    assert_eq!(hits(&server), 1);
+    let requests = server.requests();
+    let (headers, body) = (&requests[0].headers, &requests[0].body);
+    assert_eq!(headers["authorization"], format!("Bearer {KEY}").as_str());
     assert_eq!(headers["x-trace"], "trace-1");
-    assert_eq!(headers[header::CONTENT_TYPE], "application/json");
+    assert_eq!(headers["content-type"], "application/json");
     assert_eq!(body["stream"], true);
     assert_eq!(body["stream_options"], json!({"include_usage": true}));
     assert_eq!(body["tools"][0]["function"]["name"], "core__get_weather");
@@ -277,12 +174,19 @@ async fn streams_a_fixture_over_chunked_http_like_the_sans_io_decoder() {
 
 #[tokio::test]
 async fn retries_429_after_retry_after_then_succeeds() {
-    let server = server().await;
-    let client = OpenAiClient::new(config(&server, "rate-limited")).unwrap();
+    let server = server([
+        Reply::new(429)
+            .header("retry-after", "1")
+            .header("content-type", "application/json")
+            .then_bytes(r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#),
+        Reply::sse_bytes(fixture("openai_text_usage"), 200),
+    ])
+    .await;
+    let client = OpenAiClient::new(config(&server)).unwrap();
     let started = Instant::now();
     let (_, result) = collect(&client, CancellationToken::new()).await;
     assert!(result.unwrap().text.starts_with("The capital of France"));
-    assert_eq!(server.recorded.hits.load(Ordering::SeqCst), 2);
+    assert_eq!(hits(&server), 2);
     assert!(
         started.elapsed() >= Duration::from_millis(950),
         "{:?}",
@@ -292,8 +196,12 @@ async fn retries_429_after_retry_after_then_succeeds() {
 
 #[tokio::test]
 async fn retry_after_beyond_the_limit_is_not_waited_for() {
-    let server = server().await;
-    let client = OpenAiClient::new(config(&server, "too-long-retry-after")).unwrap();
+    let server = server([Reply::new(429)
+        .header("retry-after", "3600")
+        .header("content-type", "text/plain; charset=utf-8")
+        .then_bytes("slow down")])
+    .await;
+    let client = OpenAiClient::new(config(&server)).unwrap();
     let started = Instant::now();
     let (_, result) = collect(&client, CancellationToken::new()).await;
     assert_eq!(
@@ -303,14 +211,18 @@ async fn retry_after_beyond_the_limit_is_not_waited_for() {
             message: "slow down".into()
         }
     );
-    assert_eq!(server.recorded.hits.load(Ordering::SeqCst), 1);
+    assert_eq!(hits(&server), 1);
     assert!(started.elapsed() < Duration::from_secs(2));
 }
 
 #[tokio::test]
 async fn server_errors_are_retried_then_typed_with_the_provider_message() {
-    let server = server().await;
-    let mut config = config(&server, "server-error");
+    let server = server(std::iter::repeat_n(
+        json_error(500, "The server had an error processing your request."),
+        3,
+    ))
+    .await;
+    let mut config = config(&server);
     config.max_retries = 2;
     let client = OpenAiClient::new(config).unwrap();
     let (_, result) = collect(&client, CancellationToken::new()).await;
@@ -323,26 +235,30 @@ async fn server_errors_are_retried_then_typed_with_the_provider_message() {
         }
     );
     assert_eq!(error.code(), "provider_http_error");
-    assert_eq!(server.recorded.hits.load(Ordering::SeqCst), 3);
+    assert_eq!(hits(&server), 3);
     assert_no_key(&error);
 }
 
 #[tokio::test]
 async fn client_errors_are_not_retried() {
-    let server = server().await;
-    let client = OpenAiClient::new(config(&server, "bad-request")).unwrap();
+    let server = server([json_error(400, "Invalid 'messages': empty")]).await;
+    let client = OpenAiClient::new(config(&server)).unwrap();
     let (_, result) = collect(&client, CancellationToken::new()).await;
     assert!(matches!(
         result,
         Err(CompletionError::Http { status: 400, .. })
     ));
-    assert_eq!(server.recorded.hits.load(Ordering::SeqCst), 1);
+    assert_eq!(hits(&server), 1);
 }
 
 #[tokio::test]
 async fn the_api_key_never_appears_in_errors() {
-    let server = server().await;
-    let client = OpenAiClient::new(config(&server, "echo-key")).unwrap();
+    let server = server([Reply::from_request(|request| {
+        let auth = request.header("authorization").unwrap_or("");
+        json_error(401, &format!("Incorrect API key provided: {auth}"))
+    })])
+    .await;
+    let client = OpenAiClient::new(config(&server)).unwrap();
     let (_, result) = collect(&client, CancellationToken::new()).await;
     let error = result.unwrap_err();
     assert!(
@@ -369,8 +285,8 @@ async fn the_api_key_never_appears_in_errors() {
 
 #[tokio::test]
 async fn slow_first_byte_times_out_without_retry() {
-    let server = server().await;
-    let mut config = config(&server, "slow-first-byte");
+    let server = server([slow_first_byte()]).await;
+    let mut config = config(&server);
     config.timeouts.first_byte = Duration::from_millis(200);
     let client = OpenAiClient::new(config).unwrap();
     let started = Instant::now();
@@ -383,14 +299,19 @@ async fn slow_first_byte_times_out_without_retry() {
         }
     );
     assert!(started.elapsed() < Duration::from_secs(2));
-    assert_eq!(server.recorded.hits.load(Ordering::SeqCst), 1);
+    assert_eq!(hits(&server), 1);
     assert_no_key(&error);
 }
 
 #[tokio::test]
 async fn a_stall_between_chunks_times_out() {
-    let server = server().await;
-    let mut config = config(&server, "stall");
+    let server = server([Reply::sse([
+        "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n",
+    ])
+    .then_pause(Duration::from_secs(5))
+    .then_bytes("data: [DONE]\n\n")])
+    .await;
+    let mut config = config(&server);
     config.timeouts.between_chunks = Duration::from_millis(200);
     let client = OpenAiClient::new(config).unwrap();
     let (deltas, result) = collect(&client, CancellationToken::new()).await;
@@ -405,8 +326,14 @@ async fn a_stall_between_chunks_times_out() {
 
 #[tokio::test]
 async fn a_connection_cut_mid_stream_keeps_what_was_assembled() {
-    let server = server().await;
-    let client = OpenAiClient::new(config(&server, "cut-mid-stream")).unwrap();
+    // Send the first ~60% of a parallel-call stream, then break the body.
+    let whole = fixture("openai_parallel_calls");
+    let cut = whole.len() * 6 / 10;
+    let server = server([Reply::sse_bytes(whole[..cut].to_vec(), 0)
+        .then_pause(Duration::from_millis(20))
+        .then_cut()])
+    .await;
+    let client = OpenAiClient::new(config(&server)).unwrap();
     let (deltas, result) = collect(&client, CancellationToken::new()).await;
     let Err(CompletionError::TruncatedStream { partial }) = result else {
         panic!("expected a truncated stream, got {result:?}");
@@ -417,17 +344,13 @@ async fn a_connection_cut_mid_stream_keeps_what_was_assembled() {
     assert_eq!(first.id, "call_pK2vQ8sR1tU4wX7y");
     assert_eq!(first.arguments, r#"{"city": "Paris", "unit": "celsius"}"#);
     assert_eq!(first.outcome, ai_core::ToolCallOutcome::Complete);
-    assert_eq!(
-        server.recorded.hits.load(Ordering::SeqCst),
-        1,
-        "no retry after the first byte"
-    );
+    assert_eq!(hits(&server), 1, "no retry after the first byte");
 }
 
 #[tokio::test]
 async fn an_in_band_error_frame_is_a_provider_error() {
-    let server = server().await;
-    let client = OpenAiClient::new(config(&server, "in-band-error")).unwrap();
+    let server = server([Reply::sse_bytes(fixture("error_frame"), 50)]).await;
+    let client = OpenAiClient::new(config(&server)).unwrap();
     let (_, result) = collect(&client, CancellationToken::new()).await;
     assert_eq!(
         result.unwrap_err(),
@@ -440,8 +363,8 @@ async fn an_in_band_error_frame_is_a_provider_error() {
 
 #[tokio::test]
 async fn cancelling_mid_stream_ends_with_cancelled_and_closes_the_connection() {
-    let server = server().await;
-    let client = OpenAiClient::new(config(&server, "endless")).unwrap();
+    let server = server([endless()]).await;
+    let client = OpenAiClient::new(config(&server)).unwrap();
     let cancel = CancellationToken::new();
     let mut stream = client.complete(request(), cancel.clone());
     let first = stream.next().await.unwrap().unwrap();
@@ -456,35 +379,29 @@ async fn cancelling_mid_stream_ends_with_cancelled_and_closes_the_connection() {
     );
     assert!(stream.next().await.is_none());
     drop(stream);
-    tokio::time::timeout(
-        Duration::from_secs(5),
-        server.recorded.body_dropped.notified(),
-    )
-    .await
-    .expect("the server saw the connection close");
+    tokio::time::timeout(Duration::from_secs(5), server.wait_abandoned(1))
+        .await
+        .expect("the server saw the connection close");
 }
 
 #[tokio::test]
 async fn dropping_the_stream_closes_the_connection() {
-    let server = server().await;
-    let client = OpenAiClient::new(config(&server, "endless")).unwrap();
+    let server = server([endless()]).await;
+    let client = OpenAiClient::new(config(&server)).unwrap();
     let mut stream = client.complete(request(), CancellationToken::new());
     for _ in 0..3 {
         assert!(stream.next().await.unwrap().is_ok());
     }
     drop(stream);
-    tokio::time::timeout(
-        Duration::from_secs(5),
-        server.recorded.body_dropped.notified(),
-    )
-    .await
-    .expect("the server saw the connection close");
+    tokio::time::timeout(Duration::from_secs(5), server.wait_abandoned(1))
+        .await
+        .expect("the server saw the connection close");
 }
 
 #[tokio::test]
 async fn cancelling_before_the_response_arrives() {
-    let server = server().await;
-    let client = OpenAiClient::new(config(&server, "slow-first-byte")).unwrap();
+    let server = server([slow_first_byte()]).await;
+    let client = OpenAiClient::new(config(&server)).unwrap();
     let cancel = CancellationToken::new();
     let canceller = cancel.clone();
     tokio::spawn(async move {
@@ -499,8 +416,8 @@ async fn cancelling_before_the_response_arrives() {
 
 #[tokio::test]
 async fn non_streaming_calls_decode_the_whole_response() {
-    let server = server().await;
-    let mut config = config(&server, "json");
+    let server = server([json_response()]).await;
+    let mut config = config(&server);
     config.stream = false;
     let client = OpenAiClient::new(config).unwrap();
     let (deltas, result) = collect(&client, CancellationToken::new()).await;
@@ -512,15 +429,16 @@ async fn non_streaming_calls_decode_the_whole_response() {
             .iter()
             .any(|d| matches!(d, CompletionDelta::ToolCallStart { .. }))
     );
-    let requests = server.recorded.requests.lock().await;
-    assert_eq!(requests[0].1["stream"], false);
-    assert!(requests[0].1.get("stream_options").is_none());
+    assert_eq!(hits(&server), 1);
+    let requests = server.requests();
+    assert_eq!(requests[0].body["stream"], false);
+    assert!(requests[0].body.get("stream_options").is_none());
 }
 
 #[tokio::test]
 async fn a_json_answer_to_a_streaming_request_is_decoded() {
-    let server = server().await;
-    let client = OpenAiClient::new(config(&server, "json")).unwrap();
+    let server = server([json_response()]).await;
+    let client = OpenAiClient::new(config(&server)).unwrap();
     let (_, result) = collect(&client, CancellationToken::new()).await;
     assert_eq!(
         result.unwrap().tool_calls[1].arguments,
@@ -530,8 +448,13 @@ async fn a_json_answer_to_a_streaming_request_is_decoded() {
 
 #[tokio::test]
 async fn strict_mode_sends_strict_schemas_and_relaxes_the_nulls_back() {
-    let server = server().await;
-    let mut config = config(&server, "strict");
+    let server = server([Reply::sse([concat!(
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"type\":\"function\",",
+        "\"function\":{\"name\":\"core__get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\",\\\"unit\\\":null}\"}}]},",
+        "\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"
+    )])])
+    .await;
+    let mut config = config(&server);
     config.encode.strict = StrictMode::WhenPossible;
     let client = OpenAiClient::new(config).unwrap();
     let (deltas, result) = collect(&client, CancellationToken::new()).await;
@@ -541,8 +464,8 @@ async fn strict_mode_sends_strict_schemas_and_relaxes_the_nulls_back() {
     assert!(deltas.iter().any(
         |d| matches!(d, CompletionDelta::ToolCallArgs { fragment, .. } if fragment.contains("null"))
     ));
-    let requests = server.recorded.requests.lock().await;
-    let function = &requests[0].1["tools"][0]["function"];
+    let requests = server.requests();
+    let function = &requests[0].body["tools"][0]["function"];
     assert_eq!(function["strict"], true);
     assert_eq!(function["parameters"]["required"], json!(["city", "unit"]));
 }
