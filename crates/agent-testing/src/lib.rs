@@ -8,6 +8,8 @@
 //!   `agent` CLI uses it as its embedded offline model.
 //! - [`echo_tool`] and [`run_one`]: a read-only tool and one call through a real
 //!   `ToolRunner`.
+//! - [`refuse_snapshot_updates_on_ci`]: the golden-file rule of the project's insta
+//!   tests (compared on CI, never written there).
 //! - `server::OpenAiServer` (feature `server`): a loopback chat-completions server
 //!   playing scripted SSE replies and recording requests. It writes OpenAI's wire
 //!   format by hand, on purpose: sharing code with `wire-openai` would hide the
@@ -27,6 +29,7 @@
 mod args_gen;
 mod playback;
 mod scripted;
+mod snapshots;
 mod test_model;
 mod tools;
 
@@ -34,5 +37,6 @@ mod tools;
 pub mod server;
 
 pub use scripted::{ScriptedModel, Turn};
+pub use snapshots::refuse_snapshot_updates_on_ci;
 pub use test_model::{TestModel, ToolSelection};
 pub use tools::{Echo, echo_schema, echo_tool, echo_tool_with_id, run_one};

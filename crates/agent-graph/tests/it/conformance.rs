@@ -1,4 +1,8 @@
 //! Event sequences of runs with text, tools, tool failures and limits.
+//!
+//! Besides its own assertions, every case compares its whole event list with an insta
+//! golden in `snapshots/` (run-dependent values redacted, see
+//! `support::event_snapshot_settings`).
 
 use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
@@ -9,6 +13,16 @@ use serde_json::json;
 use crate::support::{
     Kit, assert_balanced, labels, request, results, run_to_end, streamed_text, strs, tool_messages,
 };
+
+/// Compares the run's whole event list with its golden
+/// `snapshots/it__conformance__<test>.snap` (see `support::event_snapshot_settings`
+/// for the redactions). Accept deliberate changes locally with
+/// `INSTA_UPDATE=always cargo test -p agent-graph --test it`; never on CI.
+macro_rules! assert_events_snapshot {
+    ($events:expr) => {
+        crate::support::event_snapshot_settings().bind(|| insta::assert_json_snapshot!($events))
+    };
+}
 
 #[tokio::test(start_paused = true)]
 async fn text_only_run_streams_text_then_final_and_done() {
@@ -32,6 +46,7 @@ async fn text_only_run_streams_text_then_final_and_done() {
         ]
     );
     assert_eq!(model.calls(), 1);
+    assert_events_snapshot!(events);
 }
 
 #[tokio::test(start_paused = true)]
@@ -87,6 +102,7 @@ async fn one_tool_call_round_trips_through_the_history() {
             .any(|t| t.id.as_str() == "core__echo")
     );
     assert_eq!(requests[0].context, crate::support::ctx());
+    assert_events_snapshot!(events);
 }
 
 #[tokio::test(start_paused = true)]
@@ -134,6 +150,11 @@ async fn read_only_calls_of_one_turn_run_concurrently_with_results_in_call_order
         tool_messages(&output.messages)[0].1,
         json!({"slept_ms": 60}).to_string()
     );
+    // The events of the concurrent batch are snapshotted as emitted, not sorted: the
+    // three calls are polled by one task (`buffered`, starts emitted in call order)
+    // and finish on the paused clock at 20, 40 and 60 ms, so the finish order
+    // c2, c3, c1 is deterministic (and asserted above).
+    assert_events_snapshot!(events);
 }
 
 #[tokio::test(start_paused = true)]
@@ -176,6 +197,7 @@ async fn state_change_calls_of_one_turn_never_overlap() {
         .map(|m| m.0)
         .collect();
     assert_eq!(ids, strs(&["w1", "w2", "r1"]));
+    assert_events_snapshot!(events);
 }
 
 #[tokio::test(start_paused = true)]
@@ -206,6 +228,7 @@ async fn a_failing_tool_is_reported_to_the_model_and_the_run_continues() {
         content,
         json!({"error": "execution_failed", "message": "the disk is on fire"})
     );
+    assert_events_snapshot!(events);
 }
 
 #[tokio::test(start_paused = true)]
@@ -244,6 +267,7 @@ async fn invalid_json_arguments_give_an_invalid_json_result_and_the_run_continue
         _ => None,
     });
     assert_eq!(recorded.as_deref(), Some("{}"));
+    assert_events_snapshot!(events);
 }
 
 #[tokio::test(start_paused = true)]
@@ -274,6 +298,7 @@ async fn truncated_arguments_give_an_invalid_json_result_about_truncation() {
     assert_eq!(code, Some(ToolErrorCode::InvalidJson));
     assert!(message.contains("cut off"), "{message}");
     outcome.unwrap();
+    assert_events_snapshot!(events);
 }
 
 #[tokio::test(start_paused = true)]
@@ -300,6 +325,47 @@ async fn an_unknown_tool_gives_unknown_tool_and_the_run_continues() {
             .1
             .contains("unknown_tool")
     );
+    assert_events_snapshot!(events);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unusable_call_ids_are_replaced_by_minted_ids_used_throughout() {
+    let kit = Kit::new();
+    let too_long = "x".repeat(200);
+    let model = ScriptedModel::new([
+        // One call per turn, so the order of the events is not a scheduling question.
+        Turn::new().tool_call("", "core__echo", json!({"text": "no id"})),
+        Turn::new().tool_call(too_long.clone(), "core__echo", json!({"text": "long id"})),
+        Turn::text("ok"),
+    ]);
+    let (events, outcome) = run_to_end(request(), kit.deps(&model)).await;
+    assert_eq!(
+        labels(&events),
+        strs(&[
+            "tool_call_start:core__echo",
+            "tool_call_result:core__echo:ok",
+            "tool_call_start:core__echo",
+            "tool_call_result:core__echo:ok",
+            "text_delta",
+            "assistant_final",
+            "done",
+        ])
+    );
+    // Two fresh, distinct UUIDs (the checker paired each start with its result).
+    let ids: Vec<String> = results(&events).into_iter().map(|r| r.0).collect();
+    assert_eq!(ids.len(), 2);
+    assert_ne!(ids[0], ids[1]);
+    for id in &ids {
+        assert_eq!(id.len(), 36, "{id}");
+        assert_ne!(id, &too_long);
+    }
+    // The history the model saw last uses the same minted ids, balanced.
+    let seen = model.requests()[2].messages.clone();
+    let seen_ids: Vec<String> = tool_messages(&seen).into_iter().map(|m| m.0).collect();
+    assert_eq!(seen_ids, ids);
+    assert_balanced(&seen);
+    outcome.unwrap();
+    assert_events_snapshot!(events);
 }
 
 #[tokio::test(start_paused = true)]
@@ -328,6 +394,7 @@ async fn a_registered_but_disallowed_tool_is_not_offered_and_is_policy_denied() 
         .map(|t| t.id.as_str().to_owned())
         .collect();
     assert_eq!(offered, strs(&["core__echo"]));
+    assert_events_snapshot!(events);
 }
 
 #[tokio::test(start_paused = true)]
@@ -355,6 +422,7 @@ async fn max_iterations_stops_the_run_with_a_balanced_history() {
     let last = model.requests().pop().unwrap();
     assert_eq!(tool_messages(&last.messages).len(), 2);
     assert_balanced(&last.messages);
+    assert_events_snapshot!(events);
 }
 
 #[tokio::test(start_paused = true)]
@@ -363,8 +431,9 @@ async fn max_iterations_is_clamped_to_at_least_one() {
     let model = ScriptedModel::new([Turn::text("once")]);
     let mut req = request();
     req.limits.max_iterations = 0;
-    let (_, outcome) = run_to_end(req, kit.deps(&model)).await;
+    let (events, outcome) = run_to_end(req, kit.deps(&model)).await;
     assert_eq!(outcome.unwrap().content, "once");
+    assert_events_snapshot!(events);
 }
 
 #[tokio::test(start_paused = true)]
@@ -383,6 +452,7 @@ async fn a_provider_error_mid_stream_ends_the_run_after_the_partial_text() {
     );
     assert_eq!(streamed_text(&events), "partial");
     assert_eq!(outcome.unwrap_err().code(), "provider_error");
+    assert_events_snapshot!(events);
 }
 
 #[tokio::test(start_paused = true)]
@@ -398,6 +468,7 @@ async fn a_provider_error_before_anything_ends_the_run() {
         strs(&["error:provider_http_error", "done"])
     );
     assert!(outcome.is_err());
+    assert_events_snapshot!(events);
 }
 
 #[tokio::test(start_paused = true)]
@@ -412,4 +483,27 @@ async fn a_model_request_limit_stops_the_run() {
     assert_eq!(labels(&events).last().unwrap(), "done");
     assert_eq!(outcome.unwrap_err().code(), "usage_limit_exceeded");
     assert_eq!(model.calls(), 2);
+    assert_events_snapshot!(events);
+}
+
+/// A snapshot whose test was renamed or deleted fails here (insta itself does not
+/// notice): every file in `snapshots/` must name a test function of this file.
+#[test]
+fn every_snapshot_belongs_to_a_test() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/snapshots");
+    let source = include_str!("conformance.rs");
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        if name.ends_with(".snap.new") {
+            continue; // a pending local update, reviewed by its author
+        }
+        let test = name
+            .strip_prefix("it__conformance__")
+            .and_then(|n| n.strip_suffix(".snap"))
+            .unwrap_or_else(|| panic!("unexpected file in snapshots/: {name}"));
+        assert!(
+            source.contains(&format!("fn {test}()")),
+            "stale snapshot {name}: no test `{test}` in conformance.rs; delete it"
+        );
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_graph::{RunDeps, RunError, RunOutput, RunRequest, run};
-use agent_testing::ScriptedModel;
+use agent_testing::{Echo, ScriptedModel};
 use ai_core::{
     AiEvent, AiEventKind, ApprovalRequest, Approver, Message, Redaction, RegisteredTool,
     RunContext, ToolCallContext, ToolEffect, ToolErrorCode, ToolExecutor, ToolFailure, ToolId,
@@ -92,19 +92,6 @@ pub(crate) struct WaitProbe {
     pub(crate) watcher_saw_cancel: AtomicBool,
     /// The tool's future was dropped with its token already cancelled.
     pub(crate) dropped_cancelled: AtomicBool,
-}
-
-/// `core__echo` (read_only): returns `{"echo": text}`.
-struct Echo;
-
-impl ToolExecutor for Echo {
-    fn execute(
-        &self,
-        _cx: ToolCallContext,
-        args: Value,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
-        Box::pin(async move { Ok(ToolOutput::json(json!({"echo": args["text"]}))) })
-    }
 }
 
 /// `core__slow` (read_only): sleeps `ms` milliseconds under a probe.
@@ -539,4 +526,50 @@ pub(crate) fn tool_messages(messages: &[Message]) -> Vec<(String, String)> {
             _ => None,
         })
         .collect()
+}
+
+/// insta settings for the event snapshots of the conformance cases
+/// (`tests/it/snapshots/it__conformance__<test>.snap`): every event as its serde JSON,
+/// in emission order, with the run-dependent values redacted:
+/// - `duration_ms` of `tool_call_result` (wall time of the call) becomes `"[ms]"`;
+/// - a `tool_call_id` the runner minted (a UUID, when the model gave no usable id)
+///   becomes `"[minted-N]"`, numbered in order of first appearance (so a start and
+///   its result still visibly share one id); ids the script chose (`call_1`, `c1`,
+///   ...) stay.
+///
+/// The run, trace and ingress ids are fixed by [`ctx`] and stay. Refuses to run when
+/// the environment asks insta to write or accept snapshots on CI.
+pub(crate) fn event_snapshot_settings() -> insta::Settings {
+    agent_testing::refuse_snapshot_updates_on_ci();
+    let mut settings = insta::Settings::clone_current();
+    settings.set_description(
+        "Events of the run in emission order; duration_ms and minted call ids redacted.",
+    );
+    settings.set_omit_expression(true);
+    settings.add_redaction("[].duration_ms", "[ms]");
+    let minted: Mutex<Vec<String>> = Mutex::default();
+    settings.add_dynamic_redaction("[].tool_call_id", move |value, _path| {
+        let Some(id) = value.as_str().filter(|id| is_uuid(id)) else {
+            return value;
+        };
+        let mut minted = minted.lock().unwrap();
+        let n = match minted.iter().position(|seen| seen == id) {
+            Some(n) => n,
+            None => {
+                minted.push(id.to_owned());
+                minted.len() - 1
+            }
+        };
+        insta::internals::Content::from(format!("[minted-{}]", n + 1))
+    });
+    settings
+}
+
+/// `8-4-4-4-12` hex digits, as `uuid::Uuid::to_string` writes them.
+fn is_uuid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+        && groups
+            .iter()
+            .all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()))
 }

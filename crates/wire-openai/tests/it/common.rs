@@ -61,7 +61,7 @@ pub(crate) fn snapshot_json(value: &Value) -> String {
 /// Runs `check` on every case and fails with all failing cases, not just the first.
 /// (insta panics on a mismatch; locally it also writes `<case>.snap.new`, on CI nothing.)
 pub(crate) fn check_all_cases(cases: &[(String, PathBuf)], check: impl Fn(&str, &Path)) {
-    refuse_snapshot_updates_on_ci();
+    agent_testing::refuse_snapshot_updates_on_ci();
     let mut failures = Vec::new();
     for (case, path) in cases {
         let run = std::panic::AssertUnwindSafe(|| check(case, path));
@@ -94,36 +94,6 @@ pub(crate) fn assert_no_stale_snapshots(sub: &str, suffix: &str) {
         assert!(
             inputs.iter().any(|c| c == case),
             "stale snapshot {sub}/snapshots/{name}: no fixture {case}{suffix}; delete it"
-        );
-    }
-}
-
-/// On CI (as insta detects it) snapshots are only compared, never written or accepted:
-/// insta's default already writes nothing there, so fail if the environment asks it to.
-fn refuse_snapshot_updates_on_ci() {
-    let var = |name: &str| std::env::var(name).ok();
-    let ci = match var("CI").as_deref() {
-        Some("" | "0" | "false") => false,
-        Some(_) => true,
-        None => var("TF_BUILD").is_some(),
-    };
-    if !ci {
-        return;
-    }
-    if let Some(update) = var("INSTA_UPDATE") {
-        assert!(
-            matches!(update.as_str(), "" | "auto" | "no"),
-            "INSTA_UPDATE={update} on CI: snapshots are never written or accepted on CI"
-        );
-    }
-    for name in [
-        "INSTA_FORCE_PASS",
-        "INSTA_FORCE_UPDATE",
-        "INSTA_FORCE_UPDATE_SNAPSHOTS",
-    ] {
-        assert!(
-            var(name).as_deref() != Some("1"),
-            "{name}=1 on CI: snapshots are never written or accepted on CI"
         );
     }
 }
