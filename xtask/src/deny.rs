@@ -4,13 +4,13 @@
 //!
 //! Two kinds of entries are derived (cargo-deny's `wrappers` are the only crates
 //! allowed to depend directly on the banned one):
-//! - one per workspace member that some other member may depend on: `wrappers` is
-//!   every member the table lets depend on it through some edge kind (normal and build
-//!   edges by `may_depend_on`, dev edges by "no dev back-edges", all by
-//!   `only_dependents`). It follows from the table and the member list only, not from
-//!   the edges the manifests happen to declare, so it changes only when a crate or a
-//!   rule does. A member nothing may depend on gets no entry (an entry without
-//!   wrappers would make cargo-deny ban the crate itself);
+//! - one per workspace member that other members depend on: `wrappers` is every member
+//!   that declares a dependency on it (any kind) and that the table lets do so (normal
+//!   and build edges by `may_depend_on`, dev edges by "no dev back-edges", all by
+//!   `only_dependents`). A declared edge the table forbids is left out, so cargo-deny
+//!   fails on it too; a new allowed edge needs `--write-deny`. A member nothing
+//!   depends on gets no entry (an entry without wrappers would make cargo-deny ban the
+//!   crate itself);
 //! - one per crate of `[network].deny_toml_bans` (reqwest): `wrappers` is every member
 //!   that declares it directly (any kind, any target, optional or not) and whose
 //!   declarations layer-lint accepts: its layer allows the network, or it declares it
@@ -76,7 +76,18 @@ pub(crate) fn derive(layers: &Layers, rules: &Rules<'_>, members: &[&Package]) -
     let mut names = rules.names().to_vec();
     names.sort_by_key(|name| (row(name), *name));
     for name in names {
-        let wrappers = rules.allowed_dependents(name);
+        // Only members that declare the edge today: cargo-deny warns about every
+        // wrapper it never meets, and an edge added later needs `--write-deny`, which
+        // lists it only when the table allows it.
+        let wrappers: Vec<&str> = rules
+            .allowed_dependents(name)
+            .into_iter()
+            .filter(|dependent| {
+                members
+                    .iter()
+                    .any(|m| m.name == *dependent && m.dependencies.iter().any(|d| d.name == name))
+            })
+            .collect();
         if wrappers.is_empty() {
             continue;
         }
@@ -222,7 +233,7 @@ pub(crate) fn check(
         }
         if !extra.is_empty() {
             messages.push(format!(
-                "[bans] deny entry for {} has wrappers layers.toml does not allow: {}; {FIX}",
+                "[bans] deny entry for {} has wrappers that do not depend on it or that layers.toml does not allow: {}; {FIX}",
                 ban.krate,
                 list(extra)
             ));
@@ -239,7 +250,7 @@ pub(crate) fn check(
         }
         let why = if rules.names().contains(&name) {
             format!(
-                "layers.toml lets no member depend on {name}, so it needs no entry \
+                "no member may and does depend on {name}, so it needs no entry \
                  (cargo-deny would ban the crate itself)"
             )
         } else {

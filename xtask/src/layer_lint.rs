@@ -796,7 +796,7 @@ mod tests {
                     "deny.toml: [bans] deny entry for ai-core lacks wrappers wire-openai; {fix}"
                 ),
                 format!(
-                    "deny.toml: [bans] deny entry for ai-tools has wrappers layers.toml does not allow: bootstrap; {fix}"
+                    "deny.toml: [bans] deny entry for ai-tools has wrappers that do not depend on it or that layers.toml does not allow: bootstrap; {fix}"
                 ),
                 format!(
                     "deny.toml: [bans] deny has no entry for wire-openai (want wrappers ai-tools); {fix}"
