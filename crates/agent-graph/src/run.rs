@@ -7,8 +7,9 @@ use std::task::{Context, Poll};
 
 use ai_core::{
     AiEvent, AiEventKind, CancellationToken, CompletionDelta, CompletionError, CompletionFinal,
-    CompletionItem, CompletionPort, CompletionRequest, Message, MessageToolCall, RunContext,
-    ToolCall, ToolCatalog, ToolChoice, ToolEffect, ToolExecution, ToolRunner, UsageFact,
+    CompletionItem, CompletionPort, CompletionRequest, FinishReason, Message, MessageToolCall,
+    ModelSettings, RunContext, ToolCall, ToolCatalog, ToolChoice, ToolEffect, ToolExecution,
+    ToolInvocationRecord, ToolRunner, UsageFact,
 };
 use futures::{FutureExt, Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot};
@@ -53,6 +54,8 @@ pub struct RunRequest {
     pub messages: Vec<Message>,
     /// Tool choice for every model turn.
     pub tool_choice: ToolChoice,
+    /// Sampling and output settings of every model call.
+    pub settings: ModelSettings,
     /// Limits.
     pub limits: RunLimits,
 }
@@ -65,6 +68,7 @@ impl RunRequest {
             model: model.into(),
             messages,
             tool_choice: ToolChoice::Auto,
+            settings: ModelSettings::default(),
             limits: RunLimits::default(),
         }
     }
@@ -81,15 +85,55 @@ pub struct RunDeps {
     pub catalog: Arc<ToolCatalog>,
 }
 
-/// A successful run.
+/// A finished run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunOutput {
-    /// The final answer.
+    /// The final answer (the refusal text when the model refused).
     pub content: String,
+    /// Why the last model turn stopped. Anything but `Stop` (or `Unknown`, when the
+    /// provider sent none) means the answer may be incomplete: see
+    /// [`RunOutput::complete`].
+    pub finish_reason: FinishReason,
+    /// The refusal, when the model declined to answer.
+    pub refusal: Option<String>,
     /// The whole conversation, including tool calls and results.
     pub messages: Vec<Message>,
     /// Usage of every model call, in order.
     pub usage: Vec<UsageFact>,
+    /// The audit record of every tool call of the run, in execution order.
+    pub records: Vec<ToolInvocationRecord>,
+}
+
+impl RunOutput {
+    /// The answer, or a typed error when the last turn did not end normally (cut by
+    /// the token limit, filtered, or refused): for callers that need a complete
+    /// answer.
+    pub fn complete(&self) -> Result<&str, RunError> {
+        match (&self.refusal, &self.finish_reason) {
+            (Some(_), _) => Err(RunError::Incomplete {
+                reason: "refusal".into(),
+            }),
+            (None, FinishReason::Stop | FinishReason::Unknown | FinishReason::ToolCalls) => {
+                Ok(&self.content)
+            }
+            (None, other) => Err(RunError::Incomplete {
+                reason: other.as_str().to_owned(),
+            }),
+        }
+    }
+
+    /// The `finish_reason` of the `assistant_final` event: `refusal` when the model
+    /// refused, else the last turn's reason.
+    pub fn final_reason(&self) -> &str {
+        if self.refusal.is_some() {
+            "refusal"
+        } else {
+            match &self.finish_reason {
+                FinishReason::Unknown | FinishReason::ToolCalls => "stop",
+                other => other.as_str(),
+            }
+        }
+    }
 }
 
 /// Why a run failed. Each variant has a stable [`RunError::code`].
@@ -117,6 +161,12 @@ pub enum RunError {
     /// The run was cancelled.
     #[error("the run was cancelled")]
     Cancelled,
+    /// The answer is not complete (returned by [`RunOutput::complete`] only).
+    #[error("the answer is incomplete: the model stopped with `{reason}`")]
+    Incomplete {
+        /// `length`, `content_filter`, `refusal` or the provider's reason.
+        reason: String,
+    },
     /// The run failed in an unexpected way (a bug); the message is safe.
     #[error("internal error: {0}")]
     Internal(String),
@@ -130,6 +180,7 @@ impl RunError {
             Self::MaxIterations { .. } => "max_iterations_exceeded",
             Self::UsageLimit { .. } => "usage_limit_exceeded",
             Self::Cancelled => "cancelled",
+            Self::Incomplete { .. } => "incomplete_answer",
             Self::Internal(_) => "internal_error",
         }
     }
@@ -236,6 +287,7 @@ pub fn run(request: RunRequest, deps: RunDeps) -> RunHandle {
             match &result {
                 Ok(output) => emitter.emit(AiEventKind::AssistantFinal {
                     content: output.content.clone(),
+                    finish_reason: output.final_reason().to_owned(),
                 }),
                 Err(error) => {
                     tracing::info!(code = error.code(), "run failed");
@@ -271,11 +323,13 @@ async fn drive(
         model,
         mut messages,
         tool_choice,
+        settings,
         limits,
     } = request;
     let max_iterations = limits.max_iterations.max(1);
     let tools: Arc<[ai_core::ToolSpec]> = deps.catalog.specs().into();
     let mut usage = Vec::new();
+    let mut records = Vec::new();
     let mut total_tokens: u64 = 0;
 
     for iteration in 0..max_iterations {
@@ -301,8 +355,7 @@ async fn drive(
             tools: Arc::clone(&tools),
             tool_choice: tool_choice.clone(),
             context: context.clone(),
-            max_tokens: None,
-            temperature: None,
+            settings: settings.clone(),
         };
         let turn = model_turn(deps, completion, emitter, cancel).await?;
         if let Some(fact) = &turn.usage {
@@ -311,11 +364,18 @@ async fn drive(
             usage.push(fact.clone());
         }
         if turn.tool_calls.is_empty() {
-            messages.push(Message::assistant(turn.text.clone()));
+            let content = match (&turn.refusal, turn.text.is_empty()) {
+                (Some(refusal), true) => refusal.clone(),
+                _ => turn.text.clone(),
+            };
+            messages.push(Message::assistant(content.clone()));
             return Ok(RunOutput {
-                content: turn.text,
+                content,
+                finish_reason: turn.finish_reason,
+                refusal: turn.refusal,
                 messages,
                 usage,
+                records,
             });
         }
         let executions = run_tools(
@@ -331,6 +391,7 @@ async fn drive(
         // tool message per call, in call order, ids as the runner settled them.
         messages.push(Message::Assistant {
             content: (!turn.text.is_empty()).then(|| turn.text.clone()),
+            reasoning: turn.reasoning.clone(),
             tool_calls: turn
                 .tool_calls
                 .iter()
@@ -339,11 +400,13 @@ async fn drive(
                     id: exec.result.tool_call_id.clone(),
                     name: call.name.clone(),
                     arguments: history_arguments(call),
+                    raw: call.raw.clone(),
                 })
                 .collect(),
         });
         for exec in executions {
             messages.push(Message::tool(exec.result.tool_call_id, exec.model_content));
+            records.push(exec.record);
         }
         if cancel.is_cancelled() {
             return Err(RunError::Cancelled);
@@ -372,6 +435,9 @@ async fn model_turn(
         match item {
             Some(Ok(CompletionItem::Delta(CompletionDelta::Text(delta)))) => {
                 emitter.emit(AiEventKind::TextDelta { delta });
+            }
+            Some(Ok(CompletionItem::Delta(CompletionDelta::Reasoning(delta)))) => {
+                emitter.emit(AiEventKind::ReasoningDelta { delta });
             }
             Some(Ok(CompletionItem::Delta(_))) => {}
             Some(Ok(CompletionItem::Final(turn))) => return Ok(turn),
@@ -404,6 +470,7 @@ async fn run_tools(
             name: call.name.clone(),
             arguments: call.arguments.clone(),
             outcome: call.outcome,
+            raw: call.raw.clone(),
         })
         .collect();
     let all_read_only = calls.iter().all(|call| {

@@ -94,6 +94,7 @@ impl TurnBuilder {
             name: name.to_owned(),
             arguments: arguments.to_owned(),
             outcome,
+            raw: None,
         });
     }
 
@@ -117,6 +118,7 @@ impl TurnBuilder {
             tool_calls: self.calls,
             finish_reason,
             usage,
+            ..CompletionFinal::default()
         };
         (self.deltas, last)
     }

@@ -207,6 +207,7 @@ impl Turn {
                 prompt_tokens,
                 completion_tokens,
                 total_tokens: prompt_tokens.saturating_add(completion_tokens),
+                ..UsageFact::default()
             });
         let (deltas, last) = builder.finish(self.finish.clone(), usage);
         let ending = match &self.ending {
@@ -378,8 +379,7 @@ mod tests {
             tools: Vec::new().into(),
             tool_choice: ToolChoice::Auto,
             context: RunContext::new("run-1", "trace-1"),
-            max_tokens: None,
-            temperature: None,
+            settings: ai_core::ModelSettings::default(),
         }
     }
 
@@ -423,6 +423,7 @@ mod tests {
                     let call = calls.iter_mut().find(|c| c.0 == *index).unwrap();
                     call.3.push_str(fragment);
                 }
+                CompletionDelta::Reasoning(_) | CompletionDelta::Refusal(_) => {}
                 CompletionDelta::Usage(_) => {}
             }
         }
@@ -475,6 +476,7 @@ mod tests {
             prompt_tokens: 10,
             completion_tokens: 5,
             total_tokens: 15,
+            ..UsageFact::default()
         };
         assert_eq!(ds.last(), Some(&CompletionDelta::Usage(usage.clone())));
         let last = final_of(&items);
@@ -490,6 +492,7 @@ mod tests {
                     name: "core__search".into(),
                     arguments: args.to_string(),
                     outcome: ToolCallOutcome::Complete,
+                    raw: None,
                 },
                 AssembledToolCall {
                     index: 1,
@@ -497,6 +500,7 @@ mod tests {
                     name: "core__x".into(),
                     arguments: "{\"a\": 1".into(),
                     outcome: ToolCallOutcome::Truncated,
+                    raw: None,
                 },
             ]
         );

@@ -204,6 +204,7 @@ impl TestModel {
             prompt_tokens,
             completion_tokens,
             total_tokens: prompt_tokens.saturating_add(completion_tokens),
+            ..UsageFact::default()
         };
         let (deltas, last) = builder.finish(None, Some(usage));
         Plan {
@@ -232,6 +233,7 @@ fn message_words(message: &Message) -> u64 {
         Message::Assistant {
             content,
             tool_calls,
+            ..
         } => {
             let text = content.as_deref().map_or(0, words);
             let calls: u64 = tool_calls.iter().map(|c| 1 + words(&c.arguments)).sum();
@@ -331,8 +333,7 @@ mod tests {
             tools: tools.into(),
             tool_choice: ToolChoice::Auto,
             context: RunContext::new("run-1", "trace-1"),
-            max_tokens: None,
-            temperature: None,
+            settings: ai_core::ModelSettings::default(),
         }
     }
 
@@ -504,16 +505,19 @@ mod tests {
             Message::user("what time is it?"),
             Message::Assistant {
                 content: None,
+                reasoning: None,
                 tool_calls: vec![
                     MessageToolCall {
                         id: "call_0".into(),
                         name: "core__get_current_time".into(),
                         arguments: r#"{"timezone":"UTC"}"#.into(),
+                        raw: None,
                     },
                     MessageToolCall {
                         id: "call_1".into(),
                         name: "core__search".into(),
                         arguments: "{}".into(),
+                        raw: None,
                     },
                 ],
             },

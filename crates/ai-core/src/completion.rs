@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::RunContext;
@@ -32,6 +33,46 @@ pub enum ToolChoice {
     Tool(ToolId),
 }
 
+/// How the model must shape its answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ResponseFormat {
+    /// Free text (the default).
+    Text,
+    /// Any JSON object.
+    JsonObject,
+    /// JSON matching `schema` (structured output).
+    JsonSchema {
+        /// A name for the schema (`[a-zA-Z0-9_-]`, at most 64 characters).
+        name: String,
+        /// The JSON Schema.
+        schema: Value,
+        /// Whether the provider must enforce the schema exactly.
+        #[serde(default)]
+        strict: bool,
+    },
+}
+
+/// Sampling and output settings of a model call. Plain data: set per agent, per run
+/// or per request; `None` leaves the provider's default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelSettings {
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+    /// Upper bound on generated tokens.
+    pub max_tokens: Option<u32>,
+    /// Seed for providers that support reproducible sampling.
+    pub seed: Option<i64>,
+    /// Reasoning effort for reasoning models (`low`, `medium`, `high`, ...).
+    pub reasoning_effort: Option<String>,
+    /// The shape of the answer (structured output).
+    pub response_format: Option<ResponseFormat>,
+    /// Further top-level request fields, sent as given (provider-specific options).
+    /// Fields the request already sets are not overridden.
+    pub extra_body: Map<String, Value>,
+}
+
 /// One model call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompletionRequest {
@@ -46,10 +87,8 @@ pub struct CompletionRequest {
     pub tool_choice: ToolChoice,
     /// Correlation ids for logs and spans.
     pub context: RunContext,
-    /// Upper bound on generated tokens, if any.
-    pub max_tokens: Option<u32>,
-    /// Sampling temperature, if any.
-    pub temperature: Option<f32>,
+    /// Sampling and output settings.
+    pub settings: ModelSettings,
 }
 
 /// A semantic piece of a streamed model turn.
@@ -57,6 +96,10 @@ pub struct CompletionRequest {
 pub enum CompletionDelta {
     /// Assistant text.
     Text(String),
+    /// A piece of the model's reasoning (never part of the answer text).
+    Reasoning(String),
+    /// A piece of a refusal: the model declined to answer.
+    Refusal(String),
     /// A tool call opened (id minted by the decoder when the provider gave none).
     ToolCallStart {
         /// Position of the call in the turn.
@@ -102,10 +145,15 @@ pub struct AssembledToolCall {
     pub arguments: String,
     /// Whether the arguments are usable.
     pub outcome: ToolCallOutcome,
+    /// Provider-native payload the provider needs back on this call in later
+    /// requests (e.g. a thought signature). Observability and round-tripping only:
+    /// it never influences execution and never reaches events or UIs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<Value>,
 }
 
 /// Why a model turn stopped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FinishReason {
     /// Natural end.
@@ -119,14 +167,34 @@ pub enum FinishReason {
     /// Any other reason, verbatim.
     Other(String),
     /// The provider sent none.
+    #[default]
     Unknown,
 }
 
+impl FinishReason {
+    /// The reason as a snake_case word (`stop`, `tool_calls`, `length`,
+    /// `content_filter`, `unknown`, or the provider's own word).
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Stop => "stop",
+            Self::ToolCalls => "tool_calls",
+            Self::Length => "length",
+            Self::ContentFilter => "content_filter",
+            Self::Other(other) => other,
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
 /// A whole assembled model turn.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CompletionFinal {
     /// All assistant text of the turn.
     pub text: String,
+    /// The model's reasoning text of the turn, when it streamed any.
+    pub reasoning: Option<String>,
+    /// The refusal text, when the model declined to answer.
+    pub refusal: Option<String>,
     /// Tool calls in index order.
     pub tool_calls: Vec<AssembledToolCall>,
     /// Why the turn stopped.

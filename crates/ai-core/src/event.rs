@@ -17,6 +17,12 @@ pub struct UsageFact {
     pub completion_tokens: u64,
     /// Total tokens as reported (or the sum when the provider gave none).
     pub total_tokens: u64,
+    /// Prompt tokens served from the provider's cache, when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<u64>,
+    /// Completion tokens spent on reasoning, when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
 }
 
 /// One event of a run. Serialized flat: `{"type": ..., "run_id": ..., fields...}`.
@@ -50,9 +56,15 @@ impl AiEvent {
 /// may be added, existing ones are never renamed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum AiEventKind {
     /// A piece of streamed assistant text.
     TextDelta {
+        /// The text.
+        delta: String,
+    },
+    /// A piece of the model's reasoning (never part of `assistant_final.content`).
+    ReasoningDelta {
         /// The text.
         delta: String,
     },
@@ -97,11 +109,21 @@ pub enum AiEventKind {
         completion_tokens: u64,
         /// Total tokens.
         total_tokens: u64,
+        /// Prompt tokens served from the provider's cache, when reported.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cached_tokens: Option<u64>,
+        /// Completion tokens spent on reasoning, when reported.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning_tokens: Option<u64>,
     },
     /// The final assistant answer (exactly once, on success only).
     AssistantFinal {
         /// Answer text.
         content: String,
+        /// Why the last model turn stopped: `stop` for a complete answer; `length`,
+        /// `content_filter` or `refusal` for an answer that is not complete.
+        #[serde(default = "stop")]
+        finish_reason: String,
     },
     /// The run failed.
     Error {
@@ -121,8 +143,14 @@ impl From<UsageFact> for AiEventKind {
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
             total_tokens: usage.total_tokens,
+            cached_tokens: usage.cached_tokens,
+            reasoning_tokens: usage.reasoning_tokens,
         }
     }
+}
+
+fn stop() -> String {
+    "stop".to_owned()
 }
 
 /// Where events go. Implementations must not block: emitting is synchronous and is

@@ -36,8 +36,8 @@ pub use bound::{BoundedValue, MIN_RESULT_BUDGET, TRUNCATION_MARKER, bound_text, 
 pub use catalog::{CatalogError, ToolCatalog};
 pub use completion::{
     AssembledToolCall, CompletionDelta, CompletionError, CompletionFinal, CompletionItem,
-    CompletionPort, CompletionRequest, CompletionStream, FinishReason, TimeoutPhase,
-    ToolCallOutcome, ToolChoice,
+    CompletionPort, CompletionRequest, CompletionStream, FinishReason, ModelSettings,
+    ResponseFormat, TimeoutPhase, ToolCallOutcome, ToolChoice,
 };
 pub use context::RunContext;
 pub use error::ToolErrorCode;

@@ -1,6 +1,7 @@
 //! Conversation messages, independent of any wire format.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// A tool call as recorded in an assistant message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -12,6 +13,10 @@ pub struct MessageToolCall {
     pub name: String,
     /// The raw argument text the model produced.
     pub arguments: String,
+    /// Provider-native payload to send back with this call (e.g. a thought
+    /// signature); never influences execution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<Value>,
 }
 
 /// One message of a conversation.
@@ -33,6 +38,10 @@ pub enum Message {
         /// Text, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         content: Option<String>,
+        /// The model's reasoning for this turn, kept so providers that need it back
+        /// (DeepSeek's thinking mode with tool calls) receive it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning: Option<String>,
         /// Tool calls, in call order.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<MessageToolCall>,
@@ -65,6 +74,7 @@ impl Message {
     pub fn assistant(content: impl Into<String>) -> Self {
         Self::Assistant {
             content: Some(content.into()),
+            reasoning: None,
             tool_calls: Vec::new(),
         }
     }

@@ -153,6 +153,8 @@ pub struct ToolCall {
     pub arguments: String,
     /// How the argument text ended in the stream.
     pub outcome: ToolCallOutcome,
+    /// Provider-native payload of the call, kept on the audit record only.
+    pub raw: Option<Value>,
 }
 
 impl ToolCall {
@@ -167,6 +169,7 @@ impl ToolCall {
             name: name.into(),
             arguments: arguments.into(),
             outcome: ToolCallOutcome::Complete,
+            raw: None,
         }
     }
 }
@@ -403,6 +406,7 @@ impl ToolRunner {
         };
         let entry = self.entries.get(&call.name).cloned();
         let shown_name = display_name(&call.name);
+        let call_raw = call.raw.clone();
 
         // Parse once, before the start event, so the event shows the redacted view.
         let parsed: Result<Value, Failure> = parse_arguments(&call, budgets.max_argument_bytes);
@@ -500,7 +504,7 @@ impl ToolRunner {
             ended_at_ms,
             model_content_bytes: model_content.len(),
             truncated,
-            raw: None,
+            raw: call_raw,
         };
         ToolExecution {
             result,

@@ -183,7 +183,16 @@ impl<O: Write, E: Write> HumanRenderer<O, E> {
                 self.completion_tokens += completion_tokens;
                 self.total_tokens += total_tokens;
             }
-            AiEventKind::AssistantFinal { .. } => self.end_text_line(),
+            AiEventKind::AssistantFinal { finish_reason, .. } => {
+                self.end_text_line();
+                if finish_reason != "stop" {
+                    let _ = writeln!(
+                        self.err,
+                        "note: the answer is incomplete (the model stopped with `{}`)",
+                        printable(finish_reason)
+                    );
+                }
+            }
             AiEventKind::Error { code, message } => {
                 self.end_text_line();
                 let _ = writeln!(self.err, "error [{code}]: {}", printable(message));
@@ -203,6 +212,8 @@ impl<O: Write, E: Write> HumanRenderer<O, E> {
                     );
                 }
             }
+            // Reasoning is not shown; event kinds added later are ignored.
+            _ => {}
         }
     }
 }
@@ -247,9 +258,12 @@ mod tests {
                 prompt_tokens: 10,
                 completion_tokens: 5,
                 total_tokens: 15,
+                cached_tokens: None,
+                reasoning_tokens: None,
             },
             AiEventKind::AssistantFinal {
                 content: "It is noon.".into(),
+                finish_reason: "stop".into(),
             },
             AiEventKind::Done,
         ];

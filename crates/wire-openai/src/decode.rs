@@ -536,6 +536,7 @@ impl Assembly {
             total_tokens: usage
                 .total_tokens
                 .unwrap_or(prompt_tokens.saturating_add(completion_tokens)),
+            ..UsageFact::default()
         });
     }
 
@@ -801,6 +802,7 @@ impl Assembly {
                 name: slot.name,
                 arguments,
                 outcome,
+                raw: None,
             });
         }
         calls.sort_by_key(|call| call.index);
@@ -818,6 +820,7 @@ impl Assembly {
             tool_calls: calls,
             finish_reason,
             usage: self.usage_fact(),
+            ..CompletionFinal::default()
         };
         if ended {
             Ok(turn)

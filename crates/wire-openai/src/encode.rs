@@ -25,7 +25,7 @@ pub enum StrictMode {
     WhenPossible,
 }
 
-/// Which field carries [`CompletionRequest::max_tokens`].
+/// Which field carries [`ai_core::ModelSettings::max_tokens`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum MaxTokensField {
     /// `max_tokens`: understood by every OpenAI-compatible server.
@@ -225,6 +225,7 @@ fn message_dto(message: &Message) -> MessageDto<'_> {
         Message::Assistant {
             content,
             tool_calls,
+            ..
         } => MessageDto::Assistant {
             // OpenAI wants `content` present: null beside tool calls, text otherwise.
             content: match (content.as_deref(), tool_calls.is_empty()) {
@@ -267,7 +268,7 @@ fn to_value<T: Serialize>(value: &T) -> Value {
 /// Encodes a request body.
 ///
 /// ```
-/// use ai_core::{CompletionRequest, Message, RunContext, ToolChoice};
+/// use ai_core::{CompletionRequest, Message, ModelSettings, RunContext, ToolChoice};
 /// use wire_openai::encode::{EncodeOptions, encode_request};
 ///
 /// let request = CompletionRequest {
@@ -276,8 +277,7 @@ fn to_value<T: Serialize>(value: &T) -> Value {
 ///     tools: Vec::new().into(),
 ///     tool_choice: ToolChoice::Auto,
 ///     context: RunContext::new("run", "trace"),
-///     max_tokens: None,
-///     temperature: None,
+///     settings: ModelSettings::default(),
 /// };
 /// let encoded = encode_request(&request, &EncodeOptions::default()).unwrap();
 /// assert_eq!(encoded.body["stream_options"]["include_usage"], true);
@@ -329,14 +329,14 @@ pub fn encode_request(
         }
     }
 
-    if let Some(max_tokens) = request.max_tokens {
+    if let Some(max_tokens) = request.settings.max_tokens {
         let field = match options.max_tokens_field {
             MaxTokensField::MaxTokens => "max_tokens",
             MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
         };
         body.insert(field.into(), Value::from(max_tokens));
     }
-    if let Some(temperature) = request.temperature {
+    if let Some(temperature) = request.settings.temperature {
         // Through the shortest decimal form, so 0.7f32 is sent as 0.7, not
         // 0.699999988079071.
         let number = temperature

@@ -85,10 +85,12 @@ async fn one_tool_call_round_trips_through_the_history() {
             Message::user("hi"),
             Message::Assistant {
                 content: Some("Checking.".into()),
+                reasoning: None,
                 tool_calls: vec![MessageToolCall {
                     id: "call_1".into(),
                     name: "core__echo".into(),
                     arguments: json!({"text": "ping"}).to_string(),
+                    raw: None,
                 }],
             },
             Message::tool("call_1", json!({"echo": "ping"}).to_string()),

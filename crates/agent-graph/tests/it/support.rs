@@ -343,6 +343,8 @@ pub(crate) fn label(event: &AiEvent) -> String {
         AiEventKind::AssistantFinal { .. } => "assistant_final".into(),
         AiEventKind::Error { code, .. } => format!("error:{code}"),
         AiEventKind::Done => "done".into(),
+        AiEventKind::ReasoningDelta { .. } => "reasoning_delta".into(),
+        other => format!("{other:?}"),
     }
 }
 
@@ -423,7 +425,7 @@ pub(crate) fn check_invariants(events: &[AiEvent], outcome: &Outcome) {
     let finals: Vec<&str> = events
         .iter()
         .filter_map(|e| match &e.kind {
-            AiEventKind::AssistantFinal { content } => Some(content.as_str()),
+            AiEventKind::AssistantFinal { content, .. } => Some(content.as_str()),
             _ => None,
         })
         .collect();

@@ -337,6 +337,12 @@ fn other_events_match_the_design_table() {
         prompt_tokens: 10,
         completion_tokens: 5,
         total_tokens: 15,
+        ..UsageFact::default()
+    };
+    let cached = UsageFact {
+        cached_tokens: Some(8),
+        reasoning_tokens: Some(3),
+        ..usage.clone()
     };
     let cases = [
         (
@@ -351,10 +357,30 @@ fn other_events_match_the_design_table() {
                    "completion_tokens": 5, "total_tokens": 15}),
         ),
         (
+            AiEventKind::from(cached),
+            json!({"type": "usage_report", "model": "gpt-test", "prompt_tokens": 10,
+                   "completion_tokens": 5, "total_tokens": 15, "cached_tokens": 8,
+                   "reasoning_tokens": 3}),
+        ),
+        (
             AiEventKind::AssistantFinal {
                 content: "done.".into(),
+                finish_reason: "stop".into(),
             },
-            json!({"type": "assistant_final", "content": "done."}),
+            json!({"type": "assistant_final", "content": "done.", "finish_reason": "stop"}),
+        ),
+        (
+            AiEventKind::AssistantFinal {
+                content: "The answer is".into(),
+                finish_reason: "length".into(),
+            },
+            json!({"type": "assistant_final", "content": "The answer is", "finish_reason": "length"}),
+        ),
+        (
+            AiEventKind::ReasoningDelta {
+                delta: "Let me think".into(),
+            },
+            json!({"type": "reasoning_delta", "delta": "Let me think"}),
         ),
         (
             AiEventKind::Error {

@@ -135,6 +135,8 @@ pub(crate) fn delta_json(delta: &CompletionDelta, ids: &mut IdNormalizer) -> Val
             json!({"tool_call_args": {"index": index, "fragment": fragment}})
         }
         CompletionDelta::Usage(usage) => json!({"usage": usage_json(usage)}),
+        CompletionDelta::Reasoning(text) => json!({"reasoning": text}),
+        CompletionDelta::Refusal(text) => json!({"refusal": text}),
     }
 }
 
@@ -148,12 +150,20 @@ pub(crate) fn final_json(turn: &CompletionFinal, ids: &mut IdNormalizer) -> Valu
             value
         })
         .collect();
-    json!({
+    let mut value = json!({
         "text": turn.text,
         "tool_calls": calls,
         "finish_reason": serde_json::to_value(&turn.finish_reason).unwrap(),
         "usage": turn.usage.as_ref().map(usage_json),
-    })
+    });
+    // Only when present, so snapshots of providers without them stay as they were.
+    if let Some(reasoning) = &turn.reasoning {
+        value["reasoning"] = json!(reasoning);
+    }
+    if let Some(refusal) = &turn.refusal {
+        value["refusal"] = json!(refusal);
+    }
+    value
 }
 
 pub(crate) fn result_json(

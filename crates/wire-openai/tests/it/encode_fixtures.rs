@@ -62,8 +62,11 @@ fn encode_case(input: Input) -> Value {
             .collect(),
         tool_choice: input.request.tool_choice,
         context: RunContext::new("run-1", "trace-1"),
-        max_tokens: input.request.max_tokens,
-        temperature: input.request.temperature,
+        settings: ai_core::ModelSettings {
+            max_tokens: input.request.max_tokens,
+            temperature: input.request.temperature,
+            ..Default::default()
+        },
     };
     let options = EncodeOptions {
         stream: input.options.stream,

@@ -102,8 +102,7 @@ fn request() -> CompletionRequest {
         tools: vec![weather_tool()].into(),
         tool_choice: ToolChoice::Auto,
         context: RunContext::new("run-1", "trace-1"),
-        max_tokens: None,
-        temperature: None,
+        settings: ai_core::ModelSettings::default(),
     }
 }
 
