@@ -8,7 +8,7 @@ use ai_core::{
     ToolCatalog, ToolChoice, ToolEffect, ToolId, ToolPolicy, ToolRunner, ToolSpec,
 };
 
-use crate::run::{RunDeps, RunError, RunHandle, RunLimits, RunRequest, run};
+use crate::run::{RunDeps, RunError, RunHandle, RunLimits, RunRequest, ToolChoiceScope, run};
 
 /// Model id sent when the builder was given none. Servers that host one model
 /// (llama.cpp, a single-model vLLM) accept any id; hosted APIs need
@@ -45,6 +45,7 @@ pub struct AgentBuilder {
     approver: Option<Arc<dyn Approver>>,
     limits: RunLimits,
     tool_choice: ToolChoice,
+    tool_choice_scope: ToolChoiceScope,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -107,9 +108,19 @@ impl AgentBuilder {
         self
     }
 
-    /// Tool choice of every model turn (default `auto`).
+    /// Tool choice of every run (default `auto`). A forced choice (`Required` or a
+    /// named tool) applies to the first model turn only unless
+    /// [`AgentBuilder::tool_choice_scope`] says otherwise, so the model can answer
+    /// after the forced call.
     pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
         self.tool_choice = choice;
+        self
+    }
+
+    /// Which model turns a forced tool choice applies to (default
+    /// [`ToolChoiceScope::FirstTurn`]).
+    pub fn tool_choice_scope(mut self, scope: ToolChoiceScope) -> Self {
+        self.tool_choice_scope = scope;
         self
     }
 
@@ -131,7 +142,6 @@ impl AgentBuilder {
             }
         }
         let mut runner = ToolRunner::new(self.tools, policy)?;
-        let has_approver = self.approver.is_some();
         if let Some(approver) = self.approver {
             runner = runner.with_approver(approver);
         }
@@ -141,9 +151,9 @@ impl AgentBuilder {
                 model_name: self.model_name,
                 system: self.system,
                 runner: Arc::new(runner),
-                has_approver,
                 limits: self.limits,
                 tool_choice: self.tool_choice,
+                tool_choice_scope: self.tool_choice_scope,
             }),
         })
     }
@@ -154,9 +164,9 @@ struct Inner {
     model_name: String,
     system: Option<String>,
     runner: Arc<ToolRunner>,
-    has_approver: bool,
     limits: RunLimits,
     tool_choice: ToolChoice,
+    tool_choice_scope: ToolChoiceScope,
 }
 
 /// A model with tools, a policy and limits: the short way to run the loop.
@@ -206,24 +216,14 @@ impl Agent {
             approver: None,
             limits: RunLimits::default(),
             tool_choice: ToolChoice::Auto,
+            tool_choice_scope: ToolChoiceScope::FirstTurn,
         }
     }
 
     /// The tools the model is offered in a run with `ctx`: allowed by policy, and
-    /// not waiting for an approval that nobody could give.
+    /// not waiting for an approval that nobody could give (the runner's catalog).
     pub fn catalog(&self, ctx: &RunContext) -> ToolCatalog {
-        let catalog = self.inner.runner.catalog(ctx);
-        if self.inner.has_approver {
-            return catalog;
-        }
-        let policy = self.inner.runner.policy();
-        let offered: Vec<ToolId> = catalog
-            .specs()
-            .iter()
-            .filter(|s| policy.decide(ctx, &s.id, s.effect) == PolicyDecision::Allow)
-            .map(|s| s.id.clone())
-            .collect();
-        catalog.select(|id| offered.contains(id))
+        self.inner.runner.catalog(ctx)
     }
 
     /// Every tool handed to the builder, offered or not, sorted by id.
@@ -234,7 +234,7 @@ impl Agent {
     /// Runs the loop on `prompt` with fresh correlation ids.
     ///
     /// The returned handle streams events and resolves the outcome; dropping its
-    /// outcome cancels the run.
+    /// events cancels the run (see [`RunHandle`] for `into_parts` and `detach`).
     pub fn run(&self, prompt: impl Into<String>) -> RunHandle {
         self.run_with(RunContext::generate(), vec![Message::user(prompt.into())])
     }
@@ -252,6 +252,7 @@ impl Agent {
         let mut request = RunRequest::new(context, inner.model_name.clone(), messages);
         request.limits = inner.limits.clone();
         request.tool_choice = inner.tool_choice.clone();
+        request.tool_choice_scope = inner.tool_choice_scope;
         run(
             request,
             RunDeps {

@@ -1,56 +1,85 @@
-//! Fan-out of run events to several consumers, each with its own bounded queue.
+//! Fan-out of run events to several consumers, each with its own queue.
 //!
-//! A slow subscriber never blocks the run or the other subscribers: when its queue is
-//! full, new events are dropped for it alone and it is told how many it missed.
+//! Publishing never waits: a slow subscriber never blocks the run or the other
+//! subscribers. Two kinds of subscriber:
+//! - **lossless** ([`Fanout::subscribe_lossless`]), for billing and history: gets every
+//!   event (every `usage_report`, `assistant_final`, `error` and `done` among them).
+//!   Its memory stays bounded while it is behind because consecutive `text_delta`s
+//!   (and `reasoning_delta`s) are merged into one queued event; the concatenated text
+//!   is unchanged.
+//! - **lossy** ([`Fanout::subscribe`]), for UIs: holds at most `capacity` events. When
+//!   full it drops further events (merging deltas first, and never dropping
+//!   `assistant_final`, `error` or `done`), and the subscriber receives one
+//!   [`SubscriberItem::Lagged`] at the place of each gap, counting the events it
+//!   missed there.
 
+use std::future::poll_fn;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use ai_core::AiEvent;
 use futures::{Stream, StreamExt};
-use tokio::sync::mpsc;
 
-struct Slot {
-    tx: mpsc::Sender<AiEvent>,
-    lagged: Arc<AtomicU64>,
-}
+use crate::queue::{Queue, Slot};
 
-/// Delivers each event to every subscriber's own bounded queue.
+/// Delivers each event to every subscriber's own queue.
 #[derive(Default)]
 pub struct Fanout {
-    slots: Vec<Slot>,
+    slots: Vec<Arc<Queue>>,
+}
+
+impl std::fmt::Debug for Fanout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fanout")
+            .field("subscribers", &self.slots.len())
+            .finish()
+    }
 }
 
 /// What a subscriber receives.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SubscriberItem {
-    /// The next event.
+    /// The next event (consecutive text or reasoning deltas the subscriber was behind
+    /// on arrive merged into one).
     Event(AiEvent),
-    /// This many events were dropped for this subscriber because its queue was full.
+    /// This many events were dropped here, between the items before and after this
+    /// one, because this (lossy) subscriber's queue was full.
     Lagged(u64),
 }
 
-/// One consumer's end of a [`Fanout`].
+/// One consumer's end of a [`Fanout`]. Dropping it unsubscribes.
 pub struct Subscriber {
-    rx: mpsc::Receiver<AiEvent>,
-    lagged: Arc<AtomicU64>,
+    queue: Arc<Queue>,
+}
+
+impl std::fmt::Debug for Subscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscriber")
+            .field("pending", &self.queue.len())
+            .finish()
+    }
 }
 
 impl Subscriber {
-    /// The next item: a lag notice first if events were dropped, else the next event.
-    /// `None` once the fan-out is finished and the queue is drained.
+    /// The next item, in stream order: an event, or a lag notice where events were
+    /// dropped. `None` once the fan-out is finished and the queue is drained.
     pub async fn recv(&mut self) -> Option<SubscriberItem> {
-        let missed = self.lagged.swap(0, Ordering::AcqRel);
-        if missed > 0 {
-            return Some(SubscriberItem::Lagged(missed));
-        }
-        match self.rx.recv().await {
-            Some(event) => Some(SubscriberItem::Event(event)),
-            None => {
-                let missed = self.lagged.swap(0, Ordering::AcqRel);
-                (missed > 0).then_some(SubscriberItem::Lagged(missed))
-            }
-        }
+        let slot = poll_fn(|cx| self.queue.poll_pop(cx)).await?;
+        Some(match slot {
+            Slot::Event(event) => SubscriberItem::Event(event),
+            Slot::Gap(missed) => SubscriberItem::Lagged(missed),
+        })
+    }
+
+    /// Items waiting in this subscriber's queue (events and lag notices): how far
+    /// behind it is, for metrics and tests.
+    pub fn pending(&self) -> usize {
+        self.queue.len()
+    }
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        self.queue.receiver_gone();
     }
 }
 
@@ -60,28 +89,27 @@ impl Fanout {
         Self::default()
     }
 
-    /// Adds a subscriber whose queue holds at most `capacity` events (at least 1).
+    /// Adds a lossy subscriber (a UI) whose queue holds at most `capacity` events (at
+    /// least 1); see the module docs.
     pub fn subscribe(&mut self, capacity: usize) -> Subscriber {
-        let (tx, rx) = mpsc::channel(capacity.max(1));
-        let lagged = Arc::new(AtomicU64::new(0));
-        self.slots.push(Slot {
-            tx,
-            lagged: Arc::clone(&lagged),
-        });
-        Subscriber { rx, lagged }
+        self.add(Queue::lossy(capacity))
+    }
+
+    /// Adds a lossless subscriber (billing, history) that receives every event; see
+    /// the module docs.
+    pub fn subscribe_lossless(&mut self) -> Subscriber {
+        self.add(Queue::lossless())
+    }
+
+    fn add(&mut self, queue: Queue) -> Subscriber {
+        let queue = Arc::new(queue);
+        self.slots.push(Arc::clone(&queue));
+        Subscriber { queue }
     }
 
     /// Delivers one event to every live subscriber without waiting.
     pub fn publish(&mut self, event: &AiEvent) {
-        self.slots
-            .retain(|slot| match slot.tx.try_send(event.clone()) {
-                Ok(()) => true,
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    slot.lagged.fetch_add(1, Ordering::AcqRel);
-                    true
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => false,
-            });
+        self.slots.retain(|queue| queue.push(event.clone()));
     }
 
     /// Publishes every event of `events` until it ends, then closes all queues.
@@ -89,6 +117,15 @@ impl Fanout {
         let mut events = std::pin::pin!(events);
         while let Some(event) = events.next().await {
             self.publish(&event);
+        }
+    }
+}
+
+impl Drop for Fanout {
+    /// Subscribers receive what is queued, then the end.
+    fn drop(&mut self) {
+        for queue in &self.slots {
+            queue.close();
         }
     }
 }

@@ -8,18 +8,22 @@
 //!   and run many times (`agent.run(prompt)` streams events, `agent.prompt(prompt)`
 //!   returns the final text).
 //! - [`run`] is the lower-level entry: it starts a run and returns a [`RunHandle`]: a stream of [`ai_core::AiEvent`]s
-//!   and one final [`RunOutcome`].
-//! - [`Fanout`] gives billing, history and UI consumers their own bounded queues.
+//!   and one final [`RunOutcome`]. Dropping the event stream cancels the run unless
+//!   it was detached; see [`RunHandle`] for who cancels what.
+//! - [`Fanout`] gives billing and history (lossless) and UI (lossy, bounded)
+//!   consumers their own queues.
 //! - [`GraphRegistry`] holds named graphs (`chat`: a system prompt and a tool selection).
 
 mod agent;
 mod fanout;
 mod graph;
+mod queue;
 mod run;
 
 pub use agent::{Agent, AgentBuilder, AgentError, DEFAULT_MODEL_NAME};
 pub use fanout::{Fanout, Subscriber, SubscriberItem};
 pub use graph::{Graph, GraphRegistry, ToolFilter};
 pub use run::{
-    EventStream, RunDeps, RunError, RunHandle, RunLimits, RunOutcome, RunOutput, RunRequest, run,
+    EventStream, RunDeps, RunError, RunHandle, RunLimits, RunOutcome, RunOutput, RunRequest,
+    ToolChoiceScope, run,
 };

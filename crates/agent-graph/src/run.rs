@@ -8,13 +8,15 @@ use std::task::{Context, Poll};
 use ai_core::{
     AiEvent, AiEventKind, CancellationToken, CompletionDelta, CompletionError, CompletionFinal,
     CompletionItem, CompletionPort, CompletionRequest, FinishReason, Message, MessageToolCall,
-    ModelSettings, RunContext, ToolCall, ToolCatalog, ToolChoice, ToolEffect, ToolExecution,
-    ToolInvocationRecord, ToolRunner, UsageFact,
+    ModelSettings, RunContext, ToolCall, ToolCallRef, ToolCatalog, ToolChoice, ToolEffect,
+    ToolExecution, ToolInvocationRecord, ToolRunner, UsageFact, log_field,
 };
 use futures::{FutureExt, Stream, StreamExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_util::sync::DropGuard;
 use tracing::Instrument;
+
+use crate::queue::{Queue, Slot};
 
 /// Limits of one run. Every limit is explicit and its error says which was hit.
 ///
@@ -43,6 +45,34 @@ impl Default for RunLimits {
     }
 }
 
+/// Which model turns a forced [`ToolChoice`] (`Required` or a named tool) applies to.
+///
+/// Forcing a call on every turn leaves the model no way to answer, so by default only
+/// the first turn is forced and later turns use `auto`. `None` (no tool calls) and
+/// `auto` apply to every turn either way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoiceScope {
+    /// The first model turn only; later turns use `auto` (the default).
+    #[default]
+    FirstTurn,
+    /// Every model turn: the model must call a tool every turn, so the run ends at a
+    /// limit unless the model disregards the choice.
+    EveryTurn,
+}
+
+impl ToolChoiceScope {
+    /// The tool choice of the model turn numbered `iteration` (0 first).
+    pub fn choice_for(self, choice: &ToolChoice, iteration: u32) -> ToolChoice {
+        match (self, choice) {
+            (Self::FirstTurn, ToolChoice::Required | ToolChoice::Tool(_)) if iteration > 0 => {
+                ToolChoice::Auto
+            }
+            _ => choice.clone(),
+        }
+    }
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct RunRequest {
@@ -52,8 +82,11 @@ pub struct RunRequest {
     pub model: String,
     /// The conversation so far (system prompt, user message, ...).
     pub messages: Vec<Message>,
-    /// Tool choice for every model turn.
+    /// Tool choice of the model turns `tool_choice_scope` names (`auto` for the
+    /// others when it forces a call).
     pub tool_choice: ToolChoice,
+    /// Which turns a forced `tool_choice` applies to (default: the first only).
+    pub tool_choice_scope: ToolChoiceScope,
     /// Sampling and output settings of every model call.
     pub settings: ModelSettings,
     /// Limits.
@@ -68,6 +101,7 @@ impl RunRequest {
             model: model.into(),
             messages,
             tool_choice: ToolChoice::Auto,
+            tool_choice_scope: ToolChoiceScope::FirstTurn,
             settings: ModelSettings::default(),
             limits: RunLimits::default(),
         }
@@ -144,19 +178,30 @@ pub enum RunError {
     Model(#[from] CompletionError),
     /// The model kept calling tools for `limit` turns.
     #[error(
-        "the run stopped after {limit} model turns without a final answer; raise limits.max_iterations if the task needs more turns"
+        "the run stopped after {limit} model turns without a final answer{}; raise limits.max_iterations if the task needs more turns",
+        not_executed_note(not_executed)
     )]
     MaxIterations {
         /// The limit.
         limit: u32,
+        /// Tool calls of the last turn, not executed because no model turn was left
+        /// to see their results (also listed by the `tool_calls_not_executed` event).
+        not_executed: Vec<ToolCallRef>,
     },
     /// A usage limit was reached.
-    #[error("the run reached its {what} limit of {limit}")]
+    #[error(
+        "the run reached its {what} limit of {limit}{}",
+        not_executed_note(not_executed)
+    )]
     UsageLimit {
         /// `model_requests` or `total_tokens`.
         what: &'static str,
         /// The limit.
         limit: u64,
+        /// Tool calls of the last turn, not executed because the limit left no model
+        /// turn to see their results (also listed by the `tool_calls_not_executed`
+        /// event).
+        not_executed: Vec<ToolCallRef>,
     },
     /// The run was cancelled.
     #[error("the run was cancelled")]
@@ -172,7 +217,25 @@ pub enum RunError {
     Internal(String),
 }
 
+fn not_executed_note(calls: &[ToolCallRef]) -> String {
+    match calls.len() {
+        0 => String::new(),
+        1 => " (the last turn's tool call was not executed)".to_owned(),
+        n => format!(" (the last turn's {n} tool calls were not executed)"),
+    }
+}
+
 impl RunError {
+    /// The tool calls the run did not execute because it hit a limit first.
+    pub fn not_executed(&self) -> &[ToolCallRef] {
+        match self {
+            Self::MaxIterations { not_executed, .. } | Self::UsageLimit { not_executed, .. } => {
+                not_executed
+            }
+            _ => &[],
+        }
+    }
+
     /// Stable snake_case code (the `code` of the `error` event).
     pub fn code(&self) -> &'static str {
         match self {
@@ -187,22 +250,90 @@ impl RunError {
 }
 
 /// The events of one run, in order. Ends after the `done` event.
+///
+/// Dropping the stream cancels the run (the model call and running tools stop, and the
+/// outcome resolves to [`RunError::Cancelled`]) unless the stream was detached
+/// ([`EventStream::detach`], [`RunHandle::detach`]) or came from
+/// [`RunHandle::into_parts`].
+///
+/// The run never waits for the stream: while the consumer is behind, consecutive
+/// `text_delta`s (and `reasoning_delta`s) are merged into one queued event, so a
+/// stalled consumer costs one growing text per gap, not one event per token; the
+/// concatenated text is unchanged and no other event is dropped.
 pub struct EventStream {
-    rx: mpsc::UnboundedReceiver<AiEvent>,
+    queue: Arc<Queue>,
+    cancel_on_drop: Option<DropGuard>,
+}
+
+impl std::fmt::Debug for EventStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventStream")
+            .field("pending", &self.queue.len())
+            .field("cancels_on_drop", &self.cancel_on_drop.is_some())
+            .finish()
+    }
+}
+
+impl EventStream {
+    /// Dropping the returned stream no longer cancels the run.
+    pub fn detach(mut self) -> Self {
+        if let Some(guard) = self.cancel_on_drop.take() {
+            guard.disarm();
+        }
+        self
+    }
+
+    /// Events waiting to be read (after merging): how far behind the consumer is,
+    /// for metrics and tests.
+    pub fn pending(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Deltas merged into an already queued delta so far, because the consumer was
+    /// behind.
+    pub fn coalesced(&self) -> u64 {
+        self.queue.coalesced()
+    }
 }
 
 impl Stream for EventStream {
     type Item = AiEvent;
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AiEvent>> {
-        self.rx.poll_recv(cx)
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AiEvent>> {
+        loop {
+            return match self.queue.poll_pop(cx) {
+                Poll::Ready(Some(Slot::Event(event))) => Poll::Ready(Some(event)),
+                // A lossless queue drops nothing; nothing to report.
+                Poll::Ready(Some(Slot::Gap(_))) => continue,
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            };
+        }
+    }
+}
+
+impl Drop for EventStream {
+    fn drop(&mut self) {
+        // Free what is queued and stop queueing; the guard (if armed) then cancels.
+        self.queue.receiver_gone();
     }
 }
 
 /// The final result of one run. Resolves exactly once, whether or not anyone reads
-/// the events. Dropping it (or the [`RunHandle`] holding it) cancels the run.
+/// the events.
+///
+/// Dropping it cancels the run only when it came from [`RunHandle::into_parts`];
+/// otherwise the [`EventStream`] decides (see [`RunHandle`]).
 pub struct RunOutcome {
     rx: oneshot::Receiver<Result<RunOutput, RunError>>,
-    _cancel_on_drop: DropGuard,
+    cancel_on_drop: Option<DropGuard>,
+}
+
+impl std::fmt::Debug for RunOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOutcome")
+            .field("cancels_on_drop", &self.cancel_on_drop.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Future for RunOutcome {
@@ -215,12 +346,31 @@ impl Future for RunOutcome {
 }
 
 /// A started run: its events, its outcome and its cancel token.
+///
+/// Who may cancel the run by being dropped:
+/// - as returned by [`run`] (and `Agent::run`): the [`EventStream`]. Dropping the
+///   events (or the whole handle) cancels the run; dropping only the outcome does
+///   not, so `let events = agent.run(..).events;` streams the whole run.
+/// - after [`RunHandle::into_parts`]: the [`RunOutcome`]. Dropping the events does
+///   not stop the run; dropping the outcome does (for callers that only want the
+///   result, or that may stop reading events early).
+/// - after [`RunHandle::detach`]: nobody; the run ends on its own (answer, error or
+///   limit) or by [`RunHandle::cancel`] / [`RunHandle::cancel_token`].
 pub struct RunHandle {
-    /// Events of the run.
+    /// Events of the run. Dropping them cancels the run unless detached.
     pub events: EventStream,
     /// Final result.
     pub outcome: RunOutcome,
     cancel: CancellationToken,
+}
+
+impl std::fmt::Debug for RunHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunHandle")
+            .field("events", &self.events)
+            .field("outcome", &self.outcome)
+            .finish_non_exhaustive()
+    }
 }
 
 impl RunHandle {
@@ -237,42 +387,68 @@ impl RunHandle {
 
     /// Splits the handle; dropping the event stream does not stop the run, dropping
     /// the outcome does.
-    pub fn into_parts(self) -> (EventStream, RunOutcome) {
+    pub fn into_parts(mut self) -> (EventStream, RunOutcome) {
+        if let Some(guard) = self.events.cancel_on_drop.take() {
+            self.outcome.cancel_on_drop = Some(guard);
+        }
         (self.events, self.outcome)
+    }
+
+    /// Detaches the run from its handle: dropping the events, the outcome or the
+    /// handle no longer cancels it. It still stops on [`RunHandle::cancel`].
+    pub fn detach(mut self) -> Self {
+        for guard in [
+            self.events.cancel_on_drop.take(),
+            self.outcome.cancel_on_drop.take(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            guard.disarm();
+        }
+        self
     }
 }
 
 /// Emits events without ever waiting: a slow or absent consumer cannot stall a run.
+/// Dropping it ends the event stream.
 struct Emitter {
-    tx: mpsc::UnboundedSender<AiEvent>,
+    queue: Arc<Queue>,
     ctx: RunContext,
 }
 
 impl Emitter {
     fn emit(&self, kind: AiEventKind) {
-        let _ = self.tx.send(AiEvent::new(&self.ctx, kind));
+        self.queue.push(AiEvent::new(&self.ctx, kind));
     }
 }
 
 impl ai_core::EventSink for Emitter {
     fn emit(&self, event: AiEvent) {
-        let _ = self.tx.send(event);
+        self.queue.push(event);
+    }
+}
+
+impl Drop for Emitter {
+    fn drop(&mut self) {
+        self.queue.close();
     }
 }
 
 /// Starts a run on the current tokio runtime.
 pub fn run(request: RunRequest, deps: RunDeps) -> RunHandle {
-    let (tx, rx) = mpsc::unbounded_channel();
+    let queue = Arc::new(Queue::lossless());
     let (final_tx, final_rx) = oneshot::channel();
     let cancel = CancellationToken::new();
+    let context = &request.context;
     let span = tracing::info_span!(
         "run",
-        run_id = %request.context.run_id,
-        trace_id = %request.context.trace_id,
-        ingress_request_id = request.context.ingress_request_id.as_deref().unwrap_or(""),
+        run_id = %log_field(&context.run_id),
+        trace_id = %log_field(&context.trace_id),
+        ingress_request_id = %log_field(context.ingress_request_id.as_deref().unwrap_or("")),
     );
     let emitter = Emitter {
-        tx,
+        queue: Arc::clone(&queue),
         ctx: request.context.clone(),
     };
     let task_cancel = cancel.clone();
@@ -303,10 +479,13 @@ pub fn run(request: RunRequest, deps: RunDeps) -> RunHandle {
         .instrument(span),
     );
     RunHandle {
-        events: EventStream { rx },
+        events: EventStream {
+            queue,
+            cancel_on_drop: Some(cancel.clone().drop_guard()),
+        },
         outcome: RunOutcome {
             rx: final_rx,
-            _cancel_on_drop: cancel.clone().drop_guard(),
+            cancel_on_drop: None,
         },
         cancel,
     }
@@ -323,6 +502,7 @@ async fn drive(
         model,
         mut messages,
         tool_choice,
+        tool_choice_scope,
         settings,
         limits,
     } = request;
@@ -339,6 +519,7 @@ async fn drive(
             return Err(RunError::UsageLimit {
                 what: "model_requests",
                 limit: u64::from(limit),
+                not_executed: Vec::new(),
             });
         }
         if let Some(limit) = limits.max_total_tokens
@@ -347,13 +528,14 @@ async fn drive(
             return Err(RunError::UsageLimit {
                 what: "total_tokens",
                 limit,
+                not_executed: Vec::new(),
             });
         }
         let completion = CompletionRequest {
             model: model.clone(),
             messages: messages.clone(),
             tools: Arc::clone(&tools),
-            tool_choice: tool_choice.clone(),
+            tool_choice: tool_choice_scope.choice_for(&tool_choice, iteration),
             context: context.clone(),
             settings: settings.clone(),
         };
@@ -377,6 +559,23 @@ async fn drive(
                 usage,
                 records,
             });
+        }
+        // No tool runs whose result no model would see: when no further turn is
+        // allowed, the calls are reported, not executed.
+        if let Some(blocked) =
+            next_turn_blocked(iteration + 1, total_tokens, &limits, max_iterations)
+        {
+            let not_executed: Vec<ToolCallRef> = turn
+                .tool_calls
+                .iter()
+                .map(|call| deps.runner.call_ref(&as_tool_call(call)))
+                .collect();
+            let error = blocked.into_error(not_executed.clone());
+            emitter.emit(AiEventKind::ToolCallsNotExecuted {
+                code: error.code().to_owned(),
+                calls: not_executed,
+            });
+            return Err(error);
         }
         let executions = run_tools(
             deps,
@@ -412,9 +611,73 @@ async fn drive(
             return Err(RunError::Cancelled);
         }
     }
+    // Unreachable in practice: the last allowed turn either answers or is blocked
+    // above.
     Err(RunError::MaxIterations {
         limit: max_iterations,
+        not_executed: Vec::new(),
     })
+}
+
+/// Which limit forbids the model turn numbered `next` (0 first), if any.
+enum Blocked {
+    Iterations(u32),
+    ModelRequests(u32),
+    TotalTokens(u64),
+}
+
+impl Blocked {
+    fn into_error(self, not_executed: Vec<ToolCallRef>) -> RunError {
+        match self {
+            Self::Iterations(limit) => RunError::MaxIterations {
+                limit,
+                not_executed,
+            },
+            Self::ModelRequests(limit) => RunError::UsageLimit {
+                what: "model_requests",
+                limit: u64::from(limit),
+                not_executed,
+            },
+            Self::TotalTokens(limit) => RunError::UsageLimit {
+                what: "total_tokens",
+                limit,
+                not_executed,
+            },
+        }
+    }
+}
+
+fn next_turn_blocked(
+    next: u32,
+    total_tokens: u64,
+    limits: &RunLimits,
+    max_iterations: u32,
+) -> Option<Blocked> {
+    if next >= max_iterations {
+        return Some(Blocked::Iterations(max_iterations));
+    }
+    if let Some(limit) = limits.max_model_requests
+        && next >= limit
+    {
+        return Some(Blocked::ModelRequests(limit));
+    }
+    if let Some(limit) = limits.max_total_tokens
+        && total_tokens >= limit
+    {
+        return Some(Blocked::TotalTokens(limit));
+    }
+    None
+}
+
+/// The runner's view of an assembled call.
+fn as_tool_call(call: &ai_core::AssembledToolCall) -> ToolCall {
+    ToolCall {
+        id: Some(call.id.clone()),
+        name: call.name.clone(),
+        arguments: call.arguments.clone(),
+        outcome: call.outcome,
+        raw: call.raw.clone(),
+    }
 }
 
 /// Streams one model turn: text deltas go out as events; tool calls are taken only
@@ -462,17 +725,7 @@ async fn run_tools(
     cancel: &CancellationToken,
     concurrency: usize,
 ) -> Vec<ToolExecution> {
-    let calls: Vec<ToolCall> = turn
-        .tool_calls
-        .iter()
-        .map(|call| ToolCall {
-            id: Some(call.id.clone()),
-            name: call.name.clone(),
-            arguments: call.arguments.clone(),
-            outcome: call.outcome,
-            raw: call.raw.clone(),
-        })
-        .collect();
+    let calls: Vec<ToolCall> = turn.tool_calls.iter().map(as_tool_call).collect();
     let all_read_only = calls.iter().all(|call| {
         deps.catalog
             .get(&call.name)

@@ -4,8 +4,9 @@
 //! - [`ScriptedModel`] plays [`Turn`]s written by the test, one per model call, and
 //!   records every request it received.
 //! - [`TestModel`] calls the catalog's tools once with arguments generated from their
-//!   input schemas, then summarizes the results (like pydantic-ai's `TestModel`). The
-//!   `agent` CLI uses it as its embedded offline model.
+//!   input schemas (completed by per-tool argument hints, fixed or computed from
+//!   earlier results), then summarizes the results (like pydantic-ai's `TestModel`).
+//!   The `agent` CLI uses it as its embedded offline model.
 //! - [`echo_tool`] and [`run_one`]: a read-only tool and one call through a real
 //!   `ToolRunner`.
 //! - [`refuse_snapshot_updates_on_ci`]: the golden-file rule of the project's insta
@@ -38,5 +39,5 @@ pub mod server;
 
 pub use scripted::{ScriptedModel, Turn};
 pub use snapshots::refuse_snapshot_updates_on_ci;
-pub use test_model::{TestModel, ToolSelection};
+pub use test_model::{PriorResult, TestModel, ToolSelection};
 pub use tools::{Echo, echo_schema, echo_tool, echo_tool_with_id, run_one};

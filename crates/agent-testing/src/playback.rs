@@ -55,6 +55,8 @@ pub(super) fn byte_pieces(text: &str, chunk: usize) -> Vec<&str> {
 pub(super) struct TurnBuilder {
     deltas: Vec<CompletionDelta>,
     text: String,
+    reasoning: Option<String>,
+    refusal: Option<String>,
     calls: Vec<AssembledToolCall>,
 }
 
@@ -65,6 +67,25 @@ impl TurnBuilder {
             self.deltas.push(CompletionDelta::Text(piece.to_owned()));
         }
         self.text.push_str(text);
+    }
+
+    /// Streams `text` as word-sized reasoning deltas (assembled into the final's
+    /// `reasoning`).
+    pub(super) fn reasoning(&mut self, text: &str) {
+        for piece in text_pieces(text) {
+            self.deltas
+                .push(CompletionDelta::Reasoning(piece.to_owned()));
+        }
+        self.reasoning.get_or_insert_default().push_str(text);
+    }
+
+    /// Streams `text` as word-sized refusal deltas (assembled into the final's
+    /// `refusal`).
+    pub(super) fn refusal(&mut self, text: &str) {
+        for piece in text_pieces(text) {
+            self.deltas.push(CompletionDelta::Refusal(piece.to_owned()));
+        }
+        self.refusal.get_or_insert_default().push_str(text);
     }
 
     /// Streams one tool call: a start delta, then argument fragments of `chunk` bytes.
@@ -115,10 +136,11 @@ impl TurnBuilder {
         });
         let last = CompletionFinal {
             text: self.text,
+            reasoning: self.reasoning,
+            refusal: self.refusal,
             tool_calls: self.calls,
             finish_reason,
             usage,
-            ..CompletionFinal::default()
         };
         (self.deltas, last)
     }

@@ -18,6 +18,8 @@ use crate::playback::{DEFAULT_ARG_CHUNK, Ending, Plan, TurnBuilder, play};
 #[derive(Debug, Clone)]
 enum Part {
     Text(String),
+    Reasoning(String),
+    Refusal(String),
     ToolCall {
         id: String,
         name: String,
@@ -36,8 +38,10 @@ enum ScriptEnding {
 
 /// One scripted model turn: what a [`ScriptedModel`] streams for one `complete` call.
 ///
-/// Content (text and tool calls) is streamed in the order it was added: text as
-/// word-sized [`ai_core::CompletionDelta::Text`] deltas, each tool call as a
+/// Content (text, reasoning, refusals and tool calls) is streamed in the order it was
+/// added: text as word-sized [`ai_core::CompletionDelta::Text`] deltas (reasoning and
+/// refusals likewise, as [`ai_core::CompletionDelta::Reasoning`] and
+/// [`ai_core::CompletionDelta::Refusal`] deltas), each tool call as a
 /// `ToolCallStart` followed by `ToolCallArgs` fragments of [`Turn::arg_chunk_size`]
 /// bytes (7 by default, never splitting a UTF-8 character), then the usage delta
 /// when [`Turn::usage`] was set, then the [`ai_core::CompletionFinal`] assembled from
@@ -89,6 +93,18 @@ impl Turn {
         Self::new().and_text(text)
     }
 
+    /// A turn that refuses with `text`: streamed as word-sized refusal deltas and
+    /// assembled into the final's `refusal` (finish reason `Stop` unless set).
+    pub fn refusal(text: impl Into<String>) -> Self {
+        Self::new().and_refusal(text)
+    }
+
+    /// A turn that reasons with `text` (streamed as word-sized reasoning deltas and
+    /// assembled into the final's `reasoning`); add an answer or calls after it.
+    pub fn reasoning(text: impl Into<String>) -> Self {
+        Self::new().and_reasoning(text)
+    }
+
     /// A turn that fails with `error` before streaming anything.
     pub fn error(error: CompletionError) -> Self {
         Self {
@@ -110,6 +126,18 @@ impl Turn {
     /// Appends more assistant text (after what was added so far).
     pub fn and_text(mut self, text: impl Into<String>) -> Self {
         self.parts.push(Part::Text(text.into()));
+        self
+    }
+
+    /// Appends reasoning text (after what was added so far).
+    pub fn and_reasoning(mut self, text: impl Into<String>) -> Self {
+        self.parts.push(Part::Reasoning(text.into()));
+        self
+    }
+
+    /// Appends refusal text (after what was added so far).
+    pub fn and_refusal(mut self, text: impl Into<String>) -> Self {
+        self.parts.push(Part::Refusal(text.into()));
         self
     }
 
@@ -192,6 +220,8 @@ impl Turn {
         for part in &self.parts {
             match part {
                 Part::Text(text) => builder.text(text),
+                Part::Reasoning(text) => builder.reasoning(text),
+                Part::Refusal(text) => builder.refusal(text),
                 Part::ToolCall {
                     id,
                     name,
@@ -530,6 +560,42 @@ mod tests {
             .collect();
         assert_eq!(fragments, vec!["{\"k", "\":\"", "abc", "def", "\"}"]);
         assert_eq!(final_of(&items).finish_reason, FinishReason::Length);
+    }
+
+    #[tokio::test]
+    async fn reasoning_and_refusals_stream_as_their_own_deltas_and_assemble() {
+        let model = ScriptedModel::new([
+            Turn::reasoning("Think first.").and_text("Answer."),
+            Turn::refusal("I can't help with that.").finish(FinishReason::ContentFilter),
+        ]);
+        let items = collect(&model, vec![]).await;
+        assert_eq!(
+            deltas(&items),
+            vec![
+                CompletionDelta::Reasoning("Think ".into()),
+                CompletionDelta::Reasoning("first.".into()),
+                CompletionDelta::Text("Answer.".into()),
+            ]
+        );
+        let last = final_of(&items);
+        assert_eq!(last.reasoning.as_deref(), Some("Think first."));
+        assert_eq!(last.refusal, None);
+        assert_eq!(last.text, "Answer.");
+
+        let items = collect(&model, vec![]).await;
+        let refusal: String = deltas(&items)
+            .into_iter()
+            .map(|d| match d {
+                CompletionDelta::Refusal(t) => t,
+                other => panic!("only refusal deltas: {other:?}"),
+            })
+            .collect();
+        let last = final_of(&items);
+        assert_eq!(refusal, "I can't help with that.");
+        assert_eq!(last.refusal.as_deref(), Some("I can't help with that."));
+        assert_eq!(last.reasoning, None);
+        assert_eq!(last.text, "");
+        assert_eq!(last.finish_reason, FinishReason::ContentFilter);
     }
 
     #[tokio::test]

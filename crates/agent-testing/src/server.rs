@@ -316,6 +316,8 @@ fn usage_chunk(prompt: u64, completion: u64) -> String {
 pub struct Recorded {
     /// Request path (e.g. `/v1/chat/completions`).
     pub path: String,
+    /// The query string, without its `?` (e.g. `api-version=2024-10-21`).
+    pub query: Option<String>,
     /// Request headers.
     pub headers: HeaderMap,
     /// The body as JSON (`null` when it was not JSON).
@@ -420,6 +422,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         .unwrap_or_default();
     let recorded = Recorded {
         path: parts.uri.path().to_owned(),
+        query: parts.uri.query().map(str::to_owned),
         headers: parts.headers,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
     };

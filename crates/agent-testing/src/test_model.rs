@@ -1,6 +1,8 @@
 //! [`TestModel`]: a completion port that calls the offered tools with arguments
 //! generated from their schemas, then summarizes the results.
 
+use std::sync::Arc;
+
 use ai_core::{
     CompletionPort, CompletionRequest, CompletionStream, Message, ToolCallOutcome, ToolChoice,
     ToolEffect, ToolSpec, UsageFact,
@@ -39,6 +41,57 @@ impl ToolSelection {
     }
 }
 
+/// One earlier tool result of the current round (since the last user message), as an
+/// argument hint given to [`TestModel::with_args_from_results`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PriorResult<'a> {
+    /// The tool that produced it (the name its assistant tool call used).
+    pub tool: &'a str,
+    /// What the model was shown: the content of the `tool` message.
+    pub content: &'a str,
+}
+
+type DeriveArgs = dyn Fn(&[PriorResult<'_>]) -> Option<Value> + Send + Sync;
+
+/// How a [`TestModel`] completes the generated arguments of one tool.
+#[derive(Clone)]
+enum Hint {
+    /// Merged over the generated arguments.
+    Fixed(Value),
+    /// Computed from the round's earlier results; the tool is called after them.
+    FromResults(Arc<DeriveArgs>),
+}
+
+impl std::fmt::Debug for Hint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Fixed(value) => f.debug_tuple("Fixed").field(value).finish(),
+            Self::FromResults(_) => f.write_str("FromResults(..)"),
+        }
+    }
+}
+
+/// Whether `name` (a full id or a bare name) names `spec`'s tool.
+fn names(name: &str, spec: &ToolSpec) -> bool {
+    name == spec.id.as_str() || name == spec.id.name()
+}
+
+/// `hint`'s keys over `args`: a key set to `null` is removed; a hint that is not an
+/// object replaces the arguments.
+fn merge(mut args: Value, hint: &Value) -> Value {
+    let (Some(target), Some(over)) = (args.as_object_mut(), hint.as_object()) else {
+        return hint.clone();
+    };
+    for (key, value) in over {
+        if value.is_null() {
+            target.remove(key);
+        } else {
+            target.insert(key.clone(), value.clone());
+        }
+    }
+    args
+}
+
 /// A [`CompletionPort`] that exercises tools without a real model (like pydantic-ai's
 /// `TestModel`).
 ///
@@ -48,7 +101,15 @@ impl ToolSelection {
 ///   their input schemas: valid and deterministic for the seed. The tool choice of the
 ///   request is honoured: `None` calls nothing, `Tool(id)` calls exactly that tool, and
 ///   `Required` falls back to every offered tool when the selection is empty.
-/// - On a request with tool results, it answers with a summary such as
+/// - Argument hints complete what a schema cannot say: [`TestModel::with_arg_hint`]
+///   merges fixed values over the generated arguments (for a tool whose schema leaves
+///   two optional fields of which one is needed, say), and
+///   [`TestModel::with_args_from_results`] computes a tool's arguments from the
+///   results of the round's other calls (e.g. read a file that a listing returned):
+///   such a tool is called in a second assistant turn, after the first turn's results
+///   arrived, or not at all when its hint finds nothing to use.
+/// - On a request with tool results (and no hinted call left to make), it answers
+///   with a summary such as
 ///   `Called 1 tool(s):` followed by one line per call,
 ///   `- core__get_current_time -> {"now":"..."}` (whitespace collapsed, each result
 ///   cut to 200 characters).
@@ -69,6 +130,7 @@ pub struct TestModel {
     seed: u64,
     include_optional: bool,
     arg_chunk: usize,
+    hints: Vec<(String, Hint)>,
 }
 
 impl Default for TestModel {
@@ -85,6 +147,7 @@ impl TestModel {
             seed: 0,
             include_optional: false,
             arg_chunk: DEFAULT_ARG_CHUNK,
+            hints: Vec::new(),
         }
     }
 
@@ -106,7 +169,72 @@ impl TestModel {
         self
     }
 
-    /// The arguments this model would send to `spec`'s tool.
+    /// Merges `args` (an object) over the arguments generated for `tool` (a full id
+    /// such as `core__memory_read`, or a bare name): its keys replace generated
+    /// values, and a key set to `null` is left out. A later hint for the same tool
+    /// replaces an earlier one.
+    ///
+    /// ```
+    /// use agent_testing::TestModel;
+    /// use serde_json::json;
+    ///
+    /// // `memory_read` needs one of two optional fields; the schema cannot say which.
+    /// let model = TestModel::new().with_arg_hint("core__memory_read", json!({"query": "notes"}));
+    /// # let _ = model;
+    /// ```
+    pub fn with_arg_hint(self, tool: impl Into<String>, args: Value) -> Self {
+        self.with_hint(tool.into(), Hint::Fixed(args))
+    }
+
+    /// Calls `tool` (a full id or a bare name) only once the round's other calls
+    /// answered, with arguments computed by `derive` from their results (merged over
+    /// the generated arguments like [`TestModel::with_arg_hint`]). When `derive`
+    /// returns `None` the tool is not called. When no other tool is called in the
+    /// round, `derive` is asked with no results.
+    ///
+    /// ```
+    /// use agent_testing::{PriorResult, TestModel};
+    /// use serde_json::json;
+    ///
+    /// // Read the first file a listing showed (one `name  (N bytes)` line per file).
+    /// let model = TestModel::new().with_args_from_results("core__read_file", |results: &[PriorResult<'_>]| {
+    ///     results
+    ///         .iter()
+    ///         .filter(|r| r.tool == "core__list_directory")
+    ///         .flat_map(|r| r.content.lines())
+    ///         .find_map(|line| line.split_once("  (").map(|(path, _)| json!({"path": path})))
+    /// });
+    /// # let _ = model;
+    /// ```
+    pub fn with_args_from_results<F>(self, tool: impl Into<String>, derive: F) -> Self
+    where
+        F: Fn(&[PriorResult<'_>]) -> Option<Value> + Send + Sync + 'static,
+    {
+        self.with_hint(tool.into(), Hint::FromResults(Arc::new(derive)))
+    }
+
+    fn with_hint(mut self, tool: String, hint: Hint) -> Self {
+        self.hints.retain(|(name, _)| *name != tool);
+        self.hints.push((tool, hint));
+        self
+    }
+
+    fn hint(&self, spec: &ToolSpec) -> Option<&Hint> {
+        // The latest hint naming the tool wins (by full id or bare name alike).
+        self.hints
+            .iter()
+            .rfind(|(name, _)| names(name, spec))
+            .map(|(_, hint)| hint)
+    }
+
+    /// Generated arguments, without any hint.
+    fn generated(&self, spec: &ToolSpec) -> Value {
+        let seed = self.seed ^ fnv1a(spec.id.as_str());
+        generate(&spec.input_schema, seed, self.include_optional)
+    }
+
+    /// The arguments this model would send to `spec`'s tool (with its fixed hint
+    /// merged in, when it has one).
     ///
     /// Supports the P0 draft-07 subset: types (and `["T", "null"]`), `const`,
     /// `default`, `enum`, object properties and `required`, arrays and their bounds,
@@ -117,8 +245,24 @@ impl TestModel {
     /// named `timezone`, `path` and `url` get `"UTC"`, `"."` and
     /// `"https://example.com"`.
     pub fn generate_args(&self, spec: &ToolSpec) -> Value {
-        let seed = self.seed ^ fnv1a(spec.id.as_str());
-        generate(&spec.input_schema, seed, self.include_optional)
+        match self.hint(spec) {
+            Some(Hint::Fixed(hint)) => merge(self.generated(spec), hint),
+            _ => self.generated(spec),
+        }
+    }
+
+    /// Arguments for a tool with a results hint, or `None` when it finds nothing.
+    fn derived_args(&self, spec: &ToolSpec, results: &[PriorResult<'_>]) -> Option<Value> {
+        match self.hint(spec) {
+            Some(Hint::FromResults(derive)) => {
+                derive(results).map(|hint| merge(self.generated(spec), &hint))
+            }
+            _ => None,
+        }
+    }
+
+    fn deferred(&self, spec: &ToolSpec) -> bool {
+        matches!(self.hint(spec), Some(Hint::FromResults(_)))
     }
 
     fn tools_to_call<'a>(&self, request: &'a CompletionRequest) -> Vec<&'a ToolSpec> {
@@ -160,18 +304,71 @@ impl TestModel {
             })
             .collect();
 
+        // The calls already made this round: (id, tool name).
+        let made: Vec<(&str, &str)> = since_user
+            .iter()
+            .flat_map(|m| match m {
+                Message::Assistant { tool_calls, .. } => tool_calls.as_slice(),
+                _ => &[],
+            })
+            .map(|c| (c.id.as_str(), c.name.as_str()))
+            .collect();
+        let offered = self.tools_to_call(request);
+        let calls: Vec<(&ToolSpec, Value)> = if results.is_empty() {
+            // First turn of the round: every tool whose arguments do not wait for
+            // results; the others too, when nothing else is called.
+            let now: Vec<(&ToolSpec, Value)> = offered
+                .iter()
+                .filter(|spec| !self.deferred(spec))
+                .map(|spec| (*spec, self.generate_args(spec)))
+                .collect();
+            if now.is_empty() {
+                offered
+                    .iter()
+                    .filter_map(|spec| self.derived_args(spec, &[]).map(|args| (*spec, args)))
+                    .collect()
+            } else {
+                now
+            }
+        } else {
+            // Later turns: the tools that waited for results and were not called yet.
+            let prior: Vec<PriorResult<'_>> = results
+                .iter()
+                .map(|(id, content)| PriorResult {
+                    tool: made
+                        .iter()
+                        .find(|(made_id, _)| made_id == id)
+                        .map_or(*id, |(_, name)| name),
+                    content,
+                })
+                .collect();
+            offered
+                .iter()
+                .filter(|spec| self.deferred(spec))
+                .filter(|spec| !made.iter().any(|(_, name)| *name == spec.id.as_str()))
+                .filter_map(|spec| self.derived_args(spec, &prior).map(|args| (*spec, args)))
+                .collect()
+        };
+
         let mut builder = TurnBuilder::default();
         let mut completion_words = 0;
-        let tools = if results.is_empty() {
-            self.tools_to_call(request)
-        } else {
-            Vec::new()
-        };
-        if !results.is_empty() {
+        if !calls.is_empty() {
+            for (i, (spec, args)) in calls.into_iter().enumerate() {
+                let arguments = args.to_string();
+                completion_words += 1 + words(&arguments);
+                builder.tool_call(
+                    &format!("call_{}", made.len() + i),
+                    spec.id.as_str(),
+                    &arguments,
+                    ToolCallOutcome::Complete,
+                    self.arg_chunk,
+                );
+            }
+        } else if !results.is_empty() {
             let answer = summarize(&request.messages, &results);
             completion_words += words(&answer);
             builder.text(&answer);
-        } else if tools.is_empty() {
+        } else {
             let said = request
                 .messages
                 .iter()
@@ -184,18 +381,6 @@ impl TestModel {
             let answer = format!("No tools to call. You said: {said}");
             completion_words += words(&answer);
             builder.text(&answer);
-        } else {
-            for (i, spec) in tools.into_iter().enumerate() {
-                let arguments = self.generate_args(spec).to_string();
-                completion_words += 1 + words(&arguments);
-                builder.tool_call(
-                    &format!("call_{i}"),
-                    spec.id.as_str(),
-                    &arguments,
-                    ToolCallOutcome::Complete,
-                    self.arg_chunk,
-                );
-            }
         }
         let prompt_tokens = request.messages.iter().map(message_words).sum::<u64>();
         let completion_tokens = completion_words.max(1);
@@ -544,6 +729,184 @@ mod tests {
         ];
         let (_, last) = run(&TestModel::new(), request(messages, catalog())).await;
         assert_eq!(last.tool_calls.len(), 2);
+    }
+
+    fn memory_and_files() -> Vec<ToolSpec> {
+        vec![
+            spec(
+                "list_directory",
+                ToolEffect::ReadOnly,
+                json!({"type": "object", "additionalProperties": false,
+                       "properties": {"path": {"type": ["string", "null"]}}}),
+            ),
+            spec(
+                "memory_read",
+                ToolEffect::ReadOnly,
+                json!({"type": "object", "additionalProperties": false,
+                       "properties": {"key": {"type": ["string", "null"]},
+                                      "query": {"type": ["string", "null"]},
+                                      "limit": {"type": ["integer", "null"]}}}),
+            ),
+            spec(
+                "read_file",
+                ToolEffect::ReadOnly,
+                json!({"type": "object", "required": ["path"], "additionalProperties": false,
+                       "properties": {"path": {"type": "string"},
+                                      "limit": {"type": ["integer", "null"], "minimum": 1}}}),
+            ),
+        ]
+    }
+
+    fn first_file(results: &[PriorResult<'_>]) -> Option<Value> {
+        results
+            .iter()
+            .filter(|r| r.tool == "core__list_directory")
+            .flat_map(|r| r.content.lines())
+            .find_map(|line| {
+                line.split_once("  (")
+                    .map(|(path, _)| json!({"path": path}))
+            })
+    }
+
+    fn calls(last: &CompletionFinal) -> Vec<(String, String, Value)> {
+        last.tool_calls
+            .iter()
+            .map(|c| {
+                (
+                    c.id.clone(),
+                    c.name.clone(),
+                    serde_json::from_str(&c.arguments).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn fixed_hints_merge_over_generated_arguments() {
+        let model = TestModel::new()
+            .with_optional(true)
+            .with_arg_hint("memory_read", json!({"query": "notes", "key": null}))
+            .with_arg_hint("core__read_file", json!({"path": "notes.txt"}));
+        let tools = memory_and_files();
+        let memory = model.generate_args(&tools[1]);
+        assert_eq!(memory["query"], json!("notes"));
+        assert!(memory.get("key").is_none(), "null removes a key: {memory}");
+        assert!(
+            memory.get("limit").is_some(),
+            "generated keys stay: {memory}"
+        );
+        assert_eq!(model.generate_args(&tools[2])["path"], json!("notes.txt"));
+        let (_, last) = run(&model, request(vec![Message::user("x")], tools.clone())).await;
+        let made = calls(&last);
+        assert_eq!(made.len(), 3);
+        assert_eq!(made[1].2, memory);
+        // A later hint for the same tool replaces the earlier one.
+        let model = model.with_arg_hint("core__memory_read", json!({"key": "k", "query": null}));
+        let memory = model.generate_args(&tools[1]);
+        assert_eq!(
+            (memory.get("key"), memory.get("query")),
+            (Some(&json!("k")), None)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_results_hint_calls_its_tool_after_the_results_it_needs() {
+        let model = TestModel::new().with_args_from_results("core__read_file", first_file);
+        let tools = memory_and_files();
+        let mut messages = vec![Message::user("look around")];
+
+        // Turn 1: everything but read_file, which waits for the listing.
+        let (_, first) = run(&model, request(messages.clone(), tools.clone())).await;
+        let made = calls(&first);
+        let names: Vec<&str> = made.iter().map(|c| c.1.as_str()).collect();
+        assert_eq!(names, vec!["core__list_directory", "core__memory_read"]);
+        messages.push(Message::Assistant {
+            content: None,
+            reasoning: None,
+            tool_calls: made
+                .iter()
+                .map(|(id, name, args)| MessageToolCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    arguments: args.to_string(),
+                    raw: None,
+                })
+                .collect(),
+        });
+        messages.push(Message::tool("call_0", "docs/\nnotes.txt  (12 bytes)\n"));
+        messages.push(Message::tool("call_1", r#"{"entries":[]}"#));
+
+        // Turn 2: read_file, with the file the listing showed and a fresh call id.
+        let (_, second) = run(&model, request(messages.clone(), tools.clone())).await;
+        assert_eq!(
+            calls(&second),
+            vec![(
+                "call_2".to_owned(),
+                "core__read_file".to_owned(),
+                json!({"path": "notes.txt"})
+            )]
+        );
+        messages.push(Message::Assistant {
+            content: None,
+            reasoning: None,
+            tool_calls: vec![MessageToolCall {
+                id: "call_2".into(),
+                name: "core__read_file".into(),
+                arguments: r#"{"path":"notes.txt"}"#.into(),
+                raw: None,
+            }],
+        });
+        messages.push(Message::tool("call_2", r#"{"content":"hello"}"#));
+
+        // Turn 3: the summary of all three results.
+        let (_, third) = run(&model, request(messages, tools)).await;
+        assert!(third.tool_calls.is_empty());
+        assert!(
+            third.text.starts_with("Called 3 tool(s):"),
+            "{}",
+            third.text
+        );
+        assert!(
+            third
+                .text
+                .contains("- core__read_file -> {\"content\":\"hello\"}")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_results_hint_that_finds_nothing_skips_its_tool() {
+        let model = TestModel::new().with_args_from_results("read_file", first_file);
+        let tools = memory_and_files();
+        let (_, first) = run(&model, request(vec![Message::user("x")], tools.clone())).await;
+        assert_eq!(first.tool_calls.len(), 2);
+        let messages = vec![
+            Message::user("x"),
+            Message::Assistant {
+                content: None,
+                reasoning: None,
+                tool_calls: vec![MessageToolCall {
+                    id: "call_0".into(),
+                    name: "core__list_directory".into(),
+                    arguments: "{}".into(),
+                    raw: None,
+                }],
+            },
+            Message::tool("call_0", "(empty directory)\n"),
+        ];
+        let (_, second) = run(&model, request(messages, tools.clone())).await;
+        assert!(second.tool_calls.is_empty());
+        assert!(second.text.starts_with("Called 1 tool(s):"));
+
+        // Alone in its round, the hint is asked with no results.
+        let only_read = vec![tools[2].clone()];
+        let (_, alone) = run(&model, request(vec![Message::user("x")], only_read.clone())).await;
+        assert!(alone.tool_calls.is_empty());
+        let eager = TestModel::new()
+            .with_args_from_results("read_file", |_: &[PriorResult<'_>]| {
+                Some(json!({"path": "a.txt"}))
+            });
+        let (_, alone) = run(&eager, request(vec![Message::user("x")], only_read)).await;
+        assert_eq!(calls(&alone)[0].2, json!({"path": "a.txt"}));
     }
 
     #[tokio::test]

@@ -1,4 +1,4 @@
-//! Approvals bound to one call and its exact canonical arguments.
+//! Approvals bound to one run, one call and its exact canonical arguments.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -27,9 +27,13 @@ pub struct ApprovalRequest {
     pub args_hash: String,
 }
 
-/// An approval, valid for one call of one tool with one argument hash, used once.
+/// An approval, valid in one run for one call of one tool with one argument hash,
+/// used once. A grant issued in one run never approves a call of another run, even
+/// one that reuses the call id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ApprovalGrant {
+    /// The run it was issued for.
+    pub run_id: String,
     /// The call it approves.
     pub tool_call_id: String,
     /// The tool it approves.
@@ -42,15 +46,18 @@ impl ApprovalGrant {
     /// The grant that approves exactly `request`.
     pub fn for_request(request: &ApprovalRequest) -> Self {
         Self {
+            run_id: request.run_id.clone(),
             tool_call_id: request.tool_call_id.clone(),
             tool_id: request.tool_id.as_str().to_owned(),
             args_hash: request.args_hash.clone(),
         }
     }
 
-    /// Whether this grant approves exactly `request` (same call, tool and arguments).
+    /// Whether this grant approves exactly `request` (same run, call, tool and
+    /// arguments).
     pub fn matches(&self, request: &ApprovalRequest) -> bool {
-        self.tool_call_id == request.tool_call_id
+        self.run_id == request.run_id
+            && self.tool_call_id == request.tool_call_id
             && self.tool_id == request.tool_id.as_str()
             && self.args_hash == request.args_hash
     }
@@ -75,10 +82,11 @@ pub trait Approver: Send + Sync {
 }
 
 /// An approver holding grants issued ahead of time (e.g. by a UI), each used at most
-/// once. A call with no matching grant is denied.
+/// once. A call with no matching grant is denied; grants are looked up by run id and
+/// call id, so a call of another run neither uses nor consumes them.
 #[derive(Debug, Default)]
 pub struct GrantLedger {
-    grants: Mutex<HashMap<String, ApprovalGrant>>,
+    grants: Mutex<HashMap<(String, String), ApprovalGrant>>,
 }
 
 impl GrantLedger {
@@ -87,10 +95,10 @@ impl GrantLedger {
         Self::default()
     }
 
-    /// Adds a grant (replacing any earlier grant for the same call id).
+    /// Adds a grant (replacing any earlier grant for the same run and call id).
     pub fn insert(&self, grant: ApprovalGrant) {
         if let Ok(mut grants) = self.grants.lock() {
-            grants.insert(grant.tool_call_id.clone(), grant);
+            grants.insert((grant.run_id.clone(), grant.tool_call_id.clone()), grant);
         }
     }
 
@@ -107,13 +115,10 @@ impl GrantLedger {
 
 impl Approver for GrantLedger {
     fn review(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalDecision> {
-        // The grant for this call id is consumed whether or not it matches: a grant
-        // is good for one attempt only.
-        let grant = self
-            .grants
-            .lock()
-            .ok()
-            .and_then(|mut g| g.remove(&request.tool_call_id));
+        // The grant for this run and call id is consumed whether or not it matches: a
+        // grant is good for one attempt only.
+        let key = (request.run_id.clone(), request.tool_call_id.clone());
+        let grant = self.grants.lock().ok().and_then(|mut g| g.remove(&key));
         let decision = match grant {
             Some(grant) if grant.matches(&request) => ApprovalDecision::Approved(grant),
             Some(_) => ApprovalDecision::Denied {

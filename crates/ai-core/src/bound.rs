@@ -18,6 +18,15 @@ pub const TRUNCATION_MARKER: &str = "…[truncated]";
 /// Smallest budget honoured; smaller budgets are raised to this.
 pub const MIN_RESULT_BUDGET: usize = 128;
 
+/// Largest safe message of a failed tool call, in bytes (a tool's own
+/// [`crate::ToolFailure`] message, an approver's reason): longer messages are cut on
+/// a character boundary and end with [`TRUNCATION_MARKER`].
+pub const MAX_FAILURE_MESSAGE_BYTES: usize = 2048;
+
+/// Longest value, in characters, of a tracing span field taken from outside input
+/// (ids, tool names); see [`log_field`].
+pub const MAX_LOG_FIELD_CHARS: usize = 128;
+
 /// A bounded model-facing text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BoundedValue {
@@ -62,6 +71,22 @@ pub fn bound_text(text: &str, budget: usize) -> BoundedValue {
         text: format!("{}{TRUNCATION_MARKER}", &text[..keep]),
         truncated: true,
     }
+}
+
+/// A value fit for a log or span field: control characters (newlines, escapes, NUL,
+/// ...) removed and at most [`MAX_LOG_FIELD_CHARS`] characters kept, with `…` appended
+/// when cut. Model- and client-supplied ids and names go through this before they
+/// reach a span, so they can neither forge log lines nor grow without bound.
+pub fn log_field(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(MAX_LOG_FIELD_CHARS * 4));
+    for (kept, c) in text.chars().filter(|c| !c.is_control()).enumerate() {
+        if kept == MAX_LOG_FIELD_CHARS {
+            out.push('…');
+            break;
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn floor_char_boundary(s: &str, mut index: usize) -> usize {
@@ -190,6 +215,19 @@ mod tests {
         );
         assert_eq!(v["original_bytes"], json!(1008));
         assert!(b.text.len() <= 256);
+    }
+
+    #[test]
+    fn log_fields_lose_control_characters_and_are_bounded() {
+        assert_eq!(log_field("call_1"), "call_1");
+        assert_eq!(log_field("a\nb\r\u{1b}[31mc\u{0}"), "ab[31mc");
+        let long = log_field(&"日".repeat(500));
+        assert_eq!(long.chars().count(), MAX_LOG_FIELD_CHARS + 1);
+        assert!(long.ends_with('…'));
+        assert_eq!(
+            log_field(&"x".repeat(MAX_LOG_FIELD_CHARS)).len(),
+            MAX_LOG_FIELD_CHARS
+        );
     }
 
     #[test]

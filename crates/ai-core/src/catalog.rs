@@ -88,7 +88,9 @@ impl ToolCatalog {
     /// Builds a catalog from `specs` under `policy`.
     ///
     /// Fails on an id defined twice (naming both origins) or on a schema outside the
-    /// P0 subset. Denied tools are left out.
+    /// P0 subset. Denied tools are left out; tools that need approval are kept (this
+    /// catalog knows no approver: [`crate::ToolRunner::catalog`] also leaves them out
+    /// when its runner has none).
     pub fn build(
         specs: impl IntoIterator<Item = ToolSpec>,
         policy: &ToolPolicy,
@@ -97,20 +99,26 @@ impl ToolCatalog {
         let specs: Vec<ToolSpec> = specs.into_iter().collect();
         check_collisions(&specs)?;
         specs.iter().try_for_each(check_subset)?;
-        Ok(Self::allowed(specs.iter(), policy, ctx))
+        Ok(Self::allowed(specs.iter(), policy, ctx, true))
     }
 
-    /// The specs policy does not deny, without re-checking them (for specs that were
-    /// already checked, such as a runner's).
+    /// The specs policy does not deny (and, unless `with_approval`, does not put
+    /// behind an approval), without re-checking them (for specs that were already
+    /// checked, such as a runner's).
     pub(crate) fn allowed<'a>(
         specs: impl IntoIterator<Item = &'a ToolSpec>,
         policy: &ToolPolicy,
         ctx: &RunContext,
+        with_approval: bool,
     ) -> Self {
         Self::from_sorted(
             specs
                 .into_iter()
-                .filter(|spec| policy.decide(ctx, &spec.id, spec.effect) != PolicyDecision::Deny)
+                .filter(|spec| match policy.decide(ctx, &spec.id, spec.effect) {
+                    PolicyDecision::Allow => true,
+                    PolicyDecision::RequireApproval => with_approval,
+                    PolicyDecision::Deny => false,
+                })
                 .cloned()
                 .collect(),
         )

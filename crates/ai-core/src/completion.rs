@@ -222,6 +222,8 @@ pub enum TimeoutPhase {
     FirstByte,
     /// Waiting between two chunks of a stream.
     BetweenChunks,
+    /// The whole call (every attempt, retry wait and the body) took too long.
+    Total,
 }
 
 /// A failed model call. Messages are safe: no API key, no request body.

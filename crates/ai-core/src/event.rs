@@ -25,6 +25,16 @@ pub struct UsageFact {
     pub reasoning_tokens: Option<u64>,
 }
 
+/// A tool call named by its id and tool, without arguments or result (e.g. a call
+/// the loop did not execute).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallRef {
+    /// Call id (the model's, or one minted by the runner's rules when it gave none).
+    pub tool_call_id: String,
+    /// The namespaced tool id the model named (sanitized like `tool_call_start`'s).
+    pub tool_name: String,
+}
+
 /// One event of a run. Serialized flat: `{"type": ..., "run_id": ..., fields...}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AiEvent {
@@ -115,6 +125,17 @@ pub enum AiEventKind {
         /// Completion tokens spent on reasoning, when reported.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reasoning_tokens: Option<u64>,
+    },
+    /// Tool calls of the last model turn that were not executed because no further
+    /// model turn is allowed (a run limit was reached): no model would ever see their
+    /// results. They get no `tool_call_start`/`tool_call_result`; this event, emitted
+    /// once just before the run's `error`, lists them in call order.
+    ToolCallsNotExecuted {
+        /// The code of the run error that follows (`max_iterations_exceeded`,
+        /// `usage_limit_exceeded`).
+        code: String,
+        /// The calls, in call order.
+        calls: Vec<ToolCallRef>,
     },
     /// The final assistant answer (exactly once, on success only).
     AssistantFinal {

@@ -32,7 +32,10 @@ mod schema;
 mod spec;
 
 pub use approval::{ApprovalDecision, ApprovalGrant, ApprovalRequest, Approver, GrantLedger};
-pub use bound::{BoundedValue, MIN_RESULT_BUDGET, TRUNCATION_MARKER, bound_text, bound_value};
+pub use bound::{
+    BoundedValue, MAX_FAILURE_MESSAGE_BYTES, MAX_LOG_FIELD_CHARS, MIN_RESULT_BUDGET,
+    TRUNCATION_MARKER, bound_text, bound_value, log_field,
+};
 pub use catalog::{CatalogError, ToolCatalog};
 pub use completion::{
     AssembledToolCall, CompletionDelta, CompletionError, CompletionFinal, CompletionItem,
@@ -41,7 +44,7 @@ pub use completion::{
 };
 pub use context::RunContext;
 pub use error::ToolErrorCode;
-pub use event::{AiEvent, AiEventKind, EventSink, UsageFact};
+pub use event::{AiEvent, AiEventKind, EventSink, ToolCallRef, UsageFact};
 pub use id::{
     DEFAULT_APP_NAMESPACE, MAX_NAMESPACE_LEN, MAX_TOOL_ID_LEN, RESERVED_NAMESPACES, ToolId,
     ToolIdError, ToolSource,

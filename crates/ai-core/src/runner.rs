@@ -3,15 +3,16 @@
 //! Every call of every tool, whatever its source, goes through [`ToolRunner::exec`]:
 //!
 //! 1. tool call id: the model's, or a UUID v4 when it gave none (or one over budget);
-//! 2. lookup (`unknown_tool`), catalog membership and policy (`policy_denied`;
-//!    `approval_required` when approval is needed and no [`Approver`] is set);
+//! 2. lookup (`unknown_tool`), `approval_required` when policy asks for an approval
+//!    and no [`Approver`] is set, catalog membership and policy (`policy_denied`);
 //! 3. redaction config present (`redaction_missing`, checked before anything runs);
 //! 4. provider outcome (`invalid_json` for arguments the stream truncated), argument
 //!    size (`invalid_args`), JSON parse (`invalid_json`; an empty string is `{}`),
 //!    schema validation with a cached compiled validator (`invalid_args`, naming the
 //!    failing paths, never the values);
-//! 5. approval, bound to the call id, tool id and hash of the canonical arguments
-//!    (abandoned with `cancelled` when the run is cancelled while it is awaited);
+//! 5. approval, bound to the run id, call id, tool id and hash of the canonical
+//!    arguments (abandoned with `cancelled` when the run is cancelled while it is
+//!    awaited; an approver that panics is a refusal, `approval_required`);
 //! 6. execution under the runtime budget, the run's cancellation and panic capture
 //!    (`timeout`, `cancelled`, `execution_failed`);
 //! 7. output schema check when declared (`output_invalid`);
@@ -19,8 +20,15 @@
 //! 9. a [`ToolInvocationRecord`], and exactly one `tool_call_start` and one
 //!    `tool_call_result` event.
 //!
-//! Every failure is a result (`ok: false`) with a stable code and a safe message; the
-//! runner never panics and never returns an error to its caller.
+//! Every failure is a result (`ok: false`) with a stable code and a safe message of
+//! at most [`crate::MAX_FAILURE_MESSAGE_BYTES`]; the runner never panics (a panic
+//! anywhere in the pipeline becomes `execution_failed`) and never returns an error to
+//! its caller.
+//!
+//! Each call runs in a `tool_call` span (run id, trace id, ingress request id, call
+//! id, tool name; every value passed through [`crate::log_field`]) attached to the
+//! call's future with `Instrument`, so concurrent calls of one task never see each
+//! other's span.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -32,14 +40,15 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::approval::{ApprovalDecision, ApprovalRequest, Approver};
-use crate::bound::{BoundedValue, bound_text, bound_value};
+use crate::bound::{BoundedValue, MAX_FAILURE_MESSAGE_BYTES, bound_text, bound_value, log_field};
 use crate::catalog::{CatalogError, ToolCatalog, check_collisions, check_subset};
 use crate::completion::ToolCallOutcome;
 use crate::context::RunContext;
 use crate::error::ToolErrorCode;
-use crate::event::{AiEvent, AiEventKind, EventSink};
+use crate::event::{AiEvent, AiEventKind, EventSink, ToolCallRef};
 use crate::id::ToolId;
 use crate::policy::{PolicyDecision, ToolPolicy};
 use crate::record::{ToolExecResult, ToolInvocationRecord};
@@ -368,6 +377,12 @@ impl ToolRunner {
         &self.policy
     }
 
+    /// Whether an approver is set, so calls that policy puts behind an approval can
+    /// run.
+    pub fn has_approver(&self) -> bool {
+        self.approver.is_some()
+    }
+
     /// Every registered spec (allowed or not), sorted by id.
     pub fn specs(&self) -> Vec<&ToolSpec> {
         let mut specs: Vec<&ToolSpec> = self.entries.values().map(|e| &e.spec).collect();
@@ -375,15 +390,48 @@ impl ToolRunner {
         specs
     }
 
-    /// The catalog for one run: the registered tools policy does not deny.
+    /// The catalog for one run: the registered tools policy allows. Tools that need
+    /// an approval are offered only when the runner has an approver (invariant
+    /// CATALOG_IS_EXPLICIT: the model is never shown a tool no one could approve).
     pub fn catalog(&self, ctx: &RunContext) -> ToolCatalog {
         // Specs were checked for collisions and the subset once, in `new`.
-        ToolCatalog::allowed(self.entries.values().map(|e| &e.spec), &self.policy, ctx)
+        ToolCatalog::allowed(
+            self.entries.values().map(|e| &e.spec),
+            &self.policy,
+            ctx,
+            self.approver.is_some(),
+        )
+    }
+
+    /// How [`ToolRunner::exec`] would name `call` in its events (call id and shown
+    /// tool name), without running it: for calls a caller decides not to execute.
+    pub fn call_ref(&self, call: &ToolCall) -> ToolCallRef {
+        ToolCallRef {
+            tool_call_id: self.settle_call_id(call.id.as_deref()),
+            tool_name: display_name(&call.name),
+        }
+    }
+
+    /// The model's call id, or a UUID v4 when it gave none (or one over budget).
+    fn settle_call_id(&self, id: Option<&str>) -> String {
+        match id {
+            Some(id) if !id.is_empty() && id.len() <= self.policy.budgets.max_tool_call_id_len => {
+                id.to_owned()
+            }
+            Some(id) if !id.is_empty() => {
+                tracing::warn!(len = id.len(), "tool call id over budget; minted a new one");
+                uuid::Uuid::new_v4().to_string()
+            }
+            _ => uuid::Uuid::new_v4().to_string(),
+        }
     }
 
     /// Runs one call through the whole pipeline. Never fails: every problem becomes
     /// an `ok: false` result. Emits exactly one `tool_call_start` and one
     /// `tool_call_result` event to `sink`.
+    ///
+    /// The call runs in its own `tool_call` span (see the module docs), attached to
+    /// the returned future: calls run concurrently by one task keep their spans apart.
     pub async fn exec(
         &self,
         run: &RunContext,
@@ -394,16 +442,40 @@ impl ToolRunner {
     ) -> ToolExecution {
         let started = Instant::now();
         let started_at_ms = unix_ms();
-        let budgets = &self.policy.budgets;
+        let tool_call_id = self.settle_call_id(call.id.as_deref());
+        let span = tracing::info_span!(
+            "tool_call",
+            run_id = %log_field(&run.run_id),
+            trace_id = %log_field(&run.trace_id),
+            ingress_request_id = %log_field(run.ingress_request_id.as_deref().unwrap_or("")),
+            tool_call_id = %log_field(&tool_call_id),
+            tool = %log_field(&call.name),
+        );
+        self.exec_in_span(
+            run,
+            catalog,
+            call,
+            tool_call_id,
+            (started, started_at_ms),
+            cancel,
+            sink,
+        )
+        .instrument(span)
+        .await
+    }
 
-        let tool_call_id = match call.id.clone() {
-            Some(id) if !id.is_empty() && id.len() <= budgets.max_tool_call_id_len => id,
-            Some(id) if !id.is_empty() => {
-                tracing::warn!(len = id.len(), "tool call id over budget; minted a new one");
-                uuid::Uuid::new_v4().to_string()
-            }
-            _ => uuid::Uuid::new_v4().to_string(),
-        };
+    #[allow(clippy::too_many_arguments)]
+    async fn exec_in_span(
+        &self,
+        run: &RunContext,
+        catalog: &ToolCatalog,
+        call: ToolCall,
+        tool_call_id: String,
+        (started, started_at_ms): (Instant, u64),
+        cancel: &CancellationToken,
+        sink: &dyn EventSink,
+    ) -> ToolExecution {
+        let budgets = &self.policy.budgets;
         let entry = self.entries.get(&call.name).cloned();
         let shown_name = display_name(&call.name);
         let call_raw = call.raw.clone();
@@ -418,14 +490,6 @@ impl ToolRunner {
             _ => json!({}),
         };
 
-        let span = tracing::info_span!(
-            "tool_call",
-            run_id = %run.run_id,
-            trace_id = %run.trace_id,
-            tool_call_id = %tool_call_id,
-            tool = %call.name,
-        );
-        let _guard = span.enter();
         sink.emit(AiEvent::new(
             run,
             AiEventKind::ToolCallStart {
@@ -435,17 +499,27 @@ impl ToolRunner {
             },
         ));
 
-        let outcome = self
-            .pipeline(
-                run,
-                catalog,
-                &call.name,
-                &tool_call_id,
-                entry.as_deref(),
-                parsed,
-                cancel,
-            )
-            .await;
+        // Whatever panics in the pipeline (an approver, a redaction, a bug) still ends
+        // the call with its result event.
+        let pipeline = self.pipeline(
+            run,
+            catalog,
+            &call.name,
+            &tool_call_id,
+            entry.as_deref(),
+            parsed,
+            cancel,
+        );
+        let outcome = AssertUnwindSafe(pipeline)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| {
+                tracing::error!("tool call pipeline panicked");
+                Err(Failure::new(
+                    ToolErrorCode::ExecutionFailed,
+                    "the call failed unexpectedly (an internal error)",
+                ))
+            });
 
         let duration = started.elapsed();
         let ended_at_ms = unix_ms();
@@ -467,15 +541,17 @@ impl ToolRunner {
             }
             Err(failure) => {
                 tracing::info!(code = failure.code.as_str(), "tool call failed");
+                // Messages are bounded like results: a tool or approver may say a lot.
+                let message = bound_text(&failure.message, MAX_FAILURE_MESSAGE_BYTES).text;
                 (
                     ToolExecResult {
                         tool_call_id: tool_call_id.clone(),
                         ok: false,
                         value: None,
                         error_code: Some(failure.code),
-                        safe_message: Some(failure.message.clone()),
+                        safe_message: Some(message.clone()),
                     },
-                    failure_content(failure.code, &failure.message),
+                    failure_content(failure.code, &message),
                     false,
                     None,
                 )
@@ -533,30 +609,31 @@ impl ToolRunner {
             ));
         };
         let spec = &entry.spec;
+        let decision = self.policy.decide(run, &spec.id, spec.effect);
+        // A tool that needs an approval no one can give is left out of the catalog
+        // (see `catalog`); a model that calls it anyway is told why.
+        if decision == PolicyDecision::RequireApproval && self.approver.is_none() {
+            return Err(Failure::new(
+                ToolErrorCode::ApprovalRequired,
+                format!(
+                    "{} tools need approval and no approver is configured",
+                    spec.effect.as_str()
+                ),
+            ));
+        }
         if !catalog.contains(name) {
             return Err(Failure::new(
                 ToolErrorCode::PolicyDenied,
                 "this tool is not offered in this run",
             ));
         }
-        let decision = self.policy.decide(run, &spec.id, spec.effect);
-        match decision {
-            PolicyDecision::Deny => {
-                return Err(Failure::new(
-                    ToolErrorCode::PolicyDenied,
-                    "policy does not allow this tool",
-                ));
-            }
-            PolicyDecision::RequireApproval if self.approver.is_none() => {
-                return Err(Failure::new(
-                    ToolErrorCode::ApprovalRequired,
-                    format!(
-                        "{} tools need approval and no approver is configured",
-                        spec.effect.as_str()
-                    ),
-                ));
-            }
-            _ => {}
+        // Defense in depth: a catalog built elsewhere (or stale) does not get past
+        // the runner's own policy.
+        if decision == PolicyDecision::Deny {
+            return Err(Failure::new(
+                ToolErrorCode::PolicyDenied,
+                "policy does not allow this tool",
+            ));
         }
         let (Some(output_view), Some(_)) = (&entry.output_view, &entry.args_view) else {
             return Err(Failure::new(
@@ -670,11 +747,23 @@ impl ToolRunner {
             canonical_args,
             args_hash,
         };
-        match approver.review(request.clone()).await {
+        // `review` is called inside the caught future: an approver that panics, before
+        // or after returning its future, refuses the call instead of ending the run.
+        let review = AssertUnwindSafe(async { approver.review(request.clone()).await })
+            .catch_unwind()
+            .await;
+        let Ok(decision) = review else {
+            tracing::error!("approver panicked");
+            return Err(Failure::new(
+                ToolErrorCode::ApprovalRequired,
+                "the approver failed, so the call was not approved",
+            ));
+        };
+        match decision {
             ApprovalDecision::Approved(grant) if grant.matches(&request) => Ok(()),
             ApprovalDecision::Approved(_) => Err(Failure::new(
                 ToolErrorCode::ApprovalRequired,
-                "the approval does not match this call and its exact arguments",
+                "the approval does not match this run, this call and its exact arguments",
             )),
             ApprovalDecision::Denied { reason } => Err(Failure::new(
                 ToolErrorCode::ApprovalRequired,

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use agent_graph::RunLimits;
 use ai_core::{Budgets, ToolEffect, ToolPolicy};
 use serde::Deserialize;
+use serde_json::{Map, Value};
 
 /// Why configuration could not be loaded. Maps to exit code 2.
 #[derive(Debug, thiserror::Error)]
@@ -38,8 +39,31 @@ pub enum ConfigError {
     Invalid(String),
 }
 
-/// The model endpoint.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// Which request field carries `model.max_tokens`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxTokensField {
+    /// `max_tokens`: understood by every OpenAI-compatible server.
+    #[default]
+    MaxTokens,
+    /// `max_completion_tokens`: what OpenAI's reasoning models require.
+    MaxCompletionTokens,
+}
+
+/// How a choice of one named tool is sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NamedToolChoice {
+    /// OpenAI's object form `{"type": "function", "function": {"name": ...}}`.
+    #[default]
+    Object,
+    /// `"required"` with only that tool offered, for servers that ignore the object
+    /// form (llama.cpp's server).
+    Required,
+}
+
+/// The model endpoint, and the settings of every model call.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ModelConfig {
     /// OpenAI-compatible base URL (e.g. `http://localhost:11434/v1`). Without one the
@@ -56,15 +80,35 @@ pub struct ModelConfig {
     pub connect_timeout_ms: u64,
     /// Time to the first response byte, in milliseconds.
     pub first_byte_timeout_ms: u64,
-    /// Longest gap between two stream chunks, in milliseconds.
+    /// Longest wait for the next stream event (keepalive comments do not count), in
+    /// milliseconds.
     pub between_chunks_timeout_ms: u64,
-    /// Retries on 429, 5xx and connection errors before the first byte.
+    /// Deadline of a whole model call (retries and the streamed body included), in
+    /// milliseconds; `0` means none.
+    pub total_timeout_ms: u64,
+    /// Retries on 408, 409, 429 (not for an exhausted quota), 5xx, connection errors
+    /// and connect timeouts, before the first byte.
     pub max_retries: u32,
     /// Rewrite tool schemas to OpenAI's strict mode where possible.
     pub strict_tools: bool,
     /// Ask for a usage chunk at the end of a stream (`stream_options.include_usage`).
     /// Turn off for servers that reject `stream_options`.
     pub include_usage: bool,
+    /// How a choice of one named tool is sent.
+    pub named_tool_choice: NamedToolChoice,
+    /// Sampling temperature (the provider's default when absent).
+    pub temperature: Option<f32>,
+    /// Upper bound of generated tokens per model call.
+    pub max_tokens: Option<u32>,
+    /// The request field that carries `max_tokens`.
+    pub max_tokens_field: MaxTokensField,
+    /// Seed for providers that support reproducible sampling.
+    pub seed: Option<i64>,
+    /// Reasoning effort of reasoning models (`low`, `medium`, `high`, ...).
+    pub reasoning_effort: Option<String>,
+    /// Further top-level request fields, sent as JSON (e.g. `top_k` for vLLM). They
+    /// never replace a field the client sets itself.
+    pub extra_body: Map<String, Value>,
 }
 
 impl Default for ModelConfig {
@@ -77,9 +121,17 @@ impl Default for ModelConfig {
             connect_timeout_ms: 10_000,
             first_byte_timeout_ms: 60_000,
             between_chunks_timeout_ms: 60_000,
+            total_timeout_ms: 600_000,
             max_retries: 2,
             strict_tools: false,
             include_usage: true,
+            named_tool_choice: NamedToolChoice::Object,
+            temperature: None,
+            max_tokens: None,
+            max_tokens_field: MaxTokensField::MaxTokens,
+            seed: None,
+            reasoning_effort: None,
+            extra_body: Map::new(),
         }
     }
 }
@@ -137,7 +189,7 @@ impl PolicyConfig {
 }
 
 /// The whole file.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FileConfig {
     /// Model endpoint.
@@ -184,7 +236,7 @@ pub enum ConfigSource {
 }
 
 /// The effective configuration.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq)]
 pub struct AgentConfig {
     /// File contents after overrides.
     pub file: FileConfig,
@@ -270,6 +322,7 @@ pub fn load(
     if file.model.model.trim().is_empty() {
         return Err(ConfigError::Invalid("model.model must not be empty".into()));
     }
+    validate_model_settings(&file.model)?;
     if file.limits.max_iterations == 0 {
         return Err(ConfigError::Invalid(
             "limits.max_iterations must be at least 1".into(),
@@ -290,6 +343,32 @@ pub fn load(
         workspace_root: root,
         source,
     })
+}
+
+/// Checks the per-call settings of `[model]` (ranges the type does not express).
+fn validate_model_settings(model: &ModelConfig) -> Result<(), ConfigError> {
+    if let Some(t) = model.temperature
+        && !(t.is_finite() && t >= 0.0)
+    {
+        return Err(ConfigError::Invalid(format!(
+            "model.temperature must be a number of at least 0 (got {t})"
+        )));
+    }
+    if model.max_tokens == Some(0) {
+        return Err(ConfigError::Invalid(
+            "model.max_tokens must be at least 1".into(),
+        ));
+    }
+    if model
+        .reasoning_effort
+        .as_deref()
+        .is_some_and(|e| e.trim().is_empty())
+    {
+        return Err(ConfigError::Invalid(
+            "model.reasoning_effort must not be empty".into(),
+        ));
+    }
+    Ok(())
 }
 
 fn read(path: &Path) -> Result<FileConfig, ConfigError> {
@@ -385,6 +464,79 @@ mod tests {
                 .contains(&ToolEffect::ExternalSideEffect)
         );
         assert!(!policy.require_approval.contains(&ToolEffect::ReadOnly));
+    }
+
+    #[test]
+    fn model_settings_parse_and_unknown_ones_are_errors() {
+        let text = r#"
+[model]
+temperature = 0.7
+max_tokens = 512
+max_tokens_field = "max_completion_tokens"
+seed = -3
+reasoning_effort = "low"
+total_timeout_ms = 0
+named_tool_choice = "required"
+
+[model.extra_body]
+top_k = 40
+chat_template_kwargs = { enable_thinking = false }
+stop = ["</s>"]
+"#;
+        let model = parse(text, Path::new("a.toml")).unwrap().model;
+        assert_eq!(model.temperature, Some(0.7));
+        assert_eq!(model.max_tokens, Some(512));
+        assert_eq!(model.max_tokens_field, MaxTokensField::MaxCompletionTokens);
+        assert_eq!(model.seed, Some(-3));
+        assert_eq!(model.reasoning_effort.as_deref(), Some("low"));
+        assert_eq!(model.total_timeout_ms, 0);
+        assert_eq!(model.named_tool_choice, NamedToolChoice::Required);
+        assert_eq!(
+            Value::Object(model.extra_body),
+            serde_json::json!({"top_k": 40, "chat_template_kwargs": {"enable_thinking": false}, "stop": ["</s>"]})
+        );
+
+        let defaults = ModelConfig::default();
+        assert_eq!(defaults.total_timeout_ms, 600_000);
+        assert_eq!(defaults.named_tool_choice, NamedToolChoice::Object);
+        assert_eq!(defaults.temperature, None);
+
+        let err = parse(
+            "[model]\ntemperature = 0.5\ntop_p = 0.9\n",
+            Path::new("a.toml"),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("line 3, column 1"), "{err}");
+        assert!(err.to_string().contains("top_p"), "{err}");
+        let err = parse(
+            "[model]\nnamed_tool_choice = \"sometimes\"\n",
+            Path::new("a.toml"),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("line 2, column 21"), "{err}");
+        let err = parse("[model]\nseed = \"x\"\n", Path::new("a.toml")).unwrap_err();
+        assert!(err.to_string().contains("line 2, column 8"), "{err}");
+    }
+
+    #[test]
+    fn out_of_range_model_settings_are_invalid() {
+        let dir = std::env::temp_dir().join(format!("agent-config-range-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("agent.toml");
+        for bad in [
+            "temperature = -0.5",
+            "temperature = nan",
+            "max_tokens = 0",
+            "reasoning_effort = \" \"",
+        ] {
+            std::fs::write(&path, format!("[model]\n{bad}\n")).unwrap();
+            let result = load(&dir, EnvOverrides::default(), FlagOverrides::default());
+            assert!(
+                matches!(result, Err(ConfigError::Invalid(_))),
+                "{bad}: {result:?}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -1,14 +1,20 @@
 //! Picks the model: the OpenAI-compatible client when a base URL is configured, the
 //! embedded test model otherwise (announced on stderr).
+//!
+//! `[model]` splits in two: endpoint settings go into the client's
+//! [`ClientConfig`] ([`client_config`]: timeouts, retries, encoding, `extra_body`);
+//! per-call sampling settings go into each run's [`ModelSettings`]
+//! ([`model_settings`], for `RunRequest::settings`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_testing::TestModel;
-use ai_core::CompletionPort;
+use agent_testing::{PriorResult, TestModel};
+use ai_core::{CompletionPort, ModelSettings};
 use wire_openai::client::{ClientConfig, OpenAiClient, Timeouts};
+use wire_openai::encode::{MaxTokensField, NamedToolChoice};
 
-use crate::config::AgentConfig;
+use crate::config::{self, AgentConfig};
 
 /// Why the model could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +34,7 @@ pub fn client_config(config: &AgentConfig) -> Option<ClientConfig> {
         connect: Duration::from_millis(m.connect_timeout_ms),
         first_byte: Duration::from_millis(m.first_byte_timeout_ms),
         between_chunks: Duration::from_millis(m.between_chunks_timeout_ms),
+        total: (m.total_timeout_ms > 0).then(|| Duration::from_millis(m.total_timeout_ms)),
     };
     client.max_retries = m.max_retries;
     // The loop shows text as it streams and takes tool calls only from the assembled
@@ -37,7 +44,48 @@ pub fn client_config(config: &AgentConfig) -> Option<ClientConfig> {
     if m.strict_tools {
         client.encode.strict = wire_openai::encode::StrictMode::WhenPossible;
     }
+    client.encode.named_tool_choice = match m.named_tool_choice {
+        config::NamedToolChoice::Object => NamedToolChoice::Object,
+        config::NamedToolChoice::Required => NamedToolChoice::RequiredWithOnlyThatTool,
+    };
+    client.encode.max_tokens_field = match m.max_tokens_field {
+        config::MaxTokensField::MaxTokens => MaxTokensField::MaxTokens,
+        config::MaxTokensField::MaxCompletionTokens => MaxTokensField::MaxCompletionTokens,
+    };
+    client.encode.extra_body = m.extra_body.clone();
     Some(client)
+}
+
+/// The settings of every model call of a run (`RunRequest::settings`): temperature,
+/// token limit, seed and reasoning effort from `[model]`. (`model.extra_body` is an
+/// endpoint setting: [`client_config`] puts it in the client.)
+pub fn model_settings(config: &AgentConfig) -> ModelSettings {
+    let m = &config.file.model;
+    ModelSettings {
+        temperature: m.temperature,
+        max_tokens: m.max_tokens,
+        seed: m.seed,
+        reasoning_effort: m.reasoning_effort.clone(),
+        ..ModelSettings::default()
+    }
+}
+
+/// The embedded offline model: it calls the read-only built-ins with arguments that
+/// work (a memory query; a file that `list_directory` found), then summarizes.
+pub fn offline_demo_model() -> TestModel {
+    TestModel::new()
+        .with_arg_hint("core__memory_read", serde_json::json!({"query": "notes"}))
+        .with_args_from_results("core__read_file", |results: &[PriorResult<'_>]| {
+            results
+                .iter()
+                .filter(|r| r.tool == "core__list_directory")
+                .flat_map(|r| r.content.lines())
+                .find_map(|line| {
+                    let (path, size) = line.split_once("  (")?;
+                    size.ends_with(" bytes)")
+                        .then(|| serde_json::json!({"path": path}))
+                })
+        })
 }
 
 /// Builds the completion port for `config`.
@@ -46,7 +94,7 @@ pub fn build(config: &AgentConfig) -> Result<Arc<dyn CompletionPort>, ModelError
         eprintln!(
             "agent: no model endpoint configured (set OPENAI_BASE_URL, model.base_url or --base-url); using the embedded offline TestModel"
         );
-        return Ok(Arc::new(TestModel::new()));
+        return Ok(Arc::new(offline_demo_model()));
     };
     let client = OpenAiClient::new(client).map_err(|e| ModelError(e.to_string()))?;
     Ok(Arc::new(client))
@@ -94,5 +142,121 @@ mod tests {
             client.deltas,
             wire_openai::decode::DeltaMode::SkipArgFragments
         );
+        assert_eq!(client.timeouts.total, Some(Duration::from_secs(600)));
+        assert_eq!(client.encode.named_tool_choice, NamedToolChoice::Object);
+
+        let mut config = config(Some("http://127.0.0.1:1/v1"));
+        config.file.model.total_timeout_ms = 0;
+        config.file.model.named_tool_choice = config::NamedToolChoice::Required;
+        config.file.model.max_tokens_field = config::MaxTokensField::MaxCompletionTokens;
+        config
+            .file
+            .model
+            .extra_body
+            .insert("top_k".into(), serde_json::json!(40));
+        let client = client_config(&config).unwrap();
+        assert_eq!(client.timeouts.total, None);
+        assert_eq!(
+            client.encode.named_tool_choice,
+            NamedToolChoice::RequiredWithOnlyThatTool
+        );
+        assert_eq!(
+            client.encode.max_tokens_field,
+            MaxTokensField::MaxCompletionTokens
+        );
+        assert_eq!(client.encode.extra_body["top_k"], 40);
+    }
+
+    #[test]
+    fn sampling_settings_reach_the_run_settings() {
+        let mut config = config(None);
+        assert_eq!(model_settings(&config), ModelSettings::default());
+        config.file.model.temperature = Some(0.25);
+        config.file.model.max_tokens = Some(300);
+        config.file.model.seed = Some(9);
+        config.file.model.reasoning_effort = Some("medium".into());
+        let settings = model_settings(&config);
+        assert_eq!(settings.temperature, Some(0.25));
+        assert_eq!(settings.max_tokens, Some(300));
+        assert_eq!(settings.seed, Some(9));
+        assert_eq!(settings.reasoning_effort.as_deref(), Some("medium"));
+        assert!(settings.extra_body.is_empty());
+    }
+
+    /// The file's settings, through `build` and `model_settings`, on the wire.
+    #[tokio::test]
+    async fn file_settings_reach_the_request_on_the_wire() {
+        use agent_testing::server::{OpenAiServer, Reply};
+        use ai_core::{
+            CancellationToken, CompletionItem, CompletionRequest, Message, RunContext, ToolChoice,
+            ToolEffect, ToolId, ToolSpec,
+        };
+        use futures::StreamExt;
+        use serde_json::json;
+
+        let server = OpenAiServer::start([Reply::tool_calls(&[("c1", "core__b", json!({}))])])
+            .await
+            .unwrap();
+        let text = format!(
+            r#"[model]
+base_url = "{}"
+temperature = 0.7
+max_tokens = 256
+max_tokens_field = "max_completion_tokens"
+seed = 42
+reasoning_effort = "high"
+named_tool_choice = "required"
+
+[model.extra_body]
+top_k = 20
+seed = 1
+"#,
+            server.base_url()
+        );
+        let file = config::parse(&text, std::path::Path::new("agent.toml")).unwrap();
+        let config = AgentConfig {
+            file,
+            api_key: None,
+            workspace_root: std::env::temp_dir(),
+            source: ConfigSource::Defaults,
+        };
+        let model = build(&config).unwrap();
+        let tool = |name: &str| {
+            ToolSpec::new(
+                ToolId::parse(name).unwrap(),
+                "A tool.",
+                json!({"type": "object", "properties": {}}),
+                ToolEffect::ReadOnly,
+            )
+        };
+        let request = CompletionRequest {
+            model: config.file.model.model.clone(),
+            messages: vec![Message::user("hi")],
+            tools: vec![tool("core__a"), tool("core__b")].into(),
+            tool_choice: ToolChoice::Tool(ToolId::parse("core__b").unwrap()),
+            context: RunContext::new("run-1", "trace-1"),
+            settings: model_settings(&config),
+        };
+        let mut stream = model.complete(request, CancellationToken::new());
+        let mut finals = 0;
+        while let Some(item) = stream.next().await {
+            if let CompletionItem::Final(_) = item.unwrap() {
+                finals += 1;
+            }
+        }
+        assert_eq!(finals, 1);
+        let requests = server.requests();
+        assert_eq!(requests.len(), 1);
+        let body = &requests[0].body;
+        assert_eq!(body["temperature"], json!(0.7));
+        assert_eq!(body["max_completion_tokens"], json!(256));
+        assert!(body.get("max_tokens").is_none());
+        assert_eq!(body["seed"], json!(42), "the setting wins over extra_body");
+        assert_eq!(body["reasoning_effort"], json!("high"));
+        assert_eq!(body["top_k"], json!(20));
+        assert_eq!(body["tool_choice"], json!("required"));
+        let tools = body["tools"].as_array().unwrap();
+        assert_eq!(tools.len(), 1);
+        assert_eq!(tools[0]["function"]["name"], "core__b");
     }
 }

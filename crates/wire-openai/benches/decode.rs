@@ -1,5 +1,8 @@
 //! Decoder throughput and allocations on a multi-MB stream of three parallel tool
-//! calls whose arguments arrive in 4-16 byte fragments, fed in 1.4-16 KiB chunks.
+//! calls whose arguments arrive in 4-16 byte fragments, fed in 1.4-16 KiB chunks,
+//! and on a reasoning-heavy stream (DeepSeek style: `reasoning_content` in 4-16 byte
+//! fragments with escapes and non-ASCII, then a short answer and one call), so the
+//! reasoning path is counted too.
 //!
 //! Compared in one run: our decoder (with every delta, and assemble-only), the limit
 //! of splitting `data:` payloads and parsing each into `serde_json::Value`, and a
@@ -15,7 +18,9 @@
 //! comparison count instructions instead: `DECODE_BENCH_ONCE=<pipeline>` (`none`,
 //! `ours_with_deltas`, `ours_assemble_only`, `serde_json_value_baseline`,
 //! `peer_eventsource_owned_structs`) runs one pipeline once, e.g. under
-//! `valgrind --tool=callgrind`; subtract the `none` run (stream generation).
+//! `valgrind --tool=callgrind`; subtract the `none` run (stream generation). On the
+//! reasoning stream: `reasoning_ours_with_deltas`, `reasoning_ours_assemble_only`,
+//! `reasoning_serde_json_value_baseline`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -133,6 +138,76 @@ fn build_stream(target_bytes: usize) -> (Vec<u8>, usize) {
     (out.into_bytes(), events)
 }
 
+/// A DeepSeek-style thinking turn: reasoning in 4-16 byte fragments until the
+/// stream is `target_bytes` long, a short answer, one tool call, usage. Returns the
+/// stream, its SSE event count and the reasoning text it carries.
+fn build_reasoning_stream(target_bytes: usize) -> (Vec<u8>, usize, String) {
+    let mut rng = Rng(0x6a09_e667_f3bc_c908);
+    let head = r#"{"id":"9f3c1d2e-7a4b-4c1d-9e2f-5a6b7c8d9e0f","object":"chat.completion.chunk","created":1762000000,"model":"deepseek-reasoner","system_fingerprint":"fp_ffc7281d48_prod0820_fp8_kvcache","choices":[{"index":0,"delta":"#;
+    let tail = r#","logprobs":null,"finish_reason":null}]}"#;
+    let mut out = String::new();
+    let mut events = 0;
+    let mut push = |out: &mut String, delta: &str| {
+        out.push_str("data: ");
+        out.push_str(head);
+        out.push_str(delta);
+        out.push_str(tail);
+        out.push_str("\n\n");
+        events += 1;
+    };
+    push(
+        &mut out,
+        r#"{"role":"assistant","content":null,"reasoning_content":""}"#,
+    );
+    let words = [
+        "Let me think",
+        "the user \"asked\"",
+        "step\nby step",
+        "δέλτα",
+        "so",
+        "therefore",
+    ];
+    let mut reasoning = String::new();
+    let mut text = String::new();
+    let mut cursor = 0;
+    while out.len() < target_bytes {
+        while text.len() < cursor + 32 {
+            text.push_str(words[rng.range(0, words.len() - 1)]);
+            text.push(' ');
+        }
+        let mut end = (cursor + rng.range(4, 16)).min(text.len());
+        while !text.is_char_boundary(end) {
+            end += 1;
+        }
+        let fragment = &text[cursor..end];
+        cursor = end;
+        reasoning.push_str(fragment);
+        let fragment_json = serde_json::to_string(fragment).unwrap();
+        push(
+            &mut out,
+            &format!(r#"{{"content":null,"reasoning_content":{fragment_json}}}"#),
+        );
+    }
+    for piece in ["It is ", "noon."] {
+        push(
+            &mut out,
+            &format!(r#"{{"content":"{piece}","reasoning_content":null}}"#),
+        );
+    }
+    push(
+        &mut out,
+        r#"{"content":null,"reasoning_content":null,"tool_calls":[{"index":0,"id":"call_00_5sXbNpYlJH7bL4cYx2mQ","type":"function","function":{"name":"core__get_current_time","arguments":""}}]}"#,
+    );
+    push(
+        &mut out,
+        r#"{"tool_calls":[{"index":0,"function":{"arguments":"{\"timezone\": \"UTC\"}"}}]}"#,
+    );
+    out.push_str(r#"data: {"id":"9f3c1d2e-7a4b-4c1d-9e2f-5a6b7c8d9e0f","object":"chat.completion.chunk","created":1762000000,"model":"deepseek-reasoner","choices":[{"index":0,"delta":{"content":"","reasoning_content":null},"logprobs":null,"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1000,"completion_tokens":50000,"total_tokens":51000,"prompt_tokens_details":{"cached_tokens":960},"completion_tokens_details":{"reasoning_tokens":49000},"prompt_cache_hit_tokens":960,"prompt_cache_miss_tokens":40}}"#);
+    out.push_str("\n\ndata: [DONE]\n\n");
+    events += 2;
+    (out.into_bytes(), events, reasoning)
+}
+
 /// Network-sized chunks of 1.4 to 16 KiB.
 fn network_chunks(stream: &[u8]) -> Vec<Bytes> {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -144,6 +219,24 @@ fn network_chunks(stream: &[u8]) -> Vec<Bytes> {
         start = end;
     }
     chunks
+}
+
+/// Our decoder on the reasoning stream; the result counts the reasoning it kept.
+fn ours_reasoning(chunks: &[Bytes], deltas: DeltaMode) -> usize {
+    let mut decoder = Decoder::with_options(DecoderOptions {
+        deltas,
+        ..DecoderOptions::default()
+    });
+    let mut out = Vec::with_capacity(64);
+    let mut emitted = 0;
+    for chunk in chunks {
+        decoder.feed(chunk, &mut out).unwrap();
+        emitted += out.len();
+        out.clear();
+    }
+    let turn = decoder.finish().unwrap();
+    assert_eq!(turn.tool_calls.len(), 1);
+    emitted + turn.text.len() + turn.reasoning.map_or(0, |r| r.len())
 }
 
 fn ours(chunks: &[Bytes], deltas: DeltaMode) -> usize {
@@ -300,6 +393,16 @@ fn main() {
         events,
         chunks.len()
     );
+    let (reasoning_stream, reasoning_events, reasoning_text) =
+        build_reasoning_stream(4 * 1024 * 1024);
+    let reasoning_chunks = network_chunks(&reasoning_stream);
+    println!(
+        "reasoning stream: {:.2} MiB, {} SSE events, {} network chunks, {} bytes of reasoning",
+        reasoning_stream.len() as f64 / (1024.0 * 1024.0),
+        reasoning_events,
+        reasoning_chunks.len(),
+        reasoning_text.len()
+    );
     // `DECODE_BENCH_ONCE=<pipeline>` runs one pipeline once and exits: for
     // instruction counts under `valgrind --tool=callgrind`, which noisy shared
     // machines cannot disturb.
@@ -310,6 +413,11 @@ fn main() {
             "ours_assemble_only" => ours(&chunks, DeltaMode::AssembleOnly),
             "serde_json_value_baseline" => value_baseline(&stream),
             "peer_eventsource_owned_structs" => peer(&chunks),
+            "reasoning_ours_with_deltas" => ours_reasoning(&reasoning_chunks, DeltaMode::All),
+            "reasoning_ours_assemble_only" => {
+                ours_reasoning(&reasoning_chunks, DeltaMode::AssembleOnly)
+            }
+            "reasoning_serde_json_value_baseline" => value_baseline(&reasoning_stream),
             other => panic!("unknown pipeline {other}"),
         };
         println!("{pipeline}: {}", black_box(result));
@@ -333,6 +441,22 @@ fn main() {
     report(
         "peer_eventsource_owned_structs",
         allocations_per_event(events, || peer(&chunks)),
+    );
+    report(
+        "reasoning_ours_with_deltas",
+        allocations_per_event(reasoning_events, || {
+            ours_reasoning(&reasoning_chunks, DeltaMode::All)
+        }),
+    );
+    report(
+        "reasoning_ours_assemble_only",
+        allocations_per_event(reasoning_events, || {
+            ours_reasoning(&reasoning_chunks, DeltaMode::AssembleOnly)
+        }),
+    );
+    report(
+        "reasoning_serde_json_value_baseline",
+        allocations_per_event(reasoning_events, || value_baseline(&reasoning_stream)),
     );
 
     let mut criterion = Criterion::default().configure_from_args();
@@ -365,6 +489,19 @@ fn main() {
     });
     group.bench_function("peer_eventsource_owned_structs", |b| {
         b.iter(|| peer(black_box(&chunks)))
+    });
+    group.finish();
+    let mut group = criterion.benchmark_group("decode_reasoning");
+    group.throughput(Throughput::Bytes(reasoning_stream.len() as u64));
+    group.sample_size(10);
+    group.bench_function("ours_with_deltas", |b| {
+        b.iter(|| ours_reasoning(black_box(&reasoning_chunks), DeltaMode::All))
+    });
+    group.bench_function("ours_assemble_only", |b| {
+        b.iter(|| ours_reasoning(black_box(&reasoning_chunks), DeltaMode::AssembleOnly))
+    });
+    group.bench_function("serde_json_value_baseline", |b| {
+        b.iter(|| value_baseline(black_box(&reasoning_stream)))
     });
     group.finish();
     criterion.final_summary();

@@ -9,16 +9,35 @@
 //!
 //! - `POST {base_url}/chat/completions` with `Authorization: Bearer <key>` when a key
 //!   is set (marked sensitive; never logged, never put in an error: any occurrence
-//!   of the key in a provider message is replaced by `[redacted]`).
-//! - Timeouts: `connect` (TCP/TLS), `first_byte` (from sending until the response
-//!   headers arrive; for non-streaming calls that includes the whole generation),
-//!   `between_chunks` (any wait for the next body chunk, the first included).
-//! - Retries, before the first byte of a successful response only: on 429, on 5xx
-//!   and on connection errors, up to `max_retries` times, with exponential backoff
-//!   and jitter, or the server's `Retry-After` / `retry-after-ms` when given. A
-//!   `Retry-After` longer than [`Backoff::max_retry_after`] is not waited for: the
-//!   error is returned. A first-byte timeout is not retried (the server may still be
-//!   generating). Nothing is retried once a response body has started.
+//!   of the key in a provider message is replaced by `[redacted]`). A query string
+//!   in the base URL (Azure's `?api-version=...`) is kept, after the path.
+//! - Timeouts ([`Timeouts`]): `connect` (TCP/TLS, per attempt), `first_byte` (from
+//!   sending until the response headers arrive; for non-streaming calls that
+//!   includes the whole generation), `between_chunks` (the idle limit of a body, see
+//!   below) and `total`, a deadline for the whole call: it starts when the stream is
+//!   first polled (the request is sent) and covers every attempt, every wait between
+//!   retries and the whole body, streamed or not. Its expiry is
+//!   [`CompletionError::Timeout`] with [`TimeoutPhase::Total`]; a retry that could
+//!   not start before it is not attempted (the last error is returned instead).
+//! - Idle limit of a stream: `between_chunks` counts from the response head or from
+//!   the last server-sent *event* (a dispatched `data:` event); bytes that complete
+//!   no event, SSE comments such as `: ping` keepalives in particular, do not reset
+//!   it. So a server that only sends keepalives times out after `between_chunks`,
+//!   and one that keeps sending data is bounded by `total`. For a non-streaming body
+//!   any chunk resets it.
+//! - Retries, before the first byte of a successful response only: on 408, 409,
+//!   429, 5xx, connection errors and connect timeouts, up to `max_retries` times,
+//!   with exponential backoff and jitter, or the server's `Retry-After` (seconds or
+//!   an HTTP date) / `retry-after-ms` when given. Not retried: a `Retry-After`
+//!   longer than [`Backoff::max_retry_after`] (the error is returned), a 429 whose
+//!   error `code` or `type` is `insufficient_quota` (waiting does not refill a
+//!   quota), TLS errors (a bad certificate or a non-TLS server does not heal), a
+//!   first-byte timeout (the server may still be generating). Nothing is retried once
+//!   a response body has started.
+//! - Redirects are never followed: any 3xx answer is a [`CompletionError::Http`]
+//!   naming only the target's origin. So the key and the extra headers (an Azure
+//!   `api-key`, say) never leave the configured origin, and a request body is never
+//!   replayed somewhere else. Configure the final URL as the base URL.
 //! - Cancellation: dropping the stream aborts the request and closes the
 //!   connection; firing the [`CancellationToken`] ends the stream with
 //!   [`CompletionError::Cancelled`].
@@ -27,10 +46,11 @@
 //! - A server that answers a streaming request with a plain JSON body is decoded as a
 //!   non-streaming response.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use ai_core::{
     CancellationToken, CompletionDelta, CompletionError, CompletionItem, CompletionPort,
@@ -41,6 +61,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use reqwest::header::{self, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
+use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::decode::{self, DecodeError, Decoder, DecoderOptions, DeltaMode};
@@ -74,16 +95,22 @@ pub struct Timeouts {
     pub connect: Duration,
     /// From sending the request until the response headers arrive.
     pub first_byte: Duration,
-    /// Waiting for any chunk of the response body.
+    /// Idle limit of a response body: for a stream, the longest wait for the next
+    /// server-sent event (keepalive comments do not count as one); for a
+    /// non-streaming body, for the next chunk.
     pub between_chunks: Duration,
+    /// Deadline of the whole call, retries and body included (`None`: no deadline).
+    pub total: Option<Duration>,
 }
 
 impl Default for Timeouts {
+    /// 10 s to connect, 120 s to the first byte, 60 s idle, 10 minutes in total.
     fn default() -> Self {
         Self {
             connect: Duration::from_secs(10),
             first_byte: Duration::from_secs(120),
             between_chunks: Duration::from_secs(60),
+            total: Some(Duration::from_secs(600)),
         }
     }
 }
@@ -113,7 +140,10 @@ impl Default for Backoff {
 #[derive(Clone)]
 pub struct ClientConfig {
     /// Base URL up to and including the API version, e.g.
-    /// `https://api.openai.com/v1` or `http://localhost:11434/v1`.
+    /// `https://api.openai.com/v1` or `http://localhost:11434/v1`. A query string is
+    /// kept: `https://x.openai.azure.com/openai/deployments/d?api-version=2024-10-21`
+    /// posts to `.../deployments/d/chat/completions?api-version=2024-10-21`. The
+    /// `Debug` output hides any user name and password in it.
     pub base_url: String,
     /// Sent as `Authorization: Bearer <key>` when set.
     pub api_key: Option<ApiKey>,
@@ -160,7 +190,7 @@ impl fmt::Debug for ClientConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let header_names: Vec<&str> = self.extra_headers.iter().map(|(n, _)| n.as_str()).collect();
         f.debug_struct("ClientConfig")
-            .field("base_url", &self.base_url)
+            .field("base_url", &redact_userinfo(&self.base_url))
             .field("api_key", &self.api_key)
             .field("extra_headers", &header_names)
             .field("timeouts", &self.timeouts)
@@ -188,10 +218,12 @@ struct Inner {
 /// Transport steps. They borrow only `Inner` (which is `Sync`), so the stream's
 /// futures stay `Send`.
 impl Inner {
+    /// Sends the request, retrying before the first byte where the rules allow.
     async fn send(
         &self,
         cancel: &CancellationToken,
         body: Bytes,
+        deadline: Option<Instant>,
     ) -> Result<reqwest::Response, CompletionError> {
         let config = &self.config;
         let mut attempt: u32 = 0;
@@ -208,51 +240,79 @@ impl Inner {
                 .headers(self.headers.clone())
                 .body(body.clone())
                 .send();
+            let (limit, phase) = within(
+                after(config.timeouts.first_byte),
+                TimeoutPhase::FirstByte,
+                deadline,
+            );
             let sent = tokio::select! {
                 biased;
                 () = cancel.cancelled() => return Err(CompletionError::Cancelled),
-                sent = tokio::time::timeout(config.timeouts.first_byte, request) => sent,
+                sent = tokio::time::timeout_at(limit, request) => sent,
             };
             let retry_in = match sent {
-                Err(_elapsed) => {
-                    return Err(CompletionError::Timeout {
-                        phase: TimeoutPhase::FirstByte,
-                    });
-                }
+                Err(_elapsed) => return Err(CompletionError::Timeout { phase }),
                 Ok(Err(error)) => {
-                    let mapped = self.map_send_error(error);
-                    let retryable = matches!(mapped, CompletionError::Connect { .. });
+                    let (mapped, retryable) = self.map_send_error(error);
                     if !retryable || attempt >= config.max_retries {
                         return Err(mapped);
                     }
+                    let delay = self.backoff(attempt);
+                    if !starts_before(delay, deadline) {
+                        tracing::warn!(error = %mapped, "no time left for a retry before the deadline");
+                        return Err(mapped);
+                    }
                     tracing::warn!(attempt, error = %mapped, "connection failed; retrying");
-                    self.backoff(attempt)
+                    delay
                 }
                 Ok(Ok(response)) => {
                     let status = response.status();
                     if status.is_success() {
                         return Ok(response);
                     }
-                    let retryable = status.as_u16() == 429 || status.is_server_error();
-                    let server_delay = retry_after(response.headers());
-                    if !retryable || attempt >= config.max_retries {
-                        return Err(self.http_error(cancel, response).await);
+                    if status.is_redirection() {
+                        return Err(self.redirect_error(&response));
                     }
+                    let retryable =
+                        matches!(status.as_u16(), 408 | 409 | 429) || status.is_server_error();
+                    if !retryable || attempt >= config.max_retries {
+                        return Err(self.http_error(cancel, response, deadline).await.0);
+                    }
+                    let server_delay = retry_after(response.headers(), SystemTime::now());
                     if server_delay.is_some_and(|d| d > config.backoff.max_retry_after) {
                         tracing::warn!(
                             status = status.as_u16(),
                             "Retry-After exceeds the limit; not retrying"
                         );
-                        return Err(self.http_error(cancel, response).await);
+                        return Err(self.http_error(cancel, response, deadline).await.0);
                     }
                     let delay = server_delay.unwrap_or_else(|| self.backoff(attempt));
+                    if !starts_before(delay, deadline) {
+                        tracing::warn!(
+                            status = status.as_u16(),
+                            "no time left for a retry before the deadline"
+                        );
+                        return Err(self.http_error(cancel, response, deadline).await.0);
+                    }
+                    if status.as_u16() == 429 {
+                        // The body tells a rate limit (retry) from an exhausted quota.
+                        let (error, kind) = self.http_error(cancel, response, deadline).await;
+                        if error == CompletionError::Cancelled {
+                            return Err(error);
+                        }
+                        if kind.insufficient_quota {
+                            tracing::warn!("quota exhausted; not retrying");
+                            return Err(error);
+                        }
+                    } else {
+                        drop(response);
+                    }
                     tracing::warn!(
                         status = status.as_u16(),
                         attempt,
                         delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
                         "provider asked to retry"
                     );
-                    drop(response);
                     delay
                 }
             };
@@ -276,62 +336,97 @@ impl Inner {
         base / 2 + base / 2 * jitter / 1000
     }
 
-    fn map_send_error(&self, error: reqwest::Error) -> CompletionError {
+    /// The error of a failed send, and whether a retry may help: connection errors
+    /// and connect timeouts yes; TLS errors and request-building errors no.
+    fn map_send_error(&self, error: reqwest::Error) -> (CompletionError, bool) {
         if error.is_builder() {
-            return CompletionError::InvalidRequest {
+            let error = CompletionError::InvalidRequest {
                 message: "the HTTP request could not be built".into(),
             };
+            return (error, false);
         }
         if error.is_connect() && error.is_timeout() {
-            return CompletionError::Timeout {
+            let error = CompletionError::Timeout {
                 phase: TimeoutPhase::Connect,
             };
+            return (error, true);
         }
-        CompletionError::Connect {
-            message: self.scrub(&error_chain(&error.without_url())),
+        let error = error.without_url();
+        let tls = is_tls_error(&error);
+        let message = self.scrub(&error_chain(&error));
+        (CompletionError::Connect { message }, !tls)
+    }
+
+    /// A 3xx answer: redirects are not followed (see the module docs).
+    fn redirect_error(&self, response: &reqwest::Response) -> CompletionError {
+        let target = response
+            .headers()
+            .get(header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|location| self.endpoint.join(location).ok());
+        let message = match target {
+            Some(url) if url.origin() == self.endpoint.origin() => {
+                "the endpoint answered with a redirect, which is not followed; configure the final URL as the base URL".to_owned()
+            }
+            Some(url) => format!(
+                "the endpoint redirected to another origin ({}); redirects are not followed, so credentials stay with the configured origin",
+                url.origin().ascii_serialization()
+            ),
+            None => "the endpoint answered with a redirect, which is not followed".to_owned(),
+        };
+        CompletionError::Http {
+            status: response.status().as_u16(),
+            message: self.scrub(&message),
         }
     }
 
+    /// Reads an error response (at most [`MAX_ERROR_BODY_BYTES`]) into an error.
     async fn http_error(
         &self,
         cancel: &CancellationToken,
         response: reqwest::Response,
-    ) -> CompletionError {
+        deadline: Option<Instant>,
+    ) -> (CompletionError, ErrorKind) {
         let status = response.status();
         let mut body = response.bytes_stream().boxed();
         let mut bytes = Vec::new();
         while bytes.len() < MAX_ERROR_BODY_BYTES {
-            match self.read_chunk(cancel, &mut body).await {
+            let idle = after(self.config.timeouts.between_chunks);
+            match self.read_chunk(cancel, &mut body, idle, deadline).await {
                 Ok(Some(chunk)) => bytes.extend_from_slice(&chunk),
                 Ok(None) | Err(ReadError::Body(_)) => break,
                 Err(ReadError::Completion(CompletionError::Cancelled)) => {
-                    return CompletionError::Cancelled;
+                    return (CompletionError::Cancelled, ErrorKind::default());
                 }
                 Err(ReadError::Completion(_)) => break,
             }
         }
         let message = error_body_message(&bytes)
             .unwrap_or_else(|| status.canonical_reason().unwrap_or("error").to_owned());
-        CompletionError::Http {
+        let error = CompletionError::Http {
             status: status.as_u16(),
             message: self.scrub(&message),
-        }
+        };
+        (error, error_kind(&bytes))
     }
 
+    /// The next body chunk, waiting at most until `idle` (then a between-chunks
+    /// timeout) and `deadline` (then a total timeout).
     async fn read_chunk(
         &self,
         cancel: &CancellationToken,
         body: &mut BoxStream<'static, reqwest::Result<Bytes>>,
+        idle: Instant,
+        deadline: Option<Instant>,
     ) -> Result<Option<Bytes>, ReadError> {
+        let (limit, phase) = within(idle, TimeoutPhase::BetweenChunks, deadline);
         let next = tokio::select! {
             biased;
             () = cancel.cancelled() => return Err(ReadError::Completion(CompletionError::Cancelled)),
-            next = tokio::time::timeout(self.config.timeouts.between_chunks, body.next()) => next,
+            next = tokio::time::timeout_at(limit, body.next()) => next,
         };
         match next {
-            Err(_elapsed) => Err(ReadError::Completion(CompletionError::Timeout {
-                phase: TimeoutPhase::BetweenChunks,
-            })),
+            Err(_elapsed) => Err(ReadError::Completion(CompletionError::Timeout { phase })),
             Ok(None) => Ok(None),
             Ok(Some(Ok(chunk))) => Ok(Some(chunk)),
             Ok(Some(Err(error))) => Err(ReadError::Body(error_chain(&error.without_url()))),
@@ -376,12 +471,7 @@ impl OpenAiClient {
     /// URL, header or key (the message names the problem, never the value).
     pub fn new(config: ClientConfig) -> Result<Self, CompletionError> {
         let invalid = |message: String| CompletionError::InvalidRequest { message };
-        let base = config.base_url.trim_end_matches('/');
-        let endpoint = reqwest::Url::parse(&format!("{base}/chat/completions"))
-            .map_err(|e| invalid(format!("base URL is not a valid URL: {e}")))?;
-        if !matches!(endpoint.scheme(), "http" | "https") {
-            return Err(invalid("base URL must use http or https".into()));
-        }
+        let endpoint = chat_endpoint(&config.base_url).map_err(invalid)?;
         let mut headers = HeaderMap::new();
         headers.insert(
             header::CONTENT_TYPE,
@@ -407,6 +497,8 @@ impl OpenAiClient {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .connect_timeout(config.timeouts.connect)
+            // Never follow a redirect: see the module docs.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| {
                 invalid(format!(
@@ -458,6 +550,8 @@ enum Phase {
     Streaming {
         body: BoxStream<'static, reqwest::Result<Bytes>>,
         decoder: Box<Decoder>,
+        /// When the idle limit expires unless an event arrives first.
+        idle: Instant,
     },
     /// Nothing more to read; drain the queue.
     Finished,
@@ -470,6 +564,8 @@ struct Call {
     model: String,
     /// Tools sent with a strict schema, with their original schema.
     strict_tools: Vec<(String, Value)>,
+    /// The total deadline, set when the request is first sent.
+    deadline: Option<Instant>,
     phase: Phase,
     queue: VecDeque<Result<CompletionItem, CompletionError>>,
     scratch: Vec<CompletionDelta>,
@@ -507,6 +603,7 @@ impl Call {
             cancel,
             model: request.model.clone(),
             strict_tools,
+            deadline: None,
             phase: Phase::Start(body),
             queue: VecDeque::new(),
             scratch: Vec::new(),
@@ -544,15 +641,33 @@ impl Call {
                 Phase::Streaming {
                     mut body,
                     mut decoder,
+                    idle,
                 } => {
                     let inner = Arc::clone(&self.inner);
-                    match inner.read_chunk(&self.cancel, &mut body).await {
+                    match inner
+                        .read_chunk(&self.cancel, &mut body, idle, self.deadline)
+                        .await
+                    {
                         Ok(Some(chunk)) => {
+                            let events = decoder.events();
                             let fed = decoder.feed(&chunk, &mut self.scratch);
+                            // Only a completed event resets the idle limit, so
+                            // keepalive comments cannot hold a stalled stream open.
+                            let idle = if decoder.events() > events {
+                                after(inner.config.timeouts.between_chunks)
+                            } else {
+                                idle
+                            };
                             self.queue_deltas();
                             match fed {
                                 Ok(()) if decoder.is_done() => self.finish(*decoder),
-                                Ok(()) => self.phase = Phase::Streaming { body, decoder },
+                                Ok(()) => {
+                                    self.phase = Phase::Streaming {
+                                        body,
+                                        decoder,
+                                        idle,
+                                    }
+                                }
                                 Err(error) => self.queue_error(self.decode_error(error)),
                             }
                         }
@@ -574,7 +689,8 @@ impl Call {
     /// Sends (with retries) and sets up reading the response.
     async fn start(&mut self, body: Bytes) -> Result<(), CompletionError> {
         let inner = Arc::clone(&self.inner);
-        let response = inner.send(&self.cancel, body).await?;
+        self.deadline = inner.config.timeouts.total.map(after);
+        let response = inner.send(&self.cancel, body, self.deadline).await?;
         let is_json = response
             .headers()
             .get(header::CONTENT_TYPE)
@@ -585,13 +701,18 @@ impl Call {
             self.phase = Phase::Streaming {
                 body,
                 decoder: Box::new(Decoder::with_options(self.decoder_options())),
+                idle: after(inner.config.timeouts.between_chunks),
             };
             return Ok(());
         }
         let mut body = response.bytes_stream().boxed();
         let mut bytes = Vec::new();
         loop {
-            match inner.read_chunk(&self.cancel, &mut body).await {
+            let idle = after(inner.config.timeouts.between_chunks);
+            match inner
+                .read_chunk(&self.cancel, &mut body, idle, self.deadline)
+                .await
+            {
                 Ok(Some(chunk)) => {
                     if bytes.len() + chunk.len() > MAX_BODY_BYTES {
                         return Err(CompletionError::Protocol {
@@ -712,8 +833,30 @@ enum ReadError {
     Body(String),
 }
 
-/// The `Retry-After` (seconds) or `retry-after-ms` delay of a response.
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+/// `duration` from now; a duration too long to represent ends in 30 years (a
+/// configured `Duration::MAX` must not panic).
+fn after(duration: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(duration)
+        .unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400))
+}
+
+/// `at`, or the total deadline when that comes first, with the phase to report.
+fn within(at: Instant, phase: TimeoutPhase, deadline: Option<Instant>) -> (Instant, TimeoutPhase) {
+    match deadline {
+        Some(deadline) if deadline <= at => (deadline, TimeoutPhase::Total),
+        _ => (at, phase),
+    }
+}
+
+/// Whether a retry after `delay` starts before the deadline.
+fn starts_before(delay: Duration, deadline: Option<Instant>) -> bool {
+    deadline.is_none_or(|deadline| after(delay) < deadline)
+}
+
+/// The `Retry-After` (seconds or an HTTP date, relative to `now`) or
+/// `retry-after-ms` delay of a response. A date in the past is no delay.
+fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let text = |name: &str| {
         headers
             .get(name)
@@ -726,28 +869,107 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     {
         return Some(Duration::from_secs_f64(ms / 1000.0));
     }
-    let seconds = text("retry-after")?.parse::<f64>().ok()?;
-    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds.min(86_400.0)))
+    let value = text("retry-after")?;
+    if let Ok(seconds) = value.parse::<f64>() {
+        return (seconds.is_finite() && seconds >= 0.0)
+            .then(|| Duration::from_secs_f64(seconds.min(86_400.0)));
+    }
+    // RFC 9110 (ex 7231) HTTP-date: IMF-fixdate, or the obsolete RFC 850 and asctime
+    // forms a recipient must also accept.
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(
+        at.duration_since(now)
+            .unwrap_or(Duration::ZERO)
+            .min(Duration::from_secs(86_400)),
+    )
+}
+
+/// What an error body says beyond its message.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct ErrorKind {
+    /// OpenAI's `insufficient_quota` (as `code` or `type`): out of credit, which no
+    /// retry fixes (unlike a rate limit, also a 429).
+    insufficient_quota: bool,
+}
+
+fn error_kind(bytes: &[u8]) -> ErrorKind {
+    let Ok(value) = serde_json::from_slice::<Value>(bytes) else {
+        return ErrorKind::default();
+    };
+    // Gemini wraps the error object in an array.
+    let value = match &value {
+        Value::Array(items) => items.first().unwrap_or(&value),
+        _ => &value,
+    };
+    let error = value.get("error").unwrap_or(value);
+    let insufficient_quota = ["code", "type"]
+        .iter()
+        .any(|field| error.get(field).and_then(Value::as_str) == Some("insufficient_quota"));
+    ErrorKind { insufficient_quota }
+}
+
+/// Whether a rustls error (a failed handshake, a bad certificate, a peer that does
+/// not speak TLS) is in the chain, also inside an IO error, which `source()` skips.
+fn is_tls_error(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(current) = next {
+        if current.is::<rustls::Error>() {
+            return true;
+        }
+        if let Some(io) = current.downcast_ref::<std::io::Error>()
+            && let Some(inner) = io.get_ref()
+            && is_tls_error(inner)
+        {
+            return true;
+        }
+        next = current.source();
+    }
+    false
+}
+
+/// The chat-completions URL under `base_url`: the path gets `/chat/completions`, a
+/// query string is kept after it, a fragment is dropped. Errors never quote the URL.
+fn chat_endpoint(base_url: &str) -> Result<reqwest::Url, String> {
+    let mut url = reqwest::Url::parse(base_url.trim())
+        .map_err(|e| format!("base URL is not a valid URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.cannot_be_a_base() {
+        return Err("base URL must use http or https".into());
+    }
+    let path = format!("{}/chat/completions", url.path().trim_end_matches('/'));
+    url.set_path(&path);
+    url.set_fragment(None);
+    Ok(url)
+}
+
+/// `url` with any user name and password replaced by `redacted` (for `Debug`).
+/// Works on the text, so a URL that does not parse is redacted too.
+fn redact_userinfo(url: &str) -> Cow<'_, str> {
+    let Some(scheme_end) = url.find("://") else {
+        return Cow::Borrowed(url);
+    };
+    let authority_start = scheme_end + 3;
+    let rest = &url[authority_start..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => Cow::Owned(format!(
+            "{}redacted@{}",
+            &url[..authority_start],
+            &rest[at + 1..]
+        )),
+        None => Cow::Borrowed(url),
+    }
 }
 
 /// The provider's message in an error body: OpenAI's `{"error": {"message"}}`, a
 /// bare `{"message"}` / `{"error": "..."}`, or a short plain-text body.
 fn error_body_message(bytes: &[u8]) -> Option<String> {
-    if let Ok(value) = serde_json::from_slice::<Value>(bytes) {
-        let error = match value {
-            Value::Object(mut map) => map.remove("error").unwrap_or(Value::Object(map)),
-            other => other,
-        };
-        return match decode::provider_error(error) {
-            DecodeError::Provider { code, message } => Some(match code {
-                Some(code) => format!("{message} ({code})"),
-                None => message,
-            }),
-            DecodeError::Protocol { .. } => None,
-        };
-    }
-    let text = std::str::from_utf8(bytes).ok()?.trim();
-    (!text.is_empty() && text.len() <= 300 && !text.contains('<')).then(|| text.to_owned())
+    // One parser for every error body shape (OpenAI's object, Gemini's array, plain
+    // text, FastAPI's `detail`), bounded and with secrets scrubbed.
+    let (code, message) = decode::parse_error_body(bytes)?;
+    Some(match code {
+        Some(code) => format!("{message} ({code})"),
+        None => message,
+    })
 }
 
 /// An error and its sources, joined with `: ` (reqwest's own message says little).
@@ -771,18 +993,104 @@ mod tests {
 
     #[test]
     fn retry_after_forms() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_470); // 07:27:50
         let mut headers = HeaderMap::new();
-        assert_eq!(retry_after(&headers), None);
+        assert_eq!(retry_after(&headers, now), None);
         headers.insert("retry-after", HeaderValue::from_static("2"));
-        assert_eq!(retry_after(&headers), Some(Duration::from_secs(2)));
+        assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(2)));
         headers.insert("retry-after-ms", HeaderValue::from_static("150"));
-        assert_eq!(retry_after(&headers), Some(Duration::from_millis(150)));
+        assert_eq!(retry_after(&headers, now), Some(Duration::from_millis(150)));
+        // An HTTP date, in each form RFC 9110 makes recipients accept.
+        for date in [
+            "Wed, 21 Oct 2015 07:28:00 GMT",
+            "Wednesday, 21-Oct-15 07:28:00 GMT",
+            "Wed Oct 21 07:28:00 2015",
+        ] {
+            let mut headers = HeaderMap::new();
+            headers.insert("retry-after", HeaderValue::from_static(date));
+            assert_eq!(
+                retry_after(&headers, now),
+                Some(Duration::from_secs(10)),
+                "{date}"
+            );
+        }
+        // A date in the past is no delay; garbage is no header.
+        let later = now + Duration::from_secs(3600);
         let mut headers = HeaderMap::new();
         headers.insert(
             "retry-after",
             HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
         );
-        assert_eq!(retry_after(&headers), None);
+        assert_eq!(retry_after(&headers, later), Some(Duration::ZERO));
+        headers.insert("retry-after", HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&headers, now), None);
+        headers.insert("retry-after", HeaderValue::from_static("NaN"));
+        assert_eq!(retry_after(&headers, now), None);
+    }
+
+    #[test]
+    fn insufficient_quota_is_recognised_as_code_or_type() {
+        let quota = |body: &str| error_kind(body.as_bytes()).insufficient_quota;
+        assert!(quota(
+            r#"{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#
+        ));
+        assert!(quota(
+            r#"{"error":{"message":"quota","type":"insufficient_quota","code":null}}"#
+        ));
+        assert!(quota(r#"{"code":"insufficient_quota","message":"quota"}"#));
+        assert!(quota(
+            r#"[{"error":{"code":429,"message":"quota","status":"RESOURCE_EXHAUSTED","type":"insufficient_quota"}}]"#
+        ));
+        assert!(!quota(
+            r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#
+        ));
+        assert!(!quota("insufficient_quota"));
+        assert!(!quota(""));
+    }
+
+    #[test]
+    fn endpoint_keeps_the_query_after_the_path() {
+        let cases = [
+            ("http://x/v1", "http://x/v1/chat/completions"),
+            ("http://x/v1/", "http://x/v1/chat/completions"),
+            ("http://x", "http://x/chat/completions"),
+            (
+                "https://r.openai.azure.com/openai/deployments/d?api-version=2024-10-21",
+                "https://r.openai.azure.com/openai/deployments/d/chat/completions?api-version=2024-10-21",
+            ),
+            (
+                "https://r.example/openai/v1/?api-version=preview&x=1#frag",
+                "https://r.example/openai/v1/chat/completions?api-version=preview&x=1",
+            ),
+        ];
+        for (base, expected) in cases {
+            assert_eq!(chat_endpoint(base).unwrap().as_str(), expected, "{base}");
+        }
+        assert!(chat_endpoint("mailto:a@b").is_err());
+    }
+
+    #[test]
+    fn config_debug_hides_url_userinfo() {
+        for (url, shown) in [
+            ("https://user:pass@host/v1", "https://redacted@host/v1"),
+            (
+                "https://pass@host:8443/v1?q=1",
+                "https://redacted@host:8443/v1?q=1",
+            ),
+            ("http://host/v1?email=a@b", "http://host/v1?email=a@b"),
+            ("no scheme user:pass@host", "no scheme user:pass@host"),
+            ("weird://us:er:pass@@host/x", "weird://redacted@host/x"),
+        ] {
+            assert_eq!(redact_userinfo(url), shown, "{url}");
+        }
+        let config = ClientConfig::new("https://user:pass-9876@host/v1");
+        let text = format!("{config:?}");
+        assert!(
+            !text.contains("pass-9876") && !text.contains("user:"),
+            "{text}"
+        );
+        let client = OpenAiClient::new(config).unwrap();
+        assert!(!format!("{client:?}").contains("pass-9876"));
     }
 
     #[test]
@@ -828,6 +1136,17 @@ mod tests {
         assert!(!err.to_string().contains("sk-bad"), "{err}");
     }
 
+    #[tokio::test]
+    async fn huge_durations_do_not_overflow() {
+        let far = after(Duration::MAX);
+        assert!(far > Instant::now() + Duration::from_secs(86_400 * 365));
+        assert!(starts_before(Duration::MAX, None));
+        assert!(!starts_before(
+            Duration::MAX,
+            Some(after(Duration::from_secs(1)))
+        ));
+    }
+
     #[test]
     fn backoff_grows_and_is_capped() {
         let client = OpenAiClient::new(ClientConfig::new("http://x/v1")).unwrap();
@@ -837,6 +1156,7 @@ mod tests {
             cancel: CancellationToken::new(),
             model: String::new(),
             strict_tools: Vec::new(),
+            deadline: None,
             phase: Phase::Finished,
             queue: VecDeque::new(),
             scratch: Vec::new(),

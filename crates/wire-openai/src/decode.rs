@@ -15,6 +15,14 @@
 //!
 //! - **id and name on the first delta only**: later deltas carry `index` and an
 //!   argument fragment; they are appended to the call at that index.
+//! - **a name split over deltas** (`"get_"`, then `"weather"` at the same index):
+//!   while a call has no argument text yet and its start was not announced, a name
+//!   fragment at its index continues the name. A fragment that equals the name so
+//!   far is a resend (some servers repeat the full name on every delta) and one that
+//!   starts with it is a cumulative resend: the name becomes that fragment, never a
+//!   doubled name. A call's start delta is therefore emitted only once its name is
+//!   settled: when its first argument text arrives, when a delta for another call or
+//!   text arrives, at `[DONE]` or at the end of the stream.
 //! - **arguments in the first delta** (Mistral): appended once, like any fragment.
 //! - **several calls in one chunk, interleaved parallel calls**: each delta goes to
 //!   the call of its own index.
@@ -40,8 +48,31 @@
 //!   [`FinishReason::ToolCalls`]; the calls are kept.
 //! - **`content: ""`** in tool deltas adds no text and emits no delta.
 //! - **usage** is read from any chunk, with `choices: []` or not; the last one wins.
-//! - **`{"error": ...}`** in the stream (or an `event: error`) fails the session with
-//!   [`DecodeError::Provider`], carrying the provider's code and message.
+//!   `prompt_tokens_details.cached_tokens` (or DeepSeek's `prompt_cache_hit_tokens`)
+//!   and `completion_tokens_details.reasoning_tokens` are reported when present, also
+//!   inside Groq's `x_groq.usage`.
+//! - **the usage model** is the first non-empty `model` of the stream (Azure's first
+//!   chunk, with the prompt filter results, has `"model": ""`), else
+//!   [`DecoderOptions::model`].
+//! - **reasoning** in `delta.reasoning_content` (DeepSeek, vLLM before 0.10, SGLang,
+//!   llama.cpp) or `delta.reasoning` (OpenRouter, Ollama, Groq, newer vLLM), and in
+//!   `message.*` of a whole response, becomes [`CompletionDelta::Reasoning`] and
+//!   [`CompletionFinal::reasoning`], never answer text. A delta carrying both fields
+//!   (vLLM during its rename sends the same text in each) counts the first one with
+//!   text only. A turn without reasoning text has `reasoning: None`.
+//! - **refusals** (`delta.refusal`, `message.refusal`, `refusal` content parts)
+//!   become [`CompletionDelta::Refusal`] and [`CompletionFinal::refusal`].
+//! - **provider extras on a call** (`extra_content`, e.g. Gemini's
+//!   `{"google": {"thought_signature": "..."}}`) are kept whole in
+//!   [`AssembledToolCall::raw`] for the encoder to send back. Over several deltas of
+//!   one call the objects are merged by top-level key, the last non-null value of a
+//!   key winning; a value that is not an object replaces what was kept.
+//! - **`{"error": ...}`** in the stream (or an `event: error`, or Gemini's array form
+//!   `[{"error": ...}]`) fails the session with [`DecodeError::Provider`], carrying
+//!   the provider's code and message. So does OpenRouter's `finish_reason: "error"`
+//!   (its `error` object, when present, gives code and message). Provider messages
+//!   are cut to 1 KiB (UTF-8 safe) and anything that looks like a credential (bearer
+//!   tokens, `sk-...`-style keys, `key=` parameters) is replaced by `[redacted]`.
 //! - **a stream that ends without `[DONE]` and without `finish_reason`** fails with
 //!   [`CompletionError::TruncatedStream`], whose `partial` holds everything assembled.
 //! - **truncated arguments** (the turn was cut by `length` or the stream was cut):
@@ -55,7 +86,10 @@
 //! - the legacy **`function_call`** delta is treated as a tool call without index
 //!   and id.
 //! - a body that is **JSON or HTML instead of an event stream** is a protocol
-//!   error, not an empty turn; the turn's text and arguments are bounded by
+//!   error, not an empty turn, unless it is a JSON error body (`{"error": ...}`, an
+//!   error object, or the array form): then it is that [`DecodeError::Provider`]
+//!   (servers that send their error with `text/event-stream` or without a content
+//!   type). The turn's text, reasoning and arguments are bounded by
 //!   [`DecoderOptions::max_turn_bytes`].
 //!
 //! # Speed
@@ -71,12 +105,13 @@
 //! # Deltas
 //!
 //! [`Decoder::feed`] appends [`CompletionDelta`]s to a caller-provided vector as
-//! events complete: text, a call's start (once its name is known), argument
-//! fragments, and usage (once, when `[DONE]` arrives: some providers repeat
-//! cumulative usage, so emitting earlier could double count; it is always in the
-//! final). [`DeltaMode`] turns off the per-fragment deltas (each is a heap
+//! events complete: text, reasoning, refusal, a call's start (once its name is
+//! settled), argument fragments, and usage (once, when `[DONE]` arrives: some
+//! providers repeat cumulative usage, so emitting earlier could double count; it is
+//! always in the final). [`DeltaMode`] turns off the per-fragment deltas (each is a heap
 //! allocation) or all deltas, for callers that only want the final.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use ai_core::{
@@ -119,8 +154,8 @@ pub enum IdMinting {
 pub struct DecoderOptions {
     /// Which deltas to emit.
     pub deltas: DeltaMode,
-    /// Model id reported in usage when the stream names none (normally the
-    /// request's model).
+    /// Model id reported in usage when the stream names none, or only empty ones
+    /// (normally the request's model).
     pub model: String,
     /// Upper bound of tool calls in one turn; more is a protocol error.
     pub max_tool_calls: usize,
@@ -211,6 +246,10 @@ pub struct Decoder {
     failed: Option<DecodeError>,
     /// The first non-whitespace byte fed, to tell a body that is no event stream.
     first_byte: Option<u8>,
+    /// A body that starts with `{` or `[` is JSON, not an event stream: its first
+    /// [`MAX_ERROR_BODY`] bytes are kept (and nothing is framed) to read an error
+    /// from at the end.
+    json_body: Option<Vec<u8>>,
 }
 
 impl fmt::Debug for Decoder {
@@ -243,6 +282,7 @@ impl Decoder {
             assembly: Assembly::new(options),
             failed: None,
             first_byte: None,
+            json_body: None,
         }
     }
 
@@ -259,8 +299,20 @@ impl Decoder {
         if let Some(error) = &self.failed {
             return Err(error.clone());
         }
-        if self.first_byte.is_none() {
-            self.first_byte = chunk.iter().copied().find(|b| !b.is_ascii_whitespace());
+        let mut chunk = chunk;
+        if self.first_byte.is_none()
+            && let Some(at) = chunk.iter().position(|b| !b.is_ascii_whitespace())
+        {
+            self.first_byte = Some(chunk[at]);
+            if matches!(chunk[at], b'{' | b'[') {
+                self.json_body = Some(Vec::new());
+                chunk = &chunk[at..];
+            }
+        }
+        if let Some(body) = &mut self.json_body {
+            let room = MAX_ERROR_BODY.saturating_sub(body.len());
+            body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            return Ok(());
         }
         let Self {
             framer, assembly, ..
@@ -305,8 +357,17 @@ impl Decoder {
             mut framer,
             mut assembly,
             first_byte,
+            json_body,
             ..
         } = self;
+        if let Some(body) = json_body {
+            return Err(match json_error(&body) {
+                Some((code, message)) => provider_error_parts(code, message).into(),
+                None => CompletionError::Protocol {
+                    message: "the response body is JSON, not a server-sent event stream".into(),
+                },
+            });
+        }
         if !assembly.done && framer.has_pending() {
             // The tail may be a frame cut in half by a dropped connection: a malformed
             // tail is a truncation, not a protocol error. A provider error is kept.
@@ -319,11 +380,12 @@ impl Decoder {
                 }
             }
         }
-        if assembly.events == 0 && matches!(first_byte, Some(b'{' | b'[' | b'<')) {
+        if assembly.events == 0 && first_byte == Some(b'<') {
             return Err(CompletionError::Protocol {
-                message: "the response body is JSON or HTML, not a server-sent event stream".into(),
+                message: "the response body is HTML, not a server-sent event stream".into(),
             });
         }
+        assembly.announce_pending(None, out);
         assembly.finalize()
     }
 }
@@ -346,8 +408,9 @@ pub fn decode_response_into(
 ) -> Result<CompletionFinal, CompletionError> {
     let mut assembly = Assembly::new(options);
     assembly.whole_response = true;
-    assembly.on_data(body, out)?;
+    assembly.on_data(body.trim_ascii(), out)?;
     assembly.done = true;
+    assembly.announce_pending(None, out);
     assembly.emit_usage(out);
     assembly.finalize()
 }
@@ -369,12 +432,20 @@ struct CallSlot {
     announced: bool,
     /// A cumulative resend was seen (logged once).
     cumulative: bool,
+    /// The provider's `extra_content` of the call, merged over its deltas.
+    raw: Option<Value>,
 }
 
 impl CallSlot {
     /// The id the provider gave, if any (not a minted one).
     fn provider_id(&self) -> Option<&str> {
         self.id.as_deref().filter(|_| !self.id_minted)
+    }
+
+    /// Whether a name fragment may still extend the name: no argument text yet and
+    /// no start delta emitted.
+    fn name_open(&self) -> bool {
+        !self.announced && self.arguments.is_empty()
     }
 }
 
@@ -392,6 +463,13 @@ struct Assembly {
     ignored_indices: Vec<u32>,
     finish_reason: Option<FinishReason>,
     length_seen: bool,
+    /// Reasoning text of the turn (no allocation while there is none).
+    reasoning: String,
+    /// Refusal text of the turn.
+    refusal: String,
+    /// A call has a name but its start delta is not emitted yet (at most one: the
+    /// call touched last).
+    pending_start: bool,
     usage: Option<UsageFact>,
     usage_emitted: bool,
     model: Option<String>,
@@ -423,6 +501,9 @@ impl Assembly {
             ignored_indices: Vec::new(),
             finish_reason: None,
             length_seen: false,
+            reasoning: String::new(),
+            refusal: String::new(),
+            pending_start: false,
             usage: None,
             usage_emitted: false,
             model: None,
@@ -464,6 +545,7 @@ impl Assembly {
         }
         if data == b"[DONE]" {
             self.done = true;
+            self.announce_pending(None, out);
             self.emit_usage(out);
             return Ok(());
         }
@@ -500,6 +582,15 @@ impl Assembly {
         };
         let parsed = wire::parse_chunk(text, &mut sink);
         let failure = sink.failure.take();
+        if parsed.is_err()
+            && data.first() == Some(&b'[')
+            && let Some((code, message)) = json_error(data)
+        {
+            // Gemini sends errors as an array, `[{"error": {...}}]` (no chunk is an
+            // array, so this is looked for only when a frame fails to parse).
+            self.json_scratch = json;
+            return Err(provider_error_parts(code, message));
+        }
         parsed.map_err(|error| DecodeError::Protocol {
             message: format!(
                 "malformed JSON in a response event ({} error at line {} column {})",
@@ -536,7 +627,8 @@ impl Assembly {
             total_tokens: usage
                 .total_tokens
                 .unwrap_or(prompt_tokens.saturating_add(completion_tokens)),
-            ..UsageFact::default()
+            cached_tokens: usage.cached_tokens(),
+            reasoning_tokens: usage.reasoning_tokens(),
         });
     }
 
@@ -555,15 +647,19 @@ impl Assembly {
     ) -> Result<(), DecodeError> {
         let mut scratch = std::mem::take(&mut self.scratch);
         let start = self.text.len();
+        let refusal_start = self.refusal.len();
         match wire::raw_text(content, &mut scratch) {
             RawText::Null => {}
             RawText::Str(text) => self.text.push_str(text),
             RawText::Other(json) => {
-                // Content parts: [{"type": "text", "text": "..."}, ...].
+                // Content parts: [{"type": "text", "text": "..."},
+                // {"type": "refusal", "refusal": "..."}, ...].
                 if let Ok(Value::Array(parts)) = serde_json::from_str::<Value>(json) {
                     for part in parts {
                         if let Some(text) = part.get("text").and_then(Value::as_str) {
                             self.text.push_str(text);
+                        } else if let Some(text) = part.get("refusal").and_then(Value::as_str) {
+                            self.refusal.push_str(text);
                         }
                     }
                 } else {
@@ -572,9 +668,61 @@ impl Assembly {
             }
         }
         self.scratch = scratch;
-        self.count_turn_bytes(self.text.len() - start)?;
-        if self.text.len() > start && self.options.deltas != DeltaMode::AssembleOnly {
-            out.push(CompletionDelta::Text(self.text[start..].to_owned()));
+        self.text_added(TextField::Refusal, refusal_start, out)?;
+        self.text_added(TextField::Text, start, out)
+    }
+
+    /// Appends a reasoning or refusal string (raw JSON) to the turn.
+    fn apply_text(
+        &mut self,
+        field: TextField,
+        raw: &serde_json::value::RawValue,
+        out: &mut Vec<CompletionDelta>,
+    ) -> Result<(), DecodeError> {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let target = match field {
+            TextField::Text => &mut self.text,
+            TextField::Reasoning => &mut self.reasoning,
+            TextField::Refusal => &mut self.refusal,
+        };
+        let start = target.len();
+        match wire::raw_text(raw, &mut scratch) {
+            RawText::Null => {}
+            RawText::Str(text) => target.push_str(text),
+            RawText::Other(_) => tracing::debug!(?field, "ignoring a value that is not text"),
+        }
+        self.scratch = scratch;
+        self.text_added(field, start, out)
+    }
+
+    /// Bounds and emits what was appended to `field` since `start`. A pending call
+    /// start is emitted first: the provider moved on from that call's name.
+    fn text_added(
+        &mut self,
+        field: TextField,
+        start: usize,
+        out: &mut Vec<CompletionDelta>,
+    ) -> Result<(), DecodeError> {
+        let text = match field {
+            TextField::Text => &self.text,
+            TextField::Reasoning => &self.reasoning,
+            TextField::Refusal => &self.refusal,
+        };
+        let added = text.len() - start;
+        if added == 0 {
+            return Ok(());
+        }
+        self.count_turn_bytes(added)?;
+        if self.pending_start {
+            self.announce_pending(None, out);
+        }
+        if self.options.deltas != DeltaMode::AssembleOnly {
+            let (text, wrap): (&String, fn(String) -> CompletionDelta) = match field {
+                TextField::Text => (&self.text, CompletionDelta::Text),
+                TextField::Reasoning => (&self.reasoning, CompletionDelta::Reasoning),
+                TextField::Refusal => (&self.refusal, CompletionDelta::Refusal),
+            };
+            out.push(wrap(text[start..].to_owned()));
         }
         Ok(())
     }
@@ -622,10 +770,12 @@ impl Assembly {
         let name = non_empty(function.and_then(|f| f.name.as_ref()));
         let slot_index = self.locate(index, id, name)?;
         self.last_touched = Some(slot_index);
+        if self.pending_start {
+            // The provider moved on to another call: that call's name is settled.
+            self.announce_pending(Some(slot_index), out);
+        }
 
         let mut scratch = std::mem::take(&mut self.scratch);
-        let mut minted = self.minted;
-        let minting = self.options.id_minting;
         let deltas = self.options.deltas;
         let slot = &mut self.calls[slot_index];
         if let Some(id) = id {
@@ -637,10 +787,14 @@ impl Assembly {
                 Some(_) => {}
             }
         }
-        if let Some(name) = name
-            && slot.name.is_empty()
-        {
-            slot.name = name.to_owned();
+        let mut name_added = 0;
+        if let Some(name) = name {
+            let name_before = slot.name.len();
+            extend_name(slot, name);
+            name_added = slot.name.len().saturating_sub(name_before);
+        }
+        if let Some(extra) = call.extra_content {
+            merge_extra(&mut slot.raw, extra);
         }
         let before = slot.arguments.len();
         if let Some(arguments) = function.and_then(|f| f.arguments) {
@@ -653,34 +807,72 @@ impl Assembly {
         }
         self.scratch = scratch;
         let added = slot.arguments.len() - before;
-        if !slot.announced && !slot.name.is_empty() {
-            slot.announced = true;
-            if slot.id.is_none() {
-                slot.id = Some(mint_id(minting, &mut minted));
-                slot.id_minted = true;
-            }
-            let id = slot.id.clone().unwrap_or_default();
-            if deltas != DeltaMode::AssembleOnly {
-                out.push(CompletionDelta::ToolCallStart {
+        // `pending_start` is false here: any pending start was emitted above.
+        if slot.announced {
+            if added > 0 && deltas == DeltaMode::All {
+                out.push(CompletionDelta::ToolCallArgs {
                     index: slot.position,
-                    id,
-                    name: slot.name.clone(),
+                    fragment: slot.arguments[before..].to_owned(),
                 });
-                if deltas == DeltaMode::All && !slot.arguments.is_empty() {
-                    out.push(CompletionDelta::ToolCallArgs {
-                        index: slot.position,
-                        fragment: slot.arguments.clone(),
-                    });
-                }
             }
-        } else if slot.announced && slot.arguments.len() > before && deltas == DeltaMode::All {
+        } else if !slot.name.is_empty() {
+            if slot.arguments.is_empty() {
+                // The name may go on in the next delta.
+                self.pending_start = true;
+            } else {
+                self.announce(slot_index, out);
+            }
+        }
+        self.count_turn_bytes(added.saturating_add(name_added))
+    }
+
+    /// Emits the start delta of a call (and its argument text so far), minting its
+    /// id if the provider gave none. The same in every [`DeltaMode`] but for the
+    /// deltas, so minted ids do not depend on the mode.
+    fn announce(&mut self, slot_index: usize, out: &mut Vec<CompletionDelta>) {
+        let minting = self.options.id_minting;
+        let deltas = self.options.deltas;
+        let Some(slot) = self.calls.get_mut(slot_index) else {
+            return;
+        };
+        if slot.announced {
+            return;
+        }
+        slot.announced = true;
+        if slot.id.is_none() {
+            slot.id = Some(mint_id(minting, &mut self.minted));
+            slot.id_minted = true;
+        }
+        if deltas == DeltaMode::AssembleOnly {
+            return;
+        }
+        out.push(CompletionDelta::ToolCallStart {
+            index: slot.position,
+            id: slot.id.clone().unwrap_or_default(),
+            name: slot.name.clone(),
+        });
+        if deltas == DeltaMode::All && !slot.arguments.is_empty() {
             out.push(CompletionDelta::ToolCallArgs {
                 index: slot.position,
-                fragment: slot.arguments[before..].to_owned(),
+                fragment: slot.arguments.clone(),
             });
         }
-        self.minted = minted;
-        self.count_turn_bytes(added)
+    }
+
+    /// Emits the start of every named call not yet started, except `except`.
+    fn announce_pending(&mut self, except: Option<usize>, out: &mut Vec<CompletionDelta>) {
+        if !self.pending_start {
+            return;
+        }
+        self.pending_start = false;
+        for slot_index in 0..self.calls.len() {
+            if Some(slot_index) == except {
+                continue;
+            }
+            if !self.calls[slot_index].announced && !self.calls[slot_index].name.is_empty() {
+                self.announce(slot_index, out);
+            }
+        }
     }
 
     /// Finds the call a delta belongs to, or opens one (see the module docs).
@@ -701,7 +893,9 @@ impl Assembly {
                         let call = &self.calls[slot];
                         let known = call.provider_id();
                         let other_id = matches!((id, known), (Some(a), Some(b)) if a != b);
-                        let other_name = matches!(name, Some(n) if !call.name.is_empty() && n != call.name)
+                        // A different name is another call only once this call's name
+                        // is settled; before, it is the next piece of the name.
+                        let other_name = matches!(name, Some(n) if !call.name.is_empty() && n != call.name && !call.name_open())
                             && !matches!((id, known), (Some(a), Some(b)) if a == b);
                         if other_id || other_name {
                             tracing::debug!(
@@ -759,6 +953,7 @@ impl Assembly {
             arguments: String::new(),
             announced: false,
             cumulative: false,
+            raw: None,
         });
         let slot = self.calls.len() - 1;
         self.last_opened = Some(slot);
@@ -802,10 +997,19 @@ impl Assembly {
                 name: slot.name,
                 arguments,
                 outcome,
-                raw: None,
+                raw: slot.raw,
             });
         }
         calls.sort_by_key(|call| call.index);
+        if matches!(&self.finish_reason, Some(FinishReason::Other(reason)) if reason == "error") {
+            // OpenRouter ends a failed generation with `finish_reason: "error"`; its
+            // `error` object, when present, failed the session earlier.
+            return Err(provider_error_parts(
+                None,
+                Some("the provider ended the turn with finish_reason \"error\"".into()),
+            )
+            .into());
+        }
         let mut finish_reason = if self.length_seen {
             FinishReason::Length
         } else {
@@ -820,7 +1024,8 @@ impl Assembly {
             tool_calls: calls,
             finish_reason,
             usage: self.usage_fact(),
-            ..CompletionFinal::default()
+            reasoning: non_empty_text(std::mem::take(&mut self.reasoning)),
+            refusal: non_empty_text(std::mem::take(&mut self.refusal)),
         };
         if ended {
             Ok(turn)
@@ -854,6 +1059,24 @@ impl ChunkSink for Sink<'_> {
         }
     }
 
+    fn reasoning(&mut self, raw: &RawValue) {
+        if self.failure.is_none()
+            && let Err(error) = self
+                .assembly
+                .apply_text(TextField::Reasoning, raw, self.out)
+        {
+            self.failure = Some(error);
+        }
+    }
+
+    fn refusal(&mut self, raw: &RawValue) {
+        if self.failure.is_none()
+            && let Err(error) = self.assembly.apply_text(TextField::Refusal, raw, self.out)
+        {
+            self.failure = Some(error);
+        }
+    }
+
     fn tool_call(&mut self, call: &ToolCallDto<'_>, position: usize) {
         if self.failure.is_some() {
             return;
@@ -880,6 +1103,7 @@ impl ChunkSink for Sink<'_> {
                 name: function.name.clone(),
                 arguments: function.arguments,
             }),
+            extra_content: None,
         };
         if let Err(error) = self.assembly.apply_tool_call(&call, None, self.out) {
             self.failure = Some(error);
@@ -897,7 +1121,8 @@ impl ChunkSink for Sink<'_> {
     }
 
     fn model(&mut self, model: &str) {
-        if self.assembly.model.is_none() {
+        // The first non-empty model wins: Azure's first chunk has `"model": ""`.
+        if self.assembly.model.is_none() && !model.is_empty() {
             self.assembly.model = Some(model.to_owned());
         }
     }
@@ -941,6 +1166,64 @@ fn append_fragment(slot: &mut CallSlot, fragment: &str) {
         return;
     }
     slot.arguments.push_str(fragment);
+}
+
+/// Which text of the turn a string goes to.
+#[derive(Debug, Clone, Copy)]
+enum TextField {
+    Text,
+    Reasoning,
+    Refusal,
+}
+
+/// Adds a name (fragment) to a call: see "a name split over deltas" in the module
+/// docs.
+fn extend_name(slot: &mut CallSlot, name: &str) {
+    if slot.name.is_empty() {
+        slot.name.push_str(name);
+    } else if slot.name == name {
+        // A resend of the whole name.
+    } else if !slot.name_open() {
+        tracing::debug!(
+            index = slot.position,
+            "keeping the first name of a tool call"
+        );
+    } else if name.starts_with(slot.name.as_str()) {
+        // A cumulative resend: the name so far and more.
+        slot.name.clear();
+        slot.name.push_str(name);
+    } else {
+        slot.name.push_str(name);
+    }
+}
+
+/// Merges a call's `extra_content` into what was kept: objects by top-level key,
+/// the last non-null value of a key winning; any other non-null value replaces it.
+fn merge_extra(kept: &mut Option<Value>, extra: &RawValue) {
+    let Ok(value) = serde_json::from_str::<Value>(extra.get()) else {
+        return;
+    };
+    match (kept, value) {
+        (_, Value::Null) => {}
+        (Some(Value::Object(kept)), Value::Object(new)) => {
+            for (key, value) in new {
+                if !value.is_null() {
+                    kept.insert(key, value);
+                }
+            }
+        }
+        (kept, Value::Object(mut new)) => {
+            new.retain(|_, value| !value.is_null());
+            if !new.is_empty() {
+                *kept = Some(Value::Object(new));
+            }
+        }
+        (kept, other) => *kept = Some(other),
+    }
+}
+
+fn non_empty_text(text: String) -> Option<String> {
+    (!text.is_empty()).then_some(text)
 }
 
 /// Decides a call's outcome; an empty argument text becomes `{}`.
@@ -988,22 +1271,104 @@ fn category(error: &serde_json::Error) -> &'static str {
     }
 }
 
-/// Longest provider message kept in an error.
-const MAX_PROVIDER_MESSAGE: usize = 2000;
+/// Longest provider message kept in an error, in bytes.
+const MAX_PROVIDER_MESSAGE: usize = 1024;
 
-/// The error of an `event: error` frame: JSON (`{"error": ...}` or an error object)
-/// or plain text.
+/// Longest provider error code kept, in bytes.
+const MAX_PROVIDER_CODE: usize = 64;
+
+/// Longest error body (or JSON body sent in place of a stream) that is read.
+const MAX_ERROR_BODY: usize = 256 * 1024;
+
+/// Longest plain-text error body taken as a message (longer ones are pages).
+const MAX_PLAIN_ERROR_BODY: usize = 300;
+
+/// The message of an error that came without one.
+const NO_MESSAGE: &str = "the provider reported an error without a message";
+
+/// A provider error's code and message, as found.
+type ErrorParts = (Option<String>, Option<String>);
+
+/// The provider's error code and message in an HTTP error body, bounded (1 KiB
+/// message, UTF-8 safe) and with anything that looks like a credential replaced by
+/// `[redacted]`.
+///
+/// Reads OpenAI's `{"error": {"message", "code", "type"}}`, `{"error": "text"}`, a
+/// bare error object (vLLM's `{"object": "error", "message", "code"}`), FastAPI's
+/// `{"detail": ...}`, Gemini's array form `[{"error": {"code", "message",
+/// "status"}}]`, and a short plain-text body. `None` for an empty body, an HTML page,
+/// or JSON that holds no error: use the HTTP status's reason then.
+///
+/// ```
+/// let body = br#"[{"error": {"code": 400, "message": "Invalid JSON payload", "status": "INVALID_ARGUMENT"}}]"#;
+/// assert_eq!(
+///     wire_openai::decode::parse_error_body(body),
+///     Some((Some("400".to_owned()), "Invalid JSON payload".to_owned()))
+/// );
+/// ```
+pub fn parse_error_body(body: &[u8]) -> Option<(Option<String>, String)> {
+    let body = body
+        .strip_prefix(b"\xEF\xBB\xBF")
+        .unwrap_or(body)
+        .trim_ascii();
+    if let Some((code, message)) = json_error(body) {
+        return Some(clean_parts(code, message));
+    }
+    if matches!(body.first(), Some(b'{' | b'[')) {
+        return None;
+    }
+    let text = std::str::from_utf8(body).ok()?;
+    (!text.is_empty() && text.len() <= MAX_PLAIN_ERROR_BODY && !text.contains('<'))
+        .then(|| (None, clean(text, MAX_PROVIDER_MESSAGE)))
+}
+
+/// The error a JSON body (or frame) holds, if it parses and holds one.
+fn json_error(body: &[u8]) -> Option<ErrorParts> {
+    let body = body.get(..MAX_ERROR_BODY).unwrap_or(body);
+    let value = serde_json::from_slice::<Value>(body).ok()?;
+    error_parts(&value)
+}
+
+/// Code and message of an error value: `{"error": ...}` (the member holds the
+/// error), an array holding one (Gemini), an error object (`message` or `detail`,
+/// `code`, `type` or `status`), or a bare string. `None` when the value has nothing
+/// of an error.
+fn error_parts(value: &Value) -> Option<ErrorParts> {
+    match value {
+        Value::String(message) => Some((None, Some(message.clone()))),
+        Value::Array(items) => items.iter().find_map(error_parts),
+        Value::Object(map) => {
+            if let Some(inner) = map.get("error").filter(|e| !e.is_null()) {
+                return Some(error_parts(inner).unwrap_or((None, None)));
+            }
+            let message = ["message", "detail"]
+                .into_iter()
+                .filter_map(|key| map.get(key))
+                .find_map(|m| match m {
+                    Value::String(s) => Some(s.clone()),
+                    Value::Null => None,
+                    other => Some(other.to_string()),
+                });
+            let code = ["code", "type", "status"]
+                .into_iter()
+                .filter_map(|key| map.get(key))
+                .find_map(|c| match c {
+                    Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
+                    Value::Number(n) => Some(n.to_string()),
+                    _ => None,
+                });
+            (message.is_some() || code.is_some()).then_some((code, message))
+        }
+        _ => None,
+    }
+}
+
+/// The error of an `event: error` frame: JSON (`{"error": ...}`, an error object, an
+/// array holding one) or plain text.
 fn error_event(data: &str) -> DecodeError {
     match serde_json::from_str::<Value>(data) {
-        Ok(Value::Object(mut map)) => match map.remove("error") {
-            Some(inner) => provider_error(inner),
-            None => provider_error(Value::Object(map)),
-        },
-        Ok(other) => provider_error(other),
-        Err(_) => DecodeError::Provider {
-            code: None,
-            message: bounded(data.trim()),
-        },
+        Ok(value) => provider_error(value),
+        Err(_) => provider_error_parts(None, Some(data.to_owned())),
     }
 }
 
@@ -1012,49 +1377,166 @@ pub(crate) fn provider_error_from_json(raw: &str) -> DecodeError {
     provider_error(serde_json::from_str::<Value>(raw).unwrap_or(Value::Null))
 }
 
-/// Reads OpenAI's error object (`message`, `code`, `type`), or a bare string.
+/// Reads an error value (see [`error_parts`]) into a provider error.
 pub(crate) fn provider_error(error: Value) -> DecodeError {
-    let (code, message) = match &error {
-        Value::String(message) => (None, Some(message.clone())),
-        Value::Object(map) => {
-            let message = map.get("message").and_then(|m| match m {
-                Value::String(s) => Some(s.clone()),
-                Value::Null => None,
-                other => Some(other.to_string()),
-            });
-            let code = [map.get("code"), map.get("type")]
-                .into_iter()
-                .flatten()
-                .find_map(|c| match c {
-                    Value::String(s) if !s.is_empty() => Some(s.clone()),
-                    Value::Number(n) => Some(n.to_string()),
-                    _ => None,
-                });
-            (code, message)
+    let (code, message) = error_parts(&error).unwrap_or((None, None));
+    provider_error_parts(code, message)
+}
+
+/// A provider error from what was found: bounded and scrubbed.
+fn provider_error_parts(code: Option<String>, message: Option<String>) -> DecodeError {
+    let (code, message) = clean_parts(code, message);
+    DecodeError::Provider { code, message }
+}
+
+fn clean_parts(code: Option<String>, message: Option<String>) -> (Option<String>, String) {
+    let code = code
+        .map(|c| clean(&c, MAX_PROVIDER_CODE))
+        .filter(|c| !c.is_empty());
+    let message = message
+        .as_deref()
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .unwrap_or(NO_MESSAGE);
+    (code, clean(message, MAX_PROVIDER_MESSAGE))
+}
+
+/// A provider's text made safe to show: credentials scrubbed, then cut to `max`.
+fn clean(text: &str, max: usize) -> String {
+    // Scrubbing first, so a cut never leaves half a key behind; on a bounded input.
+    let text = text.trim();
+    let head = cut(text, MAX_ERROR_BODY);
+    bounded(&scrub_secrets(head), max)
+}
+
+/// The longest prefix of `text` of at most `max` bytes ending on a char boundary.
+fn cut(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Cuts a message to `max` bytes on a char boundary, marking the cut with `…`.
+pub(crate) fn bounded(message: &str, max: usize) -> String {
+    if message.len() <= max {
+        return message.to_owned();
+    }
+    format!("{}…", cut(message, max))
+}
+
+/// Prefixes of API keys and the least number of key characters after them.
+const KEY_PREFIXES: &[(&str, usize)] = &[
+    ("sk-", 12),
+    ("sk_", 12),
+    ("gsk_", 12),
+    ("xai-", 12),
+    ("hf_", 12),
+    ("AIza", 30),
+];
+
+/// Parameter names whose value is a credential (`name=value`, case-insensitive).
+const SECRET_PARAMS: &[&str] = &[
+    "api_key",
+    "api-key",
+    "apikey",
+    "key",
+    "access_token",
+    "token",
+];
+
+/// Replaces what looks like a credential by `[redacted]`: the token after
+/// `Bearer`, keys with a well-known prefix (`sk-`, `sk_`, `gsk_`, `xai-`, `hf_`,
+/// `AIza`) and the values of `api_key=`, `key=`, `token=` and similar parameters.
+pub(crate) fn scrub_secrets(text: &str) -> Cow<'_, str> {
+    let bytes = text.as_bytes();
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let at_word_start = i == 0 || !is_key_char(bytes[i - 1]);
+        if at_word_start
+            && bytes[i].is_ascii_alphabetic()
+            && let Some((start, end)) = secret_at(bytes, i)
+        {
+            // `start` and `end` sit next to ASCII bytes: char boundaries.
+            let out = out.get_or_insert_with(|| String::with_capacity(text.len()));
+            out.push_str(&text[copied..start]);
+            out.push_str("[redacted]");
+            copied = end;
+            i = end;
+            continue;
         }
-        _ => (None, None),
-    };
-    DecodeError::Provider {
-        code,
-        message: bounded(
-            message
-                .as_deref()
-                .filter(|m| !m.trim().is_empty())
-                .unwrap_or("the provider reported an error without a message"),
-        ),
+        i += 1;
+    }
+    match out {
+        None => Cow::Borrowed(text),
+        Some(mut out) => {
+            out.push_str(&text[copied..]);
+            Cow::Owned(out)
+        }
     }
 }
 
-/// Cuts a provider message to [`MAX_PROVIDER_MESSAGE`] bytes on a char boundary.
-pub(crate) fn bounded(message: &str) -> String {
-    if message.len() <= MAX_PROVIDER_MESSAGE {
-        return message.to_owned();
+fn is_key_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'*')
+}
+
+/// The secret starting at (or right after a marker at) `i`, as a byte range.
+fn secret_at(bytes: &[u8], i: usize) -> Option<(usize, usize)> {
+    let rest = &bytes[i..];
+    let starts_with_ci = |word: &str| {
+        rest.len() >= word.len() && rest[..word.len()].eq_ignore_ascii_case(word.as_bytes())
+    };
+    if starts_with_ci("bearer") {
+        let mut start = i + "bearer".len();
+        let spaces = bytes[start..]
+            .iter()
+            .take_while(|b| matches!(b, b' ' | b'\t'))
+            .count();
+        if spaces > 0 {
+            start += spaces;
+            let len = bytes[start..]
+                .iter()
+                .take_while(|b| {
+                    !b.is_ascii_whitespace() && !matches!(b, b'"' | b'\'' | b',' | b';')
+                })
+                .count();
+            if len > 0 {
+                return Some((start, start + len));
+            }
+        }
     }
-    let mut end = MAX_PROVIDER_MESSAGE;
-    while !message.is_char_boundary(end) {
-        end -= 1;
+    for (prefix, least) in KEY_PREFIXES {
+        if rest.starts_with(prefix.as_bytes()) {
+            let len = rest[prefix.len()..]
+                .iter()
+                .take_while(|&&b| is_key_char(b))
+                .count();
+            if len >= *least {
+                return Some((i, i + prefix.len() + len));
+            }
+        }
     }
-    format!("{}…", &message[..end])
+    for name in SECRET_PARAMS {
+        if starts_with_ci(name) && rest.get(name.len()) == Some(&b'=') {
+            let start = i + name.len() + 1;
+            let len = bytes[start..]
+                .iter()
+                .take_while(|b| {
+                    !b.is_ascii_whitespace() && !matches!(b, b'&' | b'"' | b'\'' | b',' | b';')
+                })
+                .count();
+            if len > 0 {
+                return Some((start, start + len));
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -1180,12 +1662,137 @@ mod tests {
             matches!(error_event("not json"), DecodeError::Provider { message, .. } if message == "not json")
         );
         let long = "é".repeat(5000);
-        assert!(bounded(&long).len() <= MAX_PROVIDER_MESSAGE + '…'.len_utf8());
+        assert!(
+            bounded(&long, MAX_PROVIDER_MESSAGE).len() <= MAX_PROVIDER_MESSAGE + '…'.len_utf8()
+        );
+        // Gemini's array form, in an `event: error` frame and as a bare frame.
+        let gemini = r#"[{"error":{"code":429,"message":"Resource exhausted","status":"RESOURCE_EXHAUSTED"}}]"#;
+        assert_eq!(
+            error_event(gemini),
+            DecodeError::Provider {
+                code: Some("429".into()),
+                message: "Resource exhausted".into()
+            }
+        );
+        assert_eq!(
+            provider_error_from_json(r#"{"status":"UNAVAILABLE"}"#),
+            DecodeError::Provider {
+                code: Some("UNAVAILABLE".into()),
+                message: NO_MESSAGE.into()
+            }
+        );
+    }
+
+    #[test]
+    fn provider_messages_are_bounded_to_1_kib_and_scrubbed() {
+        let long = format!("{} tail", "é".repeat(2000));
+        let DecodeError::Provider { message, .. } =
+            provider_error_from_json(&serde_json::json!({ "message": long }).to_string())
+        else {
+            panic!()
+        };
+        assert!(message.len() <= 1024 + '…'.len_utf8(), "{}", message.len());
+        assert!(message.ends_with('…') && message.starts_with('é'));
+        let raw = r#"{"message":"upstream said: Authorization: Bearer abc.def-123 was rejected; key sk-proj-AbCdEfGhIjKlMnOp1234 and https://x.test/v1?key=AIzaSyA-1234567890abcdefghijklmnopqrstu&alt=sse, gsk_0123456789abcdefghij","code":"sk-live-0123456789abcdef"}"#;
+        let DecodeError::Provider { code, message } = provider_error_from_json(raw) else {
+            panic!()
+        };
+        assert_eq!(
+            message,
+            "upstream said: Authorization: Bearer [redacted] was rejected; key [redacted] and https://x.test/v1?key=[redacted]&alt=sse, [redacted]"
+        );
+        assert_eq!(code.as_deref(), Some("[redacted]"));
+        // Ordinary words are left alone.
+        for text in [
+            "use sk-learn",
+            "monkey=banana",
+            "max_tokens=5",
+            "task-1 failed",
+        ] {
+            assert_eq!(scrub_secrets(text), text);
+        }
+        // A long secret at the cut is scrubbed before the cut, never half kept.
+        let at_cut = format!("{} Bearer {}", "a".repeat(1000), "t".repeat(100));
+        let DecodeError::Provider { message, .. } =
+            provider_error_from_json(&serde_json::json!({ "message": at_cut }).to_string())
+        else {
+            panic!()
+        };
+        assert!(!message.contains("tttt"), "{message}");
+    }
+
+    #[test]
+    fn error_bodies_of_every_shape() {
+        type Expected = Option<(Option<&'static str>, &'static str)>;
+        let cases: [(&[u8], Expected); 10] = [
+            (
+                br#"{"error":{"message":"Rate limit","type":"requests","code":"rate_limit_exceeded"}}"#,
+                Some((Some("rate_limit_exceeded"), "Rate limit")),
+            ),
+            (br#"{"error":"bad"}"#, Some((None, "bad"))),
+            (
+                br#"[{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"}}]"#,
+                Some((Some("400"), "API key not valid. Please pass a valid API key.")),
+            ),
+            (
+                br#"{"object":"error","message":"max_tokens is too large","type":"BadRequestError","param":null,"code":400}"#,
+                Some((Some("400"), "max_tokens is too large")),
+            ),
+            (br#"{"detail":"Not Found"}"#, Some((None, "Not Found"))),
+            (
+                b"\xEF\xBB\xBF {\"error\":{\"code\":502,\"message\":\"Provider returned error\"}}\n",
+                Some((Some("502"), "Provider returned error")),
+            ),
+            (b"upstream timeout", Some((None, "upstream timeout"))),
+            (b"<html>502</html>", None),
+            (br#"{"id":"x","choices":[]}"#, None),
+            (b"", None),
+        ];
+        for (body, expected) in cases {
+            let expected = expected.map(|(c, m)| (c.map(str::to_owned), m.to_owned()));
+            assert_eq!(
+                parse_error_body(body),
+                expected,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+
+    #[test]
+    fn a_json_error_body_instead_of_a_stream_is_that_provider_error() {
+        for body in [
+            "{\"error\": {\"message\": \"not sse\", \"code\": \"bad\"}}",
+            "\n  [{\"error\": {\"code\": \"bad\", \"message\": \"not sse\"}}]",
+            "{\n  \"error\": {\n    \"message\": \"not sse\",\n    \"code\": \"bad\"\n  }\n}\n",
+        ] {
+            let (deltas, result) = decode(body);
+            assert!(deltas.is_empty());
+            assert_eq!(
+                result,
+                Err(CompletionError::Provider {
+                    code: Some("bad".into()),
+                    message: "not sse".into()
+                }),
+                "{body}"
+            );
+            // Cut anywhere, the same.
+            for cut in 1..body.len() {
+                let mut decoder = Decoder::new();
+                decoder
+                    .feed(&body.as_bytes()[..cut], &mut Vec::new())
+                    .unwrap();
+                decoder
+                    .feed(&body.as_bytes()[cut..], &mut Vec::new())
+                    .unwrap();
+                assert_eq!(decoder.finish(), result, "{body} cut at {cut}");
+            }
+        }
     }
 
     #[test]
     fn a_body_that_is_no_event_stream_is_a_protocol_error() {
-        let (_, result) = decode("{\"error\": {\"message\": \"not sse\"}}");
+        let (_, result) = decode("{\"id\": \"x\", \"choices\": []}");
         assert!(
             matches!(result, Err(CompletionError::Protocol { .. })),
             "{result:?}"
@@ -1243,6 +1850,107 @@ mod tests {
         let turn = result.unwrap();
         assert_eq!(turn.text, "aac");
         assert_eq!(turn.usage.unwrap().model, "m1");
+    }
+
+    fn call_stream(deltas: &[&str]) -> String {
+        let mut stream = String::new();
+        for delta in deltas {
+            stream.push_str(&format!(
+                "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"tool_calls\":[{delta}]}}}}]}}\n\n"
+            ));
+        }
+        stream.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n");
+        stream
+    }
+
+    #[test]
+    fn a_name_split_over_deltas_is_one_call() {
+        let split = [
+            r#"{"index":0,"id":"c1","function":{"name":"get_"}}"#,
+            r#"{"index":0,"function":{"name":"weather"}}"#,
+            r#"{"index":0,"function":{"arguments":"{}"}}"#,
+        ];
+        // The full name resent on later deltas, and a name growing cumulatively.
+        let resent = [
+            r#"{"index":0,"id":"c1","function":{"name":"get_weather"}}"#,
+            r#"{"index":0,"function":{"name":"get_weather"}}"#,
+            r#"{"index":0,"id":"c1","function":{"name":"get_weather","arguments":"{}"}}"#,
+        ];
+        let growing = [
+            r#"{"index":0,"id":"c1","function":{"name":"get_"}}"#,
+            r#"{"index":0,"function":{"name":"get_weather"}}"#,
+            r#"{"index":0,"function":{"name":"get_weather","arguments":"{}"}}"#,
+        ];
+        for deltas in [&split, &resent, &growing] {
+            let (out, result) = decode(&call_stream(deltas));
+            let turn = result.unwrap();
+            assert_eq!(turn.tool_calls.len(), 1, "{deltas:?}");
+            assert_eq!(turn.tool_calls[0].name, "get_weather", "{deltas:?}");
+            assert_eq!(turn.tool_calls[0].id, "c1");
+            assert_eq!(
+                out[0],
+                CompletionDelta::ToolCallStart {
+                    index: 0,
+                    id: "c1".into(),
+                    name: "get_weather".into()
+                },
+                "{deltas:?}"
+            );
+        }
+        // Once arguments started, a different name at the index is another call.
+        let (_, result) = decode(&call_stream(&[
+            r#"{"index":0,"function":{"name":"a","arguments":"{}"}}"#,
+            r#"{"index":0,"function":{"name":"b","arguments":"{}"}}"#,
+        ]));
+        let names: Vec<String> = result
+            .unwrap()
+            .tool_calls
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(names, ["a", "b"]);
+    }
+
+    #[test]
+    fn usage_model_is_the_first_non_empty_model() {
+        let (_, result) = decode(concat!(
+            "data: {\"id\":\"\",\"model\":\"\",\"choices\":[]}\n\n",
+            "data: {\"id\":\"a\",\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: {\"id\":\"a\",\"model\":\"other\",\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\n",
+            "data: [DONE]\n\n",
+        ));
+        assert_eq!(result.unwrap().usage.unwrap().model, "gpt-4o");
+        let (_, result) = decode(concat!(
+            "data: {\"model\":\"\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\n",
+            "data: [DONE]\n\n",
+        ));
+        assert_eq!(result.unwrap().usage.unwrap().model, "req-model");
+    }
+
+    #[test]
+    fn reasoning_is_kept_apart_and_none_without_text() {
+        let (out, result) = decode(concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"\",\"reasoning\":null,\"content\":\"\"}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\n",
+        ));
+        let turn = result.unwrap();
+        assert_eq!((turn.text.as_str(), turn.reasoning), ("hi", None));
+        assert_eq!(out, [CompletionDelta::Text("hi".into())]);
+        let (out, result) = decode(concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":\"a\\nb\",\"reasoning_content\":\"a\\nb\"}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":\"c\",\"content\":\"x\"},\"finish_reason\":\"stop\"}]}\n\n",
+        ));
+        let turn = result.unwrap();
+        assert_eq!(turn.reasoning.as_deref(), Some("a\nbc"));
+        assert_eq!(turn.text, "x");
+        assert_eq!(
+            out,
+            [
+                CompletionDelta::Reasoning("a\nb".into()),
+                CompletionDelta::Reasoning("c".into()),
+                CompletionDelta::Text("x".into()),
+            ]
+        );
     }
 
     #[test]

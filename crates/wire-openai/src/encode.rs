@@ -4,8 +4,8 @@
 //! request DTOs and OpenAI's strict-schema rules ([`strict_schema`]); semantic
 //! schemas in [`ToolSpec`] are never modified in place.
 
-use ai_core::{CompletionRequest, Message, ToolChoice, ToolSpec};
-use serde::Serialize;
+use ai_core::{CompletionRequest, Message, ResponseFormat, ToolChoice, ToolSpec};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 /// Whether tool schemas are sent in OpenAI's strict mode.
@@ -35,6 +35,19 @@ pub enum MaxTokensField {
     MaxCompletionTokens,
 }
 
+/// How [`ToolChoice::Tool`] (a call of one named tool) goes on the wire.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum NamedToolChoice {
+    /// OpenAI's object form, `{"type": "function", "function": {"name": ...}}`,
+    /// with every tool of the request.
+    #[default]
+    Object,
+    /// `"required"`, with `tools` narrowed to the named tool: the same constraint
+    /// for servers that ignore the object form (llama.cpp's server runs it as
+    /// `auto`).
+    RequiredWithOnlyThatTool,
+}
+
 /// Encoding settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EncodeOptions {
@@ -48,8 +61,12 @@ pub struct EncodeOptions {
     pub max_tokens_field: MaxTokensField,
     /// `parallel_tool_calls`, when set (only sent with tools).
     pub parallel_tool_calls: Option<bool>,
-    /// Extra top-level fields for provider-specific options (e.g. `seed`, `top_p`).
-    /// They never replace a field the encoder sets.
+    /// How a named tool choice is sent.
+    pub named_tool_choice: NamedToolChoice,
+    /// Extra top-level fields of every request, for provider-specific options (e.g.
+    /// `top_k`). Precedence, highest first: fields the encoder sets (from the
+    /// request and its [`ai_core::ModelSettings`]), the request's
+    /// [`ai_core::ModelSettings::extra_body`], then these.
     pub extra_body: Map<String, Value>,
 }
 
@@ -61,6 +78,7 @@ impl Default for EncodeOptions {
             strict: StrictMode::Off,
             max_tokens_field: MaxTokensField::MaxTokens,
             parallel_tool_calls: None,
+            named_tool_choice: NamedToolChoice::Object,
             extra_body: Map::new(),
         }
     }
@@ -195,6 +213,10 @@ enum MessageDto<'a> {
     },
     Assistant {
         content: Option<&'a str>,
+        /// The turn's reasoning, sent back where it came from: DeepSeek's thinking
+        /// mode rejects an assistant tool-call message without it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<&'a str>,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<ToolCallDto<'a>>,
     },
@@ -210,6 +232,11 @@ struct ToolCallDto<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
     function: FunctionCallDto<'a>,
+    /// The provider's extras on the call as the decoder kept them
+    /// ([`ai_core::MessageToolCall::raw`]), e.g. Gemini's thought signature, which
+    /// Gemini requires back on the call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extra_content: Option<&'a Value>,
 }
 
 #[derive(Serialize)]
@@ -224,8 +251,8 @@ fn message_dto(message: &Message) -> MessageDto<'_> {
         Message::User { content } => MessageDto::User { content },
         Message::Assistant {
             content,
+            reasoning,
             tool_calls,
-            ..
         } => MessageDto::Assistant {
             // OpenAI wants `content` present: null beside tool calls, text otherwise.
             content: match (content.as_deref(), tool_calls.is_empty()) {
@@ -233,6 +260,7 @@ fn message_dto(message: &Message) -> MessageDto<'_> {
                 (None, true) => Some(""),
                 (None, false) => None,
             },
+            reasoning_content: reasoning.as_deref().filter(|r| !r.is_empty()),
             tool_calls: tool_calls
                 .iter()
                 .map(|call| ToolCallDto {
@@ -246,6 +274,7 @@ fn message_dto(message: &Message) -> MessageDto<'_> {
                             &call.arguments
                         },
                     },
+                    extra_content: call.raw.as_ref().filter(|raw| !raw.is_null()),
                 })
                 .collect(),
         },
@@ -266,6 +295,15 @@ fn to_value<T: Serialize>(value: &T) -> Value {
 }
 
 /// Encodes a request body.
+///
+/// Besides the messages and tools it sends the request's [`ai_core::ModelSettings`]
+/// (`temperature`, `max_tokens` or `max_completion_tokens`, `seed`,
+/// `reasoning_effort`, `response_format`) and merges the extra fields of the settings
+/// and then of the options at the top level, never over a field it set itself (see
+/// [`EncodeOptions::extra_body`]). Assistant tool-call arguments in the history that
+/// are not a JSON object are sent as `{}`: vLLM `json.loads` them unguarded and chat
+/// templates iterate them as a mapping, so one bad call in the history would fail
+/// every later turn. Valid objects are sent byte for byte as they were.
 ///
 /// ```
 /// use ai_core::{CompletionRequest, Message, ModelSettings, RunContext, ToolChoice};
@@ -289,11 +327,12 @@ pub fn encode_request(
 ) -> Result<EncodedRequest, EncodeError> {
     let mut body = Map::new();
     body.insert("model".into(), Value::String(request.model.clone()));
-    let messages: Vec<Value> = request
+    let mut messages: Vec<Value> = request
         .messages
         .iter()
         .map(|m| to_value(&message_dto(m)))
         .collect();
+    normalize_history_arguments(&mut messages);
     body.insert("messages".into(), Value::Array(messages));
 
     let mut strict_reports = Vec::new();
@@ -305,8 +344,25 @@ pub fn encode_request(
             return Err(EncodeError::ToolChoiceWithoutTools);
         }
     } else {
+        if let ToolChoice::Tool(id) = &request.tool_choice
+            && !request.tools.iter().any(|t| &t.id == id)
+        {
+            return Err(EncodeError::UnknownToolChoice(id.to_string()));
+        }
+        // A named choice as `required` offers only that tool.
+        let narrowed = match &request.tool_choice {
+            ToolChoice::Tool(id)
+                if options.named_tool_choice == NamedToolChoice::RequiredWithOnlyThatTool =>
+            {
+                Some(id)
+            }
+            _ => None,
+        };
         let mut tools = Vec::with_capacity(request.tools.len());
         for spec in request.tools.iter() {
+            if narrowed.is_some_and(|id| *id != spec.id) {
+                continue;
+            }
             let (tool, report) = encode_tool(spec, options.strict);
             tools.push(tool);
             strict_reports.extend(report);
@@ -316,10 +372,8 @@ pub fn encode_request(
             ToolChoice::Auto => json!("auto"),
             ToolChoice::None => json!("none"),
             ToolChoice::Required => json!("required"),
+            ToolChoice::Tool(_) if narrowed.is_some() => json!("required"),
             ToolChoice::Tool(id) => {
-                if !request.tools.iter().any(|t| &t.id == id) {
-                    return Err(EncodeError::UnknownToolChoice(id.to_string()));
-                }
                 json!({"type": "function", "function": {"name": id.as_str()}})
             }
         };
@@ -347,11 +401,22 @@ pub fn encode_request(
             .ok_or(EncodeError::InvalidTemperature)?;
         body.insert("temperature".into(), Value::Number(number));
     }
+    let settings = &request.settings;
+    if let Some(seed) = settings.seed {
+        body.insert("seed".into(), Value::from(seed));
+    }
+    if let Some(effort) = &settings.reasoning_effort {
+        body.insert("reasoning_effort".into(), Value::String(effort.clone()));
+    }
+    if let Some(format) = &settings.response_format {
+        body.insert("response_format".into(), response_format(format));
+    }
     body.insert("stream".into(), Value::Bool(options.stream));
     if options.stream && options.include_usage {
         body.insert("stream_options".into(), json!({"include_usage": true}));
     }
-    for (key, value) in &options.extra_body {
+    // The request's extras before the endpoint's; neither replaces a set field.
+    for (key, value) in settings.extra_body.iter().chain(&options.extra_body) {
         if !body.contains_key(key) {
             body.insert(key.clone(), value.clone());
         }
@@ -360,6 +425,68 @@ pub fn encode_request(
         body: Value::Object(body),
         strict: strict_reports,
     })
+}
+
+/// OpenAI's `response_format`.
+fn response_format(format: &ResponseFormat) -> Value {
+    match format {
+        ResponseFormat::Text => json!({"type": "text"}),
+        ResponseFormat::JsonObject => json!({"type": "json_object"}),
+        ResponseFormat::JsonSchema {
+            name,
+            schema,
+            strict,
+        } => json!({
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": schema, "strict": strict}
+        }),
+    }
+}
+
+/// Replaces the `arguments` of assistant tool calls in encoded `messages` by `{}`
+/// when they are not a JSON object: truncated or malformed text a model produced
+/// (the run answered that call with an `invalid_json` result), or a JSON value of
+/// another type. Servers parse history arguments: vLLM `json.loads` them unguarded
+/// and chat templates iterate them as a mapping, so one bad call in the history would
+/// fail every later turn. Valid objects are sent byte for byte as they were.
+fn normalize_history_arguments(messages: &mut [Value]) {
+    for message in messages {
+        let Some(Value::Array(calls)) = message.get_mut("tool_calls") else {
+            continue;
+        };
+        for call in calls {
+            if let Some(Value::String(arguments)) = call.pointer_mut("/function/arguments")
+                && !is_json_object(arguments)
+            {
+                "{}".clone_into(arguments);
+            }
+        }
+    }
+}
+
+/// Whether `text` is one JSON object (checked without building it).
+fn is_json_object(text: &str) -> bool {
+    struct Object;
+    struct ObjectVisitor;
+    impl<'de> serde::de::Visitor<'de> for ObjectVisitor {
+        type Value = Object;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Object, A::Error> {
+            while map
+                .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                .is_some()
+            {}
+            Ok(Object)
+        }
+    }
+    impl<'de> Deserialize<'de> for Object {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            deserializer.deserialize_map(ObjectVisitor)
+        }
+    }
+    serde_json::from_str::<Object>(text).is_ok()
 }
 
 fn encode_tool(spec: &ToolSpec, mode: StrictMode) -> (Value, Option<StrictReport>) {
@@ -740,6 +867,31 @@ mod tests {
             strict_schema(&deep).unwrap_err().reason,
             NotStrictReason::TooDeep(10)
         );
+    }
+
+    #[test]
+    fn only_json_objects_count_as_history_arguments() {
+        for ok in [
+            "{}",
+            r#" {"a": [1, {"b": null}], "c": "}"} "#,
+            r#"{"a":"\u00e9"}"#,
+        ] {
+            assert!(is_json_object(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "   ",
+            r#"{"city": "Par"#,
+            "not json",
+            "[1,2]",
+            r#""{}""#,
+            "null",
+            "42",
+            r#"{"a":1} trailing"#,
+            r#"{"a":1}{"b":2}"#,
+        ] {
+            assert!(!is_json_object(bad), "{bad}");
+        }
     }
 
     #[test]

@@ -53,6 +53,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
 pub(crate) trait ChunkSink {
     /// `choices[0].delta.content` (or `message.content`), as raw JSON.
     fn content(&mut self, raw: &RawValue);
+    /// `reasoning_content` or `reasoning` of the delta (or message), as raw JSON: at
+    /// most one per delta (see [`DeltaSeed`]).
+    fn reasoning(&mut self, raw: &RawValue);
+    /// `refusal` of the delta (or message), as raw JSON.
+    fn refusal(&mut self, raw: &RawValue);
     /// One element of `tool_calls`, with its position in the array.
     fn tool_call(&mut self, call: &ToolCallDto<'_>, position: usize);
     /// The legacy `function_call`.
@@ -349,11 +354,28 @@ impl<'de, S: ChunkSink> Visitor<'de> for DeltaSeed<'_, S> {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let sink = self.0;
+        // Servers moving from `reasoning_content` to `reasoning` (vLLM) send both
+        // with the same text in one delta: only the first one with text counts.
+        let mut reasoning_taken = false;
         while let Some(key) = map.next_key::<Str<'de>>()? {
             match key.as_str() {
                 "content" => {
                     if let Some(raw) = map.next_value::<Option<&'de RawValue>>()? {
                         sink.content(raw);
+                    }
+                }
+                "reasoning_content" | "reasoning" => {
+                    if let Some(raw) = map.next_value::<Option<&'de RawValue>>()?
+                        && !reasoning_taken
+                        && !matches!(raw.get().trim_ascii(), "null" | "\"\"")
+                    {
+                        reasoning_taken = true;
+                        sink.reasoning(raw);
+                    }
+                }
+                "refusal" => {
+                    if let Some(raw) = map.next_value::<Option<&'de RawValue>>()? {
+                        sink.refusal(raw);
                     }
                 }
                 "tool_calls" => map.next_value_seed(Nullable(ToolCallsSeed(&mut *sink)))?,
@@ -406,6 +428,10 @@ pub(crate) struct ToolCallDto<'a> {
     pub(crate) kind: Option<Str<'a>>,
     #[serde(borrow, default)]
     pub(crate) function: Option<FunctionDto<'a>>,
+    /// Provider extras on the call (Gemini's `{"google": {"thought_signature": ..}}`),
+    /// as raw JSON.
+    #[serde(borrow, default)]
+    pub(crate) extra_content: Option<&'a RawValue>,
 }
 
 /// The function part of a tool call.
@@ -433,6 +459,140 @@ pub(crate) struct UsageDto {
     pub(crate) completion_tokens: Option<u64>,
     #[serde(default)]
     pub(crate) total_tokens: Option<u64>,
+    /// `cached_tokens` inside (OpenAI, Groq, xAI, llama.cpp, DeepSeek).
+    #[serde(default, alias = "input_tokens_details")]
+    pub(crate) prompt_tokens_details: Option<TokenDetailsDto>,
+    /// `reasoning_tokens` inside.
+    #[serde(default, alias = "output_tokens_details")]
+    pub(crate) completion_tokens_details: Option<TokenDetailsDto>,
+    /// DeepSeek's own name for cached prompt tokens (beside the details).
+    #[serde(default)]
+    pub(crate) prompt_cache_hit_tokens: Count,
+}
+
+impl UsageDto {
+    /// Prompt tokens served from the cache, when reported.
+    pub(crate) fn cached_tokens(&self) -> Option<u64> {
+        self.prompt_tokens_details
+            .as_ref()
+            .and_then(|d| d.cached_tokens)
+            .or(self.prompt_cache_hit_tokens.0)
+    }
+
+    /// Completion tokens spent on reasoning, when reported.
+    pub(crate) fn reasoning_tokens(&self) -> Option<u64> {
+        self.completion_tokens_details
+            .as_ref()
+            .and_then(|d| d.reasoning_tokens)
+    }
+}
+
+/// `prompt_tokens_details` / `completion_tokens_details`: only the counts the
+/// decoder reports (the others, e.g. audio tokens, are ignored). Read leniently: a
+/// details member of an unexpected shape is no count, never a malformed chunk.
+#[derive(Debug, Default)]
+pub(crate) struct TokenDetailsDto {
+    pub(crate) cached_tokens: Option<u64>,
+    pub(crate) reasoning_tokens: Option<u64>,
+}
+
+impl<'de> Deserialize<'de> for TokenDetailsDto {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct DetailsVisitor;
+        impl<'de> Visitor<'de> for DetailsVisitor {
+            type Value = TokenDetailsDto;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a token details object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut details = TokenDetailsDto::default();
+                while let Some(key) = map.next_key::<Str<'de>>()? {
+                    match key.as_str() {
+                        "cached_tokens" => details.cached_tokens = map.next_value::<Count>()?.0,
+                        "reasoning_tokens" => {
+                            details.reasoning_tokens = map.next_value::<Count>()?.0;
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(details)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(TokenDetailsDto::default())
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(TokenDetailsDto::default())
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(TokenDetailsDto::default())
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(TokenDetailsDto::default())
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(TokenDetailsDto::default())
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(TokenDetailsDto::default())
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(TokenDetailsDto::default())
+            }
+        }
+        deserializer.deserialize_any(DetailsVisitor)
+    }
+}
+
+/// A token count read leniently: a non-negative integer (or an integral float) is a
+/// count; anything else (null, a string, a negative number) is none.
+#[derive(Debug, Default)]
+pub(crate) struct Count(Option<u64>);
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct CountVisitor;
+        impl<'de> Visitor<'de> for CountVisitor {
+            type Value = Count;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a token count")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Count, E> {
+                Ok(Count(Some(v)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Count, E> {
+                Ok(Count(u64::try_from(v).ok()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Count, E> {
+                // Integral and in range only; the cast cannot then lose anything.
+                if v.fract() == 0.0 && (0.0..1e15).contains(&v) {
+                    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                    return Ok(Count(Some(v as u64)));
+                }
+                Ok(Count(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Count, E> {
+                Ok(Count(None))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Count, E> {
+                Ok(Count(None))
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Count, E> {
+                Ok(Count(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Count, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Count(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Count(None))
+            }
+        }
+        deserializer.deserialize_any(CountVisitor)
+    }
 }
 
 /// What a raw JSON value holding text turned out to be.
@@ -591,6 +751,12 @@ mod tests {
     impl ChunkSink for Recorder {
         fn content(&mut self, raw: &RawValue) {
             self.0.push(format!("content {}", raw.get()));
+        }
+        fn reasoning(&mut self, raw: &RawValue) {
+            self.0.push(format!("reasoning {}", raw.get()));
+        }
+        fn refusal(&mut self, raw: &RawValue) {
+            self.0.push(format!("refusal {}", raw.get()));
         }
         fn tool_call(&mut self, call: &ToolCallDto<'_>, position: usize) {
             let borrowed = matches!(

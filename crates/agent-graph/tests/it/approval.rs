@@ -125,6 +125,7 @@ async fn a_grant_for_other_arguments_is_refused() {
     let kit = Kit::new();
     let ledger = Arc::new(GrantLedger::new());
     ledger.insert(ApprovalGrant {
+        run_id: RUN_ID.into(),
         tool_call_id: "g1".into(),
         tool_id: "core__write".into(),
         args_hash: args_hash(&json!({"key": "harmless"})),
@@ -150,6 +151,7 @@ async fn a_grant_is_used_once_and_a_replayed_call_id_is_refused() {
     let ledger = Arc::new(GrantLedger::new());
     let args = json!({"key": "k"});
     ledger.insert(ApprovalGrant {
+        run_id: RUN_ID.into(),
         tool_call_id: "g1".into(),
         tool_id: "core__write".into(),
         args_hash: args_hash(&args),
@@ -176,4 +178,69 @@ async fn a_grant_is_used_once_and_a_replayed_call_id_is_refused() {
     assert_eq!(kit.write.calls(), 1);
     assert!(ledger.is_empty());
     outcome.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_grant_issued_for_another_run_is_refused_and_left_for_that_run() {
+    let kit = Kit::new();
+    let ledger = Arc::new(GrantLedger::new());
+    let args = json!({"key": "k"});
+    // Exactly this call id, tool and arguments, but issued for another run.
+    ledger.insert(ApprovalGrant {
+        run_id: "another-run".into(),
+        tool_call_id: "g1".into(),
+        tool_id: "core__write".into(),
+        args_hash: args_hash(&args),
+    });
+    let model = ScriptedModel::new([
+        Turn::new().tool_call("g1", "core__write", args),
+        Turn::text("ok"),
+    ]);
+    let deps = kit.deps_with(&model, approval_policy(), Some(ledger.clone()));
+    let (events, outcome) = run_to_end(request(), deps).await;
+    let (_, ok, code, message) = results(&events).remove(0);
+    assert!(!ok);
+    assert_eq!(code, Some(ToolErrorCode::ApprovalRequired));
+    assert!(message.contains("no approval was given"), "{message}");
+    assert_eq!(kit.write.calls(), 0);
+    assert_eq!(
+        ledger.len(),
+        1,
+        "the other run's grant is neither used nor consumed"
+    );
+    outcome.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_an_approver_approval_tools_are_not_offered_to_the_model() {
+    let kit = Kit::new();
+    let model = ScriptedModel::new([Turn::text("ok")]);
+    run_to_end(request(), kit.deps_with(&model, approval_policy(), None))
+        .await
+        .1
+        .unwrap();
+    let offered: Vec<String> = model.requests()[0]
+        .tools
+        .iter()
+        .map(|t| t.id.as_str().to_owned())
+        .collect();
+    assert!(!offered.contains(&"core__write".to_owned()), "{offered:?}");
+    assert!(offered.contains(&"core__echo".to_owned()), "{offered:?}");
+
+    // With an approver, the same runner setup offers it.
+    let model = ScriptedModel::new([Turn::text("ok")]);
+    let approver: Arc<dyn Approver> = RecordingApprover::new(true);
+    run_to_end(
+        request(),
+        kit.deps_with(&model, approval_policy(), Some(approver)),
+    )
+    .await
+    .1
+    .unwrap();
+    assert!(
+        model.requests()[0]
+            .tools
+            .iter()
+            .any(|t| t.id.as_str() == "core__write")
+    );
 }

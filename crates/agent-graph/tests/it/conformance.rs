@@ -4,14 +4,23 @@
 //! golden in `snapshots/` (run-dependent values redacted, see
 //! `support::event_snapshot_settings`).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use agent_graph::{RunError, ToolChoiceScope};
 use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
-    CompletionError, Message, MessageToolCall, ToolCallOutcome, ToolErrorCode, ToolPolicy,
+    AiEventKind, ApprovalDecision, ApprovalGrant, ApprovalRequest, Approver, CompletionError,
+    FinishReason, Message, MessageToolCall, RegisteredTool, ToolCallContext, ToolCallOutcome,
+    ToolCallRef, ToolChoice, ToolEffect, ToolErrorCode, ToolExecutor, ToolFailure, ToolId,
+    ToolOutput, ToolPolicy,
 };
+use futures::future::BoxFuture;
 use serde_json::json;
 
 use crate::support::{
-    Kit, assert_balanced, labels, request, results, run_to_end, streamed_text, strs, tool_messages,
+    Kit, assert_balanced, labels, open_policy, request, results, run_to_end, spec, streamed_text,
+    strs, tool_messages,
 };
 
 /// Compares the run's whole event list with its golden
@@ -399,30 +408,75 @@ async fn a_registered_but_disallowed_tool_is_not_offered_and_is_policy_denied() 
     assert_events_snapshot!(events);
 }
 
+/// The last allowed turn asks for tools: they are not executed (no model would see
+/// their results); the caller learns which calls were skipped from the
+/// `tool_calls_not_executed` event and from the error.
 #[tokio::test(start_paused = true)]
 async fn max_iterations_stops_the_run_with_a_balanced_history() {
     let kit = Kit::new();
-    let turns = (1..=5)
-        .map(|i| Turn::new().tool_call(format!("m{i}"), "core__echo", json!({"text": "again"})));
+    let turns = (1..=5).map(|i| {
+        Turn::new()
+            .tool_call(format!("m{i}"), "core__echo", json!({"text": "again"}))
+            .tool_call(format!("s{i}"), "core__slow", json!({"ms": 1}))
+    });
     let model = ScriptedModel::new(turns);
     let mut req = request();
     req.limits.max_iterations = 3;
     let (events, outcome) = run_to_end(req, kit.deps(&model)).await;
+    // (`echo` answers as soon as it is polled, before `slow` starts.)
     let round = [
         "tool_call_start:core__echo",
         "tool_call_result:core__echo:ok",
+        "tool_call_start:core__slow",
+        "tool_call_result:core__slow:ok",
     ];
-    let mut expected: Vec<&str> = round.repeat(3);
-    expected.extend(["error:max_iterations_exceeded", "done"]);
+    let mut expected: Vec<&str> = round.repeat(2);
+    expected.extend([
+        "tool_calls_not_executed:2",
+        "error:max_iterations_exceeded",
+        "done",
+    ]);
     assert_eq!(labels(&events), strs(&expected));
+    // Only the two executed rounds ran the tool.
+    assert_eq!(kit.slow.calls(), 2);
+    let skipped = vec![
+        ToolCallRef {
+            tool_call_id: "m3".into(),
+            tool_name: "core__echo".into(),
+        },
+        ToolCallRef {
+            tool_call_id: "s3".into(),
+            tool_name: "core__slow".into(),
+        },
+    ];
+    let listed = events.iter().find_map(|e| match &e.kind {
+        AiEventKind::ToolCallsNotExecuted { code, calls } => Some((code.clone(), calls.clone())),
+        _ => None,
+    });
+    assert_eq!(
+        listed,
+        Some(("max_iterations_exceeded".to_owned(), skipped.clone()))
+    );
     let error = outcome.unwrap_err();
+    assert_eq!(
+        error,
+        RunError::MaxIterations {
+            limit: 3,
+            not_executed: skipped.clone()
+        }
+    );
+    assert_eq!(error.not_executed(), skipped.as_slice());
     assert_eq!(error.code(), "max_iterations_exceeded");
     assert!(error.to_string().contains("max_iterations"), "{error}");
+    assert!(
+        error.to_string().contains("2 tool calls were not executed"),
+        "{error}"
+    );
     assert_eq!(model.calls(), 3);
     assert_eq!(model.remaining(), 2);
     // The last request the model saw had two complete rounds, balanced.
     let last = model.requests().pop().unwrap();
-    assert_eq!(tool_messages(&last.messages).len(), 2);
+    assert_eq!(tool_messages(&last.messages).len(), 4);
     assert_balanced(&last.messages);
     assert_events_snapshot!(events);
 }
@@ -482,8 +536,27 @@ async fn a_model_request_limit_stops_the_run() {
     let mut req = request();
     req.limits.max_model_requests = Some(2);
     let (events, outcome) = run_to_end(req, kit.deps(&model)).await;
-    assert_eq!(labels(&events).last().unwrap(), "done");
-    assert_eq!(outcome.unwrap_err().code(), "usage_limit_exceeded");
+    // The second (last allowed) request's call is not executed: no third request
+    // could show its result to the model.
+    assert_eq!(
+        labels(&events),
+        strs(&[
+            "tool_call_start:core__echo",
+            "tool_call_result:core__echo:ok",
+            "tool_calls_not_executed:1",
+            "error:usage_limit_exceeded",
+            "done",
+        ])
+    );
+    let error = outcome.unwrap_err();
+    assert_eq!(error.code(), "usage_limit_exceeded");
+    assert_eq!(
+        error.not_executed(),
+        [ToolCallRef {
+            tool_call_id: "q2".into(),
+            tool_name: "core__echo".into()
+        }]
+    );
     assert_eq!(model.calls(), 2);
     assert_events_snapshot!(events);
 }
@@ -508,4 +581,380 @@ fn every_snapshot_belongs_to_a_test() {
             "stale snapshot {name}: no test `{test}` in conformance.rs; delete it"
         );
     }
+}
+
+/// A forced tool choice applies to the first turn only, so the run can finish.
+#[tokio::test(start_paused = true)]
+async fn a_forced_tool_choice_applies_to_the_first_turn_only_by_default() {
+    let echo = ToolId::parse("core__echo").unwrap();
+    for forced in [ToolChoice::Required, ToolChoice::Tool(echo)] {
+        let kit = Kit::new();
+        let model = ScriptedModel::new([
+            Turn::new().tool_call("c1", "core__echo", json!({"text": "x"})),
+            Turn::text("done"),
+        ]);
+        let mut req = request();
+        req.tool_choice = forced.clone();
+        let (_, outcome) = run_to_end(req, kit.deps(&model)).await;
+        assert_eq!(outcome.unwrap().content, "done");
+        let choices: Vec<ToolChoice> = model
+            .requests()
+            .iter()
+            .map(|r| r.tool_choice.clone())
+            .collect();
+        assert_eq!(choices, vec![forced.clone(), ToolChoice::Auto]);
+
+        // Every turn, when asked for.
+        let model = ScriptedModel::new([
+            Turn::new().tool_call("c1", "core__echo", json!({"text": "x"})),
+            Turn::text("done"),
+        ]);
+        let mut req = request();
+        req.tool_choice = forced.clone();
+        req.tool_choice_scope = ToolChoiceScope::EveryTurn;
+        run_to_end(req, kit.deps(&model)).await.1.unwrap();
+        let choices: Vec<ToolChoice> = model
+            .requests()
+            .iter()
+            .map(|r| r.tool_choice.clone())
+            .collect();
+        assert_eq!(choices, vec![forced.clone(), forced.clone()]);
+    }
+    // `none` is not a forced call: it holds for every turn.
+    let kit = Kit::new();
+    let model = ScriptedModel::new([
+        Turn::new().tool_call("c1", "core__echo", json!({"text": "x"})),
+        Turn::text("done"),
+    ]);
+    let mut req = request();
+    req.tool_choice = ToolChoice::None;
+    run_to_end(req, kit.deps(&model)).await.1.unwrap();
+    let choices: Vec<ToolChoice> = model
+        .requests()
+        .iter()
+        .map(|r| r.tool_choice.clone())
+        .collect();
+    assert_eq!(choices, vec![ToolChoice::None, ToolChoice::None]);
+}
+
+/// The `finish_reason` of the `assistant_final` event.
+fn final_reason(events: &[ai_core::AiEvent]) -> String {
+    events
+        .iter()
+        .find_map(|e| match &e.kind {
+            AiEventKind::AssistantFinal { finish_reason, .. } => Some(finish_reason.clone()),
+            _ => None,
+        })
+        .expect("an assistant_final")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_final_answer_cut_by_the_token_limit_is_not_a_silent_success() {
+    let kit = Kit::new();
+    let model = ScriptedModel::new([Turn::text("The answer is").finish(FinishReason::Length)]);
+    let (events, outcome) = run_to_end(request(), kit.deps(&model)).await;
+    assert_eq!(final_reason(&events), "length");
+    let output = outcome.unwrap();
+    assert_eq!(output.content, "The answer is");
+    assert_eq!(output.finish_reason, FinishReason::Length);
+    assert_eq!(
+        output.complete(),
+        Err(RunError::Incomplete {
+            reason: "length".into()
+        })
+    );
+    assert_eq!(output.complete().unwrap_err().code(), "incomplete_answer");
+    assert_events_snapshot!(events);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_filtered_final_answer_is_not_a_silent_success() {
+    let kit = Kit::new();
+    let model = ScriptedModel::new([Turn::text("Here is how").finish(FinishReason::ContentFilter)]);
+    let (events, outcome) = run_to_end(request(), kit.deps(&model)).await;
+    assert_eq!(final_reason(&events), "content_filter");
+    let output = outcome.unwrap();
+    assert_eq!(
+        output.complete(),
+        Err(RunError::Incomplete {
+            reason: "content_filter".into()
+        })
+    );
+    assert_events_snapshot!(events);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_is_not_a_silent_success() {
+    let kit = Kit::new();
+    let model = ScriptedModel::new([Turn::refusal("I can't help with that.").usage(4, 6)]);
+    let (events, outcome) = run_to_end(request(), kit.deps(&model)).await;
+    assert_eq!(final_reason(&events), "refusal");
+    assert_eq!(
+        labels(&events),
+        strs(&["usage_report", "assistant_final", "done"])
+    );
+    let output = outcome.unwrap();
+    assert_eq!(output.content, "I can't help with that.");
+    assert_eq!(output.refusal.as_deref(), Some("I can't help with that."));
+    assert_eq!(
+        output.complete(),
+        Err(RunError::Incomplete {
+            reason: "refusal".into()
+        })
+    );
+    assert_events_snapshot!(events);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reasoning_streams_as_its_own_events_and_stays_out_of_the_answer() {
+    let kit = Kit::new();
+    let model = ScriptedModel::new([
+        Turn::reasoning("I should echo first.").tool_call("r1", "core__echo", json!({"text": "x"})),
+        Turn::reasoning("Now answer.").and_text("Done."),
+    ]);
+    let (events, outcome) = run_to_end(request(), kit.deps(&model)).await;
+    assert_eq!(
+        labels(&events),
+        strs(&[
+            "reasoning_delta",
+            "reasoning_delta",
+            "reasoning_delta",
+            "reasoning_delta",
+            "tool_call_start:core__echo",
+            "tool_call_result:core__echo:ok",
+            "reasoning_delta",
+            "reasoning_delta",
+            "text_delta",
+            "assistant_final",
+            "done",
+        ])
+    );
+    assert_eq!(final_reason(&events), "stop");
+    let output = outcome.unwrap();
+    assert_eq!(output.complete(), Ok("Done."));
+    // The reasoning of the tool-call turn went back to the model with its calls.
+    let history = &model.requests()[1].messages;
+    assert!(
+        matches!(&history[1], Message::Assistant { reasoning: Some(r), .. } if r == "I should echo first."),
+        "{history:?}"
+    );
+    assert_events_snapshot!(events);
+}
+
+/// `RunOutput.records`: one audit record per call, in call order, with the ids,
+/// tools, outcomes and redacted values the events showed.
+#[tokio::test(start_paused = true)]
+async fn the_output_records_every_tool_call_in_call_order() {
+    let kit = Kit::new();
+    let model = ScriptedModel::new([
+        Turn::new()
+            .tool_call("c1", "core__slow", json!({"ms": 30}))
+            .tool_call("c2", "core__fail", json!({}))
+            .tool_call("c3", "core__nope", json!({})),
+        Turn::new()
+            .tool_call("c4", "core__write", json!({"key": "k"}))
+            .tool_call_with_outcome("c5", "core__echo", "{bad", ToolCallOutcome::InvalidJson),
+        Turn::text("recorded"),
+    ]);
+    let (events, outcome) = run_to_end(request(), kit.deps(&model)).await;
+    let output = outcome.unwrap();
+    let records: Vec<(&str, &str, Option<ToolErrorCode>)> = output
+        .records
+        .iter()
+        .map(|r| (r.tool_call_id.as_str(), r.name.as_str(), r.error))
+        .collect();
+    assert_eq!(
+        records,
+        vec![
+            ("c1", "core__slow", None),
+            ("c2", "core__fail", Some(ToolErrorCode::ExecutionFailed)),
+            ("c3", "core__nope", Some(ToolErrorCode::UnknownTool)),
+            ("c4", "core__write", None),
+            ("c5", "core__echo", Some(ToolErrorCode::InvalidJson)),
+        ]
+    );
+    // The same calls as the events (which list results as they finished), and the
+    // same order as the history's tool messages.
+    let mut by_events: Vec<(String, bool, Option<ToolErrorCode>)> = results(&events)
+        .into_iter()
+        .map(|(id, ok, code, _)| (id, ok, code))
+        .collect();
+    by_events.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut by_records: Vec<(String, bool, Option<ToolErrorCode>)> = output
+        .records
+        .iter()
+        .map(|r| (r.tool_call_id.clone(), r.error.is_none(), r.error))
+        .collect();
+    by_records.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(by_records, by_events);
+    let history_ids: Vec<String> = tool_messages(&output.messages)
+        .into_iter()
+        .map(|m| m.0)
+        .collect();
+    let record_ids: Vec<String> = output
+        .records
+        .iter()
+        .map(|r| r.tool_call_id.clone())
+        .collect();
+    assert_eq!(record_ids, history_ids);
+    for record in &output.records {
+        assert!(record.started_at_ms <= record.ended_at_ms);
+        assert_eq!(record.result.is_some(), record.error.is_none());
+    }
+    assert_eq!(output.records[0].args, json!({"ms": 30}));
+    assert_eq!(output.records[0].result, Some(json!({"slept_ms": 30})));
+    assert_eq!(output.records[3].result, Some(json!({"written": "k"})));
+}
+
+/// `core__boom` (state_change): panics while it runs.
+struct Boom;
+
+impl ToolExecutor for Boom {
+    fn execute(
+        &self,
+        _cx: ToolCallContext,
+        _args: serde_json::Value,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
+        Box::pin(async { panic!("boom") })
+    }
+}
+
+/// `core__verbose` (read_only): fails with a 20 KB message.
+struct Verbose;
+
+impl ToolExecutor for Verbose {
+    fn execute(
+        &self,
+        _cx: ToolCallContext,
+        _args: serde_json::Value,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
+        Box::pin(async {
+            Err(ToolFailure::new(
+                ToolErrorCode::ExecutionFailed,
+                "日本".repeat(3_500),
+            ))
+        })
+    }
+}
+
+fn failing_tools() -> Vec<RegisteredTool> {
+    let any = json!({"type": "object"});
+    vec![
+        RegisteredTool {
+            spec: spec("boom", ToolEffect::StateChange, any.clone()),
+            executor: Arc::new(Boom),
+        },
+        RegisteredTool {
+            spec: spec("verbose", ToolEffect::ReadOnly, any),
+            executor: Arc::new(Verbose),
+        },
+    ]
+}
+
+/// Approves everything but panics on its `nth` request (counting from 1).
+struct PanicsOn {
+    nth: usize,
+    seen: AtomicUsize,
+}
+
+impl Approver for PanicsOn {
+    fn review(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalDecision> {
+        let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
+        assert_ne!(n, self.nth, "the approver crashed");
+        let grant = ApprovalGrant::for_request(&request);
+        Box::pin(std::future::ready(ApprovalDecision::Approved(grant)))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tool_that_panics_mid_turn_leaves_its_siblings_and_the_run_intact() {
+    let kit = Kit::new();
+    let model = ScriptedModel::new([
+        Turn::new()
+            .tool_call("w1", "core__write", json!({"key": "a"}))
+            .tool_call("b2", "core__boom", json!({}))
+            .tool_call("w3", "core__write", json!({"key": "c"})),
+        Turn::text("two of three"),
+    ]);
+    let deps = kit.deps_with_extra(&model, open_policy(), None, failing_tools());
+    let (events, outcome) = run_to_end(request(), deps).await;
+    assert_eq!(
+        labels(&events),
+        strs(&[
+            "tool_call_start:core__write",
+            "tool_call_result:core__write:ok",
+            "tool_call_start:core__boom",
+            "tool_call_result:core__boom:execution_failed",
+            "tool_call_start:core__write",
+            "tool_call_result:core__write:ok",
+            "text_delta",
+            "assistant_final",
+            "done",
+        ])
+    );
+    assert_eq!(kit.write.calls(), 2);
+    assert_eq!(outcome.unwrap().content, "two of three");
+    assert_events_snapshot!(events);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_approver_that_panics_mid_turn_is_a_typed_refusal_and_the_run_continues() {
+    let kit = Kit::new();
+    let model = ScriptedModel::new([
+        Turn::new()
+            .tool_call("w1", "core__write", json!({"key": "a"}))
+            .tool_call("w2", "core__write", json!({"key": "b"}))
+            .tool_call("w3", "core__write", json!({"key": "c"})),
+        Turn::text("two of three"),
+    ]);
+    let approver = Arc::new(PanicsOn {
+        nth: 2,
+        seen: AtomicUsize::new(0),
+    });
+    let policy = ToolPolicy::allowing(["core__*"]).with_approval_for([ToolEffect::StateChange]);
+    let deps = kit.deps_with_extra(&model, policy, Some(approver), failing_tools());
+    let (events, outcome) = run_to_end(request(), deps).await;
+    assert_eq!(
+        labels(&events),
+        strs(&[
+            "tool_call_start:core__write",
+            "tool_call_result:core__write:ok",
+            "tool_call_start:core__write",
+            "tool_call_result:core__write:approval_required",
+            "tool_call_start:core__write",
+            "tool_call_result:core__write:ok",
+            "text_delta",
+            "assistant_final",
+            "done",
+        ])
+    );
+    assert_eq!(
+        results(&events)[1].3,
+        "the approver failed, so the call was not approved"
+    );
+    assert_eq!(kit.write.calls(), 2);
+    outcome.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_long_tool_failure_message_is_bounded_for_events_and_the_model() {
+    let kit = Kit::new();
+    let model = ScriptedModel::new([
+        Turn::new().tool_call("v1", "core__verbose", json!({})),
+        Turn::text("ok"),
+    ]);
+    let deps = kit.deps_with_extra(&model, open_policy(), None, failing_tools());
+    let (events, outcome) = run_to_end(request(), deps).await;
+    outcome.unwrap();
+    let message = results(&events).remove(0).3;
+    assert!(
+        message.len() <= ai_core::MAX_FAILURE_MESSAGE_BYTES,
+        "{}",
+        message.len()
+    );
+    assert!(message.ends_with(ai_core::TRUNCATION_MARKER));
+    assert!(message.starts_with("日本日本"));
+    let seen = tool_messages(&model.requests()[1].messages);
+    let content: serde_json::Value = serde_json::from_str(&seen[0].1).unwrap();
+    assert_eq!(content["message"], json!(message));
 }

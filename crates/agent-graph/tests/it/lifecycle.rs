@@ -216,3 +216,109 @@ async fn many_runs_share_deps_without_interfering() {
     assert_eq!(model.calls(), 20);
     assert!(model.requests().is_empty());
 }
+
+/// Waits (on real time, at most a few seconds) for `probe`'s tool to start.
+async fn started(probe: &crate::support::WaitProbe) {
+    if !probe.has_started.load(Ordering::SeqCst) {
+        tokio::time::timeout(Duration::from_secs(5), probe.started.notified())
+            .await
+            .expect("the tool started");
+    }
+}
+
+#[test]
+fn dropping_the_event_stream_mid_tool_cancels_the_run_and_the_tool() {
+    let runtime = current_thread_runtime();
+    let kit = Kit::new();
+    let model = ScriptedModel::new([
+        Turn::new().tool_call("w1", "core__wait", json!({})),
+        Turn::text("never reached"),
+    ]);
+    let outcome = runtime.block_on(async {
+        let handle = run(request(), kit.deps(&model));
+        let events = handle.events;
+        let outcome = handle.outcome;
+        started(&kit.wait).await;
+        drop(events);
+        tokio::time::timeout(Duration::from_secs(5), outcome)
+            .await
+            .expect("dropping the events ended the run")
+    });
+    assert_eq!(outcome.unwrap_err(), RunError::Cancelled);
+    assert_eq!(model.calls(), 1, "no model call after the drop");
+    // The tool's token fired: its future was dropped cancelled, and work it handed
+    // the token to saw it fire; no task is left.
+    assert!(kit.wait.dropped_cancelled.load(Ordering::SeqCst));
+    assert_eq!(settle(&runtime), 0, "no task left running");
+    assert!(kit.wait.watcher_saw_cancel.load(Ordering::SeqCst));
+}
+
+#[test]
+fn events_taken_out_of_the_handle_stream_the_whole_run() {
+    let runtime = current_thread_runtime();
+    let kit = Kit::new();
+    let model = ScriptedModel::new([
+        Turn::text("Let me look.").tool_call("e1", "core__echo", json!({"text": "a"})),
+        Turn::text("Here it is."),
+    ]);
+    let events = runtime.block_on(async {
+        // The outcome is dropped right away: that alone does not cancel the run.
+        let events = run(request(), kit.deps(&model)).events;
+        events.collect::<Vec<_>>().await
+    });
+    assert_eq!(
+        labels(&events)[labels(&events).len() - 2..],
+        strs(&["assistant_final", "done"])
+    );
+    assert_eq!(model.calls(), 2);
+    assert_eq!(settle(&runtime), 0);
+}
+
+#[test]
+fn a_detached_run_finishes_although_its_handle_is_dropped() {
+    let runtime = current_thread_runtime();
+    let kit = Kit::new();
+    let model = ScriptedModel::new([
+        Turn::new().tool_call("s1", "core__slow", json!({"ms": 20})),
+        Turn::text("done"),
+    ]);
+    runtime.block_on(async {
+        drop(run(request(), kit.deps(&model)).detach());
+    });
+    assert_eq!(settle(&runtime), 0, "the run ended on its own");
+    assert_eq!(kit.slow.calls(), 1, "the tool ran");
+    assert_eq!(model.calls(), 2, "the model saw its result");
+
+    // A detached event stream alone: dropping it leaves the run to finish.
+    let model = ScriptedModel::new([
+        Turn::new().tool_call("s2", "core__slow", json!({"ms": 20})),
+        Turn::text("done"),
+    ]);
+    let output = runtime.block_on(async {
+        let handle = run(request(), kit.deps(&model));
+        let events = handle.events.detach();
+        drop(events);
+        handle.outcome.await
+    });
+    assert_eq!(output.unwrap().content, "done");
+    assert_eq!(kit.slow.calls(), 2);
+    assert_eq!(settle(&runtime), 0);
+}
+
+#[test]
+fn a_detached_run_still_stops_on_cancel() {
+    let runtime = current_thread_runtime();
+    let kit = Kit::new();
+    let model = ScriptedModel::new([Turn::new().tool_call("w1", "core__wait", json!({}))]);
+    let outcome = runtime.block_on(async {
+        let handle = run(request(), kit.deps(&model)).detach();
+        let cancel = handle.cancel_token();
+        let outcome = handle.outcome;
+        drop(handle.events);
+        started(&kit.wait).await;
+        cancel.cancel();
+        outcome.await
+    });
+    assert_eq!(outcome.unwrap_err(), RunError::Cancelled);
+    assert_eq!(settle(&runtime), 0);
+}

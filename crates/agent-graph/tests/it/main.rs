@@ -1,5 +1,6 @@
 //! Integration tests of the agent loop: event-sequence conformance, tool scheduling,
-//! approvals, limits, cancellation and teardown, fan-out and the graph registry.
+//! approvals, limits, cancellation and teardown, backpressure, fan-out, tracing spans,
+//! the offline `TestModel` over the built-in tools, and the graph registry.
 //!
 //! Every run is checked by one structural checker (`support::check_invariants`):
 //! exactly one `done` and it is last; one `assistant_final` on success and none on
@@ -10,7 +11,10 @@
 
 mod agent;
 mod approval;
+mod backpressure;
+mod builtins;
 mod conformance;
 mod fanout_graph;
 mod lifecycle;
+mod spans;
 mod support;

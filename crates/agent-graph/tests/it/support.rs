@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_graph::{RunDeps, RunError, RunOutput, RunRequest, run};
+use agent_graph::{RunDeps, RunError, RunOutput, RunRequest, SubscriberItem, run};
 use agent_testing::{Echo, ScriptedModel};
 use ai_core::{
     AiEvent, AiEventKind, ApprovalRequest, Approver, Message, Redaction, RegisteredTool,
@@ -39,7 +39,7 @@ pub(crate) fn args_hash(args: &Value) -> String {
     format!("sha256:{hex}")
 }
 
-fn spec(name: &str, effect: ToolEffect, schema: Value) -> ToolSpec {
+pub(crate) fn spec(name: &str, effect: ToolEffect, schema: Value) -> ToolSpec {
     ToolSpec::new(
         ToolId::core(name).unwrap(),
         format!("{name} tool"),
@@ -290,7 +290,20 @@ impl Kit {
         policy: ToolPolicy,
         approver: Option<Arc<dyn Approver>>,
     ) -> RunDeps {
-        let mut runner = ToolRunner::new(self.tools(), policy).unwrap();
+        self.deps_with_extra(model, policy, approver, Vec::new())
+    }
+
+    /// [`Kit::deps_with`], with `extra` tools registered beside the kit's.
+    pub(crate) fn deps_with_extra(
+        &self,
+        model: &ScriptedModel,
+        policy: ToolPolicy,
+        approver: Option<Arc<dyn Approver>>,
+        extra: Vec<RegisteredTool>,
+    ) -> RunDeps {
+        let mut tools = self.tools();
+        tools.extend(extra);
+        let mut runner = ToolRunner::new(tools, policy).unwrap();
         if let Some(approver) = approver {
             runner = runner.with_approver(approver);
         }
@@ -344,6 +357,9 @@ pub(crate) fn label(event: &AiEvent) -> String {
         AiEventKind::Error { code, .. } => format!("error:{code}"),
         AiEventKind::Done => "done".into(),
         AiEventKind::ReasoningDelta { .. } => "reasoning_delta".into(),
+        AiEventKind::ToolCallsNotExecuted { calls, .. } => {
+            format!("tool_calls_not_executed:{}", calls.len())
+        }
         other => format!("{other:?}"),
     }
 }
@@ -574,4 +590,38 @@ fn is_uuid(s: &str) -> bool {
         && groups
             .iter()
             .all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Checks a subscriber's items against every published event: each item is the next
+/// published event (a text delta may be several consecutive ones merged) and each
+/// `Lagged(n)` stands for exactly the next `n` published events, at its place.
+pub(crate) fn assert_consistent(items: &[SubscriberItem], published: &[AiEvent]) {
+    let mut next = 0;
+    for item in items {
+        match item {
+            SubscriberItem::Lagged(n) => next += usize::try_from(*n).unwrap(),
+            SubscriberItem::Event(event) => match &event.kind {
+                AiEventKind::TextDelta { delta } => {
+                    let mut merged = String::new();
+                    while merged.len() < delta.len() {
+                        match &published[next].kind {
+                            AiEventKind::TextDelta { delta: part } => merged.push_str(part),
+                            other => panic!("expected text at {next}, got {other:?}"),
+                        }
+                        next += 1;
+                    }
+                    assert_eq!(&merged, delta);
+                }
+                _ => {
+                    assert_eq!(event, &published[next], "event at {next}");
+                    next += 1;
+                }
+            },
+        }
+    }
+    assert_eq!(
+        next,
+        published.len(),
+        "every published event is accounted for"
+    );
 }

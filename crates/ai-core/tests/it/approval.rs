@@ -1,5 +1,6 @@
 //! `approval_required` in every form: no approver, a refusal, a grant for another
-//! call or other arguments (replay), and a ledger grant used twice.
+//! run, call or other arguments (replay), a ledger grant used twice, and an approver
+//! that panics.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -65,8 +66,10 @@ async fn approval_required_without_an_approver() {
             spec(TOOL, json!({"type": "object"}), effect),
             counted,
         )]);
-        // Approval-required tools are offered; calling one without an approver fails.
-        assert!(h.catalog.contains(TOOL));
+        // Approval-required tools are not offered when no one could approve them
+        // (CATALOG_IS_EXPLICIT); a model that calls one anyway gets a typed refusal.
+        assert!(!h.catalog.contains(TOOL));
+        assert!(h.runner.specs().iter().any(|s| s.id.as_str() == TOOL));
         let exec = h.exec(ToolCall::new("call-1", TOOL, ARGS)).await;
         assert_eq!(
             expect_failure(&exec, ToolErrorCode::ApprovalRequired),
@@ -120,12 +123,13 @@ async fn approval_required_when_the_approver_refuses() {
 async fn approval_required_when_a_grant_is_replayed_for_another_call_or_arguments() {
     // A genuine grant, issued for call-1 with ARGS.
     let grant = ApprovalGrant {
+        run_id: "run-1".into(),
         tool_call_id: "call-1".into(),
         tool_id: TOOL.into(),
         args_hash: sha256(CANONICAL),
     };
     let (h, calls) = approved_by(Arc::new(Replay(grant.clone())));
-    let refused = "the approval does not match this call and its exact arguments";
+    let refused = "the approval does not match this run, this call and its exact arguments";
 
     // Another call id with the same arguments.
     let exec = h.exec(ToolCall::new("call-2", TOOL, ARGS)).await;
@@ -176,6 +180,7 @@ async fn approval_required_when_a_grant_is_replayed_for_another_call_or_argument
 async fn grant_ledger_grant_is_used_once() {
     let ledger = Arc::new(GrantLedger::new());
     ledger.insert(ApprovalGrant {
+        run_id: "run-1".into(),
         tool_call_id: "call-1".into(),
         tool_id: TOOL.into(),
         args_hash: sha256(CANONICAL),
@@ -198,6 +203,7 @@ async fn grant_ledger_grant_is_used_once() {
 async fn grant_ledger_refuses_and_consumes_a_grant_for_other_arguments() {
     let ledger = Arc::new(GrantLedger::new());
     ledger.insert(ApprovalGrant {
+        run_id: "run-1".into(),
         tool_call_id: "call-1".into(),
         tool_id: TOOL.into(),
         args_hash: sha256(r#"{"path":"notes.txt","text":"something else"}"#),
@@ -233,4 +239,106 @@ async fn cancelling_the_run_ends_a_call_waiting_for_approval() {
         "the run was cancelled while the call awaited approval"
     );
     assert_eq!(calls.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_grant_issued_for_another_run_is_refused() {
+    // A genuine grant for exactly this call, tool and arguments, but in run-0.
+    let grant = ApprovalGrant {
+        run_id: "run-0".into(),
+        tool_call_id: "call-1".into(),
+        tool_id: TOOL.into(),
+        args_hash: sha256(CANONICAL),
+    };
+    let (h, calls) = approved_by(Arc::new(Replay(grant.clone())));
+    assert_eq!(h.run.run_id, "run-1");
+    assert_eq!(
+        expect_failure(
+            &h.exec(ToolCall::new("call-1", TOOL, ARGS)).await,
+            ToolErrorCode::ApprovalRequired
+        ),
+        "the approval does not match this run, this call and its exact arguments"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+
+    // A ledger holding run-0's grant neither approves nor loses it for run-1's call.
+    let ledger = Arc::new(GrantLedger::new());
+    ledger.insert(grant.clone());
+    let (h, calls) = approved_by(ledger.clone());
+    assert_eq!(
+        expect_failure(
+            &h.exec(ToolCall::new("call-1", TOOL, ARGS)).await,
+            ToolErrorCode::ApprovalRequired
+        ),
+        "approval was refused: no approval was given for this call"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    assert_eq!(ledger.len(), 1, "run-0's grant is still there for run-0");
+    // The same grant re-issued for run-1 approves the call.
+    ledger.insert(ApprovalGrant {
+        run_id: "run-1".into(),
+        ..grant
+    });
+    expect_ok(&h.exec(ToolCall::new("call-1", TOOL, ARGS)).await);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+/// Panics while reviewing: before returning its future (`eager`) or while polled.
+struct PanickingApprover {
+    eager: bool,
+}
+
+impl Approver for PanickingApprover {
+    fn review(
+        &self,
+        _request: ai_core::ApprovalRequest,
+    ) -> futures::future::BoxFuture<'static, ai_core::ApprovalDecision> {
+        assert!(!self.eager, "approver panicked before returning its future");
+        Box::pin(async { panic!("approver panicked while reviewing") })
+    }
+}
+
+#[tokio::test]
+async fn an_approver_that_panics_is_a_typed_refusal_and_the_runner_keeps_working() {
+    for eager in [true, false] {
+        let (h, calls) = approved_by(Arc::new(PanickingApprover { eager }));
+        // The harness checks the start and the result event of each call.
+        let exec = h.exec(ToolCall::new("call-1", TOOL, ARGS)).await;
+        assert_eq!(
+            expect_failure(&exec, ToolErrorCode::ApprovalRequired),
+            "the approver failed, so the call was not approved"
+        );
+        let again = h.exec(ToolCall::new("call-2", TOOL, ARGS)).await;
+        expect_failure(&again, ToolErrorCode::ApprovalRequired);
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
+    }
+}
+
+/// Refuses with a reason far over the failure message budget.
+struct Verbose;
+
+impl Approver for Verbose {
+    fn review(
+        &self,
+        _request: ai_core::ApprovalRequest,
+    ) -> futures::future::BoxFuture<'static, ai_core::ApprovalDecision> {
+        let reason = "é".repeat(10_000);
+        Box::pin(std::future::ready(ai_core::ApprovalDecision::Denied {
+            reason,
+        }))
+    }
+}
+
+#[tokio::test]
+async fn an_approvers_long_reason_is_bounded() {
+    let (h, _) = approved_by(Arc::new(Verbose));
+    let exec = h.exec(ToolCall::new("call-1", TOOL, ARGS)).await;
+    let message = expect_failure(&exec, ToolErrorCode::ApprovalRequired);
+    assert!(
+        message.len() <= ai_core::MAX_FAILURE_MESSAGE_BYTES,
+        "{}",
+        message.len()
+    );
+    assert!(message.starts_with("approval was refused: éé"));
+    assert!(message.ends_with(ai_core::TRUNCATION_MARKER));
 }

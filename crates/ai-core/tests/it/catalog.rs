@@ -7,7 +7,7 @@ use ai_core::{
 };
 use serde_json::{Value, json};
 
-use crate::support::{Echo, Harness, any_object, expect_failure, registered, spec};
+use crate::support::{ApproveAll, Echo, Harness, any_object, expect_failure, registered, spec};
 
 const EFFECTS: [ToolEffect; 3] = [
     ToolEffect::ReadOnly,
@@ -136,6 +136,12 @@ fn runner_catalog_is_deterministic_and_specs_are_sorted() {
     reversed.reverse();
     let b = ToolRunner::new(tools(reversed), mixed_policy()).unwrap();
     assert_eq!(a.catalog(&ctx()), b.catalog(&ctx()));
+    // Without an approver, tools that need approval are not offered
+    // (CATALOG_IS_EXPLICIT); with one, they are.
+    assert!(!a.has_approver());
+    assert_eq!(ids(&a.catalog(&ctx())), ["core__read", "mcp__srv__zeta"]);
+    let a = a.with_approver(std::sync::Arc::new(ApproveAll::default()));
+    assert!(a.has_approver());
     assert_eq!(
         ids(&a.catalog(&ctx())),
         ["core__fetch", "core__read", "core__write", "mcp__srv__zeta"]

@@ -389,6 +389,26 @@ fn other_events_match_the_design_table() {
             },
             json!({"type": "error", "code": "provider_timeout", "message": "timed out"}),
         ),
+        (
+            AiEventKind::ToolCallsNotExecuted {
+                code: "max_iterations_exceeded".into(),
+                calls: vec![
+                    ai_core::ToolCallRef {
+                        tool_call_id: "call_7".into(),
+                        tool_name: "core__read_file".into(),
+                    },
+                    ai_core::ToolCallRef {
+                        tool_call_id: "call_8".into(),
+                        tool_name: "core__list_directory".into(),
+                    },
+                ],
+            },
+            json!({"type": "tool_calls_not_executed", "code": "max_iterations_exceeded",
+            "calls": [
+                {"tool_call_id": "call_7", "tool_name": "core__read_file"},
+                {"tool_call_id": "call_8", "tool_name": "core__list_directory"}
+            ]}),
+        ),
         (AiEventKind::Done, json!({"type": "done"})),
     ];
     for (kind, mut expected) in cases {

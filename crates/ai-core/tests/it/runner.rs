@@ -338,6 +338,43 @@ async fn not_found_passes_through_from_the_tool() {
 }
 
 #[tokio::test]
+async fn a_tools_long_failure_message_is_bounded_like_a_result() {
+    // Multi-byte characters around the cut: the message stays valid UTF-8.
+    let text = format!("{}{}", "x".repeat(2040), "日本語".repeat(2000));
+    let message = failing_tool(ToolErrorCode::ExecutionFailed, &text).await;
+    assert!(
+        message.len() <= ai_core::MAX_FAILURE_MESSAGE_BYTES,
+        "{}",
+        message.len()
+    );
+    assert!(message.ends_with(ai_core::TRUNCATION_MARKER), "{message}");
+    let kept = message.trim_end_matches(ai_core::TRUNCATION_MARKER);
+    assert!(text.starts_with(kept));
+    assert!(
+        kept.len() > 1900,
+        "most of the budget is used: {}",
+        kept.len()
+    );
+    // A message within the budget passes unchanged.
+    let exact = "y".repeat(ai_core::MAX_FAILURE_MESSAGE_BYTES);
+    assert_eq!(
+        failing_tool(ToolErrorCode::ExecutionFailed, &exact).await,
+        exact
+    );
+}
+
+#[test]
+fn call_ref_names_a_call_as_exec_would() {
+    let h = echo_harness();
+    let named = h.runner.call_ref(&call("core__echo", "{}"));
+    assert_eq!(named.tool_call_id, "call-1");
+    assert_eq!(named.tool_name, "core__echo");
+    let odd = h.runner.call_ref(&call_without_id("bad\nname", "{}"));
+    assert_uuid_v4(&odd.tool_call_id);
+    assert_eq!(odd.tool_name, "bad?name");
+}
+
+#[tokio::test]
 async fn execution_failed_for_a_panic_and_the_runner_keeps_working() {
     for eager in [false, true] {
         let h = Harness::new(vec![

@@ -1,13 +1,20 @@
 //! Encoder snapshots: each `<case>.input.json` (a request and options) encodes to
 //! the body (or error) in `snapshots/<case>.snap` (pretty JSON with sorted keys).
+//!
+//! A request's `settings` is [`ai_core::ModelSettings`] as JSON; the older
+//! `max_tokens` / `temperature` keys beside it fill the same fields.
 
 use std::fs;
 use std::path::Path;
 
-use ai_core::{CompletionRequest, Message, RunContext, ToolChoice, ToolEffect, ToolId, ToolSpec};
+use ai_core::{
+    CompletionRequest, Message, ModelSettings, RunContext, ToolChoice, ToolEffect, ToolId, ToolSpec,
+};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use wire_openai::encode::{EncodeOptions, MaxTokensField, StrictMode, encode_request};
+use wire_openai::encode::{
+    EncodeOptions, MaxTokensField, NamedToolChoice, StrictMode, encode_request,
+};
 
 use crate::common::{
     assert_no_stale_snapshots, check_all_cases, fixture_dir, fixtures, snapshot_json,
@@ -30,6 +37,8 @@ struct RequestInput {
     max_tokens: Option<u32>,
     #[serde(default)]
     temperature: Option<f32>,
+    #[serde(default)]
+    settings: ModelSettings,
 }
 
 #[derive(Deserialize)]
@@ -47,6 +56,9 @@ struct OptionsInput {
     strict: String,
     max_tokens_field: String,
     parallel_tool_calls: Option<bool>,
+    /// `object` (the default) or `required_with_only_that_tool`.
+    #[serde(default)]
+    named_tool_choice: String,
     extra_body: Map<String, Value>,
 }
 
@@ -62,10 +74,16 @@ fn encode_case(input: Input) -> Value {
             .collect(),
         tool_choice: input.request.tool_choice,
         context: RunContext::new("run-1", "trace-1"),
-        settings: ai_core::ModelSettings {
-            max_tokens: input.request.max_tokens,
-            temperature: input.request.temperature,
-            ..Default::default()
+        settings: ModelSettings {
+            max_tokens: input
+                .request
+                .max_tokens
+                .or(input.request.settings.max_tokens),
+            temperature: input
+                .request
+                .temperature
+                .or(input.request.settings.temperature),
+            ..input.request.settings
         },
     };
     let options = EncodeOptions {
@@ -80,6 +98,11 @@ fn encode_case(input: Input) -> Value {
             _ => MaxTokensField::MaxTokens,
         },
         parallel_tool_calls: input.options.parallel_tool_calls,
+        named_tool_choice: match input.options.named_tool_choice.as_str() {
+            "" | "object" => NamedToolChoice::Object,
+            "required_with_only_that_tool" => NamedToolChoice::RequiredWithOnlyThatTool,
+            other => panic!("unknown named_tool_choice `{other}`"),
+        },
         extra_body: input.options.extra_body,
     };
     match encode_request(&request, &options) {
@@ -119,20 +142,37 @@ fn every_encode_fixture_matches_its_snapshot() {
 }
 
 #[test]
-fn tool_call_arguments_are_json_strings_and_history_round_trips() {
-    let path = fixture_dir("encode").join("history_with_tool_calls.input.json");
-    let input: Input = serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
-    let body = &encode_case(input)["body"];
-    for message in body["messages"].as_array().unwrap() {
-        for call in message["tool_calls"].as_array().into_iter().flatten() {
-            let arguments = call["function"]["arguments"]
-                .as_str()
-                .expect("arguments is a string");
-            serde_json::from_str::<Value>(arguments).expect("arguments hold JSON");
-            assert_eq!(call["type"], "function");
-        }
-        if message["role"] == "tool" {
-            assert!(message["content"].is_string() && message["tool_call_id"].is_string());
+fn tool_call_arguments_are_json_objects_and_history_round_trips() {
+    for case in ["history_with_tool_calls", "history_invalid_arguments"] {
+        let path = fixture_dir("encode").join(format!("{case}.input.json"));
+        let input: Input = serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
+        let body = &encode_case(input)["body"];
+        for message in body["messages"].as_array().unwrap() {
+            for call in message["tool_calls"].as_array().into_iter().flatten() {
+                let arguments = call["function"]["arguments"]
+                    .as_str()
+                    .expect("arguments is a string");
+                let parsed = serde_json::from_str::<Value>(arguments).expect("arguments hold JSON");
+                assert!(parsed.is_object(), "{case}: {arguments}");
+                assert_eq!(call["type"], "function");
+            }
+            if message["role"] == "tool" {
+                assert!(message["content"].is_string() && message["tool_call_id"].is_string());
+            }
         }
     }
+}
+
+#[test]
+fn history_arguments_that_are_no_json_object_are_sent_as_empty_objects() {
+    let path = fixture_dir("encode").join("history_invalid_arguments.input.json");
+    let input: Input = serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
+    let sent: Vec<String> = encode_case(input)["body"]["messages"][1]["tool_calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|call| call["function"]["arguments"].as_str().unwrap().to_owned())
+        .collect();
+    // Truncated, not JSON, an array, two objects: `{}`. A valid object: verbatim.
+    assert_eq!(sent, ["{}", "{}", "{}", "{}", r#" {"city" : "Rome"} "#]);
 }

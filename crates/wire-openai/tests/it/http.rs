@@ -2,7 +2,9 @@
 //! fixtures with chunked transfer and injects faults.
 
 use std::fs;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime};
 
 use agent_testing::server::{OpenAiServer, Reply, data};
 use ai_core::{
@@ -34,6 +36,19 @@ fn json_error(status: u16, message: &str) -> Reply {
         status,
         &json!({"error": {"message": message, "type": "server_error", "code": null}}),
     )
+}
+
+/// A header value computed by the test (`Reply::header` takes `'static` text; a test
+/// leaks a few bytes).
+fn leak(text: String) -> &'static str {
+    Box::leak(text.into_boxed_str())
+}
+
+/// Runs `future`, failing the test instead of hanging when it takes over 10 s.
+async fn bounded<F: std::future::Future>(future: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(10), future)
+        .await
+        .expect("the call ended within 10 s")
 }
 
 /// A first byte that never comes in time: the response head waits 3 s.
@@ -77,6 +92,7 @@ fn config(server: &OpenAiServer) -> ClientConfig {
         connect: Duration::from_secs(2),
         first_byte: Duration::from_secs(2),
         between_chunks: Duration::from_secs(2),
+        total: Some(Duration::from_secs(20)),
     };
     config.backoff = Backoff {
         initial: Duration::from_millis(20),
@@ -467,4 +483,374 @@ async fn strict_mode_sends_strict_schemas_and_relaxes_the_nulls_back() {
     let function = &requests[0].body["tools"][0]["function"];
     assert_eq!(function["strict"], true);
     assert_eq!(function["parameters"]["required"], json!(["city", "unit"]));
+}
+
+#[tokio::test]
+async fn request_timeout_408_and_conflict_409_are_retried() {
+    for status in [408, 409] {
+        let server = server([json_error(status, "try again"), Reply::text("Fine.")]).await;
+        let client = OpenAiClient::new(config(&server)).unwrap();
+        let (_, result) = collect(&client, CancellationToken::new()).await;
+        assert_eq!(result.unwrap().text, "Fine.", "status {status}");
+        assert_eq!(hits(&server), 2, "status {status}");
+    }
+}
+
+#[tokio::test]
+async fn a_429_for_insufficient_quota_is_not_retried() {
+    let server = server([
+        Reply::json(
+            429,
+            &json!({"error": {"message": "You exceeded your current quota, please check your plan and billing details.",
+                              "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}}),
+        ),
+        Reply::text("never"),
+    ])
+    .await;
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    let (_, result) = collect(&client, CancellationToken::new()).await;
+    let error = result.unwrap_err();
+    assert!(
+        matches!(&error, CompletionError::Http { status: 429, message } if message.contains("insufficient_quota")),
+        "{error:?}"
+    );
+    assert_eq!(hits(&server), 1);
+    assert_eq!(server.remaining(), 1);
+}
+
+#[tokio::test]
+async fn retry_after_as_an_http_date_is_honoured() {
+    // Whole seconds: "now + 2 s" is between 1 and 2 s away when the client reads it.
+    let date = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(2));
+    let server = server([
+        Reply::json(
+            429,
+            &json!({"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}),
+        )
+        .header("retry-after", leak(date)),
+        Reply::text("Fine."),
+    ])
+    .await;
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    let started = Instant::now();
+    let (_, result) = bounded(collect(&client, CancellationToken::new())).await;
+    assert_eq!(result.unwrap().text, "Fine.");
+    assert_eq!(hits(&server), 2);
+    // The computed backoff would be 10 to 20 ms.
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_cross_origin_redirect_is_not_followed_and_the_secrets_stay_home() {
+    let elsewhere = server([Reply::text("stolen"), Reply::text("stolen")]).await;
+    let target = leak(format!("{}/chat/completions", elsewhere.base_url()));
+    let home = server([Reply::new(307).header("location", target)]).await;
+    let mut config = config(&home);
+    config
+        .extra_headers
+        .push(("api-key".into(), "azure-SECRET-key".into()));
+    let client = OpenAiClient::new(config).unwrap();
+    let (_, result) = collect(&client, CancellationToken::new()).await;
+    let error = result.unwrap_err();
+    let CompletionError::Http { status, message } = &error else {
+        panic!("expected an HTTP error, got {error:?}");
+    };
+    assert_eq!(*status, 307);
+    assert!(
+        message.contains(&format!("http://{}", elsewhere.addr())),
+        "{message}"
+    );
+    assert_eq!(hits(&home), 1, "a redirect is not retried");
+    assert_eq!(
+        elsewhere.requests().len(),
+        0,
+        "nothing reached the other origin"
+    );
+    assert_no_key(&error);
+}
+
+#[tokio::test]
+async fn a_redirect_within_the_origin_is_not_followed_either() {
+    let home = server([Reply::new(308).header("location", "/v2/chat/completions")]).await;
+    let client = OpenAiClient::new(config(&home)).unwrap();
+    let (_, result) = collect(&client, CancellationToken::new()).await;
+    assert!(
+        matches!(result, Err(CompletionError::Http { status: 308, .. })),
+        "{result:?}"
+    );
+    assert_eq!(hits(&home), 1);
+}
+
+#[tokio::test]
+async fn keepalive_comments_do_not_hold_a_stalled_stream_open() {
+    // One text event, then nothing but `: ping` comments every 50 ms, forever.
+    let server = server([Reply::endless(Duration::from_millis(50), |n| {
+        if n == 0 {
+            data(r#"{"choices":[{"delta":{"content":"hi"}}]}"#)
+        } else {
+            ": ping\n\n".to_owned()
+        }
+    })])
+    .await;
+    let mut config = config(&server);
+    config.timeouts.between_chunks = Duration::from_millis(400);
+    config.timeouts.total = None;
+    let client = OpenAiClient::new(config).unwrap();
+    let started = Instant::now();
+    let (deltas, result) = bounded(collect(&client, CancellationToken::new())).await;
+    assert_eq!(deltas, [CompletionDelta::Text("hi".into())]);
+    assert_eq!(
+        result.unwrap_err(),
+        CompletionError::Timeout {
+            phase: TimeoutPhase::BetweenChunks
+        }
+    );
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(400) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+    tokio::time::timeout(Duration::from_secs(5), server.wait_abandoned(1))
+        .await
+        .expect("the connection was closed");
+}
+
+#[tokio::test]
+async fn the_total_deadline_bounds_a_stream_that_keeps_sending_data() {
+    let server = server([endless()]).await;
+    let mut config = config(&server);
+    config.timeouts.total = Some(Duration::from_millis(500));
+    let client = OpenAiClient::new(config).unwrap();
+    let started = Instant::now();
+    let (deltas, result) = bounded(collect(&client, CancellationToken::new())).await;
+    assert!(deltas.len() > 3, "{deltas:?}");
+    assert_eq!(
+        result.unwrap_err(),
+        CompletionError::Timeout {
+            phase: TimeoutPhase::Total
+        }
+    );
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(500) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_total_deadline_bounds_a_slow_non_streaming_response() {
+    // A JSON body trickling in 20-byte pieces every 100 ms: each chunk comes well
+    // within the idle limit, the whole takes seconds.
+    let body = fs::read(fixture_dir("response").join("openai_tool_calls.json")).unwrap();
+    assert!(body.len() > 400);
+    let trickle = Reply::sse_bytes(body, 20)
+        .header("content-type", "application/json")
+        .paced(Duration::from_millis(100));
+    // And a server that takes long to produce its response head at all.
+    let slow_head = json_response().delayed(Duration::from_secs(3));
+    for reply in [trickle, slow_head] {
+        let server = server([reply]).await;
+        let mut config = config(&server);
+        config.stream = false;
+        config.timeouts.first_byte = Duration::from_secs(10);
+        config.timeouts.total = Some(Duration::from_millis(600));
+        let client = OpenAiClient::new(config).unwrap();
+        let started = Instant::now();
+        let (_, result) = bounded(collect(&client, CancellationToken::new())).await;
+        assert_eq!(
+            result.unwrap_err(),
+            CompletionError::Timeout {
+                phase: TimeoutPhase::Total
+            }
+        );
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(600) && waited < Duration::from_secs(2),
+            "{waited:?}"
+        );
+        assert_eq!(hits(&server), 1);
+    }
+}
+
+#[tokio::test]
+async fn no_retry_starts_after_the_total_deadline() {
+    // The server asks for a 2 s pause; 1 s is left: the 503 is returned at once.
+    let server = server([
+        json_error(503, "overloaded").header("retry-after", "2"),
+        Reply::text("Fine."),
+    ])
+    .await;
+    let mut config = config(&server);
+    config.timeouts.total = Some(Duration::from_secs(1));
+    let client = OpenAiClient::new(config).unwrap();
+    let started = Instant::now();
+    let (_, result) = bounded(collect(&client, CancellationToken::new())).await;
+    assert!(
+        matches!(result, Err(CompletionError::Http { status: 503, .. })),
+        "{result:?}"
+    );
+    assert!(started.elapsed() < Duration::from_millis(900));
+    assert_eq!(hits(&server), 1);
+}
+
+#[tokio::test]
+async fn tls_errors_are_not_retried() {
+    // A plain TCP server answering a TLS ClientHello with plain HTTP: the handshake
+    // fails. Count the connections the client opens.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&accepted);
+    let acceptor = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let _ = stream.writable().await;
+            let _ = stream.try_write(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    let mut config = ClientConfig::new(format!("https://{addr}/v1")).with_api_key(KEY);
+    config.max_retries = 2;
+    config.backoff.initial = Duration::from_millis(10);
+    let client = OpenAiClient::new(config).unwrap();
+    let (_, result) = bounded(collect(&client, CancellationToken::new())).await;
+    let error = result.unwrap_err();
+    assert_eq!(error.code(), "provider_unreachable", "{error:?}");
+    assert_no_key(&error);
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "{error}");
+    acceptor.abort();
+}
+
+#[tokio::test]
+async fn a_base_url_with_a_query_string_keeps_it_after_the_chat_path() {
+    let server = server([Reply::text("Fine.")]).await;
+    let mut config = config(&server);
+    config.base_url = format!("{}/?api-version=2024-10-21", server.base_url());
+    let client = OpenAiClient::new(config).unwrap();
+    let (_, result) = collect(&client, CancellationToken::new()).await;
+    assert_eq!(result.unwrap().text, "Fine.");
+    assert_eq!(hits(&server), 1);
+    assert_eq!(
+        server.requests()[0].query.as_deref(),
+        Some("api-version=2024-10-21")
+    );
+}
+
+#[tokio::test]
+async fn model_settings_reach_the_request_body() {
+    let server = server([Reply::text("{}")]).await;
+    let mut config = config(&server);
+    config.encode.extra_body.insert("top_k".into(), json!(40));
+    let client = OpenAiClient::new(config).unwrap();
+    let mut request = request();
+    request.settings = ai_core::ModelSettings {
+        temperature: Some(0.3),
+        max_tokens: Some(64),
+        seed: Some(11),
+        reasoning_effort: Some("high".into()),
+        response_format: Some(ai_core::ResponseFormat::JsonObject),
+        extra_body: [
+            ("top_k".to_owned(), json!(1)),
+            ("seed".to_owned(), json!(0)),
+        ]
+        .into_iter()
+        .collect(),
+    };
+    let mut stream = client.complete(request, CancellationToken::new());
+    while let Some(item) = stream.next().await {
+        item.unwrap();
+    }
+    let body = &server.requests()[0].body;
+    assert_eq!(body["temperature"], json!(0.3));
+    assert_eq!(body["max_tokens"], json!(64));
+    assert_eq!(body["seed"], json!(11), "the encoder's field wins");
+    assert_eq!(body["reasoning_effort"], json!("high"));
+    assert_eq!(body["response_format"], json!({"type": "json_object"}));
+    assert_eq!(
+        body["top_k"],
+        json!(1),
+        "the request's extras win over the endpoint's"
+    );
+}
+
+/// Reads one HTTP/1.1 request (head and `content-length` body) from `stream`.
+async fn read_request(stream: &tokio::net::TcpStream) {
+    let mut buf = Vec::new();
+    let mut read = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            if buf.len() >= end + 4 + length {
+                return;
+            }
+        }
+        stream.readable().await.unwrap();
+        match stream.try_read(&mut read) {
+            Ok(0) => panic!("the client closed the connection mid-request"),
+            Ok(n) => buf.extend_from_slice(&read[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+}
+
+/// Linux drops the SYN of a connection whose listener's accept queue is full, so the
+/// connect hangs: a connect timeout on loopback.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_connect_timeout_is_retried() {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Takes the one place in the accept queue.
+    let filler = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let server = tokio::spawn(async move {
+        // After the first attempt timed out (200 ms), free the queue: the attempt
+        // under way still times out (its SYN is retransmitted only after 1 s), the
+        // next one connects.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        drop(filler);
+        drop(listener.accept().await.unwrap());
+        let (stream, _) = listener.accept().await.unwrap();
+        read_request(&stream).await;
+        let body = "data: {\"choices\":[{\"delta\":{\"content\":\"Fine.\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let mut rest = response.as_bytes();
+        while !rest.is_empty() {
+            stream.writable().await.unwrap();
+            match stream.try_write(rest) {
+                Ok(n) => rest = &rest[n..],
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("write: {e}"),
+            }
+        }
+        // Keep the connection until the client has read the answer.
+        let _ = stream.readable().await;
+    });
+    let mut config = ClientConfig::new(format!("http://{addr}/v1")).with_api_key(KEY);
+    config.timeouts.connect = Duration::from_millis(200);
+    config.max_retries = 3;
+    config.backoff.initial = Duration::from_millis(10);
+    config.backoff.max = Duration::from_millis(10);
+    let client = OpenAiClient::new(config).unwrap();
+    let started = Instant::now();
+    let (_, result) = bounded(collect(&client, CancellationToken::new())).await;
+    assert_eq!(result.unwrap().text, "Fine.");
+    assert!(
+        started.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        started.elapsed()
+    );
+    server.abort();
 }

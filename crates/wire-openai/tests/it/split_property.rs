@@ -44,6 +44,39 @@ fn decode(bytes: &[u8], cuts: &[usize]) -> Decoded {
     decode_chunks(bytes, cuts, options())
 }
 
+/// The provider dialects whose decoding keeps state across deltas (reasoning, split
+/// names, merged call extras, errors found at the end) are in the corpus the
+/// properties below run on.
+#[test]
+fn the_corpus_holds_every_dialect_fixture() {
+    let names: Vec<&str> = corpus().iter().map(|(case, _)| case.as_str()).collect();
+    for case in [
+        "reasoning_deepseek_tool_call",
+        "reasoning_openrouter",
+        "reasoning_both_fields_vllm",
+        "groq_reasoning_usage_details",
+        "refusal_stream",
+        "gemini_thought_signature",
+        "extra_content_merged",
+        "name_split_fragments",
+        "name_repeated_every_delta",
+        "name_cumulative_growth",
+        "id_after_arguments",
+        "azure_empty_model_usage",
+        "model_empty_everywhere",
+        "openrouter_error_finish_reason",
+        "openrouter_finish_reason_error_only",
+        "gemini_error_array_frame",
+        "json_error_body_as_stream",
+        "gemini_error_array_body_as_stream",
+        "llamacpp_capture_usage",
+        "llamacpp_capture_parallel_length",
+        "litellm_capture_midstream_error",
+    ] {
+        assert!(names.contains(&case), "{case} is not in the corpus");
+    }
+}
+
 #[test]
 fn byte_by_byte_and_every_single_cut_give_the_same_result() {
     for (case, bytes) in corpus() {

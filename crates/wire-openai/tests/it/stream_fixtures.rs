@@ -33,7 +33,7 @@ fn check(case: &str, path: &Path) {
 #[test]
 fn every_stream_fixture_matches_its_snapshot() {
     let cases = fixtures("stream", ".sse");
-    assert!(cases.len() >= 40, "fixture corpus shrank: {}", cases.len());
+    assert!(cases.len() >= 68, "fixture corpus shrank: {}", cases.len());
     check_all_cases(&cases, check);
     assert_no_stale_snapshots("stream", ".sse");
 }
@@ -110,6 +110,46 @@ fn fragments_concatenate_to_the_assembled_arguments() {
             }
         }
     }
+}
+
+/// Reasoning and refusal deltas concatenate to the final's `reasoning` and
+/// `refusal`, which are `None` exactly when no such delta was emitted; reasoning never
+/// leaks into the answer text.
+#[test]
+fn reasoning_and_refusal_deltas_concatenate_to_the_final() {
+    let mut with_reasoning = 0;
+    for (case, path) in fixtures("stream", ".sse") {
+        let bytes = fs::read(&path).unwrap();
+        let (deltas, result) = decode_chunks(&bytes, &[], DecoderOptions::default());
+        let turn = match result {
+            Ok(turn) => turn,
+            Err(ai_core::CompletionError::TruncatedStream { partial }) => *partial,
+            Err(_) => continue,
+        };
+        let mut reasoning = String::new();
+        let mut refusal = String::new();
+        for delta in &deltas {
+            match delta {
+                CompletionDelta::Reasoning(text) => {
+                    assert!(!text.is_empty(), "{case}: empty reasoning delta");
+                    reasoning.push_str(text);
+                }
+                CompletionDelta::Refusal(text) => {
+                    assert!(!text.is_empty(), "{case}: empty refusal delta");
+                    refusal.push_str(text);
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(turn.reasoning.as_deref().unwrap_or(""), reasoning, "{case}");
+        assert_eq!(turn.refusal.as_deref().unwrap_or(""), refusal, "{case}");
+        assert_eq!(turn.reasoning.is_some(), !reasoning.is_empty(), "{case}");
+        if let Some(reasoning) = &turn.reasoning {
+            with_reasoning += 1;
+            assert!(!turn.text.contains(reasoning.as_str()), "{case}");
+        }
+    }
+    assert!(with_reasoning >= 5, "reasoning fixtures: {with_reasoning}");
 }
 
 #[test]
