@@ -1,16 +1,22 @@
 //! Real adapters for the capability traits of `ai-tools`, and one function that binds
 //! every built-in tool to them.
 //!
-//! - [`LocalWorkspace`]: the path sandbox of the file tools (component-wise
-//!   resolution under a canonical root, files opened without following links and
-//!   re-checked on the open handle, atomic writes).
+//! - [`LocalWorkspace`]: the path sandbox of the file tools (paths resolved beneath a
+//!   root handle with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`, folders
+//!   created and walked on handles, only regular files read or written, atomic
+//!   writes renamed relative to the checked folder's handle, protected paths).
 //! - [`LocalShell`]: `sh -c` in its own process group, scrubbed environment, timeout
-//!   and capped output; the whole group is killed when the call ends.
+//!   and capped output; the group and every descendant (escaped ones too) are killed
+//!   when the call ends.
 //! - [`GuardedHttpFetch`]: http(s) fetch that resolves once, refuses private,
 //!   loopback, link-local and metadata addresses, connects to the checked address and
 //!   re-checks every redirect.
-//! - [`SqliteMemory`]: long-term memory in SQLite (WAL, FTS5 ranking).
+//! - [`SqliteMemory`]: long-term memory in SQLite (WAL, FTS5 ranking, capped
+//!   namespaces).
 //! - [`SystemClock`].
+//! - [`harden_process`] and its steps: non-dumpable, no `CAP_SYS_PTRACE` (nor the other capabilities
+//!   that bypass it), child
+//!   subreaper; for the application's `main` (see the `process` module docs).
 //! - [`bind_builtin_tools`]: every built-in tool of `ai_tools::builtin` bound to
 //!   these adapters from a plain [`BuiltinConfig`].
 //!
@@ -24,6 +30,7 @@
 mod clock;
 mod http;
 mod memory;
+mod process;
 mod shell;
 mod workspace;
 
@@ -38,14 +45,19 @@ use ai_tools::builtin::{
     MemoryWrite, MemoryWriteCapabilities, ReadFile, WebFetch, WriteFile,
 };
 use ai_tools::capability::{
-    AllowlistError, Clock, HttpFetch, MemoryStore, NetAllowlist, Shell, Workspace,
+    AllowlistError, Clock, DEFAULT_MAX_ENTRIES_PER_NAMESPACE, HttpFetch, MemoryStore, NetAllowlist,
+    Shell, Workspace,
 };
 use ai_tools::{ContractError, bind};
 
 pub use clock::SystemClock;
 pub use http::{GuardedHttpFetch, MAX_REDIRECTS, install_crypto_provider};
 pub use memory::{BUSY_TIMEOUT, MemoryOpenError, SqliteMemory};
-pub use shell::{ENV_ALLOWLIST, LocalShell};
+pub use process::{
+    Hardening, become_child_subreaper, drop_introspection_capabilities, harden_process,
+    is_child_subreaper, is_non_dumpable, make_non_dumpable,
+};
+pub use shell::{CALL_MARKER_VAR, ENV_ALLOWLIST, LocalShell};
 pub use workspace::{LocalWorkspace, MAX_COMPONENT_BYTES, MAX_PATH_BYTES};
 
 /// What the built-in tools need to be bound: plain data, mapped from configuration by
@@ -69,10 +81,19 @@ pub struct BuiltinConfig {
     pub fetch_max_bytes: usize,
     /// Time limit of one fetch.
     pub fetch_timeout: Duration,
+    /// Paths no tool may write or edit: the active config file, its lock file, the
+    /// agent's state folders (see [`LocalWorkspace::with_protected`]).
+    pub protected: Vec<PathBuf>,
+    /// Most memory entries per namespace.
+    pub memory_max_entries: usize,
+    /// Whether the shell also kills children of this process that started during a
+    /// call (see [`LocalShell::claiming_orphans`]); for applications that start no
+    /// processes of their own and are child subreapers.
+    pub shell_claims_orphans: bool,
 }
 
 impl BuiltinConfig {
-    /// Defaults for everything but the two paths.
+    /// Defaults for everything but the two paths (nothing protected).
     pub fn new(workspace_root: impl Into<PathBuf>, memory_db_path: impl Into<PathBuf>) -> Self {
         Self {
             workspace_root: workspace_root.into(),
@@ -83,6 +104,9 @@ impl BuiltinConfig {
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             fetch_max_bytes: DEFAULT_FETCH_BYTES,
             fetch_timeout: DEFAULT_FETCH_TIMEOUT,
+            protected: Vec::new(),
+            memory_max_entries: DEFAULT_MAX_ENTRIES_PER_NAMESPACE,
+            shell_claims_orphans: false,
         }
     }
 }
@@ -107,11 +131,17 @@ pub enum BindError {
 /// Binds every built-in tool to the real adapters.
 pub fn bind_builtin_tools(cfg: &BuiltinConfig) -> Result<Vec<RegisteredTool>, BindError> {
     let local = LocalWorkspace::new(&cfg.workspace_root)
-        .map_err(|e| BindError::Workspace(e.kind().to_string()))?;
-    let shell: Arc<dyn Shell> = Arc::new(LocalShell::new(local.root()));
+        .map_err(|e| BindError::Workspace(e.kind().to_string()))?
+        .with_protected(cfg.protected.iter().cloned());
+    let mut shell = LocalShell::new(local.root());
+    if cfg.shell_claims_orphans {
+        shell = shell.claiming_orphans();
+    }
+    let shell: Arc<dyn Shell> = Arc::new(shell);
     let workspace: Arc<dyn Workspace> = Arc::new(local);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let memory: Arc<dyn MemoryStore> = Arc::new(SqliteMemory::open(&cfg.memory_db_path)?);
+    let memory: Arc<dyn MemoryStore> =
+        Arc::new(SqliteMemory::open(&cfg.memory_db_path)?.with_max_entries(cfg.memory_max_entries));
     let http: Arc<dyn HttpFetch> = Arc::new(GuardedHttpFetch::new(NetAllowlist::parse(
         &cfg.web_allowlist,
     )?));

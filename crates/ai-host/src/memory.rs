@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ai_tools::capability::{
-    MemoryError, MemoryHit, MemoryRecord, MemoryStore, query_terms, validate_namespace,
+    DEFAULT_MAX_ENTRIES_PER_NAMESPACE, MemoryError, MemoryHit, MemoryRecord, MemoryStore,
+    query_terms, validate_namespace,
 };
 use futures::future::BoxFuture;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -38,11 +39,15 @@ CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(text, tags);
 #[error("the memory database could not be opened: {0}")]
 pub struct MemoryOpenError(String);
 
-/// Long-term memory in one SQLite file.
+/// Long-term memory in one SQLite file. Each namespace holds at most
+/// [`DEFAULT_MAX_ENTRIES_PER_NAMESPACE`] entries unless
+/// [`SqliteMemory::with_max_entries`] says otherwise; a new key beyond the cap is
+/// refused with [`MemoryError::Full`].
 #[derive(Debug, Clone)]
 pub struct SqliteMemory {
     conn: Arc<Mutex<Connection>>,
     path: PathBuf,
+    max_entries: usize,
 }
 
 fn store_error(error: impl std::fmt::Display) -> MemoryError {
@@ -50,11 +55,17 @@ fn store_error(error: impl std::fmt::Display) -> MemoryError {
 }
 
 impl SqliteMemory {
-    /// Opens (creating if needed) the database at `path` and its parent folder.
+    /// Opens (creating if needed) the database at `path` and its parent folders
+    /// (created private to the user, mode 0700).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, MemoryOpenError> {
+        use std::os::unix::fs::DirBuilderExt;
         let path = path.as_ref().to_path_buf();
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| MemoryOpenError(e.kind().to_string()))?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(|e| MemoryOpenError(e.kind().to_string()))?;
         }
         let err = |e: rusqlite::Error| MemoryOpenError(e.to_string());
         let conn = Connection::open(&path).map_err(err)?;
@@ -67,7 +78,14 @@ impl SqliteMemory {
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
             path,
+            max_entries: DEFAULT_MAX_ENTRIES_PER_NAMESPACE,
         })
+    }
+
+    /// The same store with at most `max_entries` entries per namespace.
+    pub fn with_max_entries(mut self, max_entries: usize) -> Self {
+        self.max_entries = max_entries;
+        self
     }
 
     /// The database file.
@@ -103,11 +121,36 @@ fn row_to_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<MemoryRecord> {
     })
 }
 
-fn put_blocking(conn: &mut Connection, record: MemoryRecord) -> Result<MemoryRecord, MemoryError> {
+fn put_blocking(
+    conn: &mut Connection,
+    record: MemoryRecord,
+    max_entries: usize,
+) -> Result<MemoryRecord, MemoryError> {
     let tags = serde_json::to_string(&record.tags).map_err(store_error)?;
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(store_error)?;
+    // The cap is checked inside the write transaction: concurrent writers cannot
+    // both take the last place.
+    let exists: bool = tx
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM memories WHERE namespace = ?1 AND key = ?2)",
+            params![record.namespace, record.key],
+            |row| row.get(0),
+        )
+        .map_err(store_error)?;
+    if !exists {
+        let used: i64 = tx
+            .query_row(
+                "SELECT COUNT(*) FROM memories WHERE namespace = ?1",
+                params![record.namespace],
+                |row| row.get(0),
+            )
+            .map_err(store_error)?;
+        if usize::try_from(used).unwrap_or(usize::MAX) >= max_entries {
+            return Err(MemoryError::Full { limit: max_entries });
+        }
+    }
     tx.execute(
         "INSERT INTO memories (namespace, key, text, tags, created_at_ms, updated_at_ms)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -146,7 +189,9 @@ impl MemoryStore for SqliteMemory {
     fn put(&self, record: MemoryRecord) -> BoxFuture<'_, Result<MemoryRecord, MemoryError>> {
         Box::pin(async move {
             validate_namespace(&record.namespace)?;
-            self.blocking(move |conn| put_blocking(conn, record)).await
+            let max_entries = self.max_entries;
+            self.blocking(move |conn| put_blocking(conn, record, max_entries))
+                .await
         })
     }
 

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use ai_core::{ApprovalDecision, ApprovalGrant, ApprovalRequest, Approver};
 use futures::future::BoxFuture;
 
+use crate::render::printable;
+
 /// How the CLI answers approval requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApprovalMode {
@@ -32,15 +34,22 @@ impl ApprovalMode {
     }
 }
 
+/// The y/N question for `request`. The tool id and the canonical arguments pass
+/// through [`printable`]: control, bidirectional and invisible format characters in
+/// model-chosen arguments are shown escaped (`\u{202e}`), so they cannot hide or
+/// reorder the dangerous part of a command.
+pub fn prompt_text(request: &ApprovalRequest) -> String {
+    format!(
+        "\napprove {} ({}) with arguments {}? [y/N] ",
+        printable(request.tool_id.as_str()),
+        request.effect.as_str(),
+        printable(&request.canonical_args)
+    )
+}
+
 fn ask(request: &ApprovalRequest) -> bool {
     let mut err = std::io::stderr().lock();
-    let _ = write!(
-        err,
-        "\napprove {} ({}) with arguments {}? [y/N] ",
-        request.tool_id,
-        request.effect.as_str(),
-        request.canonical_args
-    );
+    let _ = write!(err, "{}", prompt_text(request));
     let _ = err.flush();
     let mut line = String::new();
     if std::io::stdin().lock().read_line(&mut line).is_err() {

@@ -75,6 +75,13 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Trust a config file's current content. A config that redirects requests,
+    /// changes the API key variable or loosens policy is used only once trusted; any
+    /// later change needs trusting again.
+    Trust {
+        /// The config file (default: --config, else ./agent.toml).
+        path: Option<PathBuf>,
+    },
 }
 
 fn env_overrides(api_key_env: &str) -> EnvOverrides {
@@ -97,6 +104,12 @@ fn load_config(global: &GlobalArgs) -> Result<AgentConfig, config::ConfigError> 
     };
     // The key variable's name may itself come from the file: load once to learn it.
     let first = config::load(&cwd, EnvOverrides::default(), flags.clone())?;
+    // A config that redirects requests, picks the secret or loosens policy needs
+    // `agent trust` first (PROJECT_CONFIG_TRUSTED_EXPLICITLY).
+    if let ConfigSource::File(path) = &first.source {
+        crate::trust::enforce(path, &crate::trust::UserDirs::from_env())
+            .map_err(|e| config::ConfigError::Invalid(e.to_string()))?;
+    }
     config::load(&cwd, env_overrides(&first.file.model.api_key_env), flags)
 }
 
@@ -118,6 +131,10 @@ fn init_logging(verbose: u8) {
 /// Runs the CLI with parsed arguments.
 pub async fn run(cli: Cli) -> ExitCode {
     init_logging(cli.global.verbose);
+    if let Command::Trust { path } = &cli.command {
+        // Before loading: the file to trust is the one loading would refuse.
+        return trust_command(path.as_deref().or(cli.global.config.as_deref()));
+    }
     let config = match load_config(&cli.global) {
         Ok(config) => config,
         Err(e) => {
@@ -136,6 +153,24 @@ pub async fn run(cli: Cli) -> ExitCode {
             approve,
             graph,
         } => chat(&config, &prompt, json, approve, &graph).await,
+        Command::Trust { .. } => ExitCode::SUCCESS,
+    }
+}
+
+fn trust_command(path: Option<&std::path::Path>) -> ExitCode {
+    let path = path.unwrap_or(std::path::Path::new(crate::tools::CONFIG_FILE));
+    match crate::trust::trust_file(path, &crate::trust::UserDirs::from_env()) {
+        Ok((canonical, keys)) => {
+            println!("trusted {}", canonical.display());
+            for key in keys {
+                println!("  it sets {key}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("agent: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
     }
 }
 
@@ -222,6 +257,7 @@ async fn chat(
         graph.messages(prompt),
     );
     request.limits = config.file.limits.clone();
+    request.settings = crate::model::model_settings(config);
     let handle = agent_graph::run(
         request,
         RunDeps {

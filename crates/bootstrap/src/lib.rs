@@ -10,3 +10,4 @@ pub mod config;
 pub mod model;
 pub mod render;
 pub mod tools;
+pub mod trust;

@@ -15,15 +15,49 @@ const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '�
 /// Erases the current terminal line.
 const CLEAR_LINE: &str = "\r\x1b[2K";
 
-/// `text` without control characters other than newline and tab: model and tool
-/// text never reaches the terminal as escape sequences.
-fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
-    if text.chars().any(unsafe_char) {
-        std::borrow::Cow::Owned(text.chars().filter(|c| !unsafe_char(*c)).collect())
-    } else {
-        std::borrow::Cow::Borrowed(text)
+/// Whether `c` must not reach a terminal as itself: C0 controls but newline and tab,
+/// DEL, C1 controls (U+0080-U+009F, `U+009B` is a one-byte CSI), bidirectional
+/// embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069, U+061C, U+200E,
+/// U+200F) and other invisible format characters (zero-width space and joiners,
+/// U+2060-U+2064, the BOM, soft hyphen, Mongolian vowel separator, interlinear
+/// annotation controls, tag characters, line and paragraph separators) that can hide
+/// or reorder the text around them.
+fn is_hidden(c: char) -> bool {
+    match c {
+        '\n' | '\t' => false,
+        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' => true,
+        '\u{ad}'
+        | '\u{61c}'
+        | '\u{180e}'
+        | '\u{200b}'..='\u{200f}'
+        | '\u{2028}'..='\u{202e}'
+        | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{206f}'
+        | '\u{feff}'
+        | '\u{fff9}'..='\u{fffb}'
+        | '\u{e0000}'..='\u{e007f}' => true,
+        _ => false,
     }
+}
+
+/// `text` with every character that could hide, reorder or restyle terminal text
+/// (see `is_hidden`) written visibly as `\u{202e}`: model and tool text never
+/// reaches the terminal as escape sequences or invisible characters. Newline and tab
+/// stay. The one function for every model-chosen text the CLI shows, the approval
+/// prompt included.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(is_hidden) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_hidden(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 fn preview(text: &str, max: usize) -> String {
@@ -212,6 +246,17 @@ impl<O: Write, E: Write> HumanRenderer<O, E> {
                     );
                 }
             }
+            AiEventKind::ToolCallsNotExecuted { calls, .. } => {
+                self.end_text_line();
+                for call in calls {
+                    let _ = writeln!(
+                        self.err,
+                        "- {} [{}] not executed: the run reached its limit",
+                        printable(&call.tool_name),
+                        preview(&call.tool_call_id, 24)
+                    );
+                }
+            }
             // Reasoning is not shown; event kinds added later are ignored.
             _ => {}
         }
@@ -360,7 +405,7 @@ mod tests {
         ));
         let out = String::from_utf8(out).unwrap();
         let err = String::from_utf8(err).unwrap();
-        assert_eq!(out, "hi[2J\tthere\n");
+        assert_eq!(out, "hi\\u{1b}[2J\\u{7}\tthere\n");
         for text in [&out, &err] {
             assert!(
                 !text
@@ -369,6 +414,7 @@ mod tests {
                 "{text:?}"
             );
         }
-        assert!(err.contains("[c]0;title]"), "{err:?}");
+        assert!(err.contains("[c\\u{1b}]0;title\\u{7}]"), "{err:?}");
+        assert!(err.contains("bad\\u{9b}31m"), "{err:?}");
     }
 }

@@ -1,17 +1,40 @@
 //! Binds the built-in tools to real adapters for the CLI.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ai_core::RegisteredTool;
 
-use crate::config::AgentConfig;
+use crate::config::{AgentConfig, ConfigSource};
+use crate::trust::UserDirs;
 use ai_host::{BindError, BuiltinConfig, bind_builtin_tools};
 
-/// The adapter configuration for `config`.
+/// The agent's state folder inside a workspace.
+pub const STATE_DIR: &str = ".agent";
+/// The config file looked for in the current directory.
+pub const CONFIG_FILE: &str = "agent.toml";
+/// The lock file beside a config file.
+pub const LOCK_FILE: &str = "agent.lock";
+
+/// The adapter configuration for `config`, with the user's folders from the
+/// environment.
+pub fn builtin_config(config: &AgentConfig) -> BuiltinConfig {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| config.workspace_root.clone());
+    builtin_config_in(config, &UserDirs::from_env(), &cwd)
+}
+
+/// The adapter configuration for `config`, `dirs` and the current directory `cwd`.
+///
+/// Memory defaults to `<data home>/agent/<sha256 of the canonical workspace>/memory.db`
+/// (outside the workspace; `<workspace>/.agent/memory.db` when no data home is
+/// known); `workspace.memory_db` overrides it. The file tools may not write the
+/// active config file, `agent.toml` and `agent.lock` in the current directory and the
+/// workspace, the lock beside the config, the workspace's `.agent` folder, the user's
+/// agent config folder (the trust store) and data folder, or the memory database.
 ///
 /// The shell's own timeout stays one second under the runner's runtime budget (and
 /// at most 30 s), so the tool reports its own timeout with the output it captured.
-pub fn builtin_config(config: &AgentConfig) -> BuiltinConfig {
+pub fn builtin_config_in(config: &AgentConfig, dirs: &UserDirs, cwd: &Path) -> BuiltinConfig {
     let root = config.workspace_root.clone();
     let memory_db = config
         .file
@@ -19,14 +42,54 @@ pub fn builtin_config(config: &AgentConfig) -> BuiltinConfig {
         .memory_db
         .clone()
         .map(|p| if p.is_absolute() { p } else { root.join(p) })
-        .unwrap_or_else(|| root.join(".agent").join("memory.db"));
-    let mut builtin = BuiltinConfig::new(root, memory_db);
+        .or_else(|| dirs.memory_db(&root))
+        .unwrap_or_else(|| root.join(STATE_DIR).join("memory.db"));
+    let mut builtin = BuiltinConfig::new(root.clone(), memory_db.clone());
+    builtin.protected = protected_paths(config, dirs, cwd, &memory_db);
+    builtin.shell_claims_orphans = true;
     builtin.web_allowlist = config.file.workspace.web_allow.clone();
     let budget = config.file.policy.budgets.max_runtime();
     builtin.shell_timeout = budget
         .saturating_sub(Duration::from_secs(1))
         .clamp(Duration::from_secs(1), Duration::from_secs(30));
     builtin
+}
+
+/// Everything the file tools must not write (see [`builtin_config_in`]).
+pub fn protected_paths(
+    config: &AgentConfig,
+    dirs: &UserDirs,
+    cwd: &Path,
+    memory_db: &Path,
+) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    if let ConfigSource::File(file) = &config.source {
+        let file = if file.is_absolute() {
+            file.clone()
+        } else {
+            cwd.join(file)
+        };
+        if let Some(dir) = file.parent() {
+            paths.push(dir.join(LOCK_FILE));
+        }
+        paths.push(file);
+    }
+    for dir in [cwd, config.workspace_root.as_path()] {
+        paths.push(dir.join(CONFIG_FILE));
+        paths.push(dir.join(LOCK_FILE));
+    }
+    paths.push(config.workspace_root.join(STATE_DIR));
+    paths.extend(dirs.agent_config_dir());
+    paths.extend(dirs.agent_data_dir());
+    paths.push(memory_db.to_owned());
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let mut name = memory_db.as_os_str().to_owned();
+        name.push(suffix);
+        paths.push(PathBuf::from(name));
+    }
+    paths.sort();
+    paths.dedup();
+    paths
 }
 
 /// Every built-in tool bound to its real capabilities.

@@ -212,3 +212,34 @@ async fn concurrent_writers_lose_nothing() {
         assert_eq!(hits.len(), 100);
     }
 }
+
+#[tokio::test]
+async fn memory_namespace_flooding_is_capped() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteMemory::open(dir.path().join("m.db"))
+        .unwrap()
+        .with_max_entries(5);
+    let (write, read) = tools(store, 1_700_000_000);
+    for i in 0..5 {
+        let exec = run(&write, &json!({"key": format!("k{i}"), "text": "t"})).await;
+        assert!(exec.result.ok, "{:?}", exec.result);
+    }
+    let exec = run(&write, &json!({"key": "k5", "text": "t"})).await;
+    assert_eq!(exec.result.error_code, Some(ToolErrorCode::ExecutionFailed));
+    assert!(
+        exec.model_content.contains("full"),
+        "{}",
+        exec.model_content
+    );
+    // An existing key may be replaced; another namespace has its own room.
+    let exec = run(&write, &json!({"key": "k0", "text": "new"})).await;
+    assert!(exec.result.ok, "{:?}", exec.result);
+    let exec = run(
+        &write,
+        &json!({"key": "k5", "text": "t", "namespace": "other"}),
+    )
+    .await;
+    assert!(exec.result.ok, "{:?}", exec.result);
+    let exec = run(&read, &json!({"key": "k5"})).await;
+    assert_eq!(exec.result.error_code, Some(ToolErrorCode::NotFound));
+}

@@ -101,7 +101,17 @@ async fn the_environment_is_scrubbed() {
         let name = line.split('=').next().unwrap();
         assert!(
             [
-                "PATH", "HOME", "LANG", "LC_ALL", "TERM", "TZ", "USER", "PWD", "SHLVL", "_"
+                "PATH",
+                "HOME",
+                "LANG",
+                "LC_ALL",
+                "TERM",
+                "TZ",
+                "USER",
+                "PWD",
+                "SHLVL",
+                "_",
+                "AGENT_SHELL_CALL"
             ]
             .contains(&name),
             "unexpected variable {name}"
@@ -270,4 +280,118 @@ async fn the_adapter_reports_timeouts_and_spawn_failures() {
         .await
         .unwrap_err();
     assert!(matches!(err, ShellError::Spawn(_)));
+}
+
+/// Commands whose processes leave the shell's process group, its tree, or both; each
+/// writes the pid of the process that must not survive.
+const ESCAPES: &[(&str, &str)] = &[
+    (
+        "setsid.pid",
+        "setsid -f sh -c 'echo $$ > setsid.pid; exec sleep 100' >/dev/null 2>&1",
+    ),
+    ("double.pid", "(sleep 100 & echo $! > double.pid) &"),
+    (
+        "nohup.pid",
+        "nohup sleep 100 >/dev/null 2>&1 & echo $! > nohup.pid",
+    ),
+    (
+        "setsid_double.pid",
+        "setsid sh -c '(sleep 100 & echo $! > setsid_double.pid) &' >/dev/null 2>&1",
+    ),
+];
+
+fn escape_script(tail: &str) -> String {
+    let mut script: Vec<&str> = ESCAPES.iter().map(|(_, c)| *c).collect();
+    // Wait until every pid file exists, so the escapes happened before the end.
+    script.push(
+        "for f in setsid.pid double.pid nohup.pid setsid_double.pid; do \
+         while [ ! -s $f ]; do sleep 0.01; done; done",
+    );
+    script.push(tail);
+    script.join("\n")
+}
+
+async fn assert_escapes_gone(dir: &Path, when: &str) {
+    for (file, _) in ESCAPES {
+        let pid = read_pid(&dir.join(file));
+        assert!(wait_gone(pid).await, "{when}: {file} ({pid}) survived");
+    }
+}
+
+#[tokio::test]
+async fn escaped_processes_are_killed_when_the_call_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tool(dir.path(), 4096);
+    let started = Instant::now();
+    let exec = run(&t, &json!({"command": escape_script("echo done")})).await;
+    assert!(exec.result.ok, "{:?}", exec.result);
+    assert_eq!(exec.output.unwrap()["stdout"], "done\n");
+    assert!(started.elapsed() < Duration::from_secs(8));
+    assert_escapes_gone(dir.path(), "finished").await;
+}
+
+#[tokio::test]
+async fn escaped_processes_are_killed_on_timeout_and_cancellation() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = tool(dir.path(), 4096);
+    let exec = run(
+        &t,
+        &json!({"command": escape_script("sleep 30"), "timeout_secs": 2}),
+    )
+    .await;
+    assert_eq!(exec.result.error_code, Some(ToolErrorCode::Timeout));
+    assert_escapes_gone(dir.path(), "timeout").await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let t = tool(dir.path(), 4096);
+    let cancel = CancellationToken::new();
+    let trigger = {
+        let cancel = cancel.clone();
+        let marker = dir.path().join("ready");
+        tokio::spawn(async move {
+            while !marker.exists() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            cancel.cancel();
+        })
+    };
+    let (exec, _) = run_with(
+        &t,
+        &json!({"command": escape_script("touch ready; sleep 30")}),
+        &cancel,
+    )
+    .await;
+    trigger.await.unwrap();
+    assert_eq!(exec.result.error_code, Some(ToolErrorCode::Cancelled));
+    assert_escapes_gone(dir.path(), "cancel").await;
+}
+
+#[tokio::test]
+async fn an_escaped_process_holding_the_output_pipe_does_not_keep_the_call_alive() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = LocalShell::with_env(dir.path(), vec![("PATH".into(), "/usr/bin:/bin".into())]);
+    let started = Instant::now();
+    // The escaped process keeps stdout and stderr open: without the kill, the output
+    // readers would wait for end-of-file for 100 s.
+    let out = shell
+        .run(
+            ShellRequest {
+                command: "setsid -f sh -c 'echo $$ > held.pid; exec sleep 100'; \
+                          while [ ! -s held.pid ]; do sleep 0.01; done; echo out"
+                    .into(),
+                timeout: Duration::from_secs(20),
+                max_output_bytes: 1024,
+            },
+            CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "out\n");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let pid = read_pid(&dir.path().join("held.pid"));
+    assert!(wait_gone(pid).await, "{pid} survived");
 }

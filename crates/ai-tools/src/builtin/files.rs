@@ -26,12 +26,13 @@ const DEFAULT_LIST_ENTRIES: u32 = 200;
 /// Maps a workspace error to a tool failure with a safe message.
 pub(crate) fn workspace_failure(error: WorkspaceError) -> ToolFailure {
     let code = match error {
-        WorkspaceError::Denied => ToolErrorCode::PermissionDenied,
+        WorkspaceError::Denied | WorkspaceError::Protected => ToolErrorCode::PermissionDenied,
         WorkspaceError::NotFound => ToolErrorCode::NotFound,
         // The model named the wrong kind of thing or too much: its arguments, not the
         // tool, are at fault, and the message says what to do instead.
         WorkspaceError::NotAFile
         | WorkspaceError::NotADirectory
+        | WorkspaceError::SpecialFile
         | WorkspaceError::TooLarge { .. } => ToolErrorCode::InvalidArgs,
         WorkspaceError::Io(_) => ToolErrorCode::ExecutionFailed,
     };
@@ -392,7 +393,8 @@ pub struct EditOutcome {
 /// Replaces exact text in a workspace file, atomically.
 #[derive(Debug, Clone, Copy)]
 pub struct EditFile {
-    /// Largest file edited, in bytes.
+    /// Largest file edited, in bytes, before and after the edit (an edit that would
+    /// grow the file past it is refused).
     pub max_bytes: u64,
 }
 
@@ -463,6 +465,15 @@ impl ToolContract for EditFile {
             ));
         }
         let updated = text.replace(args.old.as_str(), &args.new);
+        if updated.len() as u64 > self.max_bytes {
+            return Err(ToolFailure::new(
+                ToolErrorCode::InvalidArgs,
+                format!(
+                    "the edited file would be larger than the {} byte limit; nothing was changed",
+                    self.max_bytes
+                ),
+            ));
+        }
         ws.write(args.path.clone(), updated.into_bytes())
             .await
             .map_err(workspace_failure)?;

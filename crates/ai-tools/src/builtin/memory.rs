@@ -26,7 +26,7 @@ pub const MAX_RESULTS: u32 = 50;
 fn memory_failure(error: MemoryError) -> ToolFailure {
     let code = match error {
         MemoryError::Invalid(_) => ToolErrorCode::InvalidArgs,
-        MemoryError::Store(_) => ToolErrorCode::ExecutionFailed,
+        MemoryError::Full { .. } | MemoryError::Store(_) => ToolErrorCode::ExecutionFailed,
     };
     ToolFailure::new(code, error.to_string())
 }

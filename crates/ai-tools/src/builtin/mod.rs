@@ -30,7 +30,7 @@ pub use shell::{
 pub use time::{CurrentTime, GetCurrentTime, GetCurrentTimeArgs};
 pub use web::{
     DEFAULT_FETCH_BYTES, DEFAULT_FETCH_TIMEOUT, WebFetch, WebFetchArgs, WebPage, decode_entities,
-    html_to_text,
+    html_to_text, html_to_text_cancellable,
 };
 
 /// The specs of every built-in tool with default settings, sorted by id (for display;

@@ -3,12 +3,16 @@
 //! The fetch goes through [`HttpFetch`], whose adapter refuses private, loopback and
 //! metadata addresses (see [`crate::capability::classify`]). HTML is reduced to text
 //! by a small tag stripper ([`html_to_text`]) that drops scripts and styles and
-//! decodes common entities.
+//! decodes common entities. The conversion is linear in the page (a 2 MiB page of
+//! `&` or `&#` costs one pass), and the tool runs it in chunks that yield to the
+//! executor and check cancellation, so the runner's timeout and cancellation reach it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ai_core::{Redaction, ToolCallContext, ToolEffect, ToolErrorCode, ToolFailure};
+use ai_core::{
+    CancellationToken, Redaction, ToolCallContext, ToolEffect, ToolErrorCode, ToolFailure,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -51,6 +55,13 @@ const BLOCKS: &[&str] = &[
     "dd",
 ];
 
+/// Longest entity name between `&` and `;` that is looked for (`#x10FFFF` is 8).
+const MAX_ENTITY_LEN: usize = 10;
+
+/// How much input [`html_to_text_cancellable`] strips between two checks of the
+/// cancellation token (and two yields to the executor).
+const STRIP_CHUNK: usize = 64 * 1024;
+
 fn decode_entity(entity: &str) -> Option<char> {
     Some(match entity {
         "amp" => '&',
@@ -75,86 +86,181 @@ fn decode_entity(entity: &str) -> Option<char> {
 }
 
 /// Decodes `&amp;`-style entities; unknown ones stay as written.
+///
+/// Linear in the input: the `;` that ends an entity is looked for only within the
+/// next `MAX_ENTITY_LEN` (10) bytes, so a page of `&` (or `&#`) runs costs one pass.
 pub fn decode_entities(text: &str) -> String {
+    let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find('&') {
-        out.push_str(&rest[..i]);
-        rest = &rest[i..];
-        let end = rest[1..].find(';').map(|j| j + 1).filter(|&j| j <= 10);
-        match end.and_then(|j| decode_entity(&rest[1..j]).map(|c| (j, c))) {
-            Some((j, c)) => {
+    let mut copied = 0;
+    let mut i = 0;
+    while let Some(off) = text[i..].find('&') {
+        let amp = i + off;
+        let window = &bytes[amp + 1..(amp + 2 + MAX_ENTITY_LEN).min(bytes.len())];
+        // `&` and `;` are ASCII, so both ends of the name are char boundaries.
+        let decoded = window.iter().position(|&b| b == b';').and_then(|len| {
+            let name = text.get(amp + 1..amp + 1 + len)?;
+            decode_entity(name).map(|c| (c, amp + len + 2))
+        });
+        match decoded {
+            Some((c, next)) => {
+                out.push_str(&text[copied..amp]);
                 out.push(c);
-                rest = &rest[j + 1..];
+                copied = next;
+                i = next;
             }
-            None => {
-                out.push('&');
-                rest = &rest[1..];
-            }
+            None => i = amp + 1,
         }
     }
-    out.push_str(rest);
+    out.push_str(&text[copied..]);
     out
 }
 
-/// Reduces HTML to readable text: drops tags, comments, scripts and styles, breaks
-/// lines at block elements, decodes entities and collapses whitespace.
-pub fn html_to_text(html: &str) -> String {
-    let mut raw = String::with_capacity(html.len() / 2);
-    let lower = html.to_ascii_lowercase();
-    let mut i = 0;
-    while i < html.len() {
-        let Some(off) = html[i..].find('<') else {
-            raw.push_str(&html[i..]);
-            break;
-        };
-        raw.push_str(&html[i..i + off]);
-        i += off;
-        if lower[i..].starts_with("<!--") {
-            i = lower[i..].find("-->").map_or(html.len(), |j| i + j + 3);
-            continue;
+/// The tag-stripping pass of [`html_to_text`], resumable so that long inputs can be
+/// worked through in chunks. Every byte of the input is looked at a bounded number of
+/// times: the whole pass is linear.
+struct Stripper<'a> {
+    html: &'a str,
+    lower: String,
+    i: usize,
+    raw: String,
+    done: bool,
+}
+
+impl<'a> Stripper<'a> {
+    fn new(html: &'a str) -> Self {
+        Self {
+            html,
+            lower: html.to_ascii_lowercase(),
+            i: 0,
+            raw: String::with_capacity(html.len() / 2),
+            done: false,
         }
-        let Some(close) = html[i..].find('>') else {
-            break;
-        };
-        let tag = &lower[i + 1..i + close];
-        i += close + 1;
-        let name: String = tag
-            .trim_start_matches('/')
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric())
-            .collect();
-        if !tag.starts_with('/') && DROPPED.contains(&name.as_str()) && !tag.ends_with('/') {
-            let end = format!("</{name}");
-            i = lower[i..].find(&end).map_or(html.len(), |j| {
-                let at = i + j;
-                lower[at..].find('>').map_or(html.len(), |k| at + k + 1)
+    }
+
+    /// Strips at least `budget` more bytes of input (or to the end); returns whether
+    /// the pass is complete.
+    fn step(&mut self, budget: usize) -> bool {
+        let html = self.html;
+        let lower = self.lower.as_str();
+        let stop = self.i.saturating_add(budget);
+        while !self.done && self.i < stop {
+            let i = self.i;
+            if i >= html.len() {
+                self.done = true;
+                break;
+            }
+            let Some(off) = html[i..].find('<') else {
+                self.raw.push_str(&html[i..]);
+                self.done = true;
+                break;
+            };
+            self.raw.push_str(&html[i..i + off]);
+            let i = i + off;
+            if lower[i..].starts_with("<!--") {
+                self.i = lower[i..].find("-->").map_or(html.len(), |j| i + j + 3);
+                continue;
+            }
+            let Some(close) = html[i..].find('>') else {
+                self.done = true;
+                break;
+            };
+            let tag = &lower[i + 1..i + close];
+            let after = i + close + 1;
+            let name: String = tag
+                .trim_start_matches('/')
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect();
+            if !tag.starts_with('/') && DROPPED.contains(&name.as_str()) && !tag.ends_with('/') {
+                let end = format!("</{name}");
+                self.i = lower[after..].find(&end).map_or(html.len(), |j| {
+                    let at = after + j;
+                    lower[at..].find('>').map_or(html.len(), |k| at + k + 1)
+                });
+                continue;
+            }
+            self.raw.push(if BLOCKS.contains(&name.as_str()) {
+                '\n'
+            } else {
+                ' '
             });
-            continue;
+            self.i = after;
         }
-        if BLOCKS.contains(&name.as_str()) {
-            raw.push('\n');
-        } else {
-            raw.push(' ');
-        }
+        self.done
     }
-    let decoded = decode_entities(&raw);
-    let mut out = String::with_capacity(decoded.len());
-    let mut blank = false;
-    for line in decoded.lines() {
-        let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
-        if line.is_empty() {
-            blank = !out.is_empty();
-            continue;
-        }
-        if blank {
+
+    /// Decodes entities and collapses whitespace of the stripped text.
+    fn finish(self) -> String {
+        let decoded = decode_entities(&self.raw);
+        let mut out = String::with_capacity(decoded.len());
+        let mut blank = false;
+        for line in decoded.lines() {
+            let mut words = line.split_whitespace();
+            let Some(first) = words.next() else {
+                blank = !out.is_empty();
+                continue;
+            };
+            if blank {
+                out.push('\n');
+                blank = false;
+            }
+            out.push_str(first);
+            for word in words {
+                out.push(' ');
+                out.push_str(word);
+            }
             out.push('\n');
-            blank = false;
         }
-        out.push_str(&line);
-        out.push('\n');
+        out
     }
-    out
+}
+
+/// Reduces HTML to readable text: drops tags, comments, scripts and styles, breaks
+/// lines at block elements, decodes entities and collapses whitespace. Linear in the
+/// input.
+pub fn html_to_text(html: &str) -> String {
+    let mut stripper = Stripper::new(html);
+    while !stripper.step(usize::MAX) {}
+    stripper.finish()
+}
+
+/// Returns `Pending` once after waking itself: lets the executor run timers (the
+/// runner's timeout) and other tasks between two chunks of CPU work.
+struct YieldNow(bool);
+
+impl std::future::Future for YieldNow {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            std::task::Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
+}
+
+/// [`html_to_text`] in chunks of 64 KiB of input, yielding to the executor between
+/// chunks (so a timeout around the call can fire) and checking `cancel`; `None` when
+/// cancelled.
+pub async fn html_to_text_cancellable(html: &str, cancel: &CancellationToken) -> Option<String> {
+    let mut stripper = Stripper::new(html);
+    while !stripper.step(STRIP_CHUNK) {
+        if cancel.is_cancelled() {
+            return None;
+        }
+        YieldNow(false).await;
+    }
+    if cancel.is_cancelled() {
+        return None;
+    }
+    Some(stripper.finish())
 }
 
 fn is_textual(content_type: Option<&str>) -> bool {
@@ -275,7 +381,11 @@ impl ToolContract for WebFetch {
             .as_deref()
             .is_some_and(|ct| ct.to_ascii_lowercase().contains("html"));
         let text = if html {
-            html_to_text(&body)
+            html_to_text_cancellable(&body, &cx.cancel)
+                .await
+                .ok_or_else(|| {
+                    ToolFailure::new(ToolErrorCode::Cancelled, "the fetch was cancelled")
+                })?
         } else {
             body.into_owned()
         };
@@ -308,5 +418,22 @@ mod tests {
     #[test]
     fn unknown_entities_stay() {
         assert_eq!(decode_entities("a &bogus; & b"), "a &bogus; & b");
+        assert_eq!(decode_entities("&&amp;&#65;&#x42;&"), "&&AB&");
+        assert_eq!(
+            decode_entities("&#;&#x;&#99999999999;&é;"),
+            "&#;&#x;&#99999999999;&é;"
+        );
+        assert_eq!(decode_entities("&hellip;é&amp"), "\u{2026}é&amp");
+    }
+
+    #[tokio::test]
+    async fn chunked_conversion_matches_the_one_pass_conversion() {
+        let page = "<p>a &amp; b</p><script>x</script>".repeat(10_000);
+        let cancel = CancellationToken::new();
+        let chunked = html_to_text_cancellable(&page, &cancel).await;
+        assert_eq!(chunked.as_deref(), Some(html_to_text(&page).as_str()));
+        cancel.cancel();
+        let cancelled = html_to_text_cancellable(&page, &cancel).await;
+        assert_eq!(cancelled, None);
     }
 }

@@ -54,7 +54,8 @@ pub enum BlockReason {
     Multicast,
     /// 0/8, ::.
     Unspecified,
-    /// ::ffff:0:0/96 and other IPv6 forms that embed an IPv4 address.
+    /// ::ffff:0:0/96, ::ffff:0:0:0/96 and other IPv6 forms that embed an IPv4
+    /// address.
     Ipv4Embedded,
     /// Known cloud metadata endpoints.
     CloudMetadata,
@@ -173,7 +174,8 @@ fn in_v6(ip: u128, net: u128, prefix: u32) -> bool {
 }
 
 /// Classifies an IPv6 address; `None` means publicly routable. Every form that embeds
-/// an IPv4 address (mapped, compatible, NAT64, 6to4, Teredo) is refused outright.
+/// an IPv4 address (mapped, translated, compatible, NAT64, 6to4, Teredo) is refused
+/// outright.
 pub fn classify_v6(ip: Ipv6Addr) -> Option<BlockReason> {
     let n = u128::from(ip);
     if ip.is_unspecified() {
@@ -182,7 +184,7 @@ pub fn classify_v6(ip: Ipv6Addr) -> Option<BlockReason> {
     if ip.is_loopback() {
         return Some(BlockReason::Loopback);
     }
-    let table: [(u128, u32, BlockReason); 11] = [
+    let table: [(u128, u32, BlockReason); 12] = [
         (
             0xfd00_0ec2_0000_0000_0000_0000_0000_0254,
             128,
@@ -193,6 +195,11 @@ pub fn classify_v6(ip: Ipv6Addr) -> Option<BlockReason> {
             96,
             BlockReason::Ipv4Embedded,
         ),
+        (
+            0x0000_0000_0000_0000_ffff_0000_0000_0000,
+            96,
+            BlockReason::Ipv4Embedded,
+        ), // IPv4-translated (RFC 2765, SIIT): ::ffff:0:a.b.c.d
         (0, 96, BlockReason::Ipv4Embedded), // IPv4-compatible (deprecated)
         (
             0x0064_ff9b_0000_0000_0000_0000_0000_0000,
@@ -398,6 +405,9 @@ mod tests {
             ("::", Some(BlockReason::Unspecified)),
             ("::ffff:127.0.0.1", Some(BlockReason::Ipv4Embedded)),
             ("::ffff:8.8.8.8", Some(BlockReason::Ipv4Embedded)),
+            ("::ffff:0:127.0.0.1", Some(BlockReason::Ipv4Embedded)),
+            ("::ffff:0:a00:1", Some(BlockReason::Ipv4Embedded)),
+            ("::ffff:0:8.8.8.8", Some(BlockReason::Ipv4Embedded)),
             ("fd00:ec2::254", Some(BlockReason::CloudMetadata)),
             ("fc00::1", Some(BlockReason::Private)),
             ("fe80::1", Some(BlockReason::LinkLocal)),

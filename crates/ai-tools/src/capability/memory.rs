@@ -10,6 +10,9 @@ use futures::future::BoxFuture;
 
 /// Longest namespace, in bytes.
 pub const MAX_NAMESPACE_LEN: usize = 256;
+/// Default cap on the entries of one namespace; a store refuses a new key beyond it
+/// with [`MemoryError::Full`] (replacing an existing key is always allowed).
+pub const DEFAULT_MAX_ENTRIES_PER_NAMESPACE: usize = 10_000;
 
 /// One remembered entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +46,15 @@ pub enum MemoryError {
     /// The namespace or key is not acceptable.
     #[error("invalid memory namespace or key: {0}")]
     Invalid(&'static str),
+    /// The namespace already holds its maximum number of entries; a new key is
+    /// refused (an existing key may still be replaced).
+    #[error(
+        "the memory namespace is full ({limit} entries); replace an existing key or use another namespace"
+    )]
+    Full {
+        /// The cap, in entries.
+        limit: usize,
+    },
     /// The store failed (message safe: no entry contents).
     #[error("memory store failed: {0}")]
     Store(String),
@@ -101,15 +113,33 @@ pub fn query_terms(query: &str) -> Vec<String> {
 }
 
 /// An in-memory store for tests; search scores by the number of matching words.
-#[derive(Debug, Default)]
+/// Namespaces are capped like the real store's (default
+/// [`DEFAULT_MAX_ENTRIES_PER_NAMESPACE`]).
+#[derive(Debug)]
 pub struct MemoryStoreDouble {
     entries: Mutex<BTreeMap<(String, String), MemoryRecord>>,
+    max_entries: usize,
+}
+
+impl Default for MemoryStoreDouble {
+    fn default() -> Self {
+        Self {
+            entries: Mutex::new(BTreeMap::new()),
+            max_entries: DEFAULT_MAX_ENTRIES_PER_NAMESPACE,
+        }
+    }
 }
 
 impl MemoryStoreDouble {
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The same store with at most `max_entries` entries per namespace.
+    pub fn with_max_entries(mut self, max_entries: usize) -> Self {
+        self.max_entries = max_entries;
+        self
     }
 }
 
@@ -125,6 +155,16 @@ impl MemoryStore for MemoryStoreDouble {
             let id = (record.namespace.clone(), record.key.clone());
             if let Some(old) = entries.get(&id) {
                 record.created_at_ms = old.created_at_ms;
+            } else {
+                let used = entries
+                    .keys()
+                    .filter(|(ns, _)| *ns == record.namespace)
+                    .count();
+                if used >= self.max_entries {
+                    return Err(MemoryError::Full {
+                        limit: self.max_entries,
+                    });
+                }
             }
             entries.insert(id, record.clone());
             Ok(record)

@@ -15,8 +15,8 @@ pub use http::{
     check_address, classify, classify_v4, classify_v6, is_localhost_name,
 };
 pub use memory::{
-    MAX_NAMESPACE_LEN, MemoryError, MemoryHit, MemoryRecord, MemoryStore, MemoryStoreDouble,
-    query_terms, validate_namespace,
+    DEFAULT_MAX_ENTRIES_PER_NAMESPACE, MAX_NAMESPACE_LEN, MemoryError, MemoryHit, MemoryRecord,
+    MemoryStore, MemoryStoreDouble, query_terms, validate_namespace,
 };
 pub use shell::{Shell, ShellError, ShellOutcome, ShellRequest};
 pub use workspace::{DirEntry, DirListing, EntryKind, MemoryWorkspace, Workspace, WorkspaceError};

@@ -2,7 +2,7 @@
 //!
 //! Paths are the model's relative paths, passed through untouched: resolving them
 //! against the real root (symlinks, `..`, paths that do not exist yet) is the real
-//! adapter's job in `bootstrap`. This module knows no filesystem.
+//! adapter's job (`ai-host`'s `LocalWorkspace`). This module knows no filesystem.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -32,6 +32,16 @@ pub enum WorkspaceError {
     /// A directory was expected and something else is there.
     #[error("the path is not a directory")]
     NotADirectory,
+    /// The path is a FIFO, socket or device: only regular files are read or written
+    /// (opening one could block or have side effects).
+    #[error("the path is a FIFO, socket or device; only regular files can be read or written")]
+    SpecialFile,
+    /// The path is, or lies under, something the host protects from the file tools
+    /// (the agent's own configuration, lock file or state).
+    #[error(
+        "the path is protected (the agent's own configuration or state) and cannot be written by a tool"
+    )]
+    Protected,
     /// Another IO failure, described by its kind only.
     #[error("file operation failed: {0}")]
     Io(String),

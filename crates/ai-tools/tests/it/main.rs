@@ -4,6 +4,7 @@
 
 mod builtin;
 mod contract;
+mod security;
 mod time;
 
 use ai_core::{AiEvent, CancellationToken, RegisteredTool, ToolExecution};

@@ -78,6 +78,9 @@ async fn run_agent_in(
         .env_remove("AGENT_MODEL")
         .env_remove("RUST_LOG")
         .env("OPENAI_API_KEY", SECRET_KEY)
+        // Keep the user's own config and data dirs out of the tests.
+        .env("XDG_CONFIG_HOME", workspace.with_extension("xdg-config"))
+        .env("XDG_DATA_HOME", workspace.with_extension("xdg-data"))
         .stdin(Stdio::null())
         .output()
         .await

@@ -4,3 +4,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cli;
+mod providers;
+mod security;

@@ -1,0 +1,391 @@
+//! Trust of project configuration, and the user's own directories.
+//!
+//! A project-local `agent.toml` arrives with a cloned repository: a model (or anyone
+//! who can write the repository) can put one there. A file that changes where
+//! requests go or which secret is sent (`model.base_url`, `model.api_key_env`,
+//! `model.extra_headers`), or loosens policy (`policy.allow` beyond `core__*`,
+//! `policy.require_approval` without `state_change` or `external_side_effect`,
+//! budgets or `limits.max_iterations` above the defaults, `workspace.web_allow`,
+//! `workspace.root`, `workspace.memory_db`) is honoured only once the user trusts that
+//! exact file, as direnv and mise do: `agent trust [PATH]` records the file's
+//! canonical path and the sha256 of its bytes in the user's trust store
+//! (`$XDG_CONFIG_HOME/agent/trusted.toml`, else `~/.config/agent/trusted.toml`). Any
+//! change to the file (a `git pull`, an edit by a tool) needs trusting again. A file
+//! that only tightens policy, or sets harmless keys (the model name, timeouts), needs
+//! no trust.
+//!
+//! Decision: passing a file with `--config` does not count as trusting it. Only the
+//! user's explicit `agent trust` does (direnv's model): a path on a command line is
+//! often typed from a README, and wrappers pass `--config` on every run, so it says
+//! nothing about the file's current content. Files inside the user's own agent config
+//! folder (`$XDG_CONFIG_HOME/agent/`) are the user's and are trusted as they are; the
+//! file tools may not write there (bootstrap protects it).
+//!
+//! The functions here are pure (or read only the files they are given); the CLI
+//! calls [`enforce`] on the config file before anything in it is used.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use ai_core::ToolEffect;
+use sha2::{Digest, Sha256};
+
+use crate::config::{FileConfig, ModelConfig, PolicyConfig};
+
+/// The name of the trust store inside the user's agent config folder.
+pub const TRUST_STORE_FILE: &str = "trusted.toml";
+
+/// The user's configuration and data folders (XDG base directories).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UserDirs {
+    /// `$XDG_CONFIG_HOME`, else `$HOME/.config`.
+    pub config_home: Option<PathBuf>,
+    /// `$XDG_DATA_HOME`, else `$HOME/.local/share`.
+    pub data_home: Option<PathBuf>,
+}
+
+impl UserDirs {
+    /// From the environment. XDG variables count only when absolute (as the spec
+    /// says); tests point them at temporary folders.
+    pub fn from_env() -> Self {
+        let var = |name: &str| {
+            std::env::var_os(name)
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+        };
+        let home = var("HOME");
+        Self {
+            config_home: var("XDG_CONFIG_HOME")
+                .or_else(|| home.as_ref().map(|h| h.join(".config"))),
+            data_home: var("XDG_DATA_HOME")
+                .or_else(|| home.as_ref().map(|h| h.join(".local").join("share"))),
+        }
+    }
+
+    /// `<config home>/agent`: the trust store and the user's own config files.
+    pub fn agent_config_dir(&self) -> Option<PathBuf> {
+        self.config_home.as_ref().map(|d| d.join("agent"))
+    }
+
+    /// `<data home>/agent`: per-workspace state such as the memory database.
+    pub fn agent_data_dir(&self) -> Option<PathBuf> {
+        self.data_home.as_ref().map(|d| d.join("agent"))
+    }
+
+    /// The trust store file.
+    pub fn trust_store(&self) -> Option<PathBuf> {
+        self.agent_config_dir().map(|d| d.join(TRUST_STORE_FILE))
+    }
+
+    /// The default memory database of `workspace`:
+    /// `<data home>/agent/<workspace_key>/memory.db`, outside the workspace so the
+    /// file tools and the shell's working tree do not hold it.
+    pub fn memory_db(&self, workspace: &Path) -> Option<PathBuf> {
+        self.agent_data_dir()
+            .map(|d| d.join(workspace_key(workspace)).join("memory.db"))
+    }
+}
+
+/// Lowercase hex sha256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut hex = String::with_capacity(64);
+    for byte in digest {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}
+
+/// The folder name of a workspace's state: the first 32 hex digits of the sha256 of
+/// its canonical path (the path as given when it cannot be canonicalized).
+pub fn workspace_key(workspace: &Path) -> String {
+    let canonical = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_owned());
+    let mut hex = sha256_hex(canonical.as_os_str().as_encoded_bytes());
+    hex.truncate(32);
+    hex
+}
+
+/// The keys of `file` that need the user's trust (empty: the file loosens nothing).
+pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
+    let mut keys = Vec::new();
+    let model_defaults = ModelConfig::default();
+    let policy_defaults = PolicyConfig::default();
+    if file.model.base_url.is_some() {
+        keys.push("model.base_url (where requests and the API key go)".to_owned());
+    }
+    if file.model.api_key_env != model_defaults.api_key_env {
+        keys.push("model.api_key_env (which secret is sent)".to_owned());
+    }
+    if !file.model.extra_headers.is_empty() {
+        keys.push("model.extra_headers (sent with every request)".to_owned());
+    }
+    let beyond: Vec<&str> = file
+        .policy
+        .allow
+        .iter()
+        .filter(|pattern| !within_default_allow(pattern, &policy_defaults.allow))
+        .map(String::as_str)
+        .collect();
+    if !beyond.is_empty() {
+        keys.push(format!(
+            "policy.allow (beyond the default {:?}: {beyond:?})",
+            policy_defaults.allow
+        ));
+    }
+    let dropped: Vec<&str> = [ToolEffect::StateChange, ToolEffect::ExternalSideEffect]
+        .into_iter()
+        .filter(|effect| !file.policy.require_approval.contains(effect))
+        .map(ToolEffect::as_str)
+        .collect();
+    if !dropped.is_empty() {
+        keys.push(format!(
+            "policy.require_approval (no approval for {})",
+            dropped.join(", ")
+        ));
+    }
+    let (budgets, defaults) = (&file.policy.budgets, &policy_defaults.budgets);
+    for (name, raised) in [
+        (
+            "max_runtime_ms",
+            budgets.max_runtime_ms > defaults.max_runtime_ms,
+        ),
+        (
+            "max_result_bytes",
+            budgets.max_result_bytes > defaults.max_result_bytes,
+        ),
+        (
+            "max_argument_bytes",
+            budgets.max_argument_bytes > defaults.max_argument_bytes,
+        ),
+        (
+            "max_tool_call_id_len",
+            budgets.max_tool_call_id_len > defaults.max_tool_call_id_len,
+        ),
+    ] {
+        if raised {
+            keys.push(format!("policy.budgets.{name} (raised above the default)"));
+        }
+    }
+    if file.limits.max_iterations > agent_graph::RunLimits::default().max_iterations {
+        keys.push("limits.max_iterations (raised above the default)".to_owned());
+    }
+    if !file.workspace.web_allow.is_empty() {
+        keys.push("workspace.web_allow (private addresses web_fetch may reach)".to_owned());
+    }
+    if file
+        .workspace
+        .root
+        .as_ref()
+        .is_some_and(|root| root != Path::new(".") && !root.as_os_str().is_empty())
+    {
+        keys.push("workspace.root (the folder the tools may change)".to_owned());
+    }
+    if file.workspace.memory_db.is_some() {
+        keys.push("workspace.memory_db (where memory is written)".to_owned());
+    }
+    keys
+}
+
+/// Whether an allow pattern grants nothing the default patterns do not.
+fn within_default_allow(pattern: &str, defaults: &[String]) -> bool {
+    let pattern_prefix = pattern.strip_suffix('*');
+    defaults.iter().any(|d| match d.strip_suffix('*') {
+        // `core__*` covers `core__x` and `core__x*`, not `*` or `cor*`.
+        Some(prefix) => pattern_prefix.unwrap_or(pattern).starts_with(prefix),
+        None => pattern_prefix.is_none() && pattern == d,
+    })
+}
+
+/// Why a config file may not be used, or trust could not be recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    /// The file loosens security and the user has not trusted its current content.
+    #[error(
+        "the config file {} is not trusted, and it sets: {}. Read it; if you agree, run `agent trust {}` (trust is bound to the file's content: any change needs trusting again)",
+        path.display(),
+        keys.join("; "),
+        path.display()
+    )]
+    Untrusted {
+        /// The file (canonical).
+        path: PathBuf,
+        /// What it loosens.
+        keys: Vec<String>,
+    },
+    /// The config file could not be read or parsed.
+    #[error("cannot read config file {}: {message}", path.display())]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// The trust store could not be read or written.
+    #[error("trust store {}: {message}", path.display())]
+    Store {
+        /// The store file.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// Neither `XDG_CONFIG_HOME` nor `HOME` is set.
+    #[error("cannot find the user's config folder: set HOME or XDG_CONFIG_HOME")]
+    NoConfigHome,
+}
+
+/// The user's trusted files: canonical path to the sha256 of the trusted content.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrustStore {
+    /// Canonical path to lowercase hex sha256.
+    pub files: BTreeMap<String, String>,
+}
+
+impl TrustStore {
+    /// Reads the store at `path`; a missing file is an empty store.
+    pub fn load(path: &Path) -> Result<Self, TrustError> {
+        let store_error = |message: String| TrustError::Store {
+            path: path.to_owned(),
+            message,
+        };
+        match std::fs::read_to_string(path) {
+            Ok(text) => toml::from_str(&text).map_err(|e| store_error(e.message().to_owned())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(e) => Err(store_error(e.to_string())),
+        }
+    }
+
+    /// Whether `file` (canonical) is trusted with content of hash `sha256`.
+    pub fn is_trusted(&self, file: &Path, sha256: &str) -> bool {
+        self.files
+            .get(file.to_string_lossy().as_ref())
+            .is_some_and(|h| h == sha256)
+    }
+
+    /// Records `file` (canonical) as trusted with content of hash `sha256`.
+    pub fn trust(&mut self, file: &Path, sha256: &str) {
+        self.files
+            .insert(file.to_string_lossy().into_owned(), sha256.to_owned());
+    }
+
+    /// Writes the store to `path` atomically (a temporary file renamed over it),
+    /// creating its folder with mode 0700.
+    pub fn save(&self, path: &Path) -> Result<(), TrustError> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let store_error = |message: String| TrustError::Store {
+            path: path.to_owned(),
+            message,
+        };
+        let dir = path
+            .parent()
+            .ok_or_else(|| store_error("no parent folder".to_owned()))?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| store_error(e.to_string()))?;
+        let text = format!(
+            "# Config files trusted with `agent trust`: canonical path = sha256 of the content.\n{}",
+            toml::to_string(self).map_err(|e| store_error(e.to_string()))?
+        );
+        let tmp = dir.join(format!(".{TRUST_STORE_FILE}.{}.tmp", std::process::id()));
+        std::fs::write(&tmp, text).map_err(|e| store_error(e.to_string()))?;
+        let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600));
+        std::fs::rename(&tmp, path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            store_error(e.to_string())
+        })
+    }
+}
+
+/// Whether `file` (canonical) lies in the user's own agent config folder.
+fn in_user_config(file: &Path, dirs: &UserDirs) -> bool {
+    dirs.agent_config_dir()
+        .and_then(|d| std::fs::canonicalize(d).ok())
+        .is_some_and(|d| file.starts_with(d))
+}
+
+/// Checks one config file's content: `Ok` when it loosens nothing, lies in the
+/// user's own agent config folder, or its canonical path and `sha256` are in
+/// `store`.
+pub fn check(
+    canonical: &Path,
+    sha256: &str,
+    file: &FileConfig,
+    dirs: &UserDirs,
+    store: &TrustStore,
+) -> Result<(), TrustError> {
+    let keys = loosened_keys(file);
+    if keys.is_empty() || in_user_config(canonical, dirs) || store.is_trusted(canonical, sha256) {
+        return Ok(());
+    }
+    Err(TrustError::Untrusted {
+        path: canonical.to_owned(),
+        keys,
+    })
+}
+
+/// Reads and parses the config file at `path`: its canonical path, the sha256 of its
+/// bytes and its content.
+pub fn read_config(path: &Path) -> Result<(PathBuf, String, FileConfig), TrustError> {
+    let config_error = |message: String| TrustError::Config {
+        path: path.to_owned(),
+        message,
+    };
+    let canonical = std::fs::canonicalize(path).map_err(|e| config_error(e.to_string()))?;
+    let bytes = std::fs::read(&canonical).map_err(|e| config_error(e.to_string()))?;
+    let text = String::from_utf8(bytes).map_err(|_| config_error("not UTF-8".to_owned()))?;
+    let file = crate::config::parse(&text, path).map_err(|e| config_error(e.to_string()))?;
+    Ok((canonical, sha256_hex(text.as_bytes()), file))
+}
+
+/// The check the CLI runs on the config file it is about to use, before any value
+/// of it (the API key variable's name included) is acted on.
+pub fn enforce(path: &Path, dirs: &UserDirs) -> Result<(), TrustError> {
+    let (canonical, sha256, file) = read_config(path)?;
+    if loosened_keys(&file).is_empty() {
+        return Ok(());
+    }
+    let store = match dirs.trust_store() {
+        Some(store) => TrustStore::load(&store)?,
+        None => TrustStore::default(),
+    };
+    check(&canonical, &sha256, &file, dirs, &store)
+}
+
+/// `agent trust PATH`: records the file's current content as trusted. Returns the
+/// canonical path and what the file loosens (for the message).
+pub fn trust_file(path: &Path, dirs: &UserDirs) -> Result<(PathBuf, Vec<String>), TrustError> {
+    let (canonical, sha256, file) = read_config(path)?;
+    let store_path = dirs.trust_store().ok_or(TrustError::NoConfigHome)?;
+    let mut store = TrustStore::load(&store_path)?;
+    store.trust(&canonical, &sha256);
+    store.save(&store_path)?;
+    Ok((canonical, loosened_keys(&file)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allow_patterns_within_the_default_need_no_trust() {
+        let defaults = vec!["core__*".to_owned()];
+        for ok in ["core__*", "core__read_file", "core__read*"] {
+            assert!(within_default_allow(ok, &defaults), "{ok}");
+        }
+        for loose in ["*", "cor*", "app__*", "mcp__x__y", "core_*", ""] {
+            assert!(!within_default_allow(loose, &defaults), "{loose}");
+        }
+    }
+
+    #[test]
+    fn sha256_is_lowercase_hex() {
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(workspace_key(Path::new("/nonexistent/x")).len(), 32);
+    }
+}
