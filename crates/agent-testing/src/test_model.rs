@@ -213,6 +213,16 @@ impl TestModel {
         self.with_hint(tool.into(), Hint::FromResults(Arc::new(derive)))
     }
 
+    /// A `TestModel` set up for the project's read-only built-in tools, as the `agent`
+    /// CLI embeds it: `core__memory_read` gets a query, and `core__read_file` reads the
+    /// first file a `core__list_directory` result showed (skipped when there is none),
+    /// so no call fails for its own arguments.
+    pub fn builtin_demo() -> Self {
+        Self::new()
+            .with_arg_hint("core__memory_read", serde_json::json!({"query": "notes"}))
+            .with_args_from_results("core__read_file", first_listed_file)
+    }
+
     fn with_hint(mut self, tool: String, hint: Hint) -> Self {
         self.hints.retain(|(name, _)| *name != tool);
         self.hints.push((tool, hint));
@@ -463,6 +473,20 @@ fn summarize(messages: &[Message], results: &[(&str, &str)]) -> String {
         ));
     }
     answer
+}
+
+/// The first file a `core__list_directory` result shows (one `path  (N bytes)` line
+/// per file; folders end in `/` and have no size).
+fn first_listed_file(results: &[PriorResult<'_>]) -> Option<Value> {
+    results
+        .iter()
+        .filter(|r| r.tool == "core__list_directory")
+        .flat_map(|r| r.content.lines())
+        .find_map(|line| {
+            let (path, size) = line.split_once("  (")?;
+            size.ends_with(" bytes)")
+                .then(|| serde_json::json!({"path": path}))
+        })
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_testing::{PriorResult, TestModel};
+use agent_testing::TestModel;
 use ai_core::{CompletionPort, ModelSettings};
 use wire_openai::client::{ClientConfig, OpenAiClient, Timeouts};
 use wire_openai::encode::{MaxTokensField, NamedToolChoice};
@@ -70,31 +70,13 @@ pub fn model_settings(config: &AgentConfig) -> ModelSettings {
     }
 }
 
-/// The embedded offline model: it calls the read-only built-ins with arguments that
-/// work (a memory query; a file that `list_directory` found), then summarizes.
-pub fn offline_demo_model() -> TestModel {
-    TestModel::new()
-        .with_arg_hint("core__memory_read", serde_json::json!({"query": "notes"}))
-        .with_args_from_results("core__read_file", |results: &[PriorResult<'_>]| {
-            results
-                .iter()
-                .filter(|r| r.tool == "core__list_directory")
-                .flat_map(|r| r.content.lines())
-                .find_map(|line| {
-                    let (path, size) = line.split_once("  (")?;
-                    size.ends_with(" bytes)")
-                        .then(|| serde_json::json!({"path": path}))
-                })
-        })
-}
-
 /// Builds the completion port for `config`.
 pub fn build(config: &AgentConfig) -> Result<Arc<dyn CompletionPort>, ModelError> {
     let Some(client) = client_config(config) else {
         eprintln!(
             "agent: no model endpoint configured (set OPENAI_BASE_URL, model.base_url or --base-url); using the embedded offline TestModel"
         );
-        return Ok(Arc::new(offline_demo_model()));
+        return Ok(Arc::new(TestModel::builtin_demo()));
     };
     let client = OpenAiClient::new(client).map_err(|e| ModelError(e.to_string()))?;
     Ok(Arc::new(client))

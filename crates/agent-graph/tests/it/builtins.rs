@@ -5,14 +5,13 @@
 use std::sync::Arc;
 
 use agent_graph::Agent;
-use agent_testing::{PriorResult, TestModel};
+use agent_testing::TestModel;
 use ai_core::{AiEvent, Message, RegisteredTool, ToolErrorCode};
 use ai_tools::builtin::{GetCurrentTime, ListDirectory, MemoryRead, ReadFile};
 use ai_tools::capability::{
     Clock, FixedClock, MemoryStore, MemoryStoreDouble, MemoryWorkspace, Workspace,
 };
 use futures::StreamExt;
-use serde_json::{Value, json};
 
 use crate::support::{check_invariants, ctx, results};
 
@@ -34,24 +33,9 @@ fn builtins() -> Vec<RegisteredTool> {
     ]
 }
 
-/// The first file a `core__list_directory` result shows (one `path  (N bytes)` line
-/// per file; folders end in `/` and have no size).
-fn first_listed_file(results: &[PriorResult<'_>]) -> Option<Value> {
-    results
-        .iter()
-        .filter(|r| r.tool == "core__list_directory")
-        .flat_map(|r| r.content.lines())
-        .find_map(|line| {
-            let (path, size) = line.split_once("  (")?;
-            size.ends_with(" bytes)").then(|| json!({"path": path}))
-        })
-}
-
-/// The hints `agent chat` passes to its embedded model.
+/// The model `agent chat` embeds.
 fn demo_model() -> TestModel {
-    TestModel::new()
-        .with_arg_hint("core__memory_read", json!({"query": "notes"}))
-        .with_args_from_results("core__read_file", first_listed_file)
+    TestModel::builtin_demo()
 }
 
 async fn demo(model: TestModel) -> (Vec<AiEvent>, String) {
