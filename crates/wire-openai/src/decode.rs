@@ -161,8 +161,9 @@ pub struct DecoderOptions {
     pub max_tool_calls: usize,
     /// Upper bound of one SSE line or event's data, in bytes.
     pub max_event_bytes: usize,
-    /// Upper bound of the assembled text plus all argument texts of the turn, in
-    /// bytes; more is a protocol error (a guard against endless streams).
+    /// Upper bound of the assembled text, reasoning, refusal, argument texts, tool
+    /// names, ids and provider extras of the turn, in bytes; more is a protocol error
+    /// (a guard against endless streams).
     pub max_turn_bytes: usize,
     /// How missing call ids are minted.
     pub id_minting: IdMinting,
@@ -778,9 +779,15 @@ impl Assembly {
         let mut scratch = std::mem::take(&mut self.scratch);
         let deltas = self.options.deltas;
         let slot = &mut self.calls[slot_index];
+        // Names, ids and provider extras count towards the turn's byte budget like
+        // text and arguments: a provider cannot grow a turn without bound through them.
+        let mut meta_added = 0;
         if let Some(id) = id {
             match &slot.id {
-                None => slot.id = Some(id.to_owned()),
+                None => {
+                    meta_added += id.len();
+                    slot.id = Some(id.to_owned());
+                }
                 Some(existing) if existing != id => {
                     tracing::debug!("keeping the first id of a tool call");
                 }
@@ -794,6 +801,8 @@ impl Assembly {
             name_added = slot.name.len().saturating_sub(name_before);
         }
         if let Some(extra) = call.extra_content {
+            // The rare path: measured by its JSON size.
+            meta_added += serde_json::to_string(&extra).map_or(0, |text| text.len());
             merge_extra(&mut slot.raw, extra);
         }
         let before = slot.arguments.len();
@@ -823,7 +832,7 @@ impl Assembly {
                 self.announce(slot_index, out);
             }
         }
-        self.count_turn_bytes(added.saturating_add(name_added))
+        self.count_turn_bytes(added.saturating_add(name_added).saturating_add(meta_added))
     }
 
     /// Emits the start delta of a call (and its argument text so far), minting its
@@ -1827,6 +1836,37 @@ mod tests {
             decoder.feed(event.as_bytes(), &mut Vec::new()),
             Err(DecodeError::Protocol { .. })
         ));
+    }
+
+    #[test]
+    fn tool_names_ids_and_extras_count_towards_the_turn_budget() {
+        let over = |event: String| {
+            let mut decoder = Decoder::with_options(DecoderOptions {
+                max_turn_bytes: 64,
+                ..DecoderOptions::default()
+            });
+            let mut out = Vec::new();
+            (0..4).any(|_| decoder.feed(event.as_bytes(), &mut out).is_err())
+        };
+        let call = |id: &str, name: &str, extra: &str| {
+            format!(
+                "data: {{\"choices\":[{{\"delta\":{{\"tool_calls\":[{{\"index\":0,\"id\":\"{id}\",\
+                 \"function\":{{\"name\":\"{name}\"}}{extra}}}]}}}}]}}\n\n"
+            )
+        };
+        // A huge name is bounded (a name resent whole does not grow the turn).
+        assert!(over(call("c1", &"n".repeat(80), "")));
+        assert!(!over(call("c1", &"n".repeat(20), "")));
+        // One huge id is bounded.
+        assert!(over(call(&"i".repeat(80), "get", "")));
+        // Provider extras repeated on every delta are bounded.
+        let extra = format!(
+            ",\"extra_content\":{{\"google\":{{\"thought_signature\":\"{}\"}}}}",
+            "s".repeat(30)
+        );
+        assert!(over(call("c1", "get", &extra)));
+        // A small call stays within budget.
+        assert!(!over(call("c1", "get", "")));
     }
 
     #[test]
