@@ -37,6 +37,9 @@ impl std::fmt::Debug for Fanout {
 
 /// What a subscriber receives.
 #[derive(Debug, Clone, PartialEq)]
+// Almost every item is an event; boxing it would cost an allocation per event to
+// shrink the rare gap marker.
+#[allow(clippy::large_enum_variant)]
 pub enum SubscriberItem {
     /// The next event (consecutive text or reasoning deltas the subscriber was behind
     /// on arrive merged into one).

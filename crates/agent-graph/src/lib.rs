@@ -12,18 +12,27 @@
 //!   it was detached; see [`RunHandle`] for who cancels what.
 //! - [`Fanout`] gives billing and history (lossless) and UI (lossy, bounded)
 //!   consumers their own queues.
-//! - [`GraphRegistry`] holds named graphs (`chat`: a system prompt and a tool selection).
+//! - [`GraphRegistry`] holds named graphs (`chat`: a system prompt and a tool selection);
+//!   a [`Graph`] can be offered to another as the subagent tool `graph__<name>`
+//!   ([`Graph::subagent_tool`], [`GraphRegistry::subagent_tools`]; see the
+//!   `subagent` module docs for the rules).
+//! - [`Prompt`] builds a system prompt from [`Section`]s that contribute tools, and
+//!   [`prompt_hash`] keys what was sent.
 
 mod agent;
 mod fanout;
 mod graph;
+mod prompt;
 mod queue;
 mod run;
+mod subagent;
 
 pub use agent::{Agent, AgentBuilder, AgentError, DEFAULT_MODEL_NAME};
 pub use fanout::{Fanout, Subscriber, SubscriberItem};
 pub use graph::{Graph, GraphRegistry, ToolFilter};
+pub use prompt::{Params, Prompt, PromptError, RenderedPrompt, Section, ToolOverride, prompt_hash};
 pub use run::{
     EventStream, RunDeps, RunError, RunHandle, RunLimits, RunOutcome, RunOutput, RunRequest,
     ToolChoiceScope, run,
 };
+pub use subagent::{GraphError, SubagentBudget};

@@ -21,6 +21,9 @@ use ai_core::{AiEvent, AiEventKind};
 
 /// One queued item.
 #[derive(Debug)]
+// Almost every item is an event; boxing it would cost an allocation per event to
+// shrink the rare gap marker.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Slot {
     /// An event (possibly several coalesced deltas).
     Event(AiEvent),
@@ -56,11 +59,13 @@ pub(crate) struct Queue {
 }
 
 /// Whether `event` may be merged into `back`: both text deltas, or both reasoning
-/// deltas, of one run.
+/// deltas, of one run and one (sub)agent.
 fn mergeable(back: &AiEvent, event: &AiEvent) -> bool {
     let same_run = back.run_id == event.run_id
         && back.trace_id == event.trace_id
-        && back.ingress_request_id == event.ingress_request_id;
+        && back.ingress_request_id == event.ingress_request_id
+        && back.parent_tool_call_id == event.parent_tool_call_id
+        && back.graph == event.graph;
     same_run
         && matches!(
             (&back.kind, &event.kind),

@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use ai_core::{
-    AiEvent, AiEventKind, CancellationToken, CompletionDelta, CompletionError, CompletionFinal,
-    CompletionItem, CompletionPort, CompletionRequest, FinishReason, Message, MessageToolCall,
-    ModelSettings, RunContext, ToolCall, ToolCallRef, ToolCatalog, ToolChoice, ToolEffect,
-    ToolExecution, ToolInvocationRecord, ToolRunner, UsageFact, log_field,
+    AiEvent, AiEventKind, CallScope, CancellationToken, CompletionDelta, CompletionError,
+    CompletionFinal, CompletionItem, CompletionPort, CompletionRequest, EventSink, FinishReason,
+    Message, MessageToolCall, ModelSettings, NestedPort, RunContext, ToolCall, ToolCallRef,
+    ToolCatalog, ToolChoice, ToolEffect, ToolExecution, ToolInvocationRecord, ToolRunner,
+    UsageFact, log_field,
 };
 use futures::{FutureExt, Stream, StreamExt};
 use tokio::sync::oneshot;
@@ -91,6 +92,12 @@ pub struct RunRequest {
     pub settings: ModelSettings,
     /// Limits.
     pub limits: RunLimits,
+    /// The graph being run, when there is one: given to every tool execution
+    /// (`ToolCallContext::graph`).
+    pub graph: Option<String>,
+    /// The prompt hash of the run (`crate::prompt_hash`), when known: given to every
+    /// tool execution (`ToolCallContext::prompt_hash`).
+    pub prompt_hash: Option<String>,
 }
 
 impl RunRequest {
@@ -104,6 +111,8 @@ impl RunRequest {
             tool_choice_scope: ToolChoiceScope::FirstTurn,
             settings: ModelSettings::default(),
             limits: RunLimits::default(),
+            graph: None,
+            prompt_hash: None,
         }
     }
 }
@@ -411,28 +420,88 @@ impl RunHandle {
 }
 
 /// Emits events without ever waiting: a slow or absent consumer cannot stall a run.
-/// Dropping it ends the event stream.
-struct Emitter {
-    queue: Arc<Queue>,
+/// A top-level run's emitter owns the queue and dropping it ends the event stream; a
+/// subagent's emitter forwards into its parent's queue, tagging every event.
+pub(crate) struct Emitter {
+    target: Target,
     ctx: RunContext,
+    /// Set for a subagent: the parent's call id and the child graph.
+    nested: Option<(String, Option<String>)>,
+}
+
+enum Target {
+    Queue(Arc<Queue>),
+    Sink(Arc<dyn EventSink>),
+}
+
+/// Pushes into a run's queue (the sink of nested events; events are tagged by the
+/// call that emits them).
+struct QueueSink(Arc<Queue>);
+
+impl EventSink for QueueSink {
+    fn emit(&self, event: AiEvent) {
+        self.0.push(event);
+    }
 }
 
 impl Emitter {
     fn emit(&self, kind: AiEventKind) {
-        self.queue.push(AiEvent::new(&self.ctx, kind));
+        self.push(AiEvent::new(&self.ctx, kind));
+    }
+
+    fn push(&self, event: AiEvent) {
+        let event = match &self.nested {
+            Some((parent, graph)) => event.nested(parent, graph.as_deref()),
+            None => event,
+        };
+        match &self.target {
+            Target::Queue(queue) => {
+                queue.push(event);
+            }
+            Target::Sink(sink) => sink.emit(event),
+        }
+    }
+
+    /// Where tools of this run emit nested events.
+    fn nested_sink(&self) -> Arc<dyn EventSink> {
+        match &self.target {
+            Target::Queue(queue) => Arc::new(QueueSink(Arc::clone(queue))),
+            Target::Sink(sink) => Arc::clone(sink),
+        }
     }
 }
 
 impl ai_core::EventSink for Emitter {
     fn emit(&self, event: AiEvent) {
-        self.queue.push(event);
+        self.push(event);
     }
 }
 
 impl Drop for Emitter {
     fn drop(&mut self) {
-        self.queue.close();
+        if let Target::Queue(queue) = &self.target {
+            queue.close();
+        }
     }
+}
+
+/// Runs a subagent's loop inside a tool call of its parent: the same loop, with its
+/// events forwarded to `sink` tagged with `parent_tool_call_id` and `graph`, and no
+/// `assistant_final`, `error` or `done` of its own (the caller turns the outcome into
+/// the tool result). Runs on the caller's task: dropping the future stops it.
+pub(crate) async fn run_nested(
+    request: RunRequest,
+    deps: &RunDeps,
+    sink: Arc<dyn EventSink>,
+    parent_tool_call_id: &str,
+    cancel: &CancellationToken,
+) -> Result<RunOutput, RunError> {
+    let emitter = Emitter {
+        target: Target::Sink(sink),
+        ctx: request.context.clone(),
+        nested: Some((parent_tool_call_id.to_owned(), request.graph.clone())),
+    };
+    drive(request, deps, &emitter, cancel, 1).await
 }
 
 /// Starts a run on the current tokio runtime.
@@ -448,14 +517,15 @@ pub fn run(request: RunRequest, deps: RunDeps) -> RunHandle {
         ingress_request_id = %log_field(context.ingress_request_id.as_deref().unwrap_or("")),
     );
     let emitter = Emitter {
-        queue: Arc::clone(&queue),
+        target: Target::Queue(Arc::clone(&queue)),
         ctx: request.context.clone(),
+        nested: None,
     };
     let task_cancel = cancel.clone();
     tokio::spawn(
         async move {
             let body =
-                AssertUnwindSafe(drive(request, &deps, &emitter, &task_cancel)).catch_unwind();
+                AssertUnwindSafe(drive(request, &deps, &emitter, &task_cancel, 0)).catch_unwind();
             let result = match body.await {
                 Ok(result) => result,
                 Err(_) => Err(RunError::Internal("the run panicked".into())),
@@ -491,11 +561,13 @@ pub fn run(request: RunRequest, deps: RunDeps) -> RunHandle {
     }
 }
 
+/// The loop. `depth` is 0 for a top-level run and 1 for a subagent.
 async fn drive(
     request: RunRequest,
     deps: &RunDeps,
     emitter: &Emitter,
     cancel: &CancellationToken,
+    depth: u32,
 ) -> Result<RunOutput, RunError> {
     let RunRequest {
         context,
@@ -505,7 +577,20 @@ async fn drive(
         tool_choice_scope,
         settings,
         limits,
+        graph,
+        prompt_hash,
     } = request;
+    let scope = CallScope {
+        graph,
+        prompt_hash,
+        events: Some(emitter.nested_sink()),
+        nested: Some(NestedPort {
+            model: Arc::clone(&deps.model),
+            runner: Arc::clone(&deps.runner),
+            model_id: model.clone(),
+            depth,
+        }),
+    };
     let max_iterations = limits.max_iterations.max(1);
     let tools: Arc<[ai_core::ToolSpec]> = deps.catalog.specs().into();
     let mut usage = Vec::new();
@@ -579,7 +664,7 @@ async fn drive(
         }
         let executions = run_tools(
             deps,
-            &context,
+            (&context, &scope),
             &turn,
             emitter,
             cancel,
@@ -719,7 +804,7 @@ async fn model_turn(
 /// results in call order. Otherwise one at a time, in call order.
 async fn run_tools(
     deps: &RunDeps,
-    context: &RunContext,
+    (context, scope): (&RunContext, &CallScope),
     turn: &CompletionFinal,
     emitter: &Emitter,
     cancel: &CancellationToken,
@@ -733,7 +818,7 @@ async fn run_tools(
     });
     let exec = |call: ToolCall| {
         deps.runner
-            .exec(context, &deps.catalog, call, cancel, emitter)
+            .exec_scoped(context, &deps.catalog, call, cancel, emitter, scope)
     };
     if all_read_only && calls.len() > 1 {
         futures::stream::iter(calls)

@@ -76,12 +76,12 @@ fn bench_runner(c: &mut Criterion) {
 
     // Baseline: what any tool call must do at least (parse, then run the tool).
     let executor: Arc<dyn ToolExecutor> = Arc::new(support::Echo);
-    let cx = ToolCallContext {
-        run: run.clone(),
-        tool_call_id: "call-1".into(),
-        tool_id: ToolId::parse(TOOL).unwrap(),
-        cancel: cancel.clone(),
-    };
+    let cx = ToolCallContext::new(
+        run.clone(),
+        "call-1",
+        ToolId::parse(TOOL).unwrap(),
+        cancel.clone(),
+    );
     group.bench_function("baseline_parse_and_execute", |b| {
         b.iter(|| {
             let args: Value = serde_json::from_str(black_box(ARGS)).unwrap();

@@ -31,11 +31,16 @@ pub enum ToolErrorCode {
     PermissionDenied,
     /// A resource the tool needed does not exist.
     NotFound,
+    /// A subagent (a `graph__` tool) reached one of its per-call budgets (wall time,
+    /// model requests, total tokens or turns); the message names which.
+    BudgetExceeded,
+    /// A subagent tried to call a subagent: graphs nest at most one level deep.
+    DepthExceeded,
 }
 
 impl ToolErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ToolErrorCode; 12] = [
+    pub const ALL: [ToolErrorCode; 14] = [
         Self::InvalidJson,
         Self::InvalidArgs,
         Self::PolicyDenied,
@@ -48,6 +53,8 @@ impl ToolErrorCode {
         Self::RedactionMissing,
         Self::PermissionDenied,
         Self::NotFound,
+        Self::BudgetExceeded,
+        Self::DepthExceeded,
     ];
 
     /// The stable snake_case code.
@@ -65,6 +72,8 @@ impl ToolErrorCode {
             Self::RedactionMissing => "redaction_missing",
             Self::PermissionDenied => "permission_denied",
             Self::NotFound => "not_found",
+            Self::BudgetExceeded => "budget_exceeded",
+            Self::DepthExceeded => "depth_exceeded",
         }
     }
 }

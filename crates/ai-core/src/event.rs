@@ -45,6 +45,14 @@ pub struct AiEvent {
     /// Ingress request id, when the run has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingress_request_id: Option<String>,
+    /// For an event of a subagent (a `graph__` tool call): the parent's tool call id
+    /// that started it. Absent on the run's own events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_tool_call_id: Option<String>,
+    /// For an event of a subagent: the name of the child graph that produced it
+    /// (e.g. on its `usage_report`s). Absent on the run's own events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph: Option<String>,
     /// What happened.
     #[serde(flatten)]
     pub kind: AiEventKind,
@@ -57,8 +65,21 @@ impl AiEvent {
             run_id: ctx.run_id.clone(),
             trace_id: ctx.trace_id.clone(),
             ingress_request_id: ctx.ingress_request_id.clone(),
+            parent_tool_call_id: None,
+            graph: None,
             kind,
         }
+    }
+
+    /// Tags the event as produced by the subagent `graph` started by the parent's
+    /// call `parent_tool_call_id` (tags already set are kept).
+    pub fn nested(mut self, parent_tool_call_id: &str, graph: Option<&str>) -> Self {
+        self.parent_tool_call_id
+            .get_or_insert_with(|| parent_tool_call_id.to_owned());
+        if self.graph.is_none() {
+            self.graph = graph.map(str::to_owned);
+        }
+        self
     }
 }
 

@@ -54,8 +54,8 @@ pub use policy::{Budgets, PolicyDecision, ToolPolicy};
 pub use record::{ToolExecResult, ToolInvocationRecord};
 pub use redact::{FieldPath, Redaction, RedactionError};
 pub use runner::{
-    ModelView, RegisteredTool, ToolCall, ToolCallContext, ToolExecution, ToolExecutor, ToolFailure,
-    ToolOutput, ToolRunner,
+    CallScope, ModelView, NestedEvents, NestedPort, RegisteredTool, SUBAGENT_STOP_GRACE, ToolCall,
+    ToolCallContext, ToolExecution, ToolExecutor, ToolFailure, ToolOutput, ToolRunner,
 };
 pub use schema::{
     SchemaViolation, check_schema_refs, check_schema_subset, resolve_local_ref, visit_subschemas,

@@ -45,15 +45,19 @@ use tracing::Instrument;
 use crate::approval::{ApprovalDecision, ApprovalRequest, Approver};
 use crate::bound::{BoundedValue, MAX_FAILURE_MESSAGE_BYTES, bound_text, bound_value, log_field};
 use crate::catalog::{CatalogError, ToolCatalog, check_collisions, check_subset};
-use crate::completion::ToolCallOutcome;
+use crate::completion::{CompletionPort, ToolCallOutcome};
 use crate::context::RunContext;
 use crate::error::ToolErrorCode;
 use crate::event::{AiEvent, AiEventKind, EventSink, ToolCallRef};
-use crate::id::ToolId;
+use crate::id::{ToolId, ToolSource};
 use crate::policy::{PolicyDecision, ToolPolicy};
 use crate::record::{ToolExecResult, ToolInvocationRecord};
 use crate::redact::Allowlist;
 use crate::spec::{ToolSpec, canonical_json, sha256_hex};
+
+/// How long a stopped subagent call (cancelled or over its runtime budget) may take
+/// to wind down on its cancellation token before it is dropped.
+pub const SUBAGENT_STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How a successful output is shown to the model.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -110,7 +114,8 @@ impl ToolFailure {
     }
 }
 
-/// What an executor knows about the call it runs.
+/// What an executor knows about the call it runs: an immutable snapshot made for
+/// this one execution and discarded after it. Nothing in it is a secret.
 #[derive(Debug, Clone)]
 pub struct ToolCallContext {
     /// Correlation ids of the run.
@@ -121,6 +126,131 @@ pub struct ToolCallContext {
     pub tool_id: ToolId,
     /// Fires when the run is cancelled or the call times out.
     pub cancel: CancellationToken,
+    /// The graph whose run made the call, when the caller named one.
+    pub graph: Option<String>,
+    /// The prompt hash of that run (see `agent_graph::prompt_hash`), when known.
+    pub prompt_hash: Option<String>,
+    /// Where the execution may emit nested events (e.g. a subagent's): into the
+    /// run's one event queue, tagged with this call's id. Discards them when the
+    /// caller gave no sink.
+    pub events: NestedEvents,
+    /// The completion port and runner of the run, to run a nested prompt through
+    /// (subagents); `None` when the caller is not a loop.
+    pub nested: Option<NestedPort>,
+}
+
+impl ToolCallContext {
+    /// A context with no graph, prompt hash, nested event sink or nested port (for
+    /// callers other than the runner, such as benchmarks and tests).
+    pub fn new(
+        run: RunContext,
+        tool_call_id: impl Into<String>,
+        tool_id: ToolId,
+        cancel: CancellationToken,
+    ) -> Self {
+        let tool_call_id = tool_call_id.into();
+        Self {
+            run,
+            events: NestedEvents {
+                sink: None,
+                parent_tool_call_id: tool_call_id.clone(),
+            },
+            tool_call_id,
+            tool_id,
+            cancel,
+            graph: None,
+            prompt_hash: None,
+            nested: None,
+        }
+    }
+}
+
+/// An event sink for events nested under one tool call: each emitted event is tagged
+/// with the call's id as `parent_tool_call_id`. Emitting never waits.
+#[derive(Clone)]
+pub struct NestedEvents {
+    sink: Option<Arc<dyn EventSink>>,
+    parent_tool_call_id: String,
+}
+
+impl std::fmt::Debug for NestedEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NestedEvents")
+            .field("connected", &self.sink.is_some())
+            .field("parent_tool_call_id", &self.parent_tool_call_id)
+            .finish()
+    }
+}
+
+impl NestedEvents {
+    /// Whether emitted events go anywhere.
+    pub fn is_connected(&self) -> bool {
+        self.sink.is_some()
+    }
+
+    /// The parent call id the events are tagged with.
+    pub fn parent_tool_call_id(&self) -> &str {
+        &self.parent_tool_call_id
+    }
+}
+
+impl EventSink for NestedEvents {
+    fn emit(&self, event: AiEvent) {
+        if let Some(sink) = &self.sink {
+            sink.emit(event.nested(&self.parent_tool_call_id, None));
+        }
+    }
+}
+
+/// The run's own completion port and tool runner, handed to executions that run a
+/// nested prompt (a subagent), so the nested run uses the same model client (same
+/// retries and usage accounting), the same runner and the same policy.
+#[derive(Clone)]
+pub struct NestedPort {
+    /// The completion port of the run.
+    pub model: Arc<dyn CompletionPort>,
+    /// The tool runner of the run.
+    pub runner: Arc<ToolRunner>,
+    /// The model id of the run.
+    pub model_id: String,
+    /// How deep the calling run is nested: 0 for a top-level run, 1 inside a
+    /// subagent. The runner refuses `graph__` calls at depth 1 or more
+    /// (`depth_exceeded`).
+    pub depth: u32,
+}
+
+impl std::fmt::Debug for NestedPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NestedPort")
+            .field("model_id", &self.model_id)
+            .field("depth", &self.depth)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a caller of [`ToolRunner::exec_scoped`] passes to every execution it starts,
+/// through [`ToolCallContext`]. The default is empty (what [`ToolRunner::exec`] uses).
+#[derive(Clone, Default)]
+pub struct CallScope {
+    /// The graph of the run.
+    pub graph: Option<String>,
+    /// The prompt hash of the run.
+    pub prompt_hash: Option<String>,
+    /// Where nested events go (untagged here; each call tags them with its id).
+    pub events: Option<Arc<dyn EventSink>>,
+    /// The run's completion port and runner, for nested prompts.
+    pub nested: Option<NestedPort>,
+}
+
+impl std::fmt::Debug for CallScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallScope")
+            .field("graph", &self.graph)
+            .field("prompt_hash", &self.prompt_hash)
+            .field("events", &self.events.is_some())
+            .field("nested", &self.nested)
+            .finish()
+    }
 }
 
 /// Runs one tool with already validated arguments. Implementations are bound to
@@ -440,6 +570,21 @@ impl ToolRunner {
         cancel: &CancellationToken,
         sink: &dyn EventSink,
     ) -> ToolExecution {
+        self.exec_scoped(run, catalog, call, cancel, sink, &CallScope::default())
+            .await
+    }
+
+    /// [`ToolRunner::exec`] with a [`CallScope`]: the graph, prompt hash, nested
+    /// event sink and nested port every execution's [`ToolCallContext`] carries.
+    pub async fn exec_scoped(
+        &self,
+        run: &RunContext,
+        catalog: &ToolCatalog,
+        call: ToolCall,
+        cancel: &CancellationToken,
+        sink: &dyn EventSink,
+        scope: &CallScope,
+    ) -> ToolExecution {
         let started = Instant::now();
         let started_at_ms = unix_ms();
         let tool_call_id = self.settle_call_id(call.id.as_deref());
@@ -459,6 +604,7 @@ impl ToolRunner {
             (started, started_at_ms),
             cancel,
             sink,
+            scope,
         )
         .instrument(span)
         .await
@@ -474,6 +620,7 @@ impl ToolRunner {
         (started, started_at_ms): (Instant, u64),
         cancel: &CancellationToken,
         sink: &dyn EventSink,
+        scope: &CallScope,
     ) -> ToolExecution {
         let budgets = &self.policy.budgets;
         let entry = self.entries.get(&call.name).cloned();
@@ -509,6 +656,7 @@ impl ToolRunner {
             entry.as_deref(),
             parsed,
             cancel,
+            scope,
         );
         let outcome = AssertUnwindSafe(pipeline)
             .catch_unwind()
@@ -601,6 +749,7 @@ impl ToolRunner {
         entry: Option<&Entry>,
         parsed: Result<Value, Failure>,
         cancel: &CancellationToken,
+        scope: &CallScope,
     ) -> Result<Success, Failure> {
         let Some(entry) = entry else {
             return Err(Failure::new(
@@ -609,6 +758,15 @@ impl ToolRunner {
             ));
         };
         let spec = &entry.spec;
+        // Subagents nest one level deep: a subagent never runs a subagent.
+        if *spec.id.source() == ToolSource::Graph
+            && scope.nested.as_ref().is_some_and(|port| port.depth >= 1)
+        {
+            return Err(Failure::new(
+                ToolErrorCode::DepthExceeded,
+                "a subagent cannot call another subagent (graphs nest at most one level deep)",
+            ));
+        }
         let decision = self.policy.decide(run, &spec.id, spec.effect);
         // A tool that needs an approval no one can give is left out of the catalog
         // (see `catalog`); a model that calls it anyway is told why.
@@ -665,6 +823,13 @@ impl ToolRunner {
             tool_call_id: tool_call_id.to_owned(),
             tool_id: spec.id.clone(),
             cancel: cancel.child_token(),
+            graph: scope.graph.clone(),
+            prompt_hash: scope.prompt_hash.clone(),
+            events: NestedEvents {
+                sink: scope.events.clone(),
+                parent_tool_call_id: tool_call_id.to_owned(),
+            },
+            nested: scope.nested.clone(),
         };
         let call_cancel = cx.cancel.clone();
         // `execute` is called inside `catch_unwind` and only when first polled: a tool
@@ -673,18 +838,33 @@ impl ToolRunner {
         let executor = &entry.executor;
         let future =
             AssertUnwindSafe(async move { executor.execute(cx, args).await }).catch_unwind();
+        let mut future = std::pin::pin!(future);
+        // A subagent (`graph__`) is not dropped mid-flight when it is stopped: it
+        // winds down on its token, so its own calls still end with their result
+        // events (bounded by `SUBAGENT_STOP_GRACE`).
+        let winds_down = *spec.id.source() == ToolSource::Graph;
         let budget = self.policy.budgets.max_runtime();
         let outcome = tokio::select! {
             biased;
-            _ = cancel.cancelled() => {
-                call_cancel.cancel();
-                return Err(Failure::new(ToolErrorCode::Cancelled, "the run was cancelled while the tool ran"));
+            _ = cancel.cancelled() => None,
+            outcome = tokio::time::timeout(budget, future.as_mut()) => Some(outcome),
+        };
+        let Some(outcome) = outcome else {
+            call_cancel.cancel();
+            if winds_down {
+                let _ = tokio::time::timeout(SUBAGENT_STOP_GRACE, future.as_mut()).await;
             }
-            outcome = tokio::time::timeout(budget, future) => outcome,
+            return Err(Failure::new(
+                ToolErrorCode::Cancelled,
+                "the run was cancelled while the tool ran",
+            ));
         };
         let output = match outcome {
             Err(_elapsed) => {
                 call_cancel.cancel();
+                if winds_down {
+                    let _ = tokio::time::timeout(SUBAGENT_STOP_GRACE, future.as_mut()).await;
+                }
                 return Err(Failure::new(
                     ToolErrorCode::Timeout,
                     format!(

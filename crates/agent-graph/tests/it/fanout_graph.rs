@@ -119,12 +119,7 @@ fn the_registry_lists_chat_and_graphs_select_their_tools() {
             "core__write"
         ]
     );
-    let with = |tools: ToolFilter| Graph {
-        name: "g".into(),
-        description: "d".into(),
-        system_prompt: "p".into(),
-        tools,
-    };
+    let with = |tools: ToolFilter| Graph::new("g", "d", "p").with_tools(tools);
     assert_eq!(
         ids(&with(ToolFilter::Effects(vec![ToolEffect::StateChange]))),
         vec!["core__write"]
@@ -140,10 +135,7 @@ fn the_registry_lists_chat_and_graphs_select_their_tools() {
     assert!(ids(&with(ToolFilter::None)).is_empty());
 
     let mut registry = registry;
-    registry.insert(Graph {
-        name: "analyst".into(),
-        ..with(ToolFilter::None)
-    });
+    registry.insert(Graph::new("analyst", "d", "p").with_tools(ToolFilter::None));
     let names: Vec<&str> = registry.list().map(|g| g.name.as_str()).collect();
     assert_eq!(names, vec!["analyst", "chat"]);
 }

@@ -16,5 +16,7 @@ mod builtins;
 mod conformance;
 mod fanout_graph;
 mod lifecycle;
+mod prompt;
 mod spans;
+mod subagent;
 mod support;

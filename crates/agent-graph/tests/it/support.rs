@@ -428,6 +428,16 @@ pub(crate) fn check_invariants(events: &[AiEvent], outcome: &Outcome) {
             "ingress id on {event:?}"
         );
     }
+    // A subagent's events (tagged with the parent's call id) never end the run.
+    for event in events.iter().filter(|e| e.parent_tool_call_id.is_some()) {
+        assert!(
+            !matches!(
+                event.kind,
+                AiEventKind::Done | AiEventKind::AssistantFinal { .. } | AiEventKind::Error { .. }
+            ),
+            "nested terminal event: {event:?}"
+        );
+    }
     // Exactly one done, and it is last.
     let dones = events
         .iter()
@@ -462,7 +472,14 @@ pub(crate) fn check_invariants(events: &[AiEvent], outcome: &Outcome) {
             );
             assert!(errors.is_empty(), "no error on success: {labels:?}");
             assert!(matches!(before_done, AiEventKind::AssistantFinal { .. }));
-            let usage_events = labels.iter().filter(|l| *l == "usage_report").count();
+            // A subagent's usage is reported by tagged events of its own.
+            let usage_events = events
+                .iter()
+                .filter(|e| {
+                    e.parent_tool_call_id.is_none()
+                        && matches!(e.kind, AiEventKind::UsageReport { .. })
+                })
+                .count();
             assert_eq!(
                 usage_events,
                 output.usage.len(),

@@ -41,6 +41,16 @@ fn every_path_harness() -> Harness {
                 spec("core__missing", any_object(), ro),
                 fail(ToolErrorCode::NotFound, "gone"),
             ),
+            // A subagent's failures, as its executor reports them (agent-graph's
+            // subagent tests reach them through a real nested run).
+            registered(
+                spec("core__budget", any_object(), ro),
+                fail(ToolErrorCode::BudgetExceeded, "wall_time"),
+            ),
+            registered(
+                spec("core__deep", any_object(), ro),
+                fail(ToolErrorCode::DepthExceeded, "nested"),
+            ),
             registered(
                 spec("core__panics", any_object(), ro),
                 Panic { eager: false },
@@ -118,6 +128,14 @@ async fn every_path_emits_exactly_one_start_and_one_result_with_one_id() {
         (
             ToolCall::new("", "core__missing", "{}"),
             Some(ToolErrorCode::NotFound),
+        ),
+        (
+            ToolCall::new("", "core__budget", "{}"),
+            Some(ToolErrorCode::BudgetExceeded),
+        ),
+        (
+            ToolCall::new("", "core__deep", "{}"),
+            Some(ToolErrorCode::DepthExceeded),
         ),
     ];
     let mut covered = BTreeSet::new();
