@@ -522,6 +522,7 @@ pub fn run(request: RunRequest, deps: RunDeps) -> RunHandle {
         nested: None,
     };
     let task_cancel = cancel.clone();
+    let prompt_hash = request.prompt_hash.clone();
     tokio::spawn(
         async move {
             let body =
@@ -534,6 +535,7 @@ pub fn run(request: RunRequest, deps: RunDeps) -> RunHandle {
                 Ok(output) => emitter.emit(AiEventKind::AssistantFinal {
                     content: output.content.clone(),
                     finish_reason: output.final_reason().to_owned(),
+                    prompt_hash,
                 }),
                 Err(error) => {
                     tracing::info!(code = error.code(), "run failed");
@@ -580,6 +582,7 @@ async fn drive(
         graph,
         prompt_hash,
     } = request;
+    let hash = prompt_hash.clone();
     let scope = CallScope {
         graph,
         prompt_hash,
@@ -627,7 +630,7 @@ async fn drive(
         let turn = model_turn(deps, completion, emitter, cancel).await?;
         if let Some(fact) = &turn.usage {
             total_tokens = total_tokens.saturating_add(fact.total_tokens);
-            emitter.emit(AiEventKind::from(fact.clone()));
+            emitter.emit(usage_event(fact.clone(), hash.as_deref()));
             usage.push(fact.clone());
         }
         if turn.tool_calls.is_empty() {
@@ -702,6 +705,19 @@ async fn drive(
         limit: max_iterations,
         not_executed: Vec::new(),
     })
+}
+
+/// The `usage_report` of one model call of a run with `prompt_hash`.
+fn usage_event(fact: UsageFact, prompt_hash: Option<&str>) -> AiEventKind {
+    AiEventKind::UsageReport {
+        model: fact.model,
+        prompt_tokens: fact.prompt_tokens,
+        completion_tokens: fact.completion_tokens,
+        total_tokens: fact.total_tokens,
+        cached_tokens: fact.cached_tokens,
+        reasoning_tokens: fact.reasoning_tokens,
+        prompt_hash: prompt_hash.map(str::to_owned),
+    }
 }
 
 /// Which limit forbids the model turn numbered `next` (0 first), if any.

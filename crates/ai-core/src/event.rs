@@ -146,6 +146,10 @@ pub enum AiEventKind {
         /// Completion tokens spent on reasoning, when reported.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reasoning_tokens: Option<u64>,
+        /// The prompt hash of the run that made the call (system prompt, offered
+        /// tools' schemas, model id), when the run has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt_hash: Option<String>,
     },
     /// Tool calls of the last model turn that were not executed because no further
     /// model turn is allowed (a run limit was reached): no model would ever see their
@@ -166,6 +170,10 @@ pub enum AiEventKind {
         /// `content_filter` or `refusal` for an answer that is not complete.
         #[serde(default = "stop")]
         finish_reason: String,
+        /// The prompt hash of the run (system prompt, offered tools' schemas, model
+        /// id), when the run has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prompt_hash: Option<String>,
     },
     /// The run failed.
     Error {
@@ -187,6 +195,7 @@ impl From<UsageFact> for AiEventKind {
             total_tokens: usage.total_tokens,
             cached_tokens: usage.cached_tokens,
             reasoning_tokens: usage.reasoning_tokens,
+            prompt_hash: None,
         }
     }
 }

@@ -1,11 +1,12 @@
-//! The `agent` command line: `agent chat` and `agent tools`.
+//! The `agent` command line: `agent chat`, `agent tools`, `agent graphs` and
+//! `agent trust`.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use agent_graph::{GraphRegistry, RunDeps, RunRequest};
+use agent_graph::{RunDeps, RunRequest};
 use ai_core::{CompletionPort, PolicyDecision, RunContext, ToolRunner};
 use clap::{Args, Parser, Subcommand};
 use futures::StreamExt;
@@ -55,7 +56,7 @@ pub struct GlobalArgs {
 /// Commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the `chat` graph on a prompt.
+    /// Run a graph (default `chat`) on a prompt.
     Chat {
         /// The user's prompt.
         prompt: String,
@@ -65,9 +66,16 @@ pub enum Command {
         /// Approve every call that policy says needs approval.
         #[arg(long)]
         approve: bool,
-        /// Graph to run.
-        #[arg(long, default_value = "chat")]
+        /// Graph to run (`agent graphs` lists them).
+        #[arg(long, default_value = "chat", value_name = "NAME")]
         graph: String,
+    },
+    /// List the graphs: the built-in `chat` and those of `[graphs]`, with their
+    /// tools and subagents.
+    Graphs {
+        /// Print JSON lines instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// List every known tool with its effect and the active policy's decision.
     Tools {
@@ -147,6 +155,7 @@ pub async fn run(cli: Cli) -> ExitCode {
     }
     match cli.command {
         Command::Tools { json } => list_tools(&config, json),
+        Command::Graphs { json } => list_graphs(&config, json),
         Command::Chat {
             prompt,
             json,
@@ -210,6 +219,24 @@ fn list_tools(config: &AgentConfig, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+fn list_graphs(config: &AgentConfig, json: bool) -> ExitCode {
+    for graph in crate::graphs::listing(config) {
+        if json {
+            println!(
+                "{}",
+                serde_json::to_string(&graph).unwrap_or_else(|_| "{}".to_owned())
+            );
+        } else {
+            println!("{:<20} {}", graph.name, graph.description);
+            println!("{:<20} tools: {}", "", graph.tools.join(", "));
+            if !graph.subagents.is_empty() {
+                println!("{:<20} subagents: {}", "", graph.subagents.join(", "));
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
 async fn chat(
     config: &AgentConfig,
     prompt: &str,
@@ -217,8 +244,16 @@ async fn chat(
     approve: bool,
     graph: &str,
 ) -> ExitCode {
-    let registry = GraphRegistry::default();
-    let Some(graph) = registry.get(graph) else {
+    let mut tools = match tools::bind(config) {
+        Ok(tools) => tools,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let tool_ids: Vec<&str> = tools.iter().map(|t| t.spec.id.as_str()).collect();
+    let registry = crate::graphs::registry(config, &tool_ids);
+    let Some(graph) = registry.get(graph).cloned() else {
         let names: Vec<&str> = registry.list().map(|g| g.name.as_str()).collect();
         eprintln!(
             "agent: unknown graph `{graph}` (known: {})",
@@ -226,16 +261,18 @@ async fn chat(
         );
         return ExitCode::from(EXIT_USAGE);
     };
-    let tools = match tools::bind(config) {
-        Ok(tools) => tools,
+    // Its subagents, as `graph__<name>` tools run by the same runner and policy.
+    match registry.subagent_tools(&graph.name) {
+        Ok(subagents) => tools.extend(subagents),
         Err(e) => {
             eprintln!("agent: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
-    };
+    }
     let approver = CliApprover::new(ApprovalMode::detect(approve));
     let prompting = approver.prompting();
-    let runner = match ToolRunner::new(tools, config.file.policy.to_policy()) {
+    let policy = crate::graphs::policy_for(config, &graph);
+    let runner = match ToolRunner::new(tools, policy) {
         Ok(runner) => runner.with_approver(Arc::new(approver)),
         Err(e) => {
             eprintln!("agent: {e}");
@@ -251,13 +288,13 @@ async fn chat(
     };
     let context = RunContext::generate();
     let catalog = graph.select_tools(runner.catalog(&context));
-    let mut request = RunRequest::new(
-        context,
-        config.file.model.model.clone(),
-        graph.messages(prompt),
-    );
-    request.limits = config.file.limits.clone();
-    request.settings = crate::model::model_settings(config);
+    let model_id = config.file.model.model.clone();
+    let hash = agent_graph::prompt_hash(&graph.system_prompt, catalog.specs(), &model_id);
+    let mut request = RunRequest::new(context, model_id, graph.messages(prompt));
+    request.limits = graph.limits.clone();
+    request.settings = graph.settings.clone();
+    request.graph = Some(graph.name.clone());
+    request.prompt_hash = Some(hash);
     let handle = agent_graph::run(
         request,
         RunDeps {

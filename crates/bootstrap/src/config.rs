@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use agent_graph::RunLimits;
-use ai_core::{Budgets, ToolEffect, ToolPolicy};
+use agent_graph::{RunLimits, SubagentBudget};
+use ai_core::{Budgets, ToolEffect, ToolId, ToolPolicy};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -188,6 +188,54 @@ impl PolicyConfig {
     }
 }
 
+/// Limits of a graph's runs (`[graphs.NAME.limits]`); a key not set takes the
+/// value of `[limits]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GraphLimits {
+    /// Model turns before a run of the graph gives up.
+    pub max_iterations: Option<u32>,
+    /// Model requests allowed in a run of the graph.
+    pub max_model_requests: Option<u32>,
+    /// Total tokens allowed in a run of the graph.
+    pub max_total_tokens: Option<u64>,
+    /// Read-only calls of one turn run at most this many at a time.
+    pub tool_concurrency: Option<usize>,
+}
+
+impl GraphLimits {
+    /// These limits over `base` (the file's `[limits]`).
+    pub fn over(&self, base: &RunLimits) -> RunLimits {
+        RunLimits {
+            max_iterations: self.max_iterations.unwrap_or(base.max_iterations),
+            max_model_requests: self.max_model_requests.or(base.max_model_requests),
+            max_total_tokens: self.max_total_tokens.or(base.max_total_tokens),
+            tool_concurrency: self.tool_concurrency.unwrap_or(base.tool_concurrency),
+        }
+    }
+}
+
+/// One named graph (`[graphs.NAME]`): what `agent chat --graph NAME` runs, and what a
+/// parent graph calls as the subagent tool `graph__NAME`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GraphConfig {
+    /// One line for listings and the subagent tool's description.
+    pub description: String,
+    /// The system prompt (default: the `chat` graph's).
+    pub system: Option<String>,
+    /// Tool ids or `prefix*` patterns offered (default: every tool policy allows).
+    /// Policy still decides: a tool listed here that policy denies is not offered.
+    pub tools: Option<Vec<String>>,
+    /// Graphs this graph may call as `graph__<name>` tools (depth 1: a subagent has
+    /// no subagents of its own).
+    pub subagents: Vec<String>,
+    /// Limits of its runs, over `[limits]`.
+    pub limits: GraphLimits,
+    /// Budget of one call of this graph as a subagent.
+    pub budget: SubagentBudget,
+}
+
 /// The whole file.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -200,6 +248,8 @@ pub struct FileConfig {
     pub limits: RunLimits,
     /// Workspace.
     pub workspace: WorkspaceConfig,
+    /// Named graphs, by name (a `chat` entry replaces the built-in one).
+    pub graphs: BTreeMap<String, GraphConfig>,
 }
 
 /// Overrides from the environment (read by the caller, passed in as data).
@@ -323,6 +373,7 @@ pub fn load(
         return Err(ConfigError::Invalid("model.model must not be empty".into()));
     }
     validate_model_settings(&file.model)?;
+    validate_graphs(&file.graphs)?;
     if file.limits.max_iterations == 0 {
         return Err(ConfigError::Invalid(
             "limits.max_iterations must be at least 1".into(),
@@ -367,6 +418,82 @@ fn validate_model_settings(model: &ModelConfig) -> Result<(), ConfigError> {
         return Err(ConfigError::Invalid(
             "model.reasoning_effort must not be empty".into(),
         ));
+    }
+    Ok(())
+}
+
+/// Names of the graphs every registry has, whether or not the file defines them.
+pub const BUILTIN_GRAPHS: &[&str] = &["chat"];
+
+/// Checks `[graphs]`: usable names, known subagents, no self-reference, depth at
+/// most 1 and limits and budgets of at least 1.
+fn validate_graphs(graphs: &BTreeMap<String, GraphConfig>) -> Result<(), ConfigError> {
+    let invalid = |name: &str, what: String| ConfigError::Invalid(format!("graphs.{name}: {what}"));
+    for (name, graph) in graphs {
+        if ToolId::graph(name).is_err() {
+            return Err(invalid(
+                name,
+                "the name must be usable in the tool id graph__<name> (ASCII letters, digits, `_` and `-`, not starting with `_`, at most 64 characters in all)".into(),
+            ));
+        }
+        for sub in &graph.subagents {
+            if sub == name {
+                return Err(invalid(
+                    name,
+                    format!("lists itself as a subagent (`{sub}`)"),
+                ));
+            }
+            let Some(child) = graphs.get(sub) else {
+                if BUILTIN_GRAPHS.contains(&sub.as_str()) {
+                    continue;
+                }
+                let known: Vec<&str> = graphs
+                    .keys()
+                    .map(String::as_str)
+                    .chain(
+                        BUILTIN_GRAPHS
+                            .iter()
+                            .copied()
+                            .filter(|b| !graphs.contains_key(*b)),
+                    )
+                    .collect();
+                return Err(invalid(
+                    name,
+                    format!("unknown subagent `{sub}` (graphs: {})", known.join(", ")),
+                ));
+            };
+            if !child.subagents.is_empty() {
+                return Err(invalid(
+                    name,
+                    format!(
+                        "subagent `{sub}` has subagents of its own; subagents nest at most one level deep"
+                    ),
+                ));
+            }
+        }
+        if graph.tools.iter().flatten().any(|t| t.trim().is_empty()) {
+            return Err(invalid(
+                name,
+                "tools must not contain an empty pattern".into(),
+            ));
+        }
+        if graph.limits.max_iterations == Some(0) {
+            return Err(invalid(
+                name,
+                "limits.max_iterations must be at least 1".into(),
+            ));
+        }
+        let budget = &graph.budget;
+        for (key, zero) in [
+            ("max_wall_ms", budget.max_wall_ms == 0),
+            ("max_model_requests", budget.max_model_requests == 0),
+            ("max_total_tokens", budget.max_total_tokens == 0),
+            ("max_result_bytes", budget.max_result_bytes == 0),
+        ] {
+            if zero {
+                return Err(invalid(name, format!("budget.{key} must be at least 1")));
+            }
+        }
     }
     Ok(())
 }
@@ -540,9 +667,98 @@ stop = ["</s>"]
     }
 
     #[test]
+    fn graphs_parse_and_unknown_graph_keys_name_line_and_column() {
+        let text = r#"
+[limits]
+max_iterations = 10
+max_total_tokens = 9000
+
+[graphs.main]
+description = "Main."
+subagents = ["researcher"]
+
+[graphs.researcher]
+description = "Researches."
+system = "You research."
+tools = ["core__get_current_time", "core__read*"]
+
+[graphs.researcher.limits]
+max_iterations = 4
+
+[graphs.researcher.budget]
+max_wall_ms = 5000
+max_result_bytes = 100
+"#;
+        let file = parse(text, Path::new("a.toml")).unwrap();
+        let researcher = &file.graphs["researcher"];
+        assert_eq!(researcher.system.as_deref(), Some("You research."));
+        assert_eq!(researcher.tools.as_ref().unwrap().len(), 2);
+        let limits = researcher.limits.over(&file.limits);
+        assert_eq!(
+            (limits.max_iterations, limits.max_total_tokens),
+            (4, Some(9000))
+        );
+        assert_eq!(researcher.budget.max_wall_ms, 5000);
+        assert_eq!(researcher.budget.max_model_requests, 8);
+        assert_eq!(file.graphs["main"].subagents, ["researcher"]);
+        validate_graphs(&file.graphs).unwrap();
+
+        for (bad, line, col) in [
+            ("[graphs.a]\nprompt = \"x\"\n", 2, 1),
+            ("[graphs.a]\nbudget = { max_wall = 1 }\n", 2, 12),
+            (
+                "[graphs.a.limits]\nmax_iterations = 2\nmax_turns = 3\n",
+                3,
+                1,
+            ),
+            ("[graphs.a]\ntools = \"core__*\"\n", 2, 9),
+        ] {
+            let err = parse(bad, Path::new("a.toml")).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("line {line}, column {col}")),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn graph_references_are_checked_at_load() {
+        let check = |text: &str| validate_graphs(&parse(text, Path::new("a.toml")).unwrap().graphs);
+        for (bad, needle) in [
+            (
+                "[graphs.a]\nsubagents = [\"nope\"]\n",
+                "unknown subagent `nope`",
+            ),
+            ("[graphs.a]\nsubagents = [\"a\"]\n", "lists itself"),
+            (
+                "[graphs.a]\nsubagents = [\"b\"]\n[graphs.b]\nsubagents = [\"c\"]\n[graphs.c]\n",
+                "at most one level deep",
+            ),
+            ("[graphs.\"a b\"]\n", "graph__<name>"),
+            (
+                "[graphs.a]\nlimits = { max_iterations = 0 }\n",
+                "at least 1",
+            ),
+            (
+                "[graphs.a]\nbudget = { max_model_requests = 0 }\n",
+                "budget.max_model_requests",
+            ),
+        ] {
+            let err = check(bad).unwrap_err();
+            assert!(matches!(err, ConfigError::Invalid(_)), "{bad}");
+            assert!(err.to_string().contains(needle), "{bad}: {err}");
+        }
+        // The built-in `chat` graph may be a subagent.
+        check("[graphs.a]\nsubagents = [\"chat\"]\n").unwrap();
+    }
+
+    #[test]
     fn the_example_config_in_the_repository_parses() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../agent.example.toml");
         let text = std::fs::read_to_string(&path).unwrap();
-        parse(&text, &path).unwrap();
+        let file = parse(&text, &path).unwrap();
+        validate_graphs(&file.graphs).unwrap();
+        assert_eq!(file.graphs["main"].subagents, ["researcher"]);
+        assert_eq!(crate::trust::loosened_keys(&file), Vec::<String>::new());
     }
 }

@@ -7,6 +7,7 @@
 pub mod approval;
 pub mod cli;
 pub mod config;
+pub mod graphs;
 pub mod model;
 pub mod render;
 pub mod tools;

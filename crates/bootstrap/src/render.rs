@@ -305,10 +305,12 @@ mod tests {
                 total_tokens: 15,
                 cached_tokens: None,
                 reasoning_tokens: None,
+                prompt_hash: None,
             },
             AiEventKind::AssistantFinal {
                 content: "It is noon.".into(),
                 finish_reason: "stop".into(),
+                prompt_hash: None,
             },
             AiEventKind::Done,
         ];

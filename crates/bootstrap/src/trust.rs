@@ -6,13 +6,21 @@
 //! `model.extra_headers`), or loosens policy (`policy.allow` beyond `core__*`,
 //! `policy.require_approval` without `state_change` or `external_side_effect`,
 //! budgets or `limits.max_iterations` above the defaults, `workspace.web_allow`,
-//! `workspace.root`, `workspace.memory_db`) is honoured only once the user trusts that
+//! `workspace.root`, `workspace.memory_db`, a graph's `limits.max_iterations` or
+//! `budget` above the defaults) is honoured only once the user trusts that
 //! exact file, as direnv and mise do: `agent trust [PATH]` records the file's
 //! canonical path and the sha256 of its bytes in the user's trust store
 //! (`$XDG_CONFIG_HOME/agent/trusted.toml`, else `~/.config/agent/trusted.toml`). Any
 //! change to the file (a `git pull`, an edit by a tool) needs trusting again. A file
 //! that only tightens policy, or sets harmless keys (the model name, timeouts), needs
 //! no trust.
+//!
+//! Decision: `[graphs]` is not a loosening by itself. A graph's `tools` only selects
+//! among the tools policy allows (a listed tool policy denies is not offered or
+//! run), and its `subagents` add `graph__<name>` tools that are `read_only` and whose
+//! every tool call is checked by the same policy and approvals; a subagent cannot
+//! reach a tool the parent cannot. Their cost is bounded by the subagent budget, so
+//! raising a budget (or a graph's turn limit) above the default needs trust.
 //!
 //! Decision: passing a file with `--config` does not count as trusting it. Only the
 //! user's explicit `agent trust` does (direnv's model): a path on a command line is
@@ -169,6 +177,46 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
     }
     if file.limits.max_iterations > agent_graph::RunLimits::default().max_iterations {
         keys.push("limits.max_iterations (raised above the default)".to_owned());
+    }
+    // `[graphs]` selects among the tools policy allows and adds `graph__` tools whose
+    // own calls policy checks one by one, so it loosens nothing by itself; only
+    // raising a graph's turn limit or a subagent's budget does, as `[limits]` does.
+    let budget_defaults = agent_graph::SubagentBudget::default();
+    for (name, graph) in &file.graphs {
+        if graph
+            .limits
+            .max_iterations
+            .is_some_and(|n| n > agent_graph::RunLimits::default().max_iterations)
+        {
+            keys.push(format!(
+                "graphs.{name}.limits.max_iterations (raised above the default)"
+            ));
+        }
+        let budget = &graph.budget;
+        for (key, raised) in [
+            (
+                "max_wall_ms",
+                budget.max_wall_ms > budget_defaults.max_wall_ms,
+            ),
+            (
+                "max_model_requests",
+                budget.max_model_requests > budget_defaults.max_model_requests,
+            ),
+            (
+                "max_total_tokens",
+                budget.max_total_tokens > budget_defaults.max_total_tokens,
+            ),
+            (
+                "max_result_bytes",
+                budget.max_result_bytes > budget_defaults.max_result_bytes,
+            ),
+        ] {
+            if raised {
+                keys.push(format!(
+                    "graphs.{name}.budget.{key} (raised above the default)"
+                ));
+            }
+        }
     }
     if !file.workspace.web_allow.is_empty() {
         keys.push("workspace.web_allow (private addresses web_fetch may reach)".to_owned());
@@ -378,6 +426,37 @@ mod tests {
         for loose in ["*", "cor*", "app__*", "mcp__x__y", "core_*", ""] {
             assert!(!within_default_allow(loose, &defaults), "{loose}");
         }
+    }
+
+    #[test]
+    fn graphs_loosen_nothing_unless_they_raise_a_limit_or_budget() {
+        let text = r#"
+[graphs.main]
+description = "Main."
+system = "You are main."
+tools = ["*", "app__*", "core__shell"]
+subagents = ["researcher"]
+
+[graphs.researcher]
+tools = ["core__get_current_time"]
+limits = { max_iterations = 5 }
+budget = { max_wall_ms = 1000 }
+"#;
+        let file = crate::config::parse(text, Path::new("a.toml")).unwrap();
+        assert_eq!(loosened_keys(&file), Vec::<String>::new());
+
+        let text = "[graphs.r]\nlimits = { max_iterations = 50 }\nbudget = { max_total_tokens = 1000000 }\n";
+        let file = crate::config::parse(text, Path::new("a.toml")).unwrap();
+        let keys = loosened_keys(&file);
+        assert_eq!(keys.len(), 2, "{keys:?}");
+        assert!(
+            keys[0].starts_with("graphs.r.limits.max_iterations"),
+            "{keys:?}"
+        );
+        assert!(
+            keys[1].starts_with("graphs.r.budget.max_total_tokens"),
+            "{keys:?}"
+        );
     }
 
     #[test]

@@ -73,6 +73,27 @@ impl Recorder {
     }
 }
 
+/// The one recorder of this test binary, installed as the global subscriber.
+///
+/// A scoped subscriber (`set_default`) per test is flaky while other tests run on
+/// other threads without one: tracing caches each callsite's interest globally, and a
+/// callsite first hit on a thread with no subscriber can be cached as "never". A
+/// global subscriber that records everything avoids that; each test picks its own
+/// lines (by tool label or by its run's ingress id).
+fn recorder() -> Recorder {
+    static GLOBAL: std::sync::OnceLock<Recorder> = std::sync::OnceLock::new();
+    GLOBAL
+        .get_or_init(|| {
+            let recorder = Recorder::default();
+            tracing::subscriber::set_global_default(
+                tracing_subscriber::registry().with(recorder.clone()),
+            )
+            .expect("no other global subscriber in this test binary");
+            recorder
+        })
+        .clone()
+}
+
 impl<S> Layer<S> for Recorder
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
@@ -146,9 +167,7 @@ fn log_tool() -> RegisteredTool {
 
 #[tokio::test(start_paused = true)]
 async fn concurrent_tool_calls_log_into_their_own_spans() {
-    let recorder = Recorder::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(recorder.clone()));
+    let recorder = recorder();
     let kit = Kit::new();
     // Three read-only calls of one turn, run at once by one task, finishing in the
     // order b, c, a: each one's lines interleave with the others'.
@@ -167,6 +186,7 @@ async fn concurrent_tool_calls_log_into_their_own_spans() {
         .lines()
         .into_iter()
         .filter(|l| l.message().starts_with("tool line"))
+        .filter(|l| ["a", "b", "c"].contains(&l.fields.get("label").map_or("", String::as_str)))
         .collect();
     assert_eq!(lines.len(), 6, "{lines:#?}");
     let order: Vec<String> = lines
@@ -207,9 +227,7 @@ async fn concurrent_tool_calls_log_into_their_own_spans() {
 
 #[tokio::test(start_paused = true)]
 async fn span_fields_are_sanitized_and_bounded() {
-    let recorder = Recorder::default();
-    let _guard =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(recorder.clone()));
+    let recorder = recorder();
     let kit = Kit::new();
     let model = ScriptedModel::new([
         Turn::new().tool_call(
@@ -236,7 +254,16 @@ async fn span_fields_are_sanitized_and_bounded() {
         "events carry the id as given; only logs are sanitized"
     );
 
-    let lines = recorder.lines();
+    // This run's lines: its `run` span carries the (sanitized) long ingress id.
+    let lines: Vec<Line> = recorder
+        .lines()
+        .into_iter()
+        .filter(|l| {
+            l.span("run")
+                .and_then(|run| run.get("ingress_request_id"))
+                .is_some_and(|id| id.starts_with("reqéé"))
+        })
+        .collect();
     let tool_line = lines
         .iter()
         .find(|l| l.message() == "tool line before")

@@ -440,3 +440,45 @@ async fn executions_see_the_graph_prompt_hash_and_nested_port_of_the_run() {
     let port = cx.nested.unwrap();
     assert_eq!((port.depth, port.model_id.as_str()), (0, "test-model"));
 }
+
+/// `usage_report` and `assistant_final` carry the run's prompt hash; a subagent's
+/// `usage_report`s carry the child's own hash (its system prompt and tools).
+#[tokio::test(start_paused = true)]
+async fn usage_reports_and_the_final_carry_the_prompt_hash_of_their_run() {
+    let kit = Kit::new();
+    let model = ScriptedModel::new([
+        call_researcher(),
+        Turn::text("found it").usage(4, 1),
+        Turn::text("the answer").usage(20, 5),
+    ]);
+    let mut req = request();
+    req.prompt_hash = Some("parent-hash".into());
+    let (events, outcome) = run_to_end(req, deps(&kit, &model, policy(), researcher())).await;
+    outcome.unwrap();
+    let hashes: Vec<(bool, Option<&str>)> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            AiEventKind::UsageReport { prompt_hash, .. }
+            | AiEventKind::AssistantFinal { prompt_hash, .. } => {
+                Some((e.parent_tool_call_id.is_some(), prompt_hash.as_deref()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(hashes.len(), 4, "{hashes:?}");
+    let child: Vec<_> = hashes.iter().filter(|(nested, _)| *nested).collect();
+    assert_eq!(child.len(), 1);
+    let child_hash = child[0].1.expect("the child's usage carries its hash");
+    assert!(child_hash.starts_with("sha256:"), "{child_hash}");
+    for (nested, hash) in &hashes {
+        if !nested {
+            assert_eq!(*hash, Some("parent-hash"));
+        }
+    }
+    let final_json = events
+        .iter()
+        .find(|e| matches!(e.kind, AiEventKind::AssistantFinal { .. }))
+        .map(|e| serde_json::to_value(e).unwrap())
+        .unwrap();
+    assert_eq!(final_json["prompt_hash"], "parent-hash");
+}

@@ -384,13 +384,37 @@ fn other_events_match_the_design_table() {
             AiEventKind::AssistantFinal {
                 content: "done.".into(),
                 finish_reason: "stop".into(),
+                prompt_hash: None,
             },
             json!({"type": "assistant_final", "content": "done.", "finish_reason": "stop"}),
         ),
         (
             AiEventKind::AssistantFinal {
+                content: "done.".into(),
+                finish_reason: "stop".into(),
+                prompt_hash: Some("ab12".into()),
+            },
+            json!({"type": "assistant_final", "content": "done.", "finish_reason": "stop",
+                   "prompt_hash": "ab12"}),
+        ),
+        (
+            AiEventKind::UsageReport {
+                model: "gpt-test".into(),
+                prompt_tokens: 10,
+                completion_tokens: 5,
+                total_tokens: 15,
+                cached_tokens: None,
+                reasoning_tokens: None,
+                prompt_hash: Some("ab12".into()),
+            },
+            json!({"type": "usage_report", "model": "gpt-test", "prompt_tokens": 10,
+                   "completion_tokens": 5, "total_tokens": 15, "prompt_hash": "ab12"}),
+        ),
+        (
+            AiEventKind::AssistantFinal {
                 content: "The answer is".into(),
                 finish_reason: "length".into(),
+                prompt_hash: None,
             },
             json!({"type": "assistant_final", "content": "The answer is", "finish_reason": "length"}),
         ),
