@@ -1,18 +1,12 @@
 //! `agent chat --json` end to end.
 
-use std::path::PathBuf;
-use std::process::Stdio;
-
 use serde_json::Value;
 
 use agent_testing::server::{OpenAiServer, Reply, data};
 
-const SECRET_KEY: &str = "sk-e2e-secret-key-0123456789";
+use crate::support::{Home, json_lines, result_event, tool_message};
 
-/// The `agent` binary cargo built for this test.
-fn agent_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_agent"))
-}
+const SECRET_KEY: &str = "sk-e2e-secret-key-0123456789";
 
 /// First turn: an OpenAI-style stream with a tool call whose arguments arrive in
 /// fragments, then the usage chunk and `[DONE]`.
@@ -59,53 +53,21 @@ fn answer_turn() -> Vec<String> {
     ]
 }
 
-async fn run_agent(args: &[&str], base_url: &str) -> (i32, String, String) {
-    let workspace = std::env::temp_dir().join(format!("agent-e2e-{}", std::process::id()));
-    run_agent_in(&workspace, args, base_url).await
-}
-
-async fn run_agent_in(
-    workspace: &std::path::Path,
-    args: &[&str],
-    base_url: &str,
-) -> (i32, String, String) {
-    std::fs::create_dir_all(workspace).unwrap();
-    let output = tokio::process::Command::new(agent_binary())
-        .current_dir(workspace)
-        .args(["--base-url", base_url, "--model", "e2e-model"])
-        .args(args)
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("AGENT_MODEL")
-        .env_remove("RUST_LOG")
-        .env("OPENAI_API_KEY", SECRET_KEY)
-        // Keep the user's own config and data dirs out of the tests.
-        .env("XDG_CONFIG_HOME", workspace.with_extension("xdg-config"))
-        .env("XDG_DATA_HOME", workspace.with_extension("xdg-data"))
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8(output.stdout).unwrap(),
-        String::from_utf8(output.stderr).unwrap(),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_json_streams_events_and_sends_tool_results_back() {
     let server = OpenAiServer::start([Reply::sse(tool_call_turn()), Reply::sse(answer_turn())])
         .await
         .unwrap();
     let base_url = server.base_url();
-    let (code, stdout, stderr) =
-        run_agent(&["chat", "--json", "What time is it in Tokyo?"], &base_url).await;
+    let (code, stdout, stderr) = Home::new(SECRET_KEY)
+        .run(
+            Some(&base_url),
+            &["chat", "--json", "What time is it in Tokyo?"],
+        )
+        .await;
     assert_eq!(code, 0, "stderr: {stderr}\nstdout: {stdout}");
 
-    let events: Vec<Value> = stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("each line is one JSON event"))
-        .collect();
+    let events = json_lines(&stdout);
     let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
@@ -193,12 +155,11 @@ async fn provider_error_exits_1_with_an_error_event() {
     .await
     .unwrap();
     let base_url = server.base_url();
-    let (code, stdout, stderr) = run_agent(&["chat", "--json", "hi"], &base_url).await;
+    let (code, stdout, stderr) = Home::new(SECRET_KEY)
+        .run(Some(&base_url), &["chat", "--json", "hi"])
+        .await;
     assert_eq!(code, 1, "stderr: {stderr}");
-    let events: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = json_lines(&stdout);
     let last_two: Vec<&str> = events[events.len() - 2..]
         .iter()
         .map(|e| e["type"].as_str().unwrap())
@@ -216,15 +177,15 @@ async fn provider_error_exits_1_with_an_error_event() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_config_exits_2_naming_line_and_column() {
-    let dir = std::env::temp_dir().join(format!("agent-e2e-cfg-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("bad.toml");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
     std::fs::write(&path, "[model]\nmodle = \"x\"\n").unwrap();
-    let (code, _, stderr) = run_agent(
-        &["--config", path.to_str().unwrap(), "tools"],
-        "http://127.0.0.1:9/v1",
-    )
-    .await;
+    let (code, _, stderr) = Home::new(SECRET_KEY)
+        .run(
+            Some("http://127.0.0.1:9/v1"),
+            &["--config", path.to_str().unwrap(), "tools"],
+        )
+        .await;
     assert_eq!(code, 2);
     assert!(stderr.contains("line 2, column 1"), "{stderr}");
 }
@@ -249,27 +210,17 @@ fn done_turn() -> Vec<String> {
     ]
 }
 
-fn result_event(stdout: &str) -> Value {
-    stdout
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .find(|e| e["type"] == "tool_call_result")
-        .expect("a tool_call_result event")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn state_changes_are_denied_off_a_terminal_unless_approved() {
-    let workspace = std::env::temp_dir().join(format!("agent-e2e-approve-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&workspace);
-    let target = workspace.join("notes/hello.txt");
+    let home = Home::new(SECRET_KEY);
+    let target = home.workspace.join("notes/hello.txt");
 
     // No terminal and no --approve: the call is refused and nothing is written.
     let server = OpenAiServer::start([Reply::sse(write_file_turn()), Reply::sse(done_turn())])
         .await
         .unwrap();
     let base_url = server.base_url();
-    let (code, stdout, stderr) =
-        run_agent_in(&workspace, &["chat", "--json", "note"], &base_url).await;
+    let (code, stdout, stderr) = home.run(Some(&base_url), &["chat", "--json", "note"]).await;
     assert_eq!(code, 0, "{stderr}");
     let result = result_event(&stdout);
     assert_eq!(result["ok"], false);
@@ -280,14 +231,7 @@ async fn state_changes_are_denied_off_a_terminal_unless_approved() {
     );
     assert!(!target.exists());
     // The model was told, in a tool message for the same call id.
-    let messages = server.requests()[1].body["messages"].clone();
-    let tool = messages
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool")
-        .unwrap()
-        .clone();
+    let tool = tool_message(&server.requests()[1]);
     assert_eq!(tool["tool_call_id"], "call_w");
     assert!(
         tool["content"]
@@ -301,29 +245,24 @@ async fn state_changes_are_denied_off_a_terminal_unless_approved() {
         .await
         .unwrap();
     let base_url = server.base_url();
-    let (code, stdout, stderr) = run_agent_in(
-        &workspace,
-        &["chat", "--json", "--approve", "note"],
-        &base_url,
-    )
-    .await;
+    let (code, stdout, stderr) = home
+        .run(Some(&base_url), &["chat", "--json", "--approve", "note"])
+        .await;
     assert_eq!(code, 0, "{stderr}");
     let result = result_event(&stdout);
     assert_eq!(result["ok"], true, "{result}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "hi\n");
     // The redacted result shows the path but the content never reaches events.
     assert!(!stdout.contains("hi\\n"), "{stdout}");
-    std::fs::remove_dir_all(&workspace).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_lists_every_builtin_with_effect_and_default_decision() {
-    let (code, stdout, stderr) = run_agent(&["tools", "--json"], "http://127.0.0.1:9/v1").await;
+    let (code, stdout, stderr) = Home::new(SECRET_KEY)
+        .run(Some("http://127.0.0.1:9/v1"), &["tools", "--json"])
+        .await;
     assert_eq!(code, 0, "{stderr}");
-    let rows: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let rows = json_lines(&stdout);
     let table: Vec<(String, String, String)> = rows
         .iter()
         .map(|r| {

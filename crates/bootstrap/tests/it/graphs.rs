@@ -5,12 +5,10 @@
 //! and subagents loosen nothing (policy still decides every tool call), so it is used
 //! as it is.
 
-use std::path::PathBuf;
-use std::process::Stdio;
-use std::time::Duration;
-
 use agent_testing::server::{OpenAiServer, Reply};
 use serde_json::{Value, json};
+
+use crate::support::{Home, json_lines, tool_message};
 
 const CONFIG: &str = r#"
 [graphs.main]
@@ -30,60 +28,11 @@ max_model_requests = 4
 const PARENT_CALL: &str = "call_parent_1";
 const CHILD_CALL: &str = "call_child_1";
 
-struct Home {
-    _dir: tempfile::TempDir,
-    workspace: PathBuf,
-    base: PathBuf,
-}
-
+/// A fresh home whose workspace holds `config` as its `agent.toml`.
 fn home(config: &str) -> Home {
-    let dir = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(dir.path()).unwrap();
-    let workspace = base.join("ws");
-    for d in ["ws", "config", "data"] {
-        std::fs::create_dir_all(base.join(d)).unwrap();
-    }
-    std::fs::write(workspace.join("agent.toml"), config).unwrap();
-    Home {
-        _dir: dir,
-        workspace,
-        base,
-    }
-}
-
-impl Home {
-    /// Runs `agent` with `args` (within 60 s): exit code, stdout, stderr.
-    async fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"))
-            .current_dir(&self.workspace)
-            .args(args)
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("AGENT_MODEL")
-            .env_remove("RUST_LOG")
-            .env("OPENAI_API_KEY", "sk-graphs-e2e")
-            // Keep the user's own config and data dirs out of the tests.
-            .env("XDG_CONFIG_HOME", self.base.join("config"))
-            .env("XDG_DATA_HOME", self.base.join("data"))
-            .stdin(Stdio::null())
-            .kill_on_drop(true)
-            .output();
-        let output = tokio::time::timeout(Duration::from_secs(60), output)
-            .await
-            .expect("the agent hung")
-            .unwrap();
-        (
-            output.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
-    }
-}
-
-fn json_lines(stdout: &str) -> Vec<Value> {
-    stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("each line is one JSON object"))
-        .collect()
+    let home = Home::new("sk-graphs-e2e");
+    std::fs::write(home.workspace.join("agent.toml"), config).unwrap();
+    home
 }
 
 fn tool_names(request: &Value) -> Vec<String> {
@@ -120,17 +69,10 @@ async fn chat_graph_main_calls_the_researcher_subagent_with_one_done_and_tagged_
     let home = home(CONFIG);
     let base_url = server.base_url();
     let (code, stdout, stderr) = home
-        .run(&[
-            "--base-url",
-            &base_url,
-            "--model",
-            "e2e-model",
-            "chat",
-            "--json",
-            "--graph",
-            "main",
-            "What time is it?",
-        ])
+        .run(
+            Some(&base_url),
+            &["chat", "--json", "--graph", "main", "What time is it?"],
+        )
         .await;
     assert_eq!(code, 0, "stderr: {stderr}\nstdout: {stdout}");
     assert_eq!(server.remaining(), 0, "every scripted turn was used");
@@ -229,13 +171,7 @@ async fn chat_graph_main_calls_the_researcher_subagent_with_one_done_and_tagged_
     assert_eq!(tool_names(&requests[1].body), ["core__get_current_time"]);
     assert_eq!(tool_names(&requests[2].body), ["core__get_current_time"]);
     // The parent's second turn sees the child's answer as the tool result.
-    let tool_message = requests[3].body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool")
-        .unwrap()
-        .clone();
+    let tool_message = tool_message(&requests[3]);
     assert_eq!(tool_message["tool_call_id"], PARENT_CALL);
     assert!(
         tool_message["content"]
@@ -249,7 +185,7 @@ async fn chat_graph_main_calls_the_researcher_subagent_with_one_done_and_tagged_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_graphs_lists_the_builtin_and_configured_graphs() {
     let home = home(CONFIG);
-    let (code, stdout, stderr) = home.run(&["graphs", "--json"]).await;
+    let (code, stdout, stderr) = home.run(None, &["graphs", "--json"]).await;
     assert_eq!(code, 0, "stderr: {stderr}");
     let graphs = json_lines(&stdout);
     let names: Vec<&str> = graphs.iter().map(|g| g["name"].as_str().unwrap()).collect();
@@ -265,7 +201,7 @@ async fn agent_graphs_lists_the_builtin_and_configured_graphs() {
                "tools": ["core__get_current_time"], "subagents": []})
     );
 
-    let (code, stdout, _) = home.run(&["graphs"]).await;
+    let (code, stdout, _) = home.run(None, &["graphs"]).await;
     assert_eq!(code, 0);
     assert!(stdout.contains("researcher"), "{stdout}");
     assert!(stdout.contains("subagents: researcher"), "{stdout}");
@@ -286,12 +222,14 @@ async fn bad_graph_configs_exit_2_naming_the_problem() {
         ("[graphs.main]\nsubagent = [\"x\"]\n", "line 2, column 1"),
     ] {
         let home = home(config);
-        let (code, _, stderr) = home.run(&["graphs"]).await;
+        let (code, _, stderr) = home.run(None, &["graphs"]).await;
         assert_eq!(code, 2, "{config}: {stderr}");
         assert!(stderr.contains(needle), "{config}: {stderr}");
     }
     let home = home(CONFIG);
-    let (code, _, stderr) = home.run(&["chat", "--graph", "nope", "--json", "hi"]).await;
+    let (code, _, stderr) = home
+        .run(None, &["chat", "--graph", "nope", "--json", "hi"])
+        .await;
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("unknown graph `nope`"), "{stderr}");
 }

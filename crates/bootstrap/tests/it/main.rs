@@ -7,3 +7,4 @@ mod cli;
 mod graphs;
 mod providers;
 mod security;
+mod support;

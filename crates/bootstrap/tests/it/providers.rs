@@ -5,47 +5,17 @@
 //! Each server checks the second request the way the real provider does and answers
 //! with that provider's HTTP 400 error when the check fails.
 
-use std::path::PathBuf;
-use std::process::Stdio;
-
 use serde_json::{Value, json};
 
 use agent_testing::server::{OpenAiServer, Recorded, Reply, data};
 
-/// The `agent` binary cargo built for this test.
-fn agent_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_agent"))
-}
+use crate::support::{Home, json_lines};
 
-/// Runs `agent <args>` against `base_url` in a fresh workspace directory.
-async fn run_agent(name: &str, args: &[&str], base_url: &str) -> (i32, String, String) {
-    let workspace = std::env::temp_dir().join(format!("agent-e2e-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&workspace).unwrap();
-    let output = tokio::process::Command::new(agent_binary())
-        .current_dir(&workspace)
-        .args(["--base-url", base_url, "--model", "e2e-model"])
-        .args(args)
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("AGENT_MODEL")
-        .env_remove("RUST_LOG")
-        .env("OPENAI_API_KEY", "sk-e2e-providers-0123456789")
-        .stdin(Stdio::null())
-        .output()
-        .await
-        .unwrap();
-    let _ = std::fs::remove_dir_all(&workspace);
-    (
-        output.status.code().unwrap_or(-1),
-        String::from_utf8(output.stdout).unwrap(),
-        String::from_utf8(output.stderr).unwrap(),
-    )
-}
+const API_KEY: &str = "sk-e2e-providers-0123456789";
 
-fn events(stdout: &str) -> Vec<Value> {
-    stdout
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("each line is one JSON event"))
-        .collect()
+/// Runs `agent <args>` against `base_url` in a fresh home.
+async fn run_agent(args: &[&str], base_url: &str) -> (i32, String, String) {
+    Home::new(API_KEY).run(Some(base_url), args).await
 }
 
 /// The assistant message with tool calls in a recorded request.
@@ -152,13 +122,12 @@ async fn deepseek_reasoning_goes_back_with_the_tool_call() {
         .await
         .unwrap();
     let (code, stdout, stderr) = run_agent(
-        "deepseek-json",
         &["chat", "--json", "What time is it in Tokyo?"],
         &server.base_url(),
     )
     .await;
     assert_eq!(code, 0, "stderr: {stderr}\nstdout: {stdout}");
-    let events = events(&stdout);
+    let events = json_lines(&stdout);
 
     // Reasoning streams as its own events, never as answer text.
     let reasoning: String = events
@@ -221,12 +190,8 @@ async fn deepseek_reasoning_goes_back_with_the_tool_call() {
     let server = OpenAiServer::start([Reply::sse(deepseek_tool_turn()), deepseek_answer_turn()])
         .await
         .unwrap();
-    let (code, stdout, stderr) = run_agent(
-        "deepseek-human",
-        &["chat", "What time is it in Tokyo?"],
-        &server.base_url(),
-    )
-    .await;
+    let (code, stdout, stderr) =
+        run_agent(&["chat", "What time is it in Tokyo?"], &server.base_url()).await;
     assert_eq!(code, 0, "stderr: {stderr}\nstdout: {stdout}");
     assert!(stdout.contains(DEEPSEEK_ANSWER), "{stdout}");
     assert!(
@@ -315,13 +280,12 @@ async fn gemini_thought_signature_goes_back_on_the_call() {
         .await
         .unwrap();
     let (code, stdout, stderr) = run_agent(
-        "gemini-json",
         &["chat", "--json", "What time is it in Tokyo?"],
         &server.base_url(),
     )
     .await;
     assert_eq!(code, 0, "stderr: {stderr}\nstdout: {stdout}");
-    let events = events(&stdout);
+    let events = json_lines(&stdout);
     let result = events
         .iter()
         .find(|e| e["type"] == "tool_call_result")
@@ -349,12 +313,8 @@ async fn gemini_thought_signature_goes_back_on_the_call() {
     let server = OpenAiServer::start([Reply::sse(gemini_tool_turn(true)), gemini_answer_turn()])
         .await
         .unwrap();
-    let (code, stdout, stderr) = run_agent(
-        "gemini-human",
-        &["chat", "What time is it in Tokyo?"],
-        &server.base_url(),
-    )
-    .await;
+    let (code, stdout, stderr) =
+        run_agent(&["chat", "What time is it in Tokyo?"], &server.base_url()).await;
     assert_eq!(code, 0, "stderr: {stderr}\nstdout: {stdout}");
     assert!(stdout.contains(GEMINI_ANSWER), "{stdout}");
 }
@@ -367,13 +327,12 @@ async fn gemini_array_error_body_reaches_the_error_event() {
         .await
         .unwrap();
     let (code, stdout, stderr) = run_agent(
-        "gemini-error",
         &["chat", "--json", "What time is it in Tokyo?"],
         &server.base_url(),
     )
     .await;
     assert_eq!(code, 1, "stderr: {stderr}\nstdout: {stdout}");
-    let events = events(&stdout);
+    let events = json_lines(&stdout);
     let error = events
         .iter()
         .find(|e| e["type"] == "error")

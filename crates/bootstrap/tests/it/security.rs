@@ -5,8 +5,7 @@
 //! Every run gets its own workspace and its own `XDG_CONFIG_HOME` / `XDG_DATA_HOME`
 //! (temporary folders), so nothing touches the user's real folders.
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use agent_testing::server::{OpenAiServer, Reply};
@@ -16,30 +15,12 @@ use bootstrap::render::printable;
 use bootstrap::trust::{self, TrustError, UserDirs};
 use serde_json::{Value, json};
 
+use crate::support::{Home, result_event};
+
 const SECRET_KEY: &str = "sk-security-e2e-0f9e8d7c6b5a";
 
-struct Home {
-    _dir: tempfile::TempDir,
-    workspace: PathBuf,
-    config_home: PathBuf,
-    data_home: PathBuf,
-}
-
 fn home() -> Home {
-    let dir = tempfile::tempdir().unwrap();
-    let base = std::fs::canonicalize(dir.path()).unwrap();
-    let workspace = base.join("ws");
-    let config_home = base.join("config");
-    let data_home = base.join("data");
-    for d in [&workspace, &config_home, &data_home] {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    Home {
-        _dir: dir,
-        workspace,
-        config_home,
-        data_home,
-    }
+    Home::new(SECRET_KEY)
 }
 
 impl Home {
@@ -50,53 +31,15 @@ impl Home {
         }
     }
 
-    fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"));
-        command
-            .current_dir(&self.workspace)
-            .args(args)
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("AGENT_MODEL")
-            .env_remove("RUST_LOG")
-            .env("OPENAI_API_KEY", SECRET_KEY)
-            .env("XDG_CONFIG_HOME", &self.config_home)
-            .env("XDG_DATA_HOME", &self.data_home)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        command
-    }
-
-    /// Runs `agent` with `args` (within 60 s): exit code, stdout, stderr.
-    async fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let output = tokio::time::timeout(Duration::from_secs(60), self.command(args).output())
-            .await
-            .expect("the agent hung")
-            .unwrap();
-        (
-            output.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
-    }
-
     /// `agent chat --json [--approve] <prompt>` against `server`.
     async fn chat(&self, server: &OpenAiServer, approve: bool) -> (i32, String, String) {
         let base_url = server.base_url();
-        let mut args = vec![
-            "--base-url",
-            base_url.as_str(),
-            "--model",
-            "e2e-model",
-            "chat",
-            "--json",
-        ];
+        let mut args = vec!["chat", "--json"];
         if approve {
             args.push("--approve");
         }
         args.push("do it");
-        self.run(&args).await
+        self.run(Some(&base_url), &args).await
     }
 }
 
@@ -108,14 +51,6 @@ async fn one_call(tool: &str, args: Value) -> OpenAiServer {
     ])
     .await
     .unwrap()
-}
-
-fn result_event(stdout: &str) -> Value {
-    stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|e| e["type"] == "tool_call_result")
-        .unwrap_or_else(|| panic!("no tool_call_result in {stdout}"))
 }
 
 /// What the model was told about its call: the `tool` message of the second request.
@@ -319,16 +254,7 @@ echo spawned"#;
     .unwrap();
     let base_url = server.base_url();
     let mut child = h
-        .command(&[
-            "--base-url",
-            &base_url,
-            "--model",
-            "e2e-model",
-            "chat",
-            "--json",
-            "--approve",
-            "escape",
-        ])
+        .command(Some(&base_url), &["chat", "--json", "--approve", "escape"])
         .spawn()
         .unwrap();
     // Wait for the call to end: the second request arrives.
@@ -364,7 +290,7 @@ async fn agent_trust_records_the_exact_file_content() {
     assert!(message.contains("model.base_url"), "{message}");
     assert!(message.contains("agent trust"), "{message}");
 
-    let (code, stdout, stderr) = h.run(&["trust"]).await;
+    let (code, stdout, stderr) = h.run(None, &["trust"]).await;
     assert_eq!(code, 0, "{stderr}");
     assert!(stdout.contains("trusted"), "{stdout}");
     assert!(stdout.contains("model.base_url"), "{stdout}");
@@ -379,7 +305,7 @@ async fn agent_trust_records_the_exact_file_content() {
         Err(TrustError::Untrusted { .. })
     ));
     // A missing file cannot be trusted: exit 2.
-    let (code, _, stderr) = h.run(&["trust", "missing.toml"]).await;
+    let (code, _, stderr) = h.run(None, &["trust", "missing.toml"]).await;
     assert_eq!(code, 2, "{stderr}");
 }
 
@@ -467,17 +393,17 @@ async fn an_untrusted_project_config_exits_2_naming_the_keys() {
         "[model]\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"HOME\"\n",
     )
     .unwrap();
-    let (code, _, stderr) = h.run(&["tools"]).await;
+    let (code, _, stderr) = h.run(None, &["tools"]).await;
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("model.base_url"), "{stderr}");
     assert!(stderr.contains("model.api_key_env"), "{stderr}");
     assert!(stderr.contains("agent trust"), "{stderr}");
     // `--config` does not count as trust.
-    let (code, _, _) = h.run(&["--config", "agent.toml", "tools"]).await;
+    let (code, _, _) = h.run(None, &["--config", "agent.toml", "tools"]).await;
     assert_eq!(code, 2);
-    let (code, _, stderr) = h.run(&["trust"]).await;
+    let (code, _, stderr) = h.run(None, &["trust"]).await;
     assert_eq!(code, 0, "{stderr}");
-    let (code, _, stderr) = h.run(&["tools"]).await;
+    let (code, _, stderr) = h.run(None, &["tools"]).await;
     assert_eq!(code, 0, "{stderr}");
 }
 

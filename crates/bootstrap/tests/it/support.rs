@@ -1,0 +1,110 @@
+//! The harness every end-to-end test shares: a temporary home for one `agent` run
+//! (workspace, `XDG_CONFIG_HOME`, `XDG_DATA_HOME`), running the real binary in it,
+//! and reading its JSON-lines output.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use agent_testing::server::Recorded;
+use serde_json::Value;
+
+/// The model name passed with `--base-url`.
+const MODEL: &str = "e2e-model";
+
+/// A temporary workspace with its own config and data folders, removed on drop, so
+/// nothing touches the user's real folders.
+pub(crate) struct Home {
+    _dir: tempfile::TempDir,
+    pub(crate) workspace: PathBuf,
+    pub(crate) config_home: PathBuf,
+    pub(crate) data_home: PathBuf,
+    api_key: &'static str,
+}
+
+impl Home {
+    /// A fresh home whose runs see `api_key` as `OPENAI_API_KEY`.
+    pub(crate) fn new(api_key: &'static str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(dir.path()).unwrap();
+        let workspace = base.join("ws");
+        let config_home = base.join("config");
+        let data_home = base.join("data");
+        for d in [&workspace, &config_home, &data_home] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        Self {
+            _dir: dir,
+            workspace,
+            config_home,
+            data_home,
+            api_key,
+        }
+    }
+
+    /// `agent [--base-url <base_url> --model e2e-model] <args>` in the workspace, with
+    /// a clean environment, no stdin and piped output; killed when dropped.
+    pub(crate) fn command(&self, base_url: Option<&str>, args: &[&str]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"));
+        command.current_dir(&self.workspace);
+        if let Some(base_url) = base_url {
+            command.args(["--base-url", base_url, "--model", MODEL]);
+        }
+        command
+            .args(args)
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("AGENT_MODEL")
+            .env_remove("RUST_LOG")
+            .env("OPENAI_API_KEY", self.api_key)
+            .env("XDG_CONFIG_HOME", &self.config_home)
+            .env("XDG_DATA_HOME", &self.data_home)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        command
+    }
+
+    /// Runs [`Home::command`] to its end (within 60 s): exit code, stdout, stderr.
+    pub(crate) async fn run(&self, base_url: Option<&str>, args: &[&str]) -> (i32, String, String) {
+        let output = tokio::time::timeout(
+            Duration::from_secs(60),
+            self.command(base_url, args).output(),
+        )
+        .await
+        .expect("the agent hung")
+        .unwrap();
+        (
+            output.status.code().unwrap_or(-1),
+            String::from_utf8(output.stdout).expect("stdout is UTF-8"),
+            String::from_utf8(output.stderr).expect("stderr is UTF-8"),
+        )
+    }
+}
+
+/// Each line of `stdout` as one JSON value.
+pub(crate) fn json_lines(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is one JSON object"))
+        .collect()
+}
+
+/// The first `tool_call_result` event in `stdout`.
+pub(crate) fn result_event(stdout: &str) -> Value {
+    json_lines(stdout)
+        .into_iter()
+        .find(|e| e["type"] == "tool_call_result")
+        .unwrap_or_else(|| panic!("no tool_call_result in {stdout}"))
+}
+
+/// The first `tool` message the model was sent in `request`.
+pub(crate) fn tool_message(request: &Recorded) -> Value {
+    request.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()
+        .clone()
+}
