@@ -854,3 +854,47 @@ async fn a_connect_timeout_is_retried() {
     );
     server.abort();
 }
+
+/// Issue items 3, 5 and 6 over real HTTP: the same streams as the decoder fixtures,
+/// served in 7-byte chunks through the client.
+#[tokio::test]
+async fn split_names_azure_empty_models_and_refusals_survive_the_wire() {
+    let server = server([
+        Reply::sse_bytes(fixture("name_split_fragments"), 7),
+        Reply::sse_bytes(fixture("azure_empty_model_usage"), 7),
+        Reply::sse_bytes(fixture("refusal_stream"), 7),
+    ])
+    .await;
+    let client = OpenAiClient::new(config(&server)).unwrap();
+
+    let (_, split) = collect(&client, CancellationToken::new()).await;
+    let names: Vec<String> = split
+        .unwrap()
+        .tool_calls
+        .into_iter()
+        .map(|call| call.name)
+        .collect();
+    assert_eq!(names, ["get_weather", "core__get_current_time"]);
+
+    let (_, azure) = collect(&client, CancellationToken::new()).await;
+    let usage = azure.unwrap().usage.unwrap();
+    assert_eq!(
+        usage.model, "gpt-4o-2024-11-20",
+        "the empty first model lost"
+    );
+
+    let (deltas, refusal) = collect(&client, CancellationToken::new()).await;
+    let refusal = refusal.unwrap();
+    assert_eq!(
+        refusal.refusal.as_deref(),
+        Some("I'm sorry, I can't help with that.")
+    );
+    assert!(refusal.text.is_empty());
+    assert!(
+        deltas
+            .iter()
+            .any(|d| matches!(d, CompletionDelta::Refusal(_))),
+        "{deltas:?}"
+    );
+    assert_eq!(hits(&server), 3);
+}
