@@ -283,8 +283,7 @@ fn registered<C: ToolContract>(
 /// runner or an agent (it converts into a [`RegisteredTool`]).
 pub struct ToolFn<A, O, F> {
     contract: FnContract<A, O, F>,
-    namespace: Namespace,
-    redaction: Redaction,
+    /// The checked spec; its redaction is the one `redact` set.
     spec: ToolSpec,
 }
 
@@ -379,15 +378,8 @@ where
         f,
         _marker: PhantomData,
     };
-    let namespace = Namespace::default();
-    let redaction = Redaction::default();
-    let spec = spec_in(&contract, &namespace, redaction.clone())?;
-    Ok(ToolFn {
-        contract,
-        namespace,
-        redaction,
-        spec,
-    })
+    let spec = spec_in(&contract, &Namespace::default(), Redaction::default())?;
+    Ok(ToolFn { contract, spec })
 }
 
 impl<A, O, F, Fut> ToolFn<A, O, F>
@@ -399,17 +391,15 @@ where
 {
     /// Which argument and output fields may reach events, logs and UIs.
     pub fn redact(mut self, redaction: Redaction) -> Self {
-        self.spec.redaction = Some(redaction.clone());
-        self.redaction = redaction;
+        self.spec.redaction = Some(redaction);
         self
     }
 
     /// Moves the tool into another application namespace (`billing` gives
     /// `billing__<name>`); `core`, `mcp` and `graph` are refused.
     pub fn namespace(mut self, namespace: &str) -> Result<Self, ContractError> {
-        let namespace = Namespace::app(namespace);
-        self.spec = spec_in(&self.contract, &namespace, self.redaction.clone())?;
-        self.namespace = namespace;
+        let redaction = self.spec.redaction.clone().unwrap_or_default();
+        self.spec = spec_in(&self.contract, &Namespace::app(namespace), redaction)?;
         Ok(self)
     }
 
