@@ -594,6 +594,16 @@ async fn drive(
             depth,
         }),
     };
+    if depth == 0 {
+        // Tools policy allows but their source withholds right now (e.g. an MCP tool
+        // whose definition changed since it was pinned): said once, up front.
+        for (id, reason) in deps.runner.withheld(&context) {
+            emitter.emit(AiEventKind::ToolWithheld {
+                tool_name: id.as_str().to_owned(),
+                reason,
+            });
+        }
+    }
     let max_iterations = limits.max_iterations.max(1);
     let tools: Arc<[ai_core::ToolSpec]> = deps.catalog.specs().into();
     let mut usage = Vec::new();

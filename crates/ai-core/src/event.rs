@@ -175,6 +175,15 @@ pub enum AiEventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         prompt_hash: Option<String>,
     },
+    /// A tool that policy allows is left out of this run's catalog, for the reason
+    /// its source gives (e.g. an MCP tool whose definition changed since it was
+    /// pinned). Emitted when a run starts, once per withheld tool, sorted by id.
+    ToolWithheld {
+        /// The tool id.
+        tool_name: String,
+        /// Why it is withheld, and what the user can do about it.
+        reason: String,
+    },
     /// The run failed.
     Error {
         /// Stable error code.

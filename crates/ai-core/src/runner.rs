@@ -262,6 +262,16 @@ pub trait ToolExecutor: Send + Sync {
         cx: ToolCallContext,
         args: Value,
     ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>>;
+
+    /// Whether the tool can be offered right now, or why not. A source whose tools
+    /// come and go (an MCP server that removed a tool, or changed a definition the
+    /// user has not accepted) answers `Err(reason)`, and every catalog built from
+    /// then on leaves the tool out ([`ToolRunner::catalog`]; [`ToolRunner::withheld`]
+    /// says which and why). A call already in flight, or made from an older catalog,
+    /// is the executor's to refuse with a typed failure. Default: always available.
+    fn availability(&self) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A spec with the executor that runs it.
@@ -520,13 +530,43 @@ impl ToolRunner {
         specs
     }
 
-    /// The catalog for one run: the registered tools policy allows. Tools that need
+    /// Why the tool with this id cannot be offered now (`Ok` when it can; see
+    /// [`ToolExecutor::availability`]); `None` for an id that is not registered.
+    pub fn availability(&self, id: &str) -> Option<Result<(), String>> {
+        self.entries.get(id).map(|e| e.executor.availability())
+    }
+
+    /// The tools this run's catalog would offer but for their availability, with
+    /// the reason each gives, sorted by id: what a loop reports as
+    /// `tool_withheld` events when a run starts.
+    pub fn withheld(&self, ctx: &RunContext) -> Vec<(ToolId, String)> {
+        let mut withheld: Vec<(ToolId, String)> = self
+            .entries
+            .values()
+            .filter_map(|e| {
+                let reason = e.executor.availability().err()?;
+                let offered = match self.policy.decide(ctx, &e.spec.id, e.spec.effect) {
+                    PolicyDecision::Allow => true,
+                    PolicyDecision::RequireApproval => self.approver.is_some(),
+                    PolicyDecision::Deny => false,
+                };
+                offered.then(|| (e.spec.id.clone(), reason))
+            })
+            .collect();
+        withheld.sort_by(|a, b| a.0.cmp(&b.0));
+        withheld
+    }
+
+    /// The catalog for one run: the registered, available tools policy allows. Tools that need
     /// an approval are offered only when the runner has an approver (invariant
     /// CATALOG_IS_EXPLICIT: the model is never shown a tool no one could approve).
     pub fn catalog(&self, ctx: &RunContext) -> ToolCatalog {
         // Specs were checked for collisions and the subset once, in `new`.
         ToolCatalog::allowed(
-            self.entries.values().map(|e| &e.spec),
+            self.entries
+                .values()
+                .filter(|e| e.executor.availability().is_ok())
+                .map(|e| &e.spec),
             &self.policy,
             ctx,
             self.approver.is_some(),

@@ -1,6 +1,7 @@
-//! The `agent` command line: `agent chat`, `agent tools`, `agent graphs` and
-//! `agent trust`.
+//! The `agent` command line: `agent chat`, `agent tools`, `agent mcp`, `agent graphs`
+//! and `agent trust`.
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -83,12 +84,37 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// MCP servers: list them with their tools, or accept their current tool
+    /// definitions.
+    Mcp {
+        /// What to do.
+        #[command(subcommand)]
+        command: McpCommand,
+    },
     /// Trust a config file's current content. A config that redirects requests,
     /// changes the API key variable or loosens policy is used only once trusted; any
     /// later change needs trusting again.
     Trust {
         /// The config file (default: --config, else ./agent.toml).
         path: Option<PathBuf>,
+    },
+}
+
+/// `agent mcp` commands.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Start every configured server and show its transport, status and tools
+    /// (description, effect, pin state, whether it is withheld).
+    List {
+        /// Print one JSON object per server instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Accept a server's current tool definitions: changed and new tools are enabled
+    /// (policy still decides), removed ones forgotten.
+    Pin {
+        /// The server id.
+        server: String,
     },
 }
 
@@ -154,7 +180,8 @@ pub async fn run(cli: Cli) -> ExitCode {
         tracing::info!(path = %path.display(), "loaded config");
     }
     match cli.command {
-        Command::Tools { json } => list_tools(&config, json),
+        Command::Tools { json } => list_tools(&config, json).await,
+        Command::Mcp { command } => mcp_command(&config, command).await,
         Command::Graphs { json } => list_graphs(&config, json),
         Command::Chat {
             prompt,
@@ -183,7 +210,7 @@ fn trust_command(path: Option<&std::path::Path>) -> ExitCode {
     }
 }
 
-fn list_tools(config: &AgentConfig, json: bool) -> ExitCode {
+async fn list_tools(config: &AgentConfig, json: bool) -> ExitCode {
     let tools = match tools::bind(config) {
         Ok(tools) => tools,
         Err(e) => {
@@ -191,32 +218,148 @@ fn list_tools(config: &AgentConfig, json: bool) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    let sources = match crate::mcp::start(config).await {
+        Ok(sources) => sources,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let mut tools = tools;
+    tools.extend(sources.iter().flat_map(|s| s.tools()));
+    let reports = sources.as_ref().map(|s| s.report()).unwrap_or_default();
     let policy = config.file.policy.to_policy();
     let ctx = RunContext::generate();
-    let mut specs: Vec<_> = tools.iter().map(|t| &t.spec).collect();
-    specs.sort_by(|a, b| a.id.cmp(&b.id));
-    for spec in specs {
+    let mut listed: Vec<_> = tools.iter().collect();
+    listed.sort_by(|a, b| a.spec.id.cmp(&b.spec.id));
+    for tool in listed {
+        let spec = &tool.spec;
         let decision = match policy.decide(&ctx, &spec.id, spec.effect) {
             PolicyDecision::Allow => "allow",
             PolicyDecision::RequireApproval => "approval",
             PolicyDecision::Deny => "deny",
         };
+        let mcp = reports
+            .iter()
+            .flat_map(|r| r.tools.iter())
+            .find(|t| t.id.as_deref() == Some(spec.id.as_str()));
+        let withheld = tool.executor.availability().err();
         if json {
-            println!(
-                "{}",
-                serde_json::json!({"id": spec.id.as_str(), "effect": spec.effect, "decision": decision, "description": spec.description})
-            );
+            let mut line = serde_json::json!({"id": spec.id.as_str(), "effect": spec.effect, "decision": decision, "description": spec.description});
+            if let Some(mcp) = mcp {
+                line["pin"] = serde_json::json!(mcp.pin);
+                line["mcp_name"] = serde_json::json!(mcp.name);
+            }
+            if let Some(reason) = &withheld {
+                line["withheld"] = serde_json::json!(reason);
+            }
+            println!("{line}");
         } else {
+            let state = match (mcp, &withheld) {
+                (_, Some(_)) => "withheld",
+                (Some(mcp), None) => mcp.pin.as_str(),
+                (None, None) => "",
+            };
             println!(
-                "{:<28} {:<22} {:<9} {}",
+                "{:<28} {:<22} {:<9} {:<11} {}",
                 spec.id,
                 spec.effect.as_str(),
                 decision,
-                spec.description
+                state,
+                crate::render::printable(&spec.description)
             );
+            if let Some(reason) = withheld {
+                println!("{:<28} withheld: {}", "", crate::render::printable(&reason));
+            }
         }
     }
+    if let Some(sources) = sources {
+        sources.shutdown().await;
+    }
     ExitCode::SUCCESS
+}
+
+async fn mcp_command(config: &AgentConfig, command: McpCommand) -> ExitCode {
+    let sources = match crate::mcp::start(config).await {
+        Ok(Some(sources)) => sources,
+        Ok(None) => {
+            eprintln!("agent: no MCP servers are configured ([mcp.servers.NAME] in the config)");
+            return ExitCode::from(EXIT_USAGE);
+        }
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let code = match command {
+        McpCommand::List { json } => {
+            for server in sources.report() {
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::to_string(&server).unwrap_or_else(|_| "{}".to_owned())
+                    );
+                    continue;
+                }
+                println!(
+                    "{} ({} {}): {}",
+                    server.id,
+                    server.transport,
+                    crate::render::printable(&server.target),
+                    crate::render::printable(&server.status)
+                );
+                for tool in &server.tools {
+                    println!(
+                        "  {:<24} {:<22} {:<11} {}",
+                        crate::render::printable(&tool.name),
+                        tool.effect.as_str(),
+                        tool.pin.as_str(),
+                        crate::render::printable(&tool.description)
+                    );
+                    if let Some(id) = &tool.id {
+                        println!("  {:<24} id: {id}", "");
+                    }
+                    if let Some(annotations) = &tool.annotations {
+                        println!("  {:<24} annotations (not trusted): {annotations}", "");
+                    }
+                    if let Some(reason) = &tool.withheld {
+                        println!(
+                            "  {:<24} withheld: {}",
+                            "",
+                            crate::render::printable(reason)
+                        );
+                    }
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        McpCommand::Pin { server } => {
+            let path = crate::mcp::lock_path(config);
+            let outcome = crate::mcp::read_pins(&path).and_then(|pins| {
+                let updated = sources.accept(&server, &pins).ok_or_else(|| {
+                    format!("MCP server `{server}` is not configured or did not start")
+                })?;
+                let count = updated.servers.get(&server).map_or(0, BTreeMap::len);
+                crate::mcp::write_pins(&path, &updated)?;
+                Ok(count)
+            });
+            match outcome {
+                Ok(count) => {
+                    println!(
+                        "pinned {count} tool definition(s) of `{server}` in {}",
+                        path.display()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("agent: {e}");
+                    ExitCode::from(EXIT_USAGE)
+                }
+            }
+        }
+    };
+    sources.shutdown().await;
+    code
 }
 
 fn list_graphs(config: &AgentConfig, json: bool) -> ExitCode {
@@ -251,6 +394,31 @@ async fn chat(
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    let sources = match crate::mcp::start(config).await {
+        Ok(sources) => sources,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    tools.extend(sources.iter().flat_map(|s| s.tools()));
+    let code = chat_with(config, tools, prompt, json, approve, graph).await;
+    // Every MCP server ends with the command (sessions deleted, process groups
+    // terminated), whether the run succeeded, failed or was cancelled.
+    if let Some(sources) = sources {
+        sources.shutdown().await;
+    }
+    code
+}
+
+async fn chat_with(
+    config: &AgentConfig,
+    mut tools: Vec<ai_core::RegisteredTool>,
+    prompt: &str,
+    json: bool,
+    approve: bool,
+    graph: &str,
+) -> ExitCode {
     let tool_ids: Vec<&str> = tools.iter().map(|t| t.spec.id.as_str()).collect();
     let registry = crate::graphs::registry(config, &tool_ids);
     let Some(graph) = registry.get(graph).cloned() else {

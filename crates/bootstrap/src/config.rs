@@ -250,6 +250,46 @@ pub struct FileConfig {
     pub workspace: WorkspaceConfig,
     /// Named graphs, by name (a `chat` entry replaces the built-in one).
     pub graphs: BTreeMap<String, GraphConfig>,
+    /// MCP servers.
+    pub mcp: McpConfig,
+    /// Credentials by connection id, for MCP servers that name one.
+    pub connections: BTreeMap<String, ConnectionConfig>,
+}
+
+/// `[mcp]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpConfig {
+    /// `[mcp.servers.NAME]`, by server id (the `<server>` of `mcp__<server>__<tool>`).
+    pub servers: BTreeMap<String, tools_mcp::ServerConfig>,
+}
+
+impl PartialEq for McpConfig {
+    // Server tables hold no secrets, but may hold values not meant for logs: compare
+    // by their (value-free) debug forms plus ids, which is what tests need.
+    fn eq(&self, other: &Self) -> bool {
+        format!("{:?}", self.servers) == format!("{:?}", other.servers)
+    }
+}
+
+/// The kind of a connection's credential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConnectionType {
+    /// `Authorization: Bearer <secret>`.
+    Bearer,
+}
+
+/// `[connections.NAME]`: where a connection's secret comes from. The secret itself
+/// is never in the file.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectionConfig {
+    /// The credential kind.
+    #[serde(rename = "type")]
+    pub kind: ConnectionType,
+    /// The environment variable holding the secret (read when a server connects).
+    pub env: String,
 }
 
 /// Overrides from the environment (read by the caller, passed in as data).
@@ -374,6 +414,7 @@ pub fn load(
     }
     validate_model_settings(&file.model)?;
     validate_graphs(&file.graphs)?;
+    validate_mcp(&file)?;
     if file.limits.max_iterations == 0 {
         return Err(ConfigError::Invalid(
             "limits.max_iterations must be at least 1".into(),
@@ -394,6 +435,31 @@ pub fn load(
         workspace_root: root,
         source,
     })
+}
+
+/// Checks `[mcp.servers]` and `[connections]`: each server's table (transport,
+/// id, timeouts, fields) and that every named connection exists.
+fn validate_mcp(file: &FileConfig) -> Result<(), ConfigError> {
+    for (id, server) in &file.mcp.servers {
+        server
+            .transport(id)
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        if let Some(connection) = &server.connection
+            && !file.connections.contains_key(connection)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "mcp.servers.{id}.connection names `{connection}`, but there is no [connections.{connection}]"
+            )));
+        }
+    }
+    for (name, connection) in &file.connections {
+        if connection.env.trim().is_empty() {
+            return Err(ConfigError::Invalid(format!(
+                "connections.{name}.env must name an environment variable"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Checks the per-call settings of `[model]` (ranges the type does not express).

@@ -227,6 +227,15 @@ impl<O: Write, E: Write> HumanRenderer<O, E> {
                     );
                 }
             }
+            AiEventKind::ToolWithheld { tool_name, reason } => {
+                self.end_text_line();
+                let _ = writeln!(
+                    self.err,
+                    "warning: {} is withheld: {}",
+                    printable(tool_name),
+                    printable(reason)
+                );
+            }
             AiEventKind::Error { code, message } => {
                 self.end_text_line();
                 let _ = writeln!(self.err, "error [{code}]: {}", printable(message));

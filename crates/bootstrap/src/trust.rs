@@ -232,6 +232,18 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
     if file.workspace.memory_db.is_some() {
         keys.push("workspace.memory_db (where memory is written)".to_owned());
     }
+    // An MCP server is a program the agent starts (or an endpoint it sends
+    // arguments to), and a connection picks which secret is sent where.
+    for id in file.mcp.servers.keys() {
+        keys.push(format!(
+            "mcp.servers.{id} (a tool server the agent starts or calls)"
+        ));
+    }
+    for name in file.connections.keys() {
+        keys.push(format!(
+            "connections.{name} (which secret is sent to an MCP server)"
+        ));
+    }
     keys
 }
 
