@@ -32,8 +32,9 @@
 //!   are kept. Recursive, remote (not starting with `#`), anchor (`#name`) and
 //!   dangling references are untranslatable.
 //! * `const: v` becomes `enum: [v]`.
-//! * `prefixItems` becomes tuple `items`, and the 2020-12 `items` next to it becomes
-//!   `additionalItems`. `dependentRequired` and `dependentSchemas` become
+//! * `prefixItems` (2020-12) becomes tuple `items`, and the `items` next to it
+//!   becomes `additionalItems`; the legacy array `items` and `additionalItems` are
+//!   read as in draft-07 (as the validator does). `dependentRequired` and `dependentSchemas` become
 //!   `dependencies`. `unevaluatedProperties: false` becomes
 //!   `additionalProperties: false` (after everything else is merged, so the
 //!   properties it sees are the ones the original evaluates); `true` is dropped.
@@ -42,7 +43,8 @@
 //!   `maxContains`, other `unevaluatedItems`/`unevaluatedProperties`, the draft-04
 //!   boolean `exclusiveMinimum`/`exclusiveMaximum` and an `$id` below the root are
 //!   untranslatable. In a draft-07 schema, keywords that only later drafts define
-//!   are ignored by draft-07 and therefore dropped.
+//!   are ignored by draft-07 and therefore dropped (likewise `prefixItems` in
+//!   2019-09).
 //!
 //! Work is bounded: schemas nested deeper than 64 levels (counting inlined
 //! references) are untranslatable, and so is a schema whose inlined references add
@@ -347,7 +349,8 @@ impl Translator<'_> {
             ));
         }
 
-        let tuple = self.modern() && map.contains_key("prefixItems");
+        // `prefixItems` is a 2020-12 keyword; draft-07 and 2019-09 ignore it.
+        let tuple = self.dialect == Dialect::Draft2020_12 && map.contains_key("prefixItems");
         let mut out = Map::new();
         for (keyword, value) in map {
             let here = child(pointer, keyword);
@@ -1607,6 +1610,25 @@ mod tests {
         assert_eq!(
             prop_err(json!({"prefixItems": [{"not": {}}]})),
             ("/properties/p/prefixItems/0/not".into(), "not".into())
+        );
+    }
+
+    #[test]
+    fn prefix_items_is_ignored_before_2020_12_where_array_items_is_the_tuple() {
+        let schema = ok(json!({
+            "$schema": "https://json-schema.org/draft/2019-09/schema",
+            "type": "object",
+            "properties": {
+                "ignored": {"type": "array", "prefixItems": [{"type": "string"}]},
+                "pair": {"type": "array", "items": [{"type": "string"}, {"const": 2}], "additionalItems": false}
+            }
+        }));
+        assert_eq!(
+            schema["properties"],
+            json!({
+                "ignored": {"type": "array"},
+                "pair": {"type": "array", "items": [{"type": "string"}, {"enum": [2]}], "additionalItems": false}
+            })
         );
     }
 

@@ -1,0 +1,188 @@
+//! Shared test harness: where the test servers' Python is, a state folder per test,
+//! server configs, a runner over the sources, and process checks.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ai_core::{
+    AiEvent, CancellationToken, EventSink, RunContext, ToolCall, ToolEffect, ToolExecution,
+    ToolPolicy, ToolRunner,
+};
+use serde_json::Value;
+use tools_mcp::{McpSources, Pins, ServerConfig};
+
+/// The Python that has the test servers' requirements: `$AGENT_TEST_PYTHON`, else
+/// the workspace's `target/test-venv` (made by `cargo xtask test-env`).
+pub(crate) fn python() -> PathBuf {
+    if let Some(path) = std::env::var_os("AGENT_TEST_PYTHON") {
+        return PathBuf::from(path);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-venv/bin/python");
+    assert!(
+        venv.exists(),
+        "the MCP test servers need a Python venv with tests/servers/requirements.txt: \
+         run `cargo xtask test-env` (or `cargo xtask test`), or set AGENT_TEST_PYTHON"
+    );
+    venv
+}
+
+/// The test server script.
+pub(crate) fn script(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/servers")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// A temporary folder where the server writes its pid, port and markers.
+pub(crate) struct State(tempfile::TempDir);
+
+impl State {
+    pub(crate) fn new() -> Self {
+        Self(tempfile::tempdir().unwrap())
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    /// Waits for a file the server writes; its content.
+    pub(crate) fn wait(&self, name: &str, limit: Duration) -> Option<String> {
+        let path = self.0.path().join(name);
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                return Some(text);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    pub(crate) fn pid(&self, transport: &str) -> u32 {
+        self.wait(&format!("pid-{transport}"), Duration::from_secs(30))
+            .expect("the server wrote its pid")
+            .trim()
+            .parse()
+            .unwrap()
+    }
+}
+
+/// A stdio server config running the test server with `args`.
+pub(crate) fn stdio(state: &State, args: &[&str]) -> ServerConfig {
+    let mut all = vec![
+        script("testserver.py"),
+        "--state-dir".to_owned(),
+        state.path().display().to_string(),
+    ];
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    ServerConfig {
+        command: Some(python().display().to_string()),
+        args: all,
+        // A cold Python start on a busy 2-core machine takes seconds.
+        startup_timeout_s: Some(60),
+        ..Default::default()
+    }
+}
+
+/// Starts one server named `t`.
+pub(crate) async fn start(config: ServerConfig, pins: &Pins) -> McpSources {
+    start_named("t", config, pins).await
+}
+
+pub(crate) async fn start_named(id: &str, config: ServerConfig, pins: &Pins) -> McpSources {
+    let configs = BTreeMap::from([(id.to_owned(), config)]);
+    McpSources::start(&configs, pins, None).await.unwrap()
+}
+
+/// A runner over the sources' tools, allowing `mcp__t__*` without approvals.
+pub(crate) fn runner(sources: &McpSources) -> ToolRunner {
+    let policy = ToolPolicy::allowing(["mcp__t__*"]).with_approval_for(Vec::<ToolEffect>::new());
+    ToolRunner::new(sources.tools(), policy).unwrap()
+}
+
+/// Records every event.
+#[derive(Default)]
+pub(crate) struct Events(std::sync::Mutex<Vec<AiEvent>>);
+
+impl EventSink for Events {
+    fn emit(&self, event: AiEvent) {
+        self.0.lock().unwrap().push(event);
+    }
+}
+
+impl Events {
+    pub(crate) fn json(&self) -> String {
+        serde_json::to_string(&*self.0.lock().unwrap()).unwrap()
+    }
+}
+
+/// Runs one call through the whole pipeline.
+pub(crate) async fn call(runner: &ToolRunner, name: &str, args: Value) -> ToolExecution {
+    call_with(
+        runner,
+        name,
+        args,
+        &CancellationToken::new(),
+        &Events::default(),
+    )
+    .await
+}
+
+pub(crate) async fn call_with(
+    runner: &ToolRunner,
+    name: &str,
+    args: Value,
+    cancel: &CancellationToken,
+    events: &Events,
+) -> ToolExecution {
+    let ctx = RunContext::generate();
+    let catalog = runner.catalog(&ctx);
+    runner
+        .exec(
+            &ctx,
+            &catalog,
+            ToolCall::new("call-1", name, args.to_string()),
+            cancel,
+            events,
+        )
+        .await
+}
+
+/// Whether a process exists and is not a zombie.
+pub(crate) fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// Waits until `pid` is gone.
+pub(crate) fn wait_gone(pid: u32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while alive(pid) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    true
+}
+
+/// Waits until `check` holds.
+pub(crate) async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while !check() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    true
+}
