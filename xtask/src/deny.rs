@@ -17,7 +17,9 @@
 //!   only as a dev-dependency. Reading declarations, not the resolved graph, keeps the
 //!   entry independent of feature unification and platforms; deriving it from the
 //!   network rule alone would list every network layer, used or not. With no such
-//!   member the entry has no wrappers, so cargo-deny bans the crate outright.
+//!   member the entry has no wrappers, so cargo-deny bans the crate outright. The
+//!   external crates of `[network].external_wrappers` (an SDK with its own HTTP
+//!   client, such as rmcp) are wrappers too.
 //!
 //! Entries for other crates are left alone. The derived entries live between a
 //! `# layer-lint: begin` and a `# layer-lint: end` line inside the `deny` array;
@@ -56,11 +58,12 @@ pub(crate) struct Ban {
 pub(crate) fn derive(layers: &Layers, rules: &Rules<'_>, members: &[&Package]) -> Vec<Ban> {
     let mut bans = Vec::new();
     for client in &layers.network.deny_toml_bans {
-        let wrappers: BTreeSet<String> = members
+        let mut wrappers: BTreeSet<String> = members
             .iter()
             .filter(|member| declares_acceptably(layers, member, client))
             .map(|member| member.name.clone())
             .collect();
+        wrappers.extend(layers.network.external_wrappers.iter().cloned());
         bans.push(Ban {
             krate: client.clone(),
             wrappers: wrappers.into_iter().collect(),

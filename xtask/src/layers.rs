@@ -54,6 +54,11 @@ pub(crate) struct NetworkRules {
     pub(crate) tokio_features: Vec<String>,
     /// HTTP clients that deny.toml bans with derived `wrappers`.
     pub(crate) deny_toml_bans: Vec<String>,
+    /// External crates allowed to wrap those clients (an SDK that speaks HTTP
+    /// itself); added to the derived `wrappers`. The layers that may depend on such a
+    /// crate are still only the network layers (it should be in `http_crates` too).
+    #[serde(default)]
+    pub(crate) external_wrappers: Vec<String>,
 }
 
 /// The whole of `layers.toml`.

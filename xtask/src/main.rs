@@ -9,7 +9,9 @@
 //!   deny.toml and ARCHITECTURE.md ([`layer_lint`], [`layers`], [`deny`],
 //!   [`architecture`]);
 //! - `tidy`: text checks over `crates/*/src` and dangling Markdown references
-//!   ([`tidy`]).
+//!   ([`tidy`]);
+//! - `test-env` and `test`: what the tests need beyond cargo (the Python venv of
+//!   the MCP test servers), then README's test command ([`test_env`]).
 //!
 //! Exit codes: 0 when clean, 1 on violations, 2 on usage or other errors.
 
@@ -17,6 +19,7 @@ mod architecture;
 mod deny;
 mod layer_lint;
 mod layers;
+mod test_env;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -40,6 +43,11 @@ tasks:
   tidy           check crates/*/src for crate docs, leftover dbg!/todo!/unimplemented!
                  and IO in ai-core, and that every Markdown file named in the repo's
                  text files exists
+  test-env       build target/test-venv (the MCP test servers' Python packages,
+                 pinned in crates/tools-mcp/tests/servers/requirements.txt) unless
+                 it is up to date
+  test [ARGS]    test-env, then `cargo test --workspace --locked ARGS` with
+                 AGENT_TEST_PYTHON set to the venv's python
   help           print this message";
 
 /// Exit code for violations.
@@ -59,6 +67,8 @@ fn main() -> ExitCode {
             "tidy takes no arguments, got `{}`",
             rest.join(" ")
         )),
+        Some("test-env") if rest.is_empty() => test_env::test_env_task(repo_root()),
+        Some("test") => test_env::test_task(repo_root(), &rest),
         Some("help" | "-h" | "--help") => {
             println!("{USAGE}");
             ExitCode::SUCCESS

@@ -9,6 +9,8 @@
 //!   The `agent` CLI uses it as its embedded offline model.
 //! - [`echo_tool`] and [`run_one`]: a read-only tool and one call through a real
 //!   `ToolRunner`.
+//! - [`process`]: whether a process is still alive, waiting for it to be gone or for
+//!   a file it writes (Linux).
 //! - [`refuse_snapshot_updates_on_ci`]: the golden-file rule of the project's insta
 //!   tests (compared on CI, never written there).
 //! - `server::OpenAiServer` (feature `server`): a loopback chat-completions server
@@ -29,6 +31,7 @@
 
 mod args_gen;
 mod playback;
+pub mod process;
 mod scripted;
 mod snapshots;
 mod test_model;

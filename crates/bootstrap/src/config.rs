@@ -819,6 +819,79 @@ max_result_bytes = 100
     }
 
     #[test]
+    fn mcp_servers_and_connections_parse_and_are_checked() {
+        let text = r#"
+[mcp.servers.everything]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-everything"]
+env = { LOG_LEVEL = "warn" }
+startup_timeout_s = 10
+call_timeout_s = 60
+
+[mcp.servers.notes]
+url = "http://127.0.0.1:8765/mcp"
+connection = "notes"
+[mcp.servers.notes.tools.search]
+effect = "read_only"
+
+[connections.notes]
+type = "bearer"
+env = "NOTES_TOKEN"
+
+[policy]
+allow = ["core__*", "mcp__everything__echo", "mcp__notes__*"]
+"#;
+        let path = Path::new("agent.toml");
+        let file = parse(text, path).unwrap();
+        validate_mcp(&file).unwrap();
+        assert_eq!(
+            file.mcp.servers["notes"].tools["search"].effect,
+            Some(ToolEffect::ReadOnly)
+        );
+        assert_eq!(file.connections["notes"].env, "NOTES_TOKEN");
+        // Starting programs and sending secrets needs the user's trust.
+        let keys = crate::trust::loosened_keys(&file);
+        assert!(
+            keys.iter().any(|k| k.starts_with("mcp.servers.everything")),
+            "{keys:?}"
+        );
+        assert!(
+            keys.iter().any(|k| k.starts_with("connections.notes")),
+            "{keys:?}"
+        );
+
+        // Unknown keys are errors with line and column.
+        let err = parse("[mcp.servers.a]\ncommand = \"x\"\ncomand = \"y\"\n", path).unwrap_err();
+        assert!(err.to_string().contains("line 3, column 1"), "{err}");
+        let err = parse("[connections.a]\ntype = \"basic\"\nenv = \"X\"\n", path).unwrap_err();
+        assert!(err.to_string().contains("line 2"), "{err}");
+        // Semantic checks name the key.
+        for (bad, needle) in [
+            (
+                "[mcp.servers.a]\ncommand = \"x\"\nurl = \"http://h/mcp\"\n",
+                "exactly one of",
+            ),
+            ("[mcp.servers.A]\ncommand = \"x\"\n", "mcp server id `A`"),
+            (
+                "[mcp.servers.a]\nurl = \"http://h/mcp\"\nconnection = \"gh\"\n",
+                "no [connections.gh]",
+            ),
+            (
+                "[mcp.servers.a]\nurl = \"http://h/mcp\"\nheaders = { Authorization = \"Bearer x\" }\n",
+                "name a `connection`",
+            ),
+            (
+                "[mcp.servers.a]\ncommand = \"x\"\ncall_timeout_s = 0\n",
+                "call_timeout_s",
+            ),
+        ] {
+            let file = parse(bad, path).unwrap();
+            let err = validate_mcp(&file).unwrap_err().to_string();
+            assert!(err.contains(needle), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn the_example_config_in_the_repository_parses() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../agent.example.toml");
         let text = std::fs::read_to_string(&path).unwrap();

@@ -142,7 +142,7 @@ mod tests {
             {"type": "text", "text": "see"},
             {"type": "image", "data": "AAAA", "mimeType": "image/png"},
             {"type": "audio", "data": "AAAAAA==", "mimeType": "audio/wav"},
-            {"type": "resource_link", "uri": "file:///n.md", "name": "n.md"},
+            {"type": "resource_link", "uri": "file:///n.txt", "name": "n.txt"},
             {"type": "resource", "resource": {"uri": "file:///a", "text": "inline"}},
             {"type": "resource", "resource": {"uri": "file:///b", "blob": "AAAA", "mimeType": "x/y"}}
         ]}));
@@ -150,7 +150,7 @@ mod tests {
         assert_eq!(
             text,
             "see\n[image: image/png, 3 bytes, not shown]\n[audio: audio/wav, 4 bytes, not shown]\n\
-             [resource: n.md <file:///n.md>]\n[resource <file:///a>]\ninline\n\
+             [resource: n.txt <file:///n.txt>]\n[resource <file:///a>]\ninline\n\
              [resource <file:///b>: x/y, 3 bytes, not shown]"
         );
         assert!(!text.contains("AAAA"));

@@ -275,3 +275,62 @@ async fn a_failed_run_is_a_typed_error() {
     let err = agent.prompt("x").await.unwrap_err();
     assert!(matches!(err, RunError::Model(_)), "{err:?}");
 }
+
+/// A tool its source has withdrawn (as an MCP server does with a changed definition).
+struct Withdrawn;
+
+impl ai_core::ToolExecutor for Withdrawn {
+    fn execute(
+        &self,
+        _cx: ai_core::ToolCallContext,
+        _args: serde_json::Value,
+    ) -> futures::future::BoxFuture<'static, Result<ai_core::ToolOutput, ToolFailure>> {
+        Box::pin(async { Ok(ai_core::ToolOutput::json(json!(null))) })
+    }
+
+    fn availability(&self) -> Result<(), String> {
+        Err("its definition changed; accept it first".into())
+    }
+}
+
+#[tokio::test]
+async fn a_withheld_tool_is_not_offered_and_the_run_says_so_first() {
+    let spec = ai_core::ToolSpec::new(
+        ai_core::ToolId::mcp("srv", "lookup").unwrap(),
+        "Looks things up.",
+        json!({"type": "object", "properties": {}}),
+        ToolEffect::ReadOnly,
+    )
+    .with_redaction(ai_core::Redaction::default());
+    let model = ScriptedModel::new([Turn::text("nothing to look up")]);
+    let agent = Agent::builder(model)
+        .tool(ai_core::RegisteredTool {
+            spec,
+            executor: Arc::new(Withdrawn),
+        })
+        .tool(add())
+        .build()
+        .unwrap();
+    let offered: Vec<String> = agent
+        .catalog(&ctx())
+        .specs()
+        .iter()
+        .map(|s| s.id.as_str().to_owned())
+        .collect();
+    assert_eq!(offered, ["app__add"]);
+    let events: Vec<AiEvent> = agent.run("hi").into_parts().0.collect().await;
+    match &events[0].kind {
+        AiEventKind::ToolWithheld { tool_name, reason } => {
+            assert_eq!(tool_name, "mcp__srv__lookup");
+            assert!(reason.contains("accept it first"));
+        }
+        other => panic!("first event: {other:?}"),
+    }
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e.kind, AiEventKind::ToolWithheld { .. }))
+            .count(),
+        1
+    );
+}

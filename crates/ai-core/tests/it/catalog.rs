@@ -291,3 +291,69 @@ fn runner_rejects_schemas_the_validator_cannot_compile() {
         "{error}"
     );
 }
+
+/// Available while its flag is up; says why not otherwise.
+struct Switchable(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl ai_core::ToolExecutor for Switchable {
+    fn execute(
+        &self,
+        _cx: ai_core::ToolCallContext,
+        args: Value,
+    ) -> futures::future::BoxFuture<'static, Result<ai_core::ToolOutput, ai_core::ToolFailure>>
+    {
+        Box::pin(async move { Ok(ai_core::ToolOutput::json(args)) })
+    }
+
+    fn availability(&self) -> Result<(), String> {
+        if self.0.load(std::sync::atomic::Ordering::SeqCst) {
+            Ok(())
+        } else {
+            Err("its source withdrew it".into())
+        }
+    }
+}
+
+#[test]
+fn unavailable_tools_leave_later_catalogs_and_are_reported_as_withheld() {
+    let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let runner = ToolRunner::new(
+        vec![
+            registered(
+                spec("mcp__s__come_and_go", any_object(), ToolEffect::ReadOnly),
+                Switchable(up.clone()),
+            ),
+            registered(
+                spec("mcp__s__steady", any_object(), ToolEffect::ReadOnly),
+                Echo,
+            ),
+            registered(
+                spec("mcp__other__gone", any_object(), ToolEffect::ReadOnly),
+                Switchable(up.clone()),
+            ),
+        ],
+        ToolPolicy::allowing(["mcp__s__*"]),
+    )
+    .unwrap();
+    let ctx = ctx();
+    assert_eq!(
+        ids(&runner.catalog(&ctx)),
+        ["mcp__s__come_and_go", "mcp__s__steady"]
+    );
+    assert!(runner.withheld(&ctx).is_empty());
+    up.store(false, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(ids(&runner.catalog(&ctx)), ["mcp__s__steady"]);
+    // Only tools policy would offer are reported (mcp__other__gone is denied anyway).
+    let withheld = runner.withheld(&ctx);
+    assert_eq!(withheld.len(), 1);
+    assert_eq!(withheld[0].0.as_str(), "mcp__s__come_and_go");
+    assert_eq!(withheld[0].1, "its source withdrew it");
+    assert_eq!(
+        runner.availability("mcp__s__come_and_go"),
+        Some(Err("its source withdrew it".into()))
+    );
+    assert_eq!(runner.availability("mcp__s__steady"), Some(Ok(())));
+    assert_eq!(runner.availability("mcp__s__nope"), None);
+    up.store(true, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(ids(&runner.catalog(&ctx)).len(), 2);
+}

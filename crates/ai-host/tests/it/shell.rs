@@ -2,6 +2,7 @@
 //! scrubbed environment, the denylist, and killing the whole process group on
 //! timeout and cancellation.
 
+use agent_testing::process::wait_gone;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,6 +15,9 @@ use ai_tools::capability::{Shell, ShellError, ShellRequest};
 use serde_json::json;
 
 use crate::support::{run, run_with};
+
+/// How long a killed process may take to be gone.
+const GONE: Duration = Duration::from_secs(5);
 
 fn tool(dir: &Path, max_output_bytes: usize) -> RegisteredTool {
     let shell = LocalShell::with_env(
@@ -32,28 +36,6 @@ fn tool(dir: &Path, max_output_bytes: usize) -> RegisteredTool {
         Arc::new(shell) as Arc<dyn Shell>,
     )
     .unwrap()
-}
-
-fn alive(pid: u32) -> bool {
-    // A zombie has exited; it only waits for its parent (here: init) to reap it.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-async fn wait_gone(pid: u32) -> bool {
-    let until = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < until {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
 }
 
 fn read_pid(path: &Path) -> u32 {
@@ -187,7 +169,7 @@ async fn a_timeout_kills_the_whole_process_group() {
     assert!(started.elapsed() < Duration::from_secs(10));
     let pid = read_pid(&dir.path().join("child.pid"));
     assert!(
-        wait_gone(pid).await,
+        wait_gone(pid, GONE).await,
         "background child {pid} survived the timeout"
     );
 }
@@ -223,7 +205,7 @@ async fn cancellation_kills_the_whole_process_group() {
     );
     let pid = read_pid(&pid_file);
     assert!(
-        wait_gone(pid).await,
+        wait_gone(pid, GONE).await,
         "background child {pid} survived cancellation"
     );
 }
@@ -248,7 +230,10 @@ async fn background_children_do_not_outlive_a_finished_command() {
     assert_eq!(out.stdout, "done\n");
     assert!(started.elapsed() < Duration::from_secs(5));
     let pid = read_pid(&dir.path().join("child.pid"));
-    assert!(wait_gone(pid).await, "background child {pid} survived");
+    assert!(
+        wait_gone(pid, GONE).await,
+        "background child {pid} survived"
+    );
 }
 
 #[tokio::test]
@@ -314,7 +299,10 @@ fn escape_script(tail: &str) -> String {
 async fn assert_escapes_gone(dir: &Path, when: &str) {
     for (file, _) in ESCAPES {
         let pid = read_pid(&dir.join(file));
-        assert!(wait_gone(pid).await, "{when}: {file} ({pid}) survived");
+        assert!(
+            wait_gone(pid, GONE).await,
+            "{when}: {file} ({pid}) survived"
+        );
     }
 }
 
@@ -393,5 +381,5 @@ async fn an_escaped_process_holding_the_output_pipe_does_not_keep_the_call_alive
         started.elapsed()
     );
     let pid = read_pid(&dir.path().join("held.pid"));
-    assert!(wait_gone(pid).await, "{pid} survived");
+    assert!(wait_gone(pid, GONE).await, "{pid} survived");
 }

@@ -5,6 +5,7 @@
 //! Every run gets its own workspace and its own `XDG_CONFIG_HOME` / `XDG_DATA_HOME`
 //! (temporary folders), so nothing touches the user's real folders.
 
+use agent_testing::process::{alive, wait_gone};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,9 @@ use serde_json::{Value, json};
 use crate::support::{Home, result_event};
 
 const SECRET_KEY: &str = "sk-security-e2e-0f9e8d7c6b5a";
+
+/// How long a killed process may take to be gone.
+const GONE: Duration = Duration::from_secs(5);
 
 fn home() -> Home {
     Home::new(SECRET_KEY)
@@ -65,27 +69,6 @@ fn tool_message(server: &OpenAiServer) -> String {
         .and_then(|m| m["content"].as_str())
         .unwrap_or_default()
         .to_owned()
-}
-
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-async fn wait_gone(pid: u32) -> bool {
-    let until = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < until {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
 }
 
 fn read_pid(path: &Path) -> u32 {
@@ -266,7 +249,10 @@ echo spawned"#;
     let agent_pid = child.id().unwrap();
     for file in ["setsid.pid", "double.pid", "nohup.pid", "scrubbed.pid"] {
         let pid = read_pid(&h.workspace.join(file));
-        assert!(wait_gone(pid).await, "{file} ({pid}) outlived the call");
+        assert!(
+            wait_gone(pid, GONE).await,
+            "{file} ({pid}) outlived the call"
+        );
     }
     assert!(alive(agent_pid), "the agent ended before the check");
     let told = tool_message(&server);

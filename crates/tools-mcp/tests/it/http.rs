@@ -10,7 +10,9 @@ use tools_mcp::{
     ConnectionBroker, ConnectionError, Credential, McpSources, Pins, Secret, ServerConfig,
 };
 
-use crate::support::{Events, State, call_with, python, runner, script, wait_gone};
+use agent_testing::process::wait_gone;
+
+use crate::support::{Events, State, call_with, python, runner, script};
 
 const TOKEN: &str = "tok-3f9a7c1e-never-in-logs";
 
@@ -26,7 +28,7 @@ impl Drop for HttpServer {
     }
 }
 
-fn serve(state: &State) -> HttpServer {
+async fn serve(state: &State) -> HttpServer {
     let child = Command::new(python())
         .args([
             script("testserver.py").as_str(),
@@ -46,6 +48,7 @@ fn serve(state: &State) -> HttpServer {
         .unwrap();
     let port = state
         .wait("port", Duration::from_secs(60))
+        .await
         .expect("the HTTP server listens")
         .trim()
         .parse()
@@ -87,7 +90,7 @@ async fn start(port: u16, token: Option<&'static str>) -> McpSources {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_discovery_call_and_session_delete_with_a_connection_token() {
     let state = State::new();
-    let server = serve(&state);
+    let server = serve(&state).await;
     let sources = start(server.port, Some(TOKEN)).await;
     assert!(
         sources.warnings().iter().all(|w| w.tool.is_some()),
@@ -129,6 +132,7 @@ async fn http_discovery_call_and_session_delete_with_a_connection_token() {
     assert!(
         state
             .wait("deleted-session", Duration::from_secs(10))
+            .await
             .is_some(),
         "shutdown deletes the session"
     );
@@ -138,7 +142,7 @@ async fn http_discovery_call_and_session_delete_with_a_connection_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_or_wrong_credential_is_a_warning_without_the_secret() {
     let state = State::new();
-    let server = serve(&state);
+    let server = serve(&state).await;
     let unresolved = start(server.port, None).await;
     let warning = unresolved.warnings()[0].to_string();
     assert!(warning.contains("NOTES_TOKEN is not set"), "{warning}");
@@ -151,5 +155,5 @@ async fn a_missing_or_wrong_credential_is_a_warning_without_the_secret() {
     assert!(wrong.tools().is_empty());
     let pid = server.child.id();
     drop(server);
-    assert!(wait_gone(pid, Duration::from_secs(10)));
+    assert!(wait_gone(pid, Duration::from_secs(10)).await);
 }

@@ -7,9 +7,9 @@ use ai_core::{CancellationToken, RunContext, ToolCall, ToolErrorCode};
 use serde_json::json;
 use tools_mcp::{PinState, Pins};
 
-use crate::support::{
-    Events, State, alive, call, call_with, eventually, runner, start, stdio, wait_gone,
-};
+use agent_testing::process::{alive, wait_gone};
+
+use crate::support::{Events, State, call, call_with, eventually, runner, start, stdio};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discovery_maps_names_translates_schemas_and_keeps_out_what_cannot_be_translated() {
@@ -143,7 +143,7 @@ async fn calls_return_text_structured_content_placeholders_and_typed_errors() {
     let link = call(&runner, "mcp__t__link", json!({})).await;
     assert_eq!(
         link.model_content,
-        "[resource: today.md <file:///notes/today.md>]"
+        "[resource: today.txt <file:///notes/today.txt>]"
     );
 
     let fail = call(&runner, "mcp__t__fail", json!({})).await;
@@ -355,7 +355,7 @@ async fn a_server_killed_mid_call_is_a_typed_failure_and_is_restarted_on_the_nex
     let state = State::new();
     let sources = start(stdio(&state, &[]), &Pins::default()).await;
     let runner = runner(&sources);
-    let first_pid = state.pid("stdio");
+    let first_pid = state.pid("stdio").await;
     let crash = call(&runner, "mcp__t__crash", json!({})).await;
     assert!(!crash.result.ok);
     assert_eq!(
@@ -371,14 +371,14 @@ async fn a_server_killed_mid_call_is_a_typed_failure_and_is_restarted_on_the_nex
             .contains("closed the connection"),
         "{crash:?}"
     );
-    assert!(wait_gone(first_pid, Duration::from_secs(10)));
+    assert!(wait_gone(first_pid, Duration::from_secs(10)).await);
     std::fs::remove_file(state.path().join("pid-stdio")).unwrap();
     let echo = call(&runner, "mcp__t__echo", json!({"text": "again"})).await;
     assert!(echo.result.ok, "{echo:?}");
-    let second_pid = state.pid("stdio");
+    let second_pid = state.pid("stdio").await;
     assert_ne!(first_pid, second_pid);
     sources.shutdown().await;
-    assert!(wait_gone(second_pid, Duration::from_secs(10)));
+    assert!(wait_gone(second_pid, Duration::from_secs(10)).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -397,6 +397,7 @@ async fn a_server_that_never_answers_times_out_and_is_told_to_cancel() {
     assert!(
         state
             .wait("cancelled-hang", Duration::from_secs(10))
+            .await
             .is_some(),
         "the server saw notifications/cancelled"
     );
@@ -434,7 +435,7 @@ async fn cancelling_a_call_sends_notifications_cancelled() {
         Some(ToolErrorCode::Cancelled),
         "{slow:?}"
     );
-    let marker = state.wait("cancelled-slow", Duration::from_secs(10));
+    let marker = state.wait("cancelled-slow", Duration::from_secs(10)).await;
     assert!(marker.is_some(), "the server saw notifications/cancelled");
     sources.shutdown().await;
 }
@@ -443,12 +444,12 @@ async fn cancelling_a_call_sends_notifications_cancelled() {
 async fn no_server_process_outlives_shutdown() {
     let state = State::new();
     let sources = start(stdio(&state, &[]), &Pins::default()).await;
-    let pid = state.pid("stdio");
+    let pid = state.pid("stdio").await;
     assert_eq!(sources.pid("t").await, Some(pid));
     assert!(alive(pid));
     sources.shutdown().await;
     assert!(
-        wait_gone(pid, Duration::from_secs(10)),
+        wait_gone(pid, Duration::from_secs(10)).await,
         "server {pid} still runs"
     );
 }

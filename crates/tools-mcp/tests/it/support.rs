@@ -49,26 +49,17 @@ impl State {
     }
 
     /// Waits for a file the server writes; its content.
-    pub(crate) fn wait(&self, name: &str, limit: Duration) -> Option<String> {
-        let path = self.0.path().join(name);
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Ok(text) = std::fs::read_to_string(&path) {
-                return Some(text);
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
+    pub(crate) async fn wait(&self, name: &str, limit: Duration) -> Option<String> {
+        agent_testing::process::wait_file(&self.0.path().join(name), limit).await
     }
 
-    pub(crate) fn pid(&self, transport: &str) -> u32 {
-        self.wait(&format!("pid-{transport}"), Duration::from_secs(30))
-            .expect("the server wrote its pid")
-            .trim()
-            .parse()
-            .unwrap()
+    pub(crate) async fn pid(&self, transport: &str) -> u32 {
+        agent_testing::process::read_pid(
+            &self.0.path().join(format!("pid-{transport}")),
+            Duration::from_secs(30),
+        )
+        .await
+        .expect("the server wrote its pid")
     }
 }
 
@@ -151,28 +142,6 @@ pub(crate) async fn call_with(
             events,
         )
         .await
-}
-
-/// Whether a process exists and is not a zombie.
-pub(crate) fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
-/// Waits until `pid` is gone.
-pub(crate) fn wait_gone(pid: u32, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    while alive(pid) {
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    true
 }
 
 /// Waits until `check` holds.

@@ -327,8 +327,8 @@ async def check_tool_calls(
     link = result.content[0] if len(result.content) == 1 else None
     t.check(
         isinstance(link, types.ResourceLink)
-        and str(link.uri) == "file:///notes/today.md"
-        and link.name == "today.md"
+        and str(link.uri) == "file:///notes/today.txt"
+        and link.name == "today.txt"
         and link.mime_type == "text/markdown",
         f"{label}: link returns a resource_link",
         result.content,

@@ -334,7 +334,7 @@ class FixtureServer:
         )
 
     async def _link(self, ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
-        link = types.ResourceLink(uri="file:///notes/today.md", name="today.md", mime_type="text/markdown")
+        link = types.ResourceLink(uri="file:///notes/today.txt", name="today.txt", mime_type="text/plain")
         return types.CallToolResult(content=[link])
 
     async def _profile(self, ctx: Context, args: dict[str, Any]) -> types.CallToolResult:

@@ -1,0 +1,277 @@
+//! MCP servers end to end: `agent chat` calling a tool of a real MCP server (the
+//! Python test server of tools-mcp) for a loopback scripted model, `agent tools`,
+//! `agent mcp list|pin`, and no server process left after exit or cancel.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use agent_testing::process::{read_pid, wait_file, wait_gone};
+
+use agent_testing::server::{OpenAiServer, Reply};
+use serde_json::{Value, json};
+
+use crate::support::{Home, json_lines, tool_message};
+
+const KEY: &str = "sk-e2e-mcp";
+
+fn python() -> PathBuf {
+    if let Some(path) = std::env::var_os("AGENT_TEST_PYTHON") {
+        return PathBuf::from(path);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-venv/bin/python");
+    assert!(
+        venv.exists(),
+        "the MCP test server needs `cargo xtask test-env` (or AGENT_TEST_PYTHON)"
+    );
+    venv
+}
+
+fn script() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tools-mcp/tests/servers/testserver.py")
+        .display()
+        .to_string()
+}
+
+/// Writes the user's own config (trusted by being theirs) with one stdio server `t`
+/// writing its pid and markers into `state`; returns the config path.
+fn user_config(home: &Home, state: &Path, extra_args: &[&str]) -> PathBuf {
+    let dir = home.config_home.join("agent");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut args = vec![script(), "--state-dir".into(), state.display().to_string()];
+    args.extend(extra_args.iter().map(|a| (*a).to_owned()));
+    let config = format!(
+        "[mcp.servers.t]\ncommand = {}\nargs = {}\nstartup_timeout_s = 60\n\n\
+         [mcp.servers.t.tools.echo]\neffect = \"read_only\"\nshow_args = [\"text\"]\n\n\
+         [policy]\nallow = [\"mcp__t__*\"]\n",
+        json!(python().display().to_string()),
+        json!(args),
+    );
+    let path = dir.join("agent.toml");
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+/// The pid the stdio server wrote into `state`.
+async fn server_pid(state: &Path) -> u32 {
+    read_pid(&state.join("pid-stdio"), Duration::from_secs(60))
+        .await
+        .expect("the server wrote its pid")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_calls_an_mcp_tool_and_no_server_outlives_the_run() {
+    let state = tempfile::tempdir().unwrap();
+    let home = Home::new(KEY);
+    let config = user_config(&home, state.path(), &[]);
+    let server = OpenAiServer::start([
+        Reply::tool_calls(&[("call_m1", "mcp__t__echo", json!({"text": "from the model"}))]),
+        Reply::text("The server echoed it."),
+    ])
+    .await
+    .unwrap();
+    let config_arg = config.display().to_string();
+    let (code, stdout, stderr) = home
+        .run(
+            Some(&server.base_url()),
+            &["--config", &config_arg, "chat", "--json", "Echo something"],
+        )
+        .await;
+    assert_eq!(code, 0, "stderr: {stderr}\nstdout: {stdout}");
+    let events = json_lines(&stdout);
+    let start = events
+        .iter()
+        .find(|e| e["type"] == "tool_call_start")
+        .unwrap();
+    assert_eq!(start["tool_name"], "mcp__t__echo");
+    assert_eq!(
+        start["args"],
+        json!({"text": "from the model"}),
+        "show_args lets `text` through"
+    );
+    let result = events
+        .iter()
+        .find(|e| e["type"] == "tool_call_result")
+        .unwrap();
+    assert_eq!(result["ok"], true, "{result}");
+    // Output fields are not listed: the event carries no content.
+    assert_eq!(result["result"], json!({}));
+    let requests = server.requests();
+    let offered: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        offered.contains(&"mcp__t__echo") && offered.contains(&"mcp__t__add"),
+        "{offered:?}"
+    );
+    assert!(
+        !offered.contains(&"mcp__t__weird"),
+        "kept out: untranslatable schema"
+    );
+    assert!(
+        stderr.contains("weird") && stderr.contains("/properties/shape/oneOf"),
+        "{stderr}"
+    );
+    assert_eq!(tool_message(&requests[1])["content"], "from the model");
+    // First sight pinned every definition beside the config.
+    let lock = std::fs::read_to_string(config.with_file_name("agent.lock")).unwrap();
+    assert!(
+        lock.contains("[servers.t]") && lock.contains("echo = \"sha256:"),
+        "{lock}"
+    );
+    // The server ended with the command.
+    let pid = server_pid(state.path()).await;
+    assert!(
+        wait_gone(pid, Duration::from_secs(5)).await,
+        "server {pid} outlived the agent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_an_mcp_call_cancels_it_and_ends_the_server() {
+    let state = tempfile::tempdir().unwrap();
+    let home = Home::new(KEY);
+    let config = user_config(&home, state.path(), &[]);
+    let server = OpenAiServer::start([
+        Reply::tool_calls(&[("call_s", "mcp__t__slow", json!({"seconds": 60}))]),
+        Reply::text("unused"),
+    ])
+    .await
+    .unwrap();
+    let config_arg = config.display().to_string();
+    let mut child = home
+        .command(
+            Some(&server.base_url()),
+            &[
+                "--config",
+                &config_arg,
+                "chat",
+                "--approve",
+                "--json",
+                "Be slow",
+            ],
+        )
+        .spawn()
+        .unwrap();
+    let Some(pid) = read_pid(&state.path().join("pid-stdio"), Duration::from_secs(60)).await else {
+        let _ = child.start_kill();
+        let output = child.wait_with_output().await.unwrap();
+        panic!(
+            "the server never started; agent stderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    // Wait for the call to reach the server (the model's first turn is served).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.requests().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let agent_pid = child.id().unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &agent_pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the agent exits after ctrl-c")
+        .unwrap();
+    assert_eq!(output.code(), Some(1), "a cancelled run is a run error");
+    assert!(
+        wait_file(&state.path().join("cancelled-slow"), Duration::from_secs(5))
+            .await
+            .is_some(),
+        "the server saw notifications/cancelled"
+    );
+    assert!(
+        wait_gone(pid, Duration::from_secs(5)).await,
+        "server {pid} outlived the agent"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_list_tools_and_pin_show_and_accept_changed_definitions() {
+    let state = tempfile::tempdir().unwrap();
+    let home = Home::new(KEY);
+    let config = user_config(&home, state.path(), &[]);
+    let config_arg = config.display().to_string();
+    let (code, stdout, stderr) = home
+        .run(None, &["--config", &config_arg, "mcp", "list", "--json"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let servers = json_lines(&stdout);
+    assert_eq!(servers[0]["id"], "t");
+    assert_eq!(servers[0]["transport"], "stdio");
+    assert!(
+        servers[0]["status"]
+            .as_str()
+            .unwrap()
+            .starts_with("connected")
+    );
+    let tools = servers[0]["tools"].as_array().unwrap();
+    let echo = tools.iter().find(|t| t["name"] == "echo").unwrap();
+    assert_eq!(echo["pin"], "first_sight");
+    assert_eq!(echo["effect"], "read_only");
+    assert_eq!(echo["description"], "Echoes the text back.");
+
+    // The server changes a definition: it is withheld until pinned.
+    let config = user_config(&home, state.path(), &["--variant", "2"]);
+    let (code, stdout, stderr) = home
+        .run(None, &["--config", &config_arg, "tools", "--json"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let listed = json_lines(&stdout);
+    let find = |listed: &[Value], id: &str| listed.iter().find(|t| t["id"] == id).cloned().unwrap();
+    let echo = find(&listed, "mcp__t__echo");
+    assert_eq!(echo["pin"], "changed");
+    assert_eq!(echo["decision"], "allow");
+    assert!(
+        echo["withheld"]
+            .as_str()
+            .unwrap()
+            .contains("agent mcp pin t"),
+        "{echo}"
+    );
+    assert_eq!(find(&listed, "mcp__t__add")["pin"], "pinned");
+    assert!(stderr.contains("agent mcp pin t"), "{stderr}");
+
+    let (code, stdout, stderr) = home
+        .run(None, &["--config", &config_arg, "mcp", "pin", "t"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("pinned 16 tool definition(s) of `t`"),
+        "{stdout}"
+    );
+    let (_, stdout, _) = home
+        .run(None, &["--config", &config_arg, "tools", "--json"])
+        .await;
+    let echo = find(&json_lines(&stdout), "mcp__t__echo");
+    assert_eq!(echo["pin"], "pinned");
+    assert!(echo.get("withheld").is_none(), "{echo}");
+    drop(config);
+
+    let (code, _, stderr) = home
+        .run(None, &["--config", &config_arg, "mcp", "pin", "nope"])
+        .await;
+    assert_eq!(code, 2);
+    assert!(stderr.contains("`nope` is not configured"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_config_with_an_mcp_server_needs_trust() {
+    let home = Home::new(KEY);
+    std::fs::write(
+        home.workspace.join("agent.toml"),
+        "[mcp.servers.t]\ncommand = \"/bin/true\"\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = home.run(None, &["tools"]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("mcp.servers.t"), "{stderr}");
+    assert!(stderr.contains("agent trust"), "{stderr}");
+}
