@@ -825,7 +825,7 @@ mod tests {
         );
         assert!(rewritten.contains("{ crate = \"openssl\", reason = \"not derived from layers.toml: layer-lint leaves it alone\" },\n"));
         assert!(rewritten.contains(
-            "  { crate = \"reqwest\", wrappers = [\"wire-openai\"], reason = \"layers.toml: only network layers use reqwest\" },\n"
+            "  { crate = \"reqwest\", wrappers = [\"rmcp\", \"wire-openai\"], reason = \"layers.toml: only network layers use reqwest\" },\n"
         ));
     }
 
@@ -838,6 +838,7 @@ mod tests {
                 "ARCHITECTURE.md:17: row agent-graph says it may depend on ai-core, ai-tools; layers.toml says ai-core",
                 "ARCHITECTURE.md:19: row agent-testing appears twice (first at line 18)",
                 "ARCHITECTURE.md:21: row mcp is not a layers.toml row",
+                "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for tools-mcp (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for integration-tests (a layers.toml row)",
             ]
         );
