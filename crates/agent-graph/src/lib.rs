@@ -32,7 +32,7 @@ pub use fanout::{Fanout, Subscriber, SubscriberItem};
 pub use graph::{Graph, GraphRegistry, ToolFilter};
 pub use prompt::{Params, Prompt, PromptError, RenderedPrompt, Section, ToolOverride, prompt_hash};
 pub use run::{
-    EventStream, RunDeps, RunError, RunHandle, RunLimits, RunOutcome, RunOutput, RunRequest,
-    ToolChoiceScope, run,
+    EventStream, PendingApproval, RunDeps, RunError, RunHandle, RunLimits, RunOutcome, RunOutput,
+    RunRequest, ToolChoiceScope, run,
 };
 pub use subagent::{GraphError, SubagentBudget};

@@ -13,6 +13,7 @@ use ai_core::{
     UsageFact, log_field,
 };
 use futures::{FutureExt, Stream, StreamExt};
+use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio_util::sync::DropGuard;
 use tracing::Instrument;
@@ -98,6 +99,29 @@ pub struct RunRequest {
     /// The prompt hash of the run (`crate::prompt_hash`), when known: given to every
     /// tool execution (`ToolCallContext::prompt_hash`).
     pub prompt_hash: Option<String>,
+    /// Deferred approvals: a call that policy puts behind an approval is not sent
+    /// to the runner's approver; it is reported (`tool_approval_requested`) and the
+    /// run pauses after the turn's other calls, with the call in
+    /// [`RunOutput::pending_approvals`] and its assistant message in the history
+    /// without a tool message. The caller gets the user's decision however it can
+    /// (a web UI's next request) and continues the conversation, running the
+    /// approved call itself with a grant ([`ai_core::GrantLedger`]). Off by default:
+    /// the runner's approver is asked and the run waits.
+    pub defer_approvals: bool,
+}
+
+/// A call a run with deferred approvals did not execute (see
+/// [`RunRequest::defer_approvals`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingApproval {
+    /// The call id, as the runner settled it.
+    pub tool_call_id: String,
+    /// The tool id.
+    pub tool_name: String,
+    /// The validated arguments.
+    pub args: Value,
+    /// `sha256:<hex>` of the canonical arguments (`ai_core::args_hash`).
+    pub args_hash: String,
 }
 
 impl RunRequest {
@@ -113,6 +137,7 @@ impl RunRequest {
             limits: RunLimits::default(),
             graph: None,
             prompt_hash: None,
+            defer_approvals: false,
         }
     }
 }
@@ -145,6 +170,9 @@ pub struct RunOutput {
     pub usage: Vec<UsageFact>,
     /// The audit record of every tool call of the run, in execution order.
     pub records: Vec<ToolInvocationRecord>,
+    /// Calls waiting for an approval (a paused run with deferred approvals); empty
+    /// when the run ended with an answer.
+    pub pending_approvals: Vec<PendingApproval>,
 }
 
 impl RunOutput {
@@ -532,6 +560,8 @@ pub fn run(request: RunRequest, deps: RunDeps) -> RunHandle {
                 Err(_) => Err(RunError::Internal("the run panicked".into())),
             };
             match &result {
+                // A paused run has no answer yet.
+                Ok(output) if !output.pending_approvals.is_empty() => {}
                 Ok(output) => emitter.emit(AiEventKind::AssistantFinal {
                     content: output.content.clone(),
                     finish_reason: output.final_reason().to_owned(),
@@ -581,6 +611,7 @@ async fn drive(
         limits,
         graph,
         prompt_hash,
+        defer_approvals,
     } = request;
     let hash = prompt_hash.clone();
     let scope = CallScope {
@@ -656,6 +687,7 @@ async fn drive(
                 messages,
                 usage,
                 records,
+                pending_approvals: Vec::new(),
             });
         }
         // No tool runs whose result no model would see: when no further turn is
@@ -675,38 +707,89 @@ async fn drive(
             });
             return Err(error);
         }
-        let executions = run_tools(
+        let pending: Vec<Option<PendingApproval>> = turn
+            .tool_calls
+            .iter()
+            .map(|call| {
+                defer_approvals
+                    .then(|| deferred(deps, &context, call))
+                    .flatten()
+            })
+            .collect();
+        let to_run: Vec<ToolCall> = turn
+            .tool_calls
+            .iter()
+            .zip(&pending)
+            .filter(|(_, p)| p.is_none())
+            .map(|(call, _)| as_tool_call(call))
+            .collect();
+        let mut executions = run_tools(
             deps,
             (&context, &scope),
-            &turn,
+            to_run,
             emitter,
             cancel,
             limits.tool_concurrency,
         )
-        .await;
+        .await
+        .into_iter();
         // History stays balanced: one assistant message with every call, then one
-        // tool message per call, in call order, ids as the runner settled them.
+        // tool message per executed call, in call order, ids as the runner settled
+        // them (a deferred call gets its tool message from the continuation).
+        let mut calls = Vec::with_capacity(turn.tool_calls.len());
+        let mut tool_messages = Vec::new();
+        let mut waiting = Vec::new();
+        for (call, pending) in turn.tool_calls.iter().zip(pending) {
+            let id = match pending {
+                Some(pending) => {
+                    let id = pending.tool_call_id.clone();
+                    waiting.push(pending);
+                    id
+                }
+                None => match executions.next() {
+                    Some(exec) => {
+                        let id = exec.result.tool_call_id.clone();
+                        tool_messages.push(Message::tool(id.clone(), exec.model_content));
+                        records.push(exec.record);
+                        id
+                    }
+                    None => deps.runner.call_ref(&as_tool_call(call)).tool_call_id,
+                },
+            };
+            calls.push(MessageToolCall {
+                id,
+                name: call.name.clone(),
+                arguments: history_arguments(call),
+                raw: call.raw.clone(),
+            });
+        }
         messages.push(Message::Assistant {
             content: (!turn.text.is_empty()).then(|| turn.text.clone()),
             reasoning: turn.reasoning.clone(),
-            tool_calls: turn
-                .tool_calls
-                .iter()
-                .zip(&executions)
-                .map(|(call, exec)| MessageToolCall {
-                    id: exec.result.tool_call_id.clone(),
-                    name: call.name.clone(),
-                    arguments: history_arguments(call),
-                    raw: call.raw.clone(),
-                })
-                .collect(),
+            tool_calls: calls,
         });
-        for exec in executions {
-            messages.push(Message::tool(exec.result.tool_call_id, exec.model_content));
-            records.push(exec.record);
-        }
+        messages.extend(tool_messages);
         if cancel.is_cancelled() {
             return Err(RunError::Cancelled);
+        }
+        if !waiting.is_empty() {
+            for pending in &waiting {
+                emitter.emit(AiEventKind::ToolApprovalRequested {
+                    tool_call_id: pending.tool_call_id.clone(),
+                    tool_name: pending.tool_name.clone(),
+                    args: pending.args.clone(),
+                    args_hash: pending.args_hash.clone(),
+                });
+            }
+            return Ok(RunOutput {
+                content: turn.text.clone(),
+                finish_reason: turn.finish_reason,
+                refusal: None,
+                messages,
+                usage,
+                records,
+                pending_approvals: waiting,
+            });
         }
     }
     // Unreachable in practice: the last allowed turn either answers or is blocked
@@ -831,12 +914,11 @@ async fn model_turn(
 async fn run_tools(
     deps: &RunDeps,
     (context, scope): (&RunContext, &CallScope),
-    turn: &CompletionFinal,
+    calls: Vec<ToolCall>,
     emitter: &Emitter,
     cancel: &CancellationToken,
     concurrency: usize,
 ) -> Vec<ToolExecution> {
-    let calls: Vec<ToolCall> = turn.tool_calls.iter().map(as_tool_call).collect();
     let all_read_only = calls.iter().all(|call| {
         deps.catalog
             .get(&call.name)
@@ -859,6 +941,32 @@ async fn run_tools(
         }
         out
     }
+}
+
+/// The pending approval of `call` when it is deferred: a complete call of an
+/// offered tool that policy puts behind an approval, with arguments that pass the
+/// tool's schema. Anything else goes to the runner (which refuses it with a typed
+/// result), so no one is asked to approve a call that could not run.
+fn deferred(
+    deps: &RunDeps,
+    context: &RunContext,
+    call: &ai_core::AssembledToolCall,
+) -> Option<PendingApproval> {
+    let spec = deps.catalog.get(&call.name)?;
+    if deps.runner.policy().decide(context, &spec.id, spec.effect)
+        != ai_core::PolicyDecision::RequireApproval
+        || call.outcome != ai_core::ToolCallOutcome::Complete
+    {
+        return None;
+    }
+    let args: Value = serde_json::from_str(&call.arguments).ok()?;
+    deps.runner.check_arguments(&call.name, &args).ok()?;
+    Some(PendingApproval {
+        tool_call_id: deps.runner.call_ref(&as_tool_call(call)).tool_call_id,
+        tool_name: spec.id.as_str().to_owned(),
+        args_hash: ai_core::args_hash(&args),
+        args,
+    })
 }
 
 /// The argument text recorded in history. Providers reject an assistant message whose

@@ -175,6 +175,22 @@ pub enum AiEventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         prompt_hash: Option<String>,
     },
+    /// A call that needs an approval the run does not wait for (a run with deferred
+    /// approvals): it is not executed, and the run pauses after the turn's other
+    /// calls, without an `assistant_final`. The caller asks the user and starts a
+    /// continuation that carries the decision. `args` are the call's full
+    /// arguments, exactly what would run: the approver must see them (a UI that may
+    /// not see a field cannot approve a call with it).
+    ToolApprovalRequested {
+        /// Call id.
+        tool_call_id: String,
+        /// The namespaced tool id.
+        tool_name: String,
+        /// The arguments, as validated JSON.
+        args: Value,
+        /// `sha256:<hex>` of the canonical arguments (see `ai_core::args_hash`).
+        args_hash: String,
+    },
     /// A tool that policy allows is left out of this run's catalog, for the reason
     /// its source gives (e.g. an MCP tool whose definition changed since it was
     /// pinned). Emitted when a run starts, once per withheld tool, sorted by id.

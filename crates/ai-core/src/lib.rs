@@ -60,7 +60,7 @@ pub use runner::{
 pub use schema::{
     SchemaViolation, check_schema_refs, check_schema_subset, resolve_local_ref, visit_subschemas,
 };
-pub use spec::{ToolEffect, ToolSpec, canonical_json, schema_hash};
+pub use spec::{ToolEffect, ToolSpec, args_hash, canonical_json, schema_hash};
 
 /// Re-exported so executors and callers share one cancellation type.
 pub use tokio_util::sync::CancellationToken;

@@ -38,7 +38,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
+
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -53,7 +53,7 @@ use crate::id::{ToolId, ToolSource};
 use crate::policy::{PolicyDecision, ToolPolicy};
 use crate::record::{ToolExecResult, ToolInvocationRecord};
 use crate::redact::Allowlist;
-use crate::spec::{ToolSpec, canonical_json, sha256_hex};
+use crate::spec::{ToolSpec, canonical_json};
 
 /// How long a stopped subagent call (cancelled or over its runtime budget) may take
 /// to wind down on its cancellation token before it is dropped.
@@ -530,6 +530,20 @@ impl ToolRunner {
         specs
     }
 
+    /// Checks `args` against the input schema of tool `id` (the runner's compiled
+    /// validator), without running anything: for callers that ask for an approval
+    /// before the call is made. The error names paths and keywords, never values.
+    pub fn check_arguments(&self, id: &str, args: &Value) -> Result<(), String> {
+        let entry = self
+            .entries
+            .get(id)
+            .ok_or_else(|| format!("no tool `{}` is registered", log_field(id)))?;
+        match describe_validation(&entry.input, args) {
+            None => Ok(()),
+            Some(message) => Err(message),
+        }
+    }
+
     /// Why the tool with this id cannot be offered now (`Ok` when it can; see
     /// [`ToolExecutor::availability`]); `None` for an id that is not registered.
     pub fn availability(&self, id: &str) -> Option<Result<(), String>> {
@@ -958,7 +972,7 @@ impl ToolRunner {
             return Err(Failure::new(ToolErrorCode::ApprovalRequired, "no approver"));
         };
         let canonical_args = canonical_json(args);
-        let args_hash = sha256_hex(&Sha256::digest(canonical_args.as_bytes()));
+        let args_hash = crate::spec::args_hash(args);
         let request = ApprovalRequest {
             run_id: run.run_id.clone(),
             tool_call_id: tool_call_id.to_owned(),

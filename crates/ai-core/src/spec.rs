@@ -146,6 +146,12 @@ pub fn schema_hash(input_schema: &Value, output_schema: Option<&Value>) -> Strin
     sha256_hex(&hasher.finalize())
 }
 
+/// `sha256:<hex>` of the canonical JSON of a call's arguments: what an approval is
+/// bound to ([`crate::ApprovalRequest::args_hash`]).
+pub fn args_hash(args: &Value) -> String {
+    sha256_hex(&Sha256::digest(canonical_json(args).as_bytes()))
+}
+
 pub(crate) fn sha256_hex(digest: &[u8]) -> String {
     use std::fmt::Write;
     let mut out = String::with_capacity(7 + digest.len() * 2);

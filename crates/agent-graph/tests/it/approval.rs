@@ -244,3 +244,73 @@ async fn without_an_approver_approval_tools_are_not_offered_to_the_model() {
             .any(|t| t.id.as_str() == "core__write")
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn with_deferred_approvals_the_run_pauses_and_runs_only_what_needs_no_approval() {
+    let kit = Kit::new();
+    let ledger = Arc::new(GrantLedger::new());
+    let model = ScriptedModel::new([
+        Turn::new()
+            .tool_call("e1", "core__echo", json!({"text": "x"}))
+            .tool_call("w1", "core__write", json!({"key": "k", "value": 1}))
+            // Invalid arguments are not worth an approval: the runner refuses them.
+            .tool_call("w2", "core__write", json!({"key": 3})),
+        Turn::text("never asked for"),
+    ]);
+    let deps = kit.deps_with(
+        &model,
+        approval_policy(),
+        Some(Arc::clone(&ledger) as Arc<dyn Approver>),
+    );
+    let mut req = request();
+    req.defer_approvals = true;
+    let (events, outcome) = run_to_end(req, deps).await;
+    assert_eq!(
+        labels(&events),
+        strs(&[
+            "tool_call_start:core__echo",
+            "tool_call_result:core__echo:ok",
+            "tool_call_start:core__write",
+            "tool_call_result:core__write:invalid_args",
+            "tool_approval_requested:core__write",
+            "done",
+        ])
+    );
+    let output = outcome.unwrap();
+    assert_eq!(kit.write.calls(), 0, "nothing that needs approval ran");
+    assert_eq!(output.pending_approvals.len(), 1);
+    let pending = &output.pending_approvals[0];
+    assert_eq!(pending.tool_call_id, "w1");
+    assert_eq!(pending.tool_name, "core__write");
+    assert_eq!(pending.args, json!({"key": "k", "value": 1}));
+    assert_eq!(
+        pending.args_hash,
+        args_hash(&json!({"value": 1, "key": "k"}))
+    );
+    match &events[4].kind {
+        ai_core::AiEventKind::ToolApprovalRequested {
+            tool_call_id,
+            args,
+            args_hash: hash,
+            ..
+        } => {
+            assert_eq!(tool_call_id, "w1");
+            assert_eq!(args, &json!({"key": "k", "value": 1}));
+            assert_eq!(hash, &pending.args_hash);
+        }
+        other => panic!("{other:?}"),
+    }
+    // The history has the assistant message with all three calls and tool messages
+    // for the two that ran; the pending one waits for the continuation.
+    let tools: Vec<&str> = output
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            ai_core::Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tools, ["e1", "w2"]);
+    assert_eq!(model.requests().len(), 1, "no second model turn");
+    assert!(ledger.is_empty());
+}

@@ -360,6 +360,9 @@ pub(crate) fn label(event: &AiEvent) -> String {
         AiEventKind::ToolCallsNotExecuted { calls, .. } => {
             format!("tool_calls_not_executed:{}", calls.len())
         }
+        AiEventKind::ToolApprovalRequested { tool_name, .. } => {
+            format!("tool_approval_requested:{tool_name}")
+        }
         other => format!("{other:?}"),
     }
 }
@@ -464,6 +467,16 @@ pub(crate) fn check_invariants(events: &[AiEvent], outcome: &Outcome) {
         .collect();
     let before_done = &events[events.len().saturating_sub(2)].kind;
     match outcome {
+        // A paused run (deferred approvals) has no final; its last turn's pending
+        // calls are its last events before `done`.
+        Ok(output) if !output.pending_approvals.is_empty() => {
+            assert!(finals.is_empty(), "no final while paused: {labels:?}");
+            assert!(errors.is_empty(), "no error while paused: {labels:?}");
+            assert!(matches!(
+                before_done,
+                AiEventKind::ToolApprovalRequested { .. }
+            ));
+        }
         Ok(output) => {
             assert_eq!(
                 finals,
