@@ -84,6 +84,22 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve the chat endpoint for web UIs (`POST /api/chat`, `GET /api/tools`):
+    /// the same model, tools and policy as `agent chat`; calls that need approval
+    /// are approved in the UI, with server-bound approval ids.
+    Serve {
+        /// Address to bind (default: `[server] host`, else 127.0.0.1). Anything but
+        /// loopback needs bearer tokens (`[server] tokens_sha256` or
+        /// AGENT_SERVER_TOKEN).
+        #[arg(long)]
+        host: Option<String>,
+        /// Port (default: `[server] port`, else 8787; 0 picks a free one).
+        #[arg(long)]
+        port: Option<u16>,
+        /// Graph to serve (`agent graphs` lists them).
+        #[arg(long, default_value = "chat", value_name = "NAME")]
+        graph: String,
+    },
     /// MCP servers: list them with their tools, or accept their current tool
     /// definitions.
     Mcp {
@@ -182,6 +198,9 @@ pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Tools { json } => list_tools(&config, json).await,
         Command::Mcp { command } => mcp_command(&config, command).await,
+        Command::Serve { host, port, graph } => {
+            crate::serve::run(&config, host, port, &graph).await
+        }
         Command::Graphs { json } => list_graphs(&config, json),
         Command::Chat {
             prompt,

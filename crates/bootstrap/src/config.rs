@@ -254,6 +254,37 @@ pub struct FileConfig {
     pub mcp: McpConfig,
     /// Credentials by connection id, for MCP servers that name one.
     pub connections: BTreeMap<String, ConnectionConfig>,
+    /// `agent serve`.
+    pub server: ServerConfig,
+}
+
+/// `[server]`: the chat endpoint of `agent serve`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address to bind (default `127.0.0.1`). Anything but loopback needs tokens.
+    pub host: String,
+    /// Port (default 8787; 0 picks a free one).
+    pub port: u16,
+    /// Hex SHA-256 of the accepted bearer tokens (the tokens themselves are not
+    /// stored; `AGENT_SERVER_TOKEN` adds one from the environment).
+    pub tokens_sha256: Vec<String>,
+    /// Largest request body, in bytes.
+    pub max_body_bytes: usize,
+    /// Most responses streaming at once.
+    pub max_streams: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".into(),
+            port: 8787,
+            tokens_sha256: Vec::new(),
+            max_body_bytes: 1024 * 1024,
+            max_streams: 256,
+        }
+    }
 }
 
 /// `[mcp]`.

@@ -11,5 +11,6 @@ pub mod graphs;
 pub mod mcp;
 pub mod model;
 pub mod render;
+pub mod serve;
 pub mod tools;
 pub mod trust;

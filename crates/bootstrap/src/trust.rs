@@ -232,6 +232,14 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
     if file.workspace.memory_db.is_some() {
         keys.push("workspace.memory_db (where memory is written)".to_owned());
     }
+    // Serving beyond loopback, or accepting tokens, changes who may run tools.
+    let default_server = crate::config::ServerConfig::default();
+    if file.server.host != default_server.host {
+        keys.push("server.host (who can reach the chat endpoint)".to_owned());
+    }
+    if !file.server.tokens_sha256.is_empty() {
+        keys.push("server.tokens_sha256 (who may use the chat endpoint)".to_owned());
+    }
     // An MCP server is a program the agent starts (or an endpoint it sends
     // arguments to), and a connection picks which secret is sent where.
     for id in file.mcp.servers.keys() {

@@ -1,0 +1,255 @@
+//! Approvals bound by the server (invariant APPROVAL_BOUND_BY_SERVER).
+//!
+//! When a run pauses for an approval, the client gets an approval id that is an
+//! HMAC-SHA256, under a secret only the server holds, over the chat id, the tool call
+//! id, the tool id, the hash of the canonical arguments and an expiry. The next
+//! request carries the user's decision with that id in the tool part of the submitted
+//! history; the server derives the HMAC again from the call as submitted and honours
+//! the decision only when it matches, has not expired and was not used before. A
+//! forged id, an id replayed in a later request or arguments edited on the client
+//! all fail the check, and nothing runs. (The AI SDK's default honours any approval
+//! the client sends.)
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+/// How long an approval id stays valid by default.
+pub const DEFAULT_APPROVAL_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// The prefix of every approval id (the format's version).
+const VERSION: &str = "apv1";
+
+/// Why an approval was refused. Messages are safe to show the user and the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApprovalError {
+    /// Not an approval id this server issues.
+    #[error("the approval id is malformed")]
+    Malformed,
+    /// The HMAC does not match the call as submitted: a forged id, or a call whose
+    /// chat, id, tool or arguments changed since the approval was requested.
+    #[error(
+        "the approval does not match this call (forged, or the call or its arguments were changed)"
+    )]
+    Mismatch,
+    /// Past its expiry.
+    #[error("the approval expired; ask again")]
+    Expired,
+    /// Used before.
+    #[error("the approval was already used")]
+    Replayed,
+}
+
+/// Issues and checks approval ids, and remembers which were used (until they
+/// expire, so the memory stays bounded by the issue rate times the lifetime).
+pub struct Approvals {
+    key: [u8; 32],
+    ttl: Duration,
+    used: Mutex<HashMap<String, u64>>,
+}
+
+impl std::fmt::Debug for Approvals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Approvals")
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+fn now_s() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+impl Approvals {
+    /// With a secret key (keep it secret: whoever has it can approve anything) and a
+    /// lifetime for ids.
+    pub fn new(key: [u8; 32], ttl: Duration) -> Self {
+        Self {
+            key,
+            ttl,
+            used: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// With a random key (ids do not survive a restart) and the default lifetime.
+    pub fn random() -> Self {
+        let mut key = [0u8; 32];
+        key[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+        key[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+        Self::new(key, DEFAULT_APPROVAL_TTL)
+    }
+
+    fn mac(
+        &self,
+        chat_id: &str,
+        call_id: &str,
+        tool: &str,
+        args_hash: &str,
+        expiry: u64,
+    ) -> Hmac<Sha256> {
+        // HMAC takes keys of any length (RFC 2104); the key is a fixed 32 bytes, so
+        // this cannot fail whatever a caller or client sends.
+        #[allow(clippy::expect_used)]
+        let mut mac =
+            <Hmac<Sha256> as Mac>::new_from_slice(&self.key).expect("HMAC accepts a 32-byte key");
+        for part in [
+            VERSION,
+            chat_id,
+            call_id,
+            tool,
+            args_hash,
+            &expiry.to_string(),
+        ] {
+            mac.update(&(part.len() as u64).to_be_bytes());
+            mac.update(part.as_bytes());
+        }
+        mac
+    }
+
+    /// The approval id for one call of one chat.
+    pub fn issue(&self, chat_id: &str, call_id: &str, tool: &str, args_hash: &str) -> String {
+        let expiry = now_s().saturating_add(self.ttl.as_secs());
+        let tag = self
+            .mac(chat_id, call_id, tool, args_hash, expiry)
+            .finalize()
+            .into_bytes();
+        format!("{VERSION}.{expiry}.{}", hex(&tag))
+    }
+
+    /// Checks an approval id against the call as submitted and marks it used. A
+    /// check that fails does not use the id.
+    pub fn redeem(
+        &self,
+        id: &str,
+        chat_id: &str,
+        call_id: &str,
+        tool: &str,
+        args_hash: &str,
+    ) -> Result<(), ApprovalError> {
+        let mut parts = id.split('.');
+        let (Some(VERSION), Some(expiry), Some(tag), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(ApprovalError::Malformed);
+        };
+        let expiry: u64 = expiry.parse().map_err(|_| ApprovalError::Malformed)?;
+        let tag = unhex(tag).ok_or(ApprovalError::Malformed)?;
+        self.mac(chat_id, call_id, tool, args_hash, expiry)
+            .verify_slice(&tag)
+            .map_err(|_| ApprovalError::Mismatch)?;
+        let now = now_s();
+        if now > expiry {
+            return Err(ApprovalError::Expired);
+        }
+        let mut used = self
+            .used
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        used.retain(|_, expires| *expires >= now);
+        if used.contains_key(id) {
+            return Err(ApprovalError::Replayed);
+        }
+        used.insert(id.to_owned(), expiry);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn approvals() -> Approvals {
+        Approvals::new([7; 32], Duration::from_secs(60))
+    }
+
+    #[test]
+    fn an_issued_id_is_honoured_once_for_exactly_that_call() {
+        let a = approvals();
+        let id = a.issue("chat", "call-1", "core__write", "sha256:aa");
+        assert_eq!(
+            a.redeem(&id, "chat", "call-1", "core__write", "sha256:aa"),
+            Ok(())
+        );
+        assert_eq!(
+            a.redeem(&id, "chat", "call-1", "core__write", "sha256:aa"),
+            Err(ApprovalError::Replayed)
+        );
+    }
+
+    #[test]
+    fn anything_changed_is_a_mismatch_and_does_not_use_the_id() {
+        let a = approvals();
+        let id = a.issue("chat", "call-1", "core__write", "sha256:aa");
+        for (chat, call, tool, hash) in [
+            ("other", "call-1", "core__write", "sha256:aa"),
+            ("chat", "call-2", "core__write", "sha256:aa"),
+            ("chat", "call-1", "core__exec_shell", "sha256:aa"),
+            ("chat", "call-1", "core__write", "sha256:bb"),
+        ] {
+            assert_eq!(
+                a.redeem(&id, chat, call, tool, hash),
+                Err(ApprovalError::Mismatch)
+            );
+        }
+        assert_eq!(
+            a.redeem(&id, "chat", "call-1", "core__write", "sha256:aa"),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn forged_malformed_and_expired_ids_are_refused() {
+        let a = approvals();
+        let other = Approvals::new([8; 32], Duration::from_secs(60));
+        let forged = other.issue("chat", "c", "t", "h");
+        assert_eq!(
+            a.redeem(&forged, "chat", "c", "t", "h"),
+            Err(ApprovalError::Mismatch)
+        );
+        for bad in [
+            "",
+            "apv1",
+            "apv1.x.00",
+            "apv2.1.00",
+            "apv1.1.zz",
+            "apv1.1.00.extra",
+        ] {
+            assert!(a.redeem(bad, "chat", "c", "t", "h").is_err(), "{bad}");
+        }
+        // A later expiry written into an id breaks its tag.
+        let id = a.issue("chat", "c", "t", "h");
+        let mut parts: Vec<&str> = id.split('.').collect();
+        let later = (now_s() + 10_000).to_string();
+        parts[1] = &later;
+        assert_eq!(
+            a.redeem(&parts.join("."), "chat", "c", "t", "h"),
+            Err(ApprovalError::Mismatch)
+        );
+        let expired = Approvals::new([7; 32], Duration::from_secs(0));
+        let id = expired.issue("chat", "c", "t", "h");
+        std::thread::sleep(Duration::from_millis(1100));
+        assert_eq!(
+            expired.redeem(&id, "chat", "c", "t", "h"),
+            Err(ApprovalError::Expired)
+        );
+    }
+}

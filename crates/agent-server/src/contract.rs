@@ -1,0 +1,713 @@
+//! The request contract: the body `useChat`'s default transport sends
+//! (`{ id, messages: UIMessage[], trigger, messageId? }`), checked and turned into
+//! the conversation a run continues. Every rejection names the field path; nothing
+//! from a rejected request reaches the model.
+
+use std::collections::HashSet;
+
+use ai_core::{Message, MessageToolCall, args_hash, canonical_json};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// Longest chat id.
+pub const MAX_CHAT_ID_LEN: usize = 128;
+/// Longest tool call id.
+pub const MAX_TOOL_CALL_ID_LEN: usize = 128;
+/// Largest arguments of one call (compact JSON).
+pub const MAX_ARGUMENT_BYTES: usize = 8 * 1024;
+/// Largest result of one call (compact JSON, or error text).
+pub const MAX_RESULT_BYTES: usize = 32 * 1024;
+/// Most messages in one request.
+pub const MAX_MESSAGES: usize = 1000;
+
+/// A rejected request: the JSON path of the offending field and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct ContractError {
+    /// Where, e.g. `messages[2].parts[0].toolCallId` (empty for the body itself).
+    pub path: String,
+    /// What is wrong (never echoes the value).
+    pub message: String,
+}
+
+fn err(path: impl Into<String>, message: impl Into<String>) -> ContractError {
+    ContractError {
+        path: path.into(),
+        message: message.into(),
+    }
+}
+
+/// What submitted the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// A new user message.
+    SubmitMessage,
+    /// Regenerate the last assistant message (the client sent the history without it).
+    RegenerateMessage,
+}
+
+/// The user's decision on one call that waited for an approval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The call id.
+    pub tool_call_id: String,
+    /// The tool id.
+    pub tool_name: String,
+    /// The arguments as submitted.
+    pub args: Value,
+    /// `sha256:` of their canonical form.
+    pub args_hash: String,
+    /// The approval id the server issued (checked later, not here).
+    pub approval_id: String,
+    /// Whether the user approved.
+    pub approved: bool,
+    /// The user's reason, when given.
+    pub reason: Option<String>,
+}
+
+/// A checked request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    /// The chat id.
+    pub chat_id: String,
+    /// What submitted it.
+    pub trigger: Trigger,
+    /// The conversation for the model (without a system prompt).
+    pub history: Vec<Message>,
+    /// When the last message is the assistant's with approval decisions: its id
+    /// (the response continues it), and the tool call ids it already has.
+    pub continuing: Option<(String, Vec<String>)>,
+    /// The decisions of that message, in part order.
+    pub decisions: Vec<Decision>,
+    /// `messageId` of the body, when sent.
+    pub message_id: Option<String>,
+}
+
+/// Supplies the model-facing record of calls the server ran itself, so a history
+/// rebuilt from the client holds what the model saw (the client only has the
+/// redacted view). `None`: use what the client sent.
+pub trait Transcript {
+    /// The model-facing arguments text and result text of a call of this chat.
+    fn recall(&self, chat_id: &str, tool_call_id: &str) -> Option<(String, String)>;
+}
+
+/// No transcript: the client's values are used.
+impl Transcript for () {
+    fn recall(&self, _: &str, _: &str) -> Option<(String, String)> {
+        None
+    }
+}
+
+fn check_finite(value: &Value, path: &str) -> Result<(), ContractError> {
+    match value {
+        Value::Number(n) if n.as_f64().is_some_and(|f| !f.is_finite()) => {
+            Err(err(path, "numbers must be finite"))
+        }
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, v)| check_finite(v, &format!("{path}[{i}]"))),
+        Value::Object(map) => map
+            .iter()
+            .try_for_each(|(k, v)| check_finite(v, &format!("{path}.{k}"))),
+        _ => Ok(()),
+    }
+}
+
+fn string<'a>(
+    map: &'a Map<String, Value>,
+    key: &str,
+    path: &str,
+) -> Result<&'a str, ContractError> {
+    match map.get(key) {
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(err(format!("{path}.{key}"), "must be a string")),
+        None => Err(err(format!("{path}.{key}"), "is required")),
+    }
+}
+
+fn optional_string<'a>(
+    map: &'a Map<String, Value>,
+    key: &str,
+    path: &str,
+) -> Result<Option<&'a str>, ContractError> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(err(format!("{path}.{key}"), "must be a string")),
+    }
+}
+
+/// One tool part, checked.
+struct ToolPart {
+    call_id: String,
+    tool_name: String,
+    state: String,
+    input: Option<Value>,
+    output: Option<Value>,
+    error_text: Option<String>,
+    approval: Option<(String, Option<bool>, Option<String>)>,
+}
+
+const STATES: &[&str] = &[
+    "input-streaming",
+    "input-available",
+    "approval-requested",
+    "approval-responded",
+    "output-available",
+    "output-error",
+    "output-denied",
+];
+
+fn tool_part(kind: &str, part: &Map<String, Value>, path: &str) -> Result<ToolPart, ContractError> {
+    let tool_name = match kind.strip_prefix("tool-") {
+        Some(name) => name.to_owned(),
+        None => string(part, "toolName", path)?.to_owned(),
+    };
+    if tool_name.is_empty() {
+        return Err(err(format!("{path}.type"), "names no tool"));
+    }
+    let call_id = string(part, "toolCallId", path)?;
+    if call_id.is_empty() || call_id.len() > MAX_TOOL_CALL_ID_LEN {
+        return Err(err(
+            format!("{path}.toolCallId"),
+            format!("must be 1 to {MAX_TOOL_CALL_ID_LEN} characters"),
+        ));
+    }
+    let state = string(part, "state", path)?;
+    if !STATES.contains(&state) {
+        return Err(err(format!("{path}.state"), "is not a tool part state"));
+    }
+    let input = part.get("input").filter(|v| !v.is_null()).cloned();
+    if let Some(input) = &input {
+        if !input.is_object() {
+            return Err(err(format!("{path}.input"), "must be an object"));
+        }
+        if canonical_json(input).len() > MAX_ARGUMENT_BYTES {
+            return Err(err(
+                format!("{path}.input"),
+                format!("is over {MAX_ARGUMENT_BYTES} bytes"),
+            ));
+        }
+    } else if state != "input-streaming" {
+        return Err(err(
+            format!("{path}.input"),
+            "is required once the input is complete (a result without its call)",
+        ));
+    }
+    let output = part.get("output").cloned();
+    if let Some(output) = &output
+        && canonical_json(output).len() > MAX_RESULT_BYTES
+    {
+        return Err(err(
+            format!("{path}.output"),
+            format!("is over {MAX_RESULT_BYTES} bytes"),
+        ));
+    }
+    if state == "output-available" && output.is_none() {
+        return Err(err(
+            format!("{path}.output"),
+            "is required in state output-available",
+        ));
+    }
+    if state != "output-available" && output.is_some() {
+        return Err(err(
+            format!("{path}.output"),
+            format!("is not allowed in state {state}"),
+        ));
+    }
+    let error_text = optional_string(part, "errorText", path)?.map(str::to_owned);
+    if let Some(text) = &error_text
+        && text.len() > MAX_RESULT_BYTES
+    {
+        return Err(err(
+            format!("{path}.errorText"),
+            format!("is over {MAX_RESULT_BYTES} bytes"),
+        ));
+    }
+    if state == "output-error" && error_text.is_none() {
+        return Err(err(
+            format!("{path}.errorText"),
+            "is required in state output-error",
+        ));
+    }
+    let approval = match part.get("approval") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(approval)) => {
+            let apath = format!("{path}.approval");
+            let id = string(approval, "id", &apath)?.to_owned();
+            let approved = match approval.get("approved") {
+                None | Some(Value::Null) => None,
+                Some(Value::Bool(b)) => Some(*b),
+                Some(_) => return Err(err(format!("{apath}.approved"), "must be a boolean")),
+            };
+            let reason = optional_string(approval, "reason", &apath)?.map(str::to_owned);
+            Some((id, approved, reason))
+        }
+        Some(_) => return Err(err(format!("{path}.approval"), "must be an object")),
+    };
+    match (state, &approval) {
+        ("approval-requested", None) | ("approval-responded", None) => {
+            return Err(err(
+                format!("{path}.approval"),
+                format!("is required in state {state}"),
+            ));
+        }
+        ("approval-responded", Some((_, None, _))) => {
+            return Err(err(
+                format!("{path}.approval.approved"),
+                "is required in state approval-responded",
+            ));
+        }
+        ("output-denied", Some((_, Some(true), _)))
+        | ("output-available", Some((_, Some(false), _))) => {
+            return Err(err(
+                format!("{path}.approval.approved"),
+                format!("does not match state {state}"),
+            ));
+        }
+        _ => {}
+    }
+    Ok(ToolPart {
+        call_id: call_id.to_owned(),
+        tool_name,
+        state: state.to_owned(),
+        input,
+        output,
+        error_text,
+        approval,
+    })
+}
+
+/// What the model is told about a call it will not get a result for.
+pub const NOT_RUN: &str = "The call did not run (no result was recorded).";
+/// What the model is told about a call the user denied.
+pub const DENIED: &str = "The user denied this call.";
+
+/// Parses and checks a request body. `transcript` supplies what the model saw of
+/// calls the server ran.
+pub fn parse(body: &[u8], transcript: &dyn Transcript) -> Result<ChatRequest, ContractError> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| err("", format!("not valid JSON: {e}")))?;
+    check_finite(&value, "")?;
+    let Value::Object(body) = value else {
+        return Err(err("", "must be a JSON object"));
+    };
+    let chat_id = string(&body, "id", "")
+        .map_err(|e| err("id", e.message))?
+        .to_owned();
+    if chat_id.is_empty() || chat_id.len() > MAX_CHAT_ID_LEN {
+        return Err(err(
+            "id",
+            format!("must be 1 to {MAX_CHAT_ID_LEN} characters"),
+        ));
+    }
+    let trigger = match body.get("trigger") {
+        None | Some(Value::Null) => Trigger::SubmitMessage,
+        Some(Value::String(t)) if t == "submit-message" => Trigger::SubmitMessage,
+        Some(Value::String(t)) if t == "regenerate-message" => Trigger::RegenerateMessage,
+        Some(_) => {
+            return Err(err(
+                "trigger",
+                "must be \"submit-message\" or \"regenerate-message\"",
+            ));
+        }
+    };
+    let message_id = match body.get("messageId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) if id.len() <= MAX_CHAT_ID_LEN => Some(id.clone()),
+        Some(_) => {
+            return Err(err(
+                "messageId",
+                format!("must be a string of at most {MAX_CHAT_ID_LEN} characters"),
+            ));
+        }
+    };
+    let Some(Value::Array(messages)) = body.get("messages") else {
+        return Err(err("messages", "must be an array"));
+    };
+    if messages.is_empty() {
+        return Err(err("messages", "must not be empty"));
+    }
+    if messages.len() > MAX_MESSAGES {
+        return Err(err(
+            "messages",
+            format!("has more than {MAX_MESSAGES} messages"),
+        ));
+    }
+    let mut history = Vec::new();
+    let mut seen_calls = HashSet::new();
+    let mut decisions = Vec::new();
+    let mut continuing = None;
+    let last = messages.len() - 1;
+    for (index, message) in messages.iter().enumerate() {
+        let path = format!("messages[{index}]");
+        let Value::Object(message) = message else {
+            return Err(err(path, "must be an object"));
+        };
+        let id = string(message, "id", &path)?;
+        let role = string(message, "role", &path)?;
+        let Some(Value::Array(parts)) = message.get("parts") else {
+            return Err(err(format!("{path}.parts"), "must be an array"));
+        };
+        match role {
+            "user" => {
+                let mut text = Vec::new();
+                for (p, part) in parts.iter().enumerate() {
+                    let ppath = format!("{path}.parts[{p}]");
+                    let Value::Object(part) = part else {
+                        return Err(err(ppath, "must be an object"));
+                    };
+                    match string(part, "type", &ppath)? {
+                        "text" => text.push(string(part, "text", &ppath)?),
+                        kind if kind.starts_with("data-") || kind.starts_with("source-") => {}
+                        "step-start" | "reasoning" => {}
+                        _ => {
+                            return Err(err(
+                                format!("{ppath}.type"),
+                                "is not a part type this server accepts from a user",
+                            ));
+                        }
+                    }
+                }
+                if text.is_empty() {
+                    return Err(err(format!("{path}.parts"), "has no text part"));
+                }
+                history.push(Message::user(text.join("\n")));
+            }
+            "assistant" => {
+                let mut step_text: Vec<String> = Vec::new();
+                let mut step_calls: Vec<ToolPart> = Vec::new();
+                let mut has_decision = false;
+                let mut calls_here = Vec::new();
+                let flush = |text: &mut Vec<String>,
+                             calls: &mut Vec<ToolPart>,
+                             history: &mut Vec<Message>,
+                             decisions: &mut Vec<Decision>|
+                 -> Result<(), ContractError> {
+                    if text.is_empty() && calls.is_empty() {
+                        return Ok(());
+                    }
+                    let content = (!text.is_empty()).then(|| text.join(""));
+                    let mut tool_calls = Vec::new();
+                    let mut results = Vec::new();
+                    for call in calls.drain(..) {
+                        let recalled = transcript.recall(&chat_id, &call.call_id);
+                        let input = call.input.clone().unwrap_or(Value::Object(Map::new()));
+                        let arguments = recalled
+                            .as_ref()
+                            .map_or_else(|| canonical_json(&input), |(args, _)| args.clone());
+                        tool_calls.push(MessageToolCall {
+                            id: call.call_id.clone(),
+                            name: call.tool_name.clone(),
+                            arguments,
+                            raw: None,
+                        });
+                        let content = match call.state.as_str() {
+                            "output-available" => Some(recalled.map_or_else(
+                                || canonical_json(call.output.as_ref().unwrap_or(&Value::Null)),
+                                |(_, result)| result,
+                            )),
+                            "output-error" => Some(recalled.map_or_else(
+                                || call.error_text.clone().unwrap_or_default(),
+                                |(_, r)| r,
+                            )),
+                            "output-denied" => Some(DENIED.to_owned()),
+                            "approval-responded" => {
+                                let Some((approval_id, Some(approved), reason)) =
+                                    call.approval.clone()
+                                else {
+                                    return Err(err("", "approval without a decision"));
+                                };
+                                decisions.push(Decision {
+                                    tool_call_id: call.call_id.clone(),
+                                    tool_name: call.tool_name.clone(),
+                                    args_hash: args_hash(&input),
+                                    args: input,
+                                    approval_id,
+                                    approved,
+                                    reason,
+                                });
+                                None
+                            }
+                            _ => Some(NOT_RUN.to_owned()),
+                        };
+                        if let Some(content) = content {
+                            results.push(Message::tool(call.call_id.clone(), content));
+                        }
+                    }
+                    history.push(Message::Assistant {
+                        content,
+                        reasoning: None,
+                        tool_calls,
+                    });
+                    history.extend(results);
+                    text.clear();
+                    Ok(())
+                };
+                for (p, part) in parts.iter().enumerate() {
+                    let ppath = format!("{path}.parts[{p}]");
+                    let Value::Object(part) = part else {
+                        return Err(err(ppath, "must be an object"));
+                    };
+                    let kind = string(part, "type", &ppath)?;
+                    match kind {
+                        "text" => step_text.push(string(part, "text", &ppath)?.to_owned()),
+                        "step-start" => {
+                            flush(
+                                &mut step_text,
+                                &mut step_calls,
+                                &mut history,
+                                &mut decisions,
+                            )?;
+                        }
+                        "reasoning" => {}
+                        k if k.starts_with("data-") || k.starts_with("source-") => {}
+                        k if k.starts_with("tool-") || k == "dynamic-tool" => {
+                            let call = tool_part(k, part, &ppath)?;
+                            if !seen_calls.insert(call.call_id.clone()) {
+                                return Err(err(
+                                    format!("{ppath}.toolCallId"),
+                                    "appears twice (one result per tool call)",
+                                ));
+                            }
+                            if call.state == "approval-responded" {
+                                if index != last {
+                                    return Err(err(
+                                        format!("{ppath}.state"),
+                                        "an approval decision is only accepted in the last message",
+                                    ));
+                                }
+                                has_decision = true;
+                            }
+                            calls_here.push(call.call_id.clone());
+                            step_calls.push(call);
+                        }
+                        _ => {
+                            return Err(err(
+                                format!("{ppath}.type"),
+                                "is not a part type this server understands",
+                            ));
+                        }
+                    }
+                }
+                flush(
+                    &mut step_text,
+                    &mut step_calls,
+                    &mut history,
+                    &mut decisions,
+                )?;
+                if index == last {
+                    if !has_decision {
+                        return Err(err(
+                            format!("{path}.role"),
+                            "the last message must be the user's, or carry approval decisions",
+                        ));
+                    }
+                    continuing = Some((id.to_owned(), calls_here));
+                }
+            }
+            "system" => {
+                return Err(err(
+                    format!("{path}.role"),
+                    "system messages are set by the server, not the client",
+                ));
+            }
+            _ => {
+                return Err(err(
+                    format!("{path}.role"),
+                    "must be \"user\" or \"assistant\"",
+                ));
+            }
+        }
+    }
+    Ok(ChatRequest {
+        chat_id,
+        trigger,
+        history,
+        continuing,
+        decisions,
+        message_id,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse_json(value: Value) -> Result<ChatRequest, ContractError> {
+        parse(value.to_string().as_bytes(), &())
+    }
+
+    fn user(text: &str) -> Value {
+        json!({"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]})
+    }
+
+    fn body(messages: Vec<Value>) -> Value {
+        json!({"id": "chat-1", "messages": messages, "trigger": "submit-message"})
+    }
+
+    fn path_of(value: Value) -> String {
+        parse_json(value).unwrap_err().path
+    }
+
+    #[test]
+    fn a_user_message_becomes_the_history() {
+        let chat = parse_json(body(vec![user("hello")])).unwrap();
+        assert_eq!(chat.history, vec![Message::user("hello")]);
+        assert!(chat.continuing.is_none());
+    }
+
+    #[test]
+    fn assistant_steps_become_calls_with_exactly_one_result_each() {
+        let assistant = json!({"id": "a1", "role": "assistant", "parts": [
+            {"type": "step-start"},
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool-core__read_file", "toolCallId": "c1", "state": "output-available",
+             "input": {"path": "a"}, "output": {"text": "x"}},
+            {"type": "dynamic-tool", "toolName": "mcp__n__s", "toolCallId": "c2", "state": "output-error",
+             "input": {}, "errorText": "boom"},
+            {"type": "step-start"},
+            {"type": "text", "text": "Done."}
+        ]});
+        let chat = parse_json(body(vec![user("hi"), assistant, user("and?")])).unwrap();
+        assert_eq!(chat.history.len(), 6, "{:#?}", chat.history);
+        match &chat.history[1] {
+            Message::Assistant {
+                content,
+                tool_calls,
+                ..
+            } => {
+                assert_eq!(content.as_deref(), Some("Let me look."));
+                assert_eq!(tool_calls.len(), 2);
+                assert_eq!(tool_calls[0].arguments, r#"{"path":"a"}"#);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(chat.history[2], Message::tool("c1", r#"{"text":"x"}"#));
+        assert_eq!(chat.history[3], Message::tool("c2", "boom"));
+    }
+
+    #[test]
+    fn the_last_assistant_message_may_carry_approval_decisions() {
+        let assistant = json!({"id": "a1", "role": "assistant", "parts": [
+            {"type": "tool-core__write_file", "toolCallId": "c1", "state": "approval-responded",
+             "input": {"path": "a", "content": "b"}, "approval": {"id": "apv1.1.00", "approved": true}}
+        ]});
+        let chat = parse_json(body(vec![user("write"), assistant])).unwrap();
+        assert_eq!(chat.continuing, Some(("a1".into(), vec!["c1".into()])));
+        assert_eq!(chat.decisions.len(), 1);
+        assert!(chat.decisions[0].approved);
+        assert_eq!(
+            chat.decisions[0].args_hash,
+            args_hash(&json!({"content": "b", "path": "a"}))
+        );
+        // The call has no result yet: the server adds it after deciding.
+        assert_eq!(chat.history.len(), 2);
+    }
+
+    #[test]
+    fn every_rejection_names_the_field() {
+        let long = "x".repeat(129);
+        let tool = |part: Value| {
+            body(vec![
+                user("hi"),
+                json!({"id": "a1", "role": "assistant", "parts": [part]}),
+                user("again"),
+            ])
+        };
+        let cases: Vec<(Value, &str)> = vec![
+            (json!({"messages": []}), "id"),
+            (json!({"id": long, "messages": [user("x")]}), "id"),
+            (json!({"id": "c", "messages": []}), "messages"),
+            (
+                json!({"id": "c", "messages": [user("x")], "trigger": "resume"}),
+                "trigger",
+            ),
+            (
+                body(vec![json!({"id": "s", "role": "system", "parts": []})]),
+                "messages[0].role",
+            ),
+            (
+                body(vec![
+                    json!({"id": "u", "role": "user", "parts": [{"type": "file", "url": "x"}]}),
+                ]),
+                "messages[0].parts[0].type",
+            ),
+            (
+                tool(
+                    json!({"type": "tool-a", "toolCallId": "x".repeat(129), "state": "output-available", "input": {}, "output": 1}),
+                ),
+                "messages[1].parts[0].toolCallId",
+            ),
+            (
+                tool(
+                    json!({"type": "tool-a", "toolCallId": "c", "state": "output-available", "input": {"a": "x".repeat(9000)}, "output": 1}),
+                ),
+                "messages[1].parts[0].input",
+            ),
+            (
+                tool(
+                    json!({"type": "tool-a", "toolCallId": "c", "state": "output-available", "input": {}, "output": "x".repeat(33 * 1024)}),
+                ),
+                "messages[1].parts[0].output",
+            ),
+            (
+                tool(
+                    json!({"type": "tool-a", "toolCallId": "c", "state": "output-available", "output": 1}),
+                ),
+                "messages[1].parts[0].input",
+            ),
+            (
+                tool(
+                    json!({"type": "tool-a", "toolCallId": "c", "state": "output-available", "input": {}}),
+                ),
+                "messages[1].parts[0].output",
+            ),
+            (
+                tool(
+                    json!({"type": "tool-a", "toolCallId": "c", "state": "finished", "input": {}}),
+                ),
+                "messages[1].parts[0].state",
+            ),
+            (
+                tool(
+                    json!({"type": "tool-a", "toolCallId": "c", "state": "approval-responded", "input": {}, "approval": {"id": "x", "approved": true}}),
+                ),
+                "messages[1].parts[0].state",
+            ),
+            (
+                tool(
+                    json!({"type": "tool-a", "toolCallId": "c", "state": "output-denied", "input": {}, "approval": {"id": "x", "approved": true}}),
+                ),
+                "messages[1].parts[0].approval.approved",
+            ),
+            (
+                tool(
+                    json!({"type": "tool-a", "toolCallId": "c", "state": "input-available", "input": [1]}),
+                ),
+                "messages[1].parts[0].input",
+            ),
+        ];
+        for (value, path) in cases {
+            let shown = value.to_string();
+            let error = parse_json(value).unwrap_err();
+            assert_eq!(error.path, path, "{shown}: {error}");
+        }
+        // One result per call: the same id twice.
+        let twice = json!({"id": "a1", "role": "assistant", "parts": [
+            {"type": "tool-a", "toolCallId": "c", "state": "output-available", "input": {}, "output": 1},
+            {"type": "tool-a", "toolCallId": "c", "state": "output-available", "input": {}, "output": 2}
+        ]});
+        assert_eq!(
+            path_of(body(vec![user("x"), twice, user("y")])),
+            "messages[1].parts[1].toolCallId"
+        );
+        // The last message is the user's, or carries decisions.
+        let answered =
+            json!({"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": "hi"}]});
+        assert_eq!(path_of(body(vec![user("x"), answered])), "messages[1].role");
+        assert_eq!(parse(b"{not json", &()).unwrap_err().path, "");
+    }
+}

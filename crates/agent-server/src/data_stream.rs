@@ -1,0 +1,573 @@
+//! A run's events as the data stream of AI SDK 4 (protocol `v1`, what its `useChat`
+//! and assistant-ui's `DataStreamDecoder` read): one `CODE:JSON\n` line per part.
+//!
+//! Sans-IO, like [`crate::ui_stream`]: [`DataStreamEncoder`] turns each
+//! [`AiEvent`] into lines; the caller writes them out, with [`HEADERS`]. The
+//! stream has no end marker: the `d:` line is the last.
+//!
+//! # The response
+//!
+//! Zero or more steps, `f:{messageId}` ... `e:{finishReason, usage?, isContinued}`,
+//! then exactly one `d:{finishReason, usage?}`; nothing follows it. Steps begin and
+//! end by the same rules as the UI message stream's (see [`crate::ui_stream`]);
+//! every step's `f:` carries the encoder's message id, so the client's message keeps
+//! that id. Events of subagents (`parent_tool_call_id` set) produce nothing.
+//!
+//! | event | lines |
+//! |---|---|
+//! | `text_delta` | `0:"<text>"` |
+//! | `reasoning_delta` | `g:"<text>"` |
+//! | `tool_call_start` | `b:{toolCallId, toolName}`, `c:{toolCallId, argsTextDelta}`, `9:{toolCallId, toolName, args}` |
+//! | `tool_call_result`, ok | `a:{toolCallId, result}` |
+//! | `tool_call_result`, failed | `a:{toolCallId, result: "<code>: <message>", isError: true}` |
+//! | `tool_approval_requested` | the call's `b:`/`c:`/`9:`, then `2:[{type: "tool-approval-request", approvalId, toolCallId}]` |
+//! | `usage_report` | nothing yet: the step's `e:` and the `d:` carry `usage {promptTokens, completionTokens}` |
+//! | `error` | `3:"<message>"` |
+//! | `done` | `e:` for the open step, then `d:` |
+//!
+//! Decisions, checked against `packages/ui-utils/src/data-stream-parts.ts` and
+//! `process-chat-response.ts` of `vercel/ai` (branch `release-v4.3`) and against
+//! `packages/assistant-stream/src/core/serialization/data-stream/DataStream.ts`
+//! (with `chunk-types.ts` and `accumulators/assistant-message-accumulator.ts`) of
+//! `assistant-ui/assistant-ui`:
+//! - A call is announced as `b:`, one `c:` carrying its whole arguments as JSON
+//!   text, then `9:` (the sequence AI SDK 4 sends with tool call streaming on).
+//!   assistant-stream builds a call opened by `b:` from its `c:` text only and
+//!   ignores the `args` of the `9:` that closes it, so `b:` then `9:` alone would
+//!   show it `{}`. Arguments that are not a JSON object are sent as `{}` (AI SDK 4
+//!   rejects a `9:` whose `args` is not an object).
+//! - v1 has no codes for approvals, denials or failed calls:
+//!   - an approval request is the call itself (`b:`/`c:`/`9:` with no result: AI SDK
+//!     4's way of showing a call that waits for the user) plus a `2:` data part
+//!     `[{"type": "tool-approval-request", "approvalId", "toolCallId"}]`, the UI
+//!     stream's chunk; both decoders accept `2:` with an array silently (AI SDK 4
+//!     appends it to `useChat`'s `data`, assistant-stream to the message's
+//!     `metadata.unstable_data`);
+//!   - a failed call, a refused call ([`DataStreamEncoder::tool_error`]) and a
+//!     denied one ([`DataStreamEncoder::denied`], result [`DENIED_RESULT`]) are an
+//!     `a:` whose `result` is the error text, with `isError: true`: assistant-stream
+//!     reads `isError` into the result part, and AI SDK 4 validates only
+//!     `toolCallId` and `result` and keeps the extra field on the invocation.
+//! - `e:`'s `finishReason` is `tool-calls` for a step with tool activity, `error`
+//!   for the last step of a failed run, else the response's; `d:`'s is the
+//!   response's (mapped like the UI stream's `finish`). `isContinued` is always
+//!   `false`. `usage` is left out when no usage was reported (it is optional in
+//!   AI SDK 4, which then reports `NaN`s), rather than claiming zero tokens.
+//! - A continuation's result for a known call is an `a:` without the call's
+//!   `b:`/`9:` (as AI SDK 4's human-in-the-loop example sends it): AI SDK 4 merges
+//!   the response into the last assistant message, which has the call.
+//!   assistant-stream decodes every response as a new message and rejects (strict
+//!   mode) or drops (lenient) a result whose call it has not seen in this response.
+
+use std::collections::HashSet;
+
+use ai_core::{AiEvent, AiEventKind};
+use serde_json::{Value, json};
+
+use crate::ui_stream::{Activity, Outcome, StepFlags, tool_error_text};
+
+/// The response headers of a data stream.
+pub const HEADERS: &[(&str, &str)] = &[
+    ("content-type", "text/plain; charset=utf-8"),
+    ("x-vercel-ai-data-stream", "v1"),
+    ("cache-control", "no-cache"),
+    ("x-accel-buffering", "no"),
+];
+
+/// The `result` of a denied call's `a:` line.
+pub const DENIED_RESULT: &str = "tool call denied";
+
+/// Encodes one response (one assistant message) as data stream lines.
+///
+/// Feed it the run's events in order with [`event`](Self::event); call
+/// [`finish`](Self::finish) if the response ends before `done` (it emits what
+/// `done` would; after either, the encoder emits nothing more).
+#[derive(Debug)]
+pub struct DataStreamEncoder {
+    message_id: String,
+    /// Calls the client already has (this response or an earlier one).
+    calls_sent: HashSet<String>,
+    finished: bool,
+    step: Option<Step>,
+    outcome: Outcome,
+}
+
+#[derive(Debug, Default)]
+struct Step {
+    flags: StepFlags,
+    /// A call started, asked for approval or got a result in the step.
+    tools: bool,
+    /// The step's usage report: prompt and completion tokens.
+    usage: Option<(u64, u64)>,
+}
+
+impl DataStreamEncoder {
+    /// An encoder for a new assistant message with id `message_id`.
+    pub fn new(message_id: impl Into<String>) -> Self {
+        Self::continuing(message_id, std::iter::empty())
+    }
+
+    /// An encoder for a continuation of the assistant message `message_id`, whose
+    /// earlier parts the client already has, among them the tool calls
+    /// `known_tool_call_ids`: they are not announced again (their results may still
+    /// arrive).
+    ///
+    /// AI SDK 4's `useChat` merges a response into its last message when that is an
+    /// assistant message, whatever the `f:` lines' `messageId`; pass the id the
+    /// client has for it all the same, so other clients see one message.
+    pub fn continuing(
+        message_id: impl Into<String>,
+        known_tool_call_ids: impl IntoIterator<Item = String>,
+    ) -> Self {
+        Self {
+            message_id: message_id.into(),
+            calls_sent: known_tool_call_ids.into_iter().collect(),
+            finished: false,
+            step: None,
+            outcome: Outcome::default(),
+        }
+    }
+
+    /// The lines for `event`, in order, each ending in `\n` (none for a subagent's
+    /// event or after the finish). `approval_id` names the approval of a
+    /// `tool_approval_requested` from its call id, tool name and `args_hash`.
+    pub fn event(
+        &mut self,
+        event: &AiEvent,
+        approval_id: &dyn Fn(&str, &str, &str) -> String,
+    ) -> Vec<String> {
+        if self.finished || event.parent_tool_call_id.is_some() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        match &event.kind {
+            AiEventKind::Done => return self.finish(),
+            AiEventKind::TextDelta { delta } if !delta.is_empty() => {
+                self.step_for(Activity::Delta, &mut out);
+                out.push(line('0', &json!(delta)));
+            }
+            AiEventKind::ReasoningDelta { delta } if !delta.is_empty() => {
+                self.step_for(Activity::Delta, &mut out);
+                out.push(line('g', &json!(delta)));
+            }
+            AiEventKind::ToolCallStart {
+                tool_call_id,
+                tool_name,
+                args,
+            } => {
+                self.step_for(Activity::Call, &mut out);
+                self.call(tool_call_id, tool_name, args, &mut out);
+            }
+            AiEventKind::ToolCallResult {
+                tool_call_id,
+                tool_name,
+                ok,
+                result,
+                error_code,
+                message,
+                ..
+            } => {
+                self.step_for(Activity::Result, &mut out);
+                self.call(tool_call_id, tool_name, &json!({}), &mut out);
+                let value = if *ok {
+                    json!({
+                        "toolCallId": tool_call_id,
+                        "result": result.clone().unwrap_or(Value::Null),
+                    })
+                } else {
+                    error_result(
+                        tool_call_id,
+                        &tool_error_text(*error_code, message.as_deref()),
+                    )
+                };
+                out.push(line('a', &value));
+                self.saw_result();
+            }
+            AiEventKind::ToolApprovalRequested {
+                tool_call_id,
+                tool_name,
+                args,
+                args_hash,
+            } => {
+                self.step_for(Activity::Call, &mut out);
+                self.call(tool_call_id, tool_name, args, &mut out);
+                let request = json!([{
+                    "type": "tool-approval-request",
+                    "approvalId": approval_id(tool_call_id, tool_name, args_hash),
+                    "toolCallId": tool_call_id,
+                }]);
+                out.push(line('2', &request));
+                self.outcome.paused = true;
+            }
+            AiEventKind::UsageReport {
+                prompt_tokens,
+                completion_tokens,
+                ..
+            } => {
+                self.step_for(Activity::Usage, &mut out);
+                self.outcome.usage.add(&event.kind);
+                if let Some(step) = &mut self.step {
+                    step.flags.saw_usage = true;
+                    step.usage = Some((*prompt_tokens, *completion_tokens));
+                }
+            }
+            AiEventKind::AssistantFinal { finish_reason, .. } => {
+                self.outcome.final_reason = Some(finish_reason.clone());
+            }
+            AiEventKind::Error { message, .. } => {
+                out.push(line('3', &json!(message)));
+                self.outcome.error = true;
+            }
+            _ => {}
+        }
+        out
+    }
+
+    /// The `a:` line of a denied call `tool_call_id` (result [`DENIED_RESULT`],
+    /// `isError: true`; e.g. the user denied its approval before this continuation
+    /// started), within a step. The call must be one the client has: a known call
+    /// of a continuation, or one started in this response.
+    pub fn denied(&mut self, tool_call_id: &str) -> Vec<String> {
+        self.server_result(tool_call_id, DENIED_RESULT)
+    }
+
+    /// The `a:` line of the call `tool_call_id` failed with `error_text`
+    /// (`isError: true`; e.g. a call the server refuses before the run starts),
+    /// within a step. The call must be one the client has, as for
+    /// [`denied`](Self::denied).
+    pub fn tool_error(&mut self, tool_call_id: &str, error_text: &str) -> Vec<String> {
+        self.server_result(tool_call_id, error_text)
+    }
+
+    /// What `done` emits, for a response that ends without it: `e:` for the open
+    /// step, then `d:`. Emits nothing when the response already finished.
+    pub fn finish(&mut self) -> Vec<String> {
+        if self.finished {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        self.end_step(true, &mut out);
+        let mut value = json!({"finishReason": self.outcome.finish_reason()});
+        let usage = &self.outcome.usage;
+        if usage.reports > 0 {
+            value["usage"] = usage_json(usage.prompt, usage.completion);
+        }
+        out.push(line('d', &value));
+        self.finished = true;
+        out
+    }
+
+    fn server_result(&mut self, tool_call_id: &str, error_text: &str) -> Vec<String> {
+        if self.finished {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        self.step_for(Activity::Result, &mut out);
+        out.push(line('a', &error_result(tool_call_id, error_text)));
+        self.saw_result();
+        out
+    }
+
+    fn step_for(&mut self, activity: Activity, out: &mut Vec<String>) {
+        if StepFlags::needs_new(self.step.as_ref().map(|s| &s.flags), activity) {
+            self.end_step(false, out);
+            out.push(line('f', &json!({"messageId": self.message_id})));
+            self.step = Some(Step::default());
+        }
+        if let (Some(step), Activity::Call | Activity::Result) = (&mut self.step, activity) {
+            step.tools = true;
+        }
+    }
+
+    /// `e:` for the open step; `last` when the response ends with it.
+    fn end_step(&mut self, last: bool, out: &mut Vec<String>) {
+        let Some(step) = self.step.take() else {
+            return;
+        };
+        let reason = if last && self.outcome.error {
+            "error"
+        } else if step.tools {
+            "tool-calls"
+        } else if last {
+            self.outcome.finish_reason()
+        } else {
+            "other"
+        };
+        let mut value = json!({"finishReason": reason, "isContinued": false});
+        if let Some((prompt, completion)) = step.usage {
+            value["usage"] = usage_json(prompt, completion);
+        }
+        out.push(line('e', &value));
+    }
+
+    fn saw_result(&mut self) {
+        if let Some(step) = &mut self.step {
+            step.flags.saw_result = true;
+        }
+    }
+
+    /// The lines announcing a call, unless the client already has it.
+    fn call(&mut self, tool_call_id: &str, tool_name: &str, args: &Value, out: &mut Vec<String>) {
+        if !self.calls_sent.insert(tool_call_id.to_owned()) {
+            return;
+        }
+        let args = if args.is_object() {
+            args.clone()
+        } else {
+            json!({})
+        };
+        out.push(line(
+            'b',
+            &json!({"toolCallId": tool_call_id, "toolName": tool_name}),
+        ));
+        out.push(line(
+            'c',
+            &json!({"toolCallId": tool_call_id, "argsTextDelta": args.to_string()}),
+        ));
+        out.push(line(
+            '9',
+            &json!({"toolCallId": tool_call_id, "toolName": tool_name, "args": args}),
+        ));
+    }
+}
+
+/// One line: `CODE:JSON\n`.
+fn line(code: char, value: &Value) -> String {
+    format!("{code}:{value}\n")
+}
+
+fn error_result(tool_call_id: &str, error_text: &str) -> Value {
+    json!({"toolCallId": tool_call_id, "result": error_text, "isError": true})
+}
+
+fn usage_json(prompt: u64, completion: u64) -> Value {
+    json!({"promptTokens": prompt, "completionTokens": completion})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ai_core::RunContext;
+
+    fn ev(kind: AiEventKind) -> AiEvent {
+        AiEvent::new(&RunContext::new("run-1", "trace-1"), kind)
+    }
+
+    fn text(delta: &str) -> AiEvent {
+        ev(AiEventKind::TextDelta {
+            delta: delta.into(),
+        })
+    }
+
+    fn call(id: &str) -> AiEvent {
+        ev(AiEventKind::ToolCallStart {
+            tool_call_id: id.into(),
+            tool_name: "core__echo".into(),
+            args: json!({"text": id}),
+        })
+    }
+
+    fn result(id: &str) -> AiEvent {
+        ev(AiEventKind::ToolCallResult {
+            tool_call_id: id.into(),
+            tool_name: "core__echo".into(),
+            ok: true,
+            result: Some(json!(id)),
+            error_code: None,
+            message: None,
+            duration_ms: 1,
+            truncated: false,
+        })
+    }
+
+    fn usage(prompt: u64) -> AiEvent {
+        ev(AiEventKind::UsageReport {
+            model: "m".into(),
+            prompt_tokens: prompt,
+            completion_tokens: 2,
+            total_tokens: prompt + 2,
+            cached_tokens: None,
+            reasoning_tokens: None,
+            prompt_hash: None,
+        })
+    }
+
+    fn done() -> AiEvent {
+        ev(AiEventKind::Done)
+    }
+
+    fn apr(id: &str, _: &str, _: &str) -> String {
+        format!("apr-{id}")
+    }
+
+    fn encode(encoder: &mut DataStreamEncoder, events: &[AiEvent]) -> Vec<String> {
+        events.iter().flat_map(|e| encoder.event(e, &apr)).collect()
+    }
+
+    fn parse(line: &str) -> (&str, Value) {
+        let body = line.strip_suffix('\n').unwrap();
+        assert!(!body.contains('\n'));
+        let (code, json) = body.split_once(':').unwrap();
+        (code, serde_json::from_str(json).unwrap())
+    }
+
+    fn codes(lines: &[String]) -> String {
+        lines
+            .iter()
+            .map(|l| parse(l).0)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The structural rules, for one whole response: steps balanced, exactly one
+    /// `d:` and it is last, results after their calls (or for known calls).
+    fn check(lines: &[String], known: &[&str]) {
+        let mut in_step = false;
+        let mut calls: HashSet<String> = known.iter().map(|k| (*k).to_owned()).collect();
+        for (i, l) in lines.iter().enumerate() {
+            let (code, value) = parse(l);
+            match code {
+                "f" => {
+                    assert!(!in_step, "{}", codes(lines));
+                    in_step = true;
+                }
+                "e" => {
+                    assert!(in_step, "{}", codes(lines));
+                    in_step = false;
+                }
+                "0" | "g" | "b" | "c" | "9" | "a" | "2" => assert!(in_step, "{}", codes(lines)),
+                "d" => assert_eq!(i, lines.len() - 1, "{}", codes(lines)),
+                _ => {}
+            }
+            if code == "9" {
+                calls.insert(value["toolCallId"].as_str().unwrap().to_owned());
+            }
+            if code == "a" {
+                assert!(calls.contains(value["toolCallId"].as_str().unwrap()));
+            }
+        }
+        assert_eq!(lines.iter().filter(|l| l.starts_with("d:")).count(), 1);
+    }
+
+    #[test]
+    fn one_finish_and_nothing_after_it() {
+        let mut encoder = DataStreamEncoder::new("m1");
+        let mut lines = encode(&mut encoder, &[text("a"), usage(5), done()]);
+        lines.extend(encode(&mut encoder, &[done(), text("late")]));
+        lines.extend(encoder.finish());
+        lines.extend(encoder.denied("c1"));
+        lines.extend(encoder.tool_error("c1", "x"));
+        check(&lines, &[]);
+        let usage = json!({"promptTokens": 5, "completionTokens": 2});
+        let parsed: Vec<(&str, Value)> = lines.iter().map(|l| parse(l)).collect();
+        assert_eq!(
+            parsed,
+            [
+                ("f", json!({"messageId": "m1"})),
+                ("0", json!("a")),
+                (
+                    "e",
+                    json!({"finishReason": "other", "isContinued": false, "usage": usage})
+                ),
+                ("d", json!({"finishReason": "other", "usage": usage})),
+            ]
+        );
+    }
+
+    #[test]
+    fn finish_without_done_closes_the_step_once() {
+        let mut encoder = DataStreamEncoder::new("m1");
+        let mut lines = encode(&mut encoder, &[call("c1")]);
+        lines.extend(encoder.finish());
+        lines.extend(encoder.finish());
+        check(&lines, &[]);
+        assert_eq!(codes(&lines), "f b c 9 e d");
+        assert_eq!(parse(&lines[4]).1["finishReason"], "tool-calls");
+        assert_eq!(parse(&lines[5]).1, json!({"finishReason": "other"}));
+        let lines = DataStreamEncoder::new("m2").finish();
+        assert_eq!(codes(&lines), "d");
+    }
+
+    #[test]
+    fn nested_events_are_skipped() {
+        let mut encoder = DataStreamEncoder::new("m1");
+        let nested: Vec<AiEvent> = [text("sub"), call("s1"), result("s1"), usage(9), done()]
+            .into_iter()
+            .map(|e| e.nested("c1", None))
+            .collect();
+        assert!(encode(&mut encoder, &nested).is_empty());
+        let mut lines = encode(&mut encoder, &[call("c1")]);
+        lines.extend(encode(&mut encoder, &nested));
+        lines.extend(encode(&mut encoder, &[result("c1"), done()]));
+        check(&lines, &[]);
+        assert_eq!(codes(&lines), "f b c 9 a e d");
+    }
+
+    #[test]
+    fn steps_carry_their_own_usage() {
+        let mut encoder = DataStreamEncoder::new("m1");
+        let lines = encode(
+            &mut encoder,
+            &[
+                text("a"),
+                usage(5),
+                call("c1"),
+                result("c1"),
+                text("b"),
+                usage(7),
+                done(),
+            ],
+        );
+        check(&lines, &[]);
+        assert_eq!(codes(&lines), "f 0 b c 9 a e f 0 e d");
+        let usage = |i: usize| parse(&lines[i]).1["usage"]["promptTokens"].clone();
+        assert_eq!(
+            (usage(6), usage(9), usage(10)),
+            (json!(5), json!(7), json!(12))
+        );
+    }
+
+    #[test]
+    fn a_continuation_does_not_announce_known_calls() {
+        let mut encoder = DataStreamEncoder::continuing("m1", ["c1".to_owned()]);
+        let mut lines = encoder.tool_error("c0", "refused");
+        lines.extend(encode(
+            &mut encoder,
+            &[call("c1"), result("c1"), text("ok"), done()],
+        ));
+        check(&lines, &["c0", "c1"]);
+        assert_eq!(codes(&lines), "f a a e f 0 e d");
+        assert_eq!(
+            parse(&lines[1]).1,
+            json!({"toolCallId": "c0", "result": "refused", "isError": true})
+        );
+    }
+
+    #[test]
+    fn non_object_args_are_sent_as_an_empty_object() {
+        let mut encoder = DataStreamEncoder::new("m1");
+        let odd = ev(AiEventKind::ToolCallStart {
+            tool_call_id: "c1".into(),
+            tool_name: "core__x".into(),
+            args: json!("not an object"),
+        });
+        let lines = encode(&mut encoder, &[odd]);
+        assert_eq!(parse(&lines[2]).1["argsTextDelta"], "{}");
+        assert_eq!(parse(&lines[3]).1["args"], json!({}));
+    }
+
+    #[test]
+    fn an_error_ends_the_last_step_as_error() {
+        let mut encoder = DataStreamEncoder::new("m1");
+        let error = ev(AiEventKind::Error {
+            code: "provider_error".into(),
+            message: "boom".into(),
+        });
+        let lines = encode(&mut encoder, &[text("a"), error, done()]);
+        check(&lines, &[]);
+        assert_eq!(codes(&lines), "f 0 3 e d");
+        assert_eq!(parse(&lines[2]).1, json!("boom"));
+        assert_eq!(parse(&lines[3]).1["finishReason"], "error");
+        assert_eq!(parse(&lines[4]).1["finishReason"], "error");
+    }
+}

@@ -1,0 +1,37 @@
+//! An HTTP chat endpoint for web UIs: runs streamed in the AI SDK's protocols, with
+//! a checked request contract and approvals bound by the server.
+//!
+//! - [`ChatService`] holds the model, the tools (one [`ai_core::ToolRunner`] whose
+//!   approver is a grant ledger) and the policy; [`ChatService::router`] is an axum
+//!   router with `POST /api/chat` (the UI message stream v1 that `useChat` of `ai`
+//!   5, 6 and 7 reads; `?protocol=data` for the AI SDK 4 data stream v1) and
+//!   `GET /api/tools`. [`serve`] runs it with graceful shutdown.
+//! - [`ui_stream`] and [`data_stream`] are the sans-IO encoders from
+//!   [`ai_core::AiEvent`]s to each protocol (invariant STREAM_TO_UI_BY_PROTOCOL).
+//! - [`contract`] checks the request body and rebuilds the conversation: JSON values
+//!   only, bounded ids, arguments and results, one result per call; a rejection is
+//!   a 400 naming the field path and nothing reaches the model.
+//! - [`approval`]: a call that policy puts behind an approval pauses the run; the
+//!   client gets an HMAC-bound approval id, and the next request's decision is
+//!   honoured only for exactly that call and those arguments, once, before it
+//!   expires (invariant APPROVAL_BOUND_BY_SERVER).
+//! - A client that disconnects cancels its run (model stream and tools).
+//! - [`Access`]: on loopback, `Host` and `Origin` must name the loopback address
+//!   (DNS-rebinding protection); elsewhere bearer tokens, compared by SHA-256 in
+//!   constant time; a body size limit and a cap on open streams.
+//!
+//! agent-server depends on ai-core and agent-graph only: not on ai-tools, ai-host,
+//! a wire crate, tools-mcp or bootstrap. The composition root (`agent serve`) hands
+//! it a model and tools.
+
+pub mod approval;
+pub mod contract;
+pub mod data_stream;
+mod server;
+pub mod transcript;
+pub mod ui_stream;
+
+pub use server::{
+    Access, ChatService, ChatSetup, DEFAULT_HEARTBEAT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_STREAMS,
+    ToolSelection, serve,
+};

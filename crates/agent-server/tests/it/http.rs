@@ -1,0 +1,399 @@
+//! The endpoint over real HTTP: contract rejections, server-bound approvals
+//! (approved, denied, forged, replayed, edited), cancellation on disconnect, and
+//! who may call it.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use agent_server::Access;
+use agent_testing::{ScriptedModel, Turn};
+use serde_json::{Value, json};
+
+use crate::support::{Live, body, chunks, start, types, user};
+
+fn write_then_answer() -> ScriptedModel {
+    ScriptedModel::new([
+        Turn::new().tool_call("w1", "app__write", json!({"key": "k", "value": 1})),
+        Turn::text("Written."),
+        Turn::text("Second answer."),
+        Turn::text("Third answer."),
+    ])
+}
+
+/// Asks for the write; returns the assistant message as a client would keep it
+/// (tool part awaiting approval) and the approval id.
+async fn request_approval(live: &Live) -> (Value, String) {
+    let (status, chunks, raw) = live.chat(&body(vec![user("write k")])).await;
+    assert_eq!(status, 200, "{raw}");
+    assert!(raw.ends_with("data: [DONE]\n\n"), "{raw}");
+    let request = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-approval-request")
+        .unwrap_or_else(|| panic!("no approval request in {raw}"));
+    assert_eq!(request["toolCallId"], "w1");
+    let approval_id = request["approvalId"].as_str().unwrap().to_owned();
+    assert!(approval_id.starts_with("apv1."), "{approval_id}");
+    assert_eq!(types(&chunks).iter().filter(|t| **t == "finish").count(), 1);
+    assert_eq!(
+        live.writes.load(Ordering::SeqCst),
+        0,
+        "nothing ran before the approval"
+    );
+    let input = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-input-available")
+        .unwrap()["input"]
+        .clone();
+    assert_eq!(input, json!({"key": "k", "value": 1}));
+    let message_id = chunks[0]["messageId"].as_str().unwrap().to_owned();
+    let assistant = json!({"id": message_id, "role": "assistant", "parts": [
+        {"type": "step-start"},
+        {"type": "tool-app__write", "toolCallId": "w1", "state": "approval-requested",
+         "input": input, "approval": {"id": approval_id}}
+    ]});
+    (assistant, approval_id)
+}
+
+fn respond(mut assistant: Value, approved: bool, input: Option<Value>, approval_id: &str) -> Value {
+    let part = &mut assistant["parts"][1];
+    part["state"] = json!("approval-responded");
+    part["approval"] = json!({"id": approval_id, "approved": approved});
+    if let Some(input) = input {
+        part["input"] = input;
+    }
+    assistant
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_call_runs_once_and_the_answer_continues_the_message() {
+    let live = start(write_then_answer(), Access::loopback).await;
+    let (assistant, approval_id) = request_approval(&live).await;
+    let continuation = respond(assistant.clone(), true, None, &approval_id);
+    let (status, chunks, raw) = live
+        .chat(&body(vec![user("write k"), continuation.clone()]))
+        .await;
+    assert_eq!(status, 200, "{raw}");
+    assert_eq!(live.writes.load(Ordering::SeqCst), 1);
+    assert_eq!(chunks[0]["type"], "start");
+    assert_eq!(
+        chunks[0]["messageId"], assistant["id"],
+        "the same assistant message continues"
+    );
+    let output = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-output-available")
+        .unwrap();
+    assert_eq!(output["toolCallId"], "w1");
+    assert_eq!(output["output"], json!({"written": "k"}));
+    assert!(raw.contains("Written."), "{raw}");
+    let finish = types(&chunks).iter().position(|t| *t == "finish").unwrap();
+    let result = types(&chunks)
+        .iter()
+        .position(|t| *t == "tool-output-available")
+        .unwrap();
+    assert!(result < finish);
+    // The model's second turn saw the call and its result.
+    let requests = live.model.requests();
+    let seen = serde_json::to_string(&requests[1].messages).unwrap();
+    assert!(seen.contains("w1") && seen.contains("written"), "{seen}");
+
+    // The same approval again (a replay) runs nothing.
+    let (status, chunks, raw) = live.chat(&body(vec![user("write k"), continuation])).await;
+    assert_eq!(status, 200, "{raw}");
+    let error = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-output-error")
+        .unwrap();
+    assert!(
+        error["errorText"]
+            .as_str()
+            .unwrap()
+            .contains("already used"),
+        "{raw}"
+    );
+    assert_eq!(live.writes.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_and_edited_approvals_execute_nothing() {
+    let live = start(write_then_answer(), Access::loopback).await;
+    let (assistant, approval_id) = request_approval(&live).await;
+    // Forged: the tag changed.
+    let mut forged = approval_id.clone();
+    let last = forged.pop().unwrap();
+    forged.push(if last == '0' { '1' } else { '0' });
+    let (_, chunks, raw) = live
+        .chat(&body(vec![
+            user("write k"),
+            respond(assistant.clone(), true, None, &forged),
+        ]))
+        .await;
+    let error = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-output-error")
+        .unwrap();
+    assert!(
+        error["errorText"]
+            .as_str()
+            .unwrap()
+            .starts_with("approval refused"),
+        "{raw}"
+    );
+    // Edited: the arguments changed on the client after the approval was requested.
+    let edited = respond(
+        assistant,
+        true,
+        Some(json!({"key": "other", "value": 1})),
+        &approval_id,
+    );
+    let (_, chunks, raw) = live.chat(&body(vec![user("write k"), edited])).await;
+    let error = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-output-error")
+        .unwrap();
+    assert!(
+        error["errorText"]
+            .as_str()
+            .unwrap()
+            .contains("does not match"),
+        "{raw}"
+    );
+    assert_eq!(live.writes.load(Ordering::SeqCst), 0, "nothing executed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_call_is_denied_and_the_model_is_told() {
+    let live = start(write_then_answer(), Access::loopback).await;
+    let (assistant, approval_id) = request_approval(&live).await;
+    let (status, chunks, raw) = live
+        .chat(&body(vec![
+            user("write k"),
+            respond(assistant, false, None, &approval_id),
+        ]))
+        .await;
+    assert_eq!(status, 200, "{raw}");
+    let denied = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-output-denied")
+        .unwrap();
+    assert_eq!(denied["toolCallId"], "w1");
+    assert_eq!(live.writes.load(Ordering::SeqCst), 0);
+    let seen = serde_json::to_string(&live.model.requests()[1].messages).unwrap();
+    assert!(seen.contains("denied"), "{seen}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rejected_requests_are_400_naming_the_field_and_reach_no_model() {
+    let live = start(write_then_answer(), Access::loopback).await;
+    let client = reqwest::Client::new();
+    for (raw, path) in [
+        ("{", ""),
+        (r#"{"messages":[]}"#, "id"),
+        (
+            r#"{"id":"c","messages":[{"id":"m","role":"system","parts":[]}]}"#,
+            "messages[0].role",
+        ),
+        (
+            r#"{"id":"c","messages":[{"id":"u","role":"user","parts":[{"type":"text","text":"x"}]},{"id":"a","role":"assistant","parts":[{"type":"tool-app__echo","toolCallId":"c1","state":"output-available","output":1}]},{"id":"u2","role":"user","parts":[{"type":"text","text":"y"}]}]}"#,
+            "messages[1].parts[0].input",
+        ),
+    ] {
+        let response = client
+            .post(live.url("/api/chat"))
+            .header("content-type", "application/json")
+            .body(raw)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 400, "{raw}");
+        let error: Value = response.json().await.unwrap();
+        assert_eq!(error["error"], "invalid_request");
+        assert_eq!(error["path"], path, "{raw}: {error}");
+    }
+    let response = client
+        .post(live.url("/api/chat?protocol=smoke"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let big = "x".repeat(2 * 1024 * 1024);
+    let response = client
+        .post(live.url("/api/chat"))
+        .body(big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 413);
+    assert!(
+        live.model.requests().is_empty(),
+        "nothing reached the model"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_disconnects_mid_tool_cancels_the_run() {
+    let model = ScriptedModel::new([
+        Turn::new().tool_call("x1", "app__wait", json!({})),
+        Turn::text("never"),
+    ]);
+    let live = start(model, |port| Access {
+        heartbeat: Duration::from_millis(50),
+        // One stream at a time: the next request gets through only once the
+        // cancelled response's task has ended and given its slot back.
+        max_streams: 1,
+        ..Access::loopback(port)
+    })
+    .await;
+    // A raw connection, closed the way a browser tab that goes away closes it.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut socket = tokio::net::TcpStream::connect(live.addr).await.unwrap();
+    let payload = body(vec![user("wait")]).to_string();
+    let request = format!(
+        "POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1:{}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{payload}",
+        live.addr.port(),
+        payload.len()
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut seen = String::new();
+    let mut buffer = [0u8; 4096];
+    while !seen.contains("tool-input-available") {
+        let n = tokio::time::timeout(Duration::from_secs(10), socket.read(&mut buffer))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "the server closed the stream early: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buffer[..n]));
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !live.wait_started.load(Ordering::SeqCst) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the tool never started"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Still running while the client is there (heartbeats keep flowing).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !live.wait_cancelled.load(Ordering::SeqCst),
+        "stopped while the client was there"
+    );
+    drop(socket);
+    while !live.wait_cancelled.load(Ordering::SeqCst) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the tool never saw the cancellation"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        live.model.requests().len(),
+        1,
+        "no model turn after the disconnect"
+    );
+    let mut status = 0;
+    while tokio::time::Instant::now() < deadline {
+        let (code, _, _) = live.chat(&body(vec![user("again")])).await;
+        status = code;
+        if status != 503 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        status, 200,
+        "the cancelled response's task ended and freed its slot"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loopback_checks_host_and_origin_and_tokens_are_checked_elsewhere() {
+    let live = start(ScriptedModel::new([Turn::text("hi")]), Access::loopback).await;
+    let client = reqwest::Client::new();
+    let tools = |host: Option<&str>, origin: Option<&str>| {
+        let mut request = client.get(live.url("/api/tools"));
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        request.send()
+    };
+    let ok = tools(None, None).await.unwrap();
+    assert_eq!(ok.status().as_u16(), 200);
+    let listing: Value = ok.json().await.unwrap();
+    let write = listing["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == "app__write")
+        .unwrap()
+        .clone();
+    assert_eq!(write["decision"], "approval");
+    assert_eq!(write["effect"], "state_change");
+    let port = live.addr.port();
+    assert_eq!(
+        tools(Some("evil.example"), None)
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        403
+    );
+    assert_eq!(
+        tools(None, Some("http://evil.example"))
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        403
+    );
+    let same = format!("http://localhost:{port}");
+    assert_eq!(
+        tools(Some(&format!("localhost:{port}")), Some(&same))
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        200
+    );
+
+    let token_hash: [u8; 32] = {
+        use sha2::Digest;
+        sha2::Sha256::digest(b"s3cret").into()
+    };
+    let guarded = start(ScriptedModel::new([Turn::text("hi")]), move |_| {
+        Access::tokens(vec![token_hash])
+    })
+    .await;
+    let url = guarded.url("/api/tools");
+    assert_eq!(
+        client.get(&url).send().await.unwrap().status().as_u16(),
+        401
+    );
+    assert_eq!(
+        client
+            .get(&url)
+            .bearer_auth("wrong")
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        401
+    );
+    assert_eq!(
+        client
+            .get(&url)
+            .bearer_auth("s3cret")
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16(),
+        200
+    );
+    let _ = chunks("");
+}

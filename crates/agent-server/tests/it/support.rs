@@ -1,0 +1,185 @@
+//! A live chat service on loopback over a scripted model, with an echo tool, a
+//! counting `app__write` (state change, needs approval) and an `app__wait` that
+//! runs until cancelled.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use agent_graph::RunLimits;
+use agent_server::{Access, ChatService, ChatSetup};
+use agent_testing::{ScriptedModel, echo_tool};
+use ai_core::{
+    CompletionPort, ModelSettings, Redaction, RegisteredTool, ToolCallContext, ToolEffect,
+    ToolExecutor, ToolFailure, ToolId, ToolOutput, ToolPolicy, ToolSpec,
+};
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+/// Counts executions; returns `{"written": key}`.
+pub(crate) struct Write(pub(crate) Arc<AtomicUsize>);
+
+impl ToolExecutor for Write {
+    fn execute(
+        &self,
+        _cx: ToolCallContext,
+        args: Value,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move { Ok(ToolOutput::json(json!({"written": args["key"]}))) })
+    }
+}
+
+/// Sets its flag when dropped: the runner stops a cancelled call by firing its
+/// token and, after a grace period, dropping its future.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Waits until its call is cancelled (or dropped), then records that it stopped.
+pub(crate) struct Wait {
+    pub(crate) started: Arc<AtomicBool>,
+    pub(crate) cancelled: Arc<AtomicBool>,
+}
+
+impl ToolExecutor for Wait {
+    fn execute(
+        &self,
+        cx: ToolCallContext,
+        _args: Value,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
+        let started = Arc::clone(&self.started);
+        let cancelled = Arc::clone(&self.cancelled);
+        Box::pin(async move {
+            let _stopped = SetOnDrop(cancelled);
+            started.store(true, Ordering::SeqCst);
+            cx.cancel.cancelled().await;
+            Ok(ToolOutput::json(json!({})))
+        })
+    }
+}
+
+pub(crate) struct Live {
+    pub(crate) addr: SocketAddr,
+    pub(crate) model: Arc<ScriptedModel>,
+    pub(crate) writes: Arc<AtomicUsize>,
+    pub(crate) wait_started: Arc<AtomicBool>,
+    pub(crate) wait_cancelled: Arc<AtomicBool>,
+    _shutdown: tokio::sync::oneshot::Sender<()>,
+}
+
+fn spec(name: &str, effect: ToolEffect, schema: Value) -> ToolSpec {
+    ToolSpec::new(
+        ToolId::parse(name).unwrap(),
+        format!("The {name} tool."),
+        schema,
+        effect,
+    )
+    .with_redaction(Redaction::new(["$"], ["$"]).unwrap())
+}
+
+/// Starts the service with `model` behind `access` (built for the bound port).
+pub(crate) async fn start(model: ScriptedModel, access: impl FnOnce(u16) -> Access) -> Live {
+    let model = Arc::new(model);
+    let writes = Arc::new(AtomicUsize::new(0));
+    let wait_started = Arc::new(AtomicBool::new(false));
+    let wait_cancelled = Arc::new(AtomicBool::new(false));
+    let tools: Vec<RegisteredTool> = vec![
+        echo_tool(),
+        RegisteredTool {
+            spec: spec(
+                "app__write",
+                ToolEffect::StateChange,
+                json!({"type": "object", "properties": {"key": {"type": "string"}, "value": {"type": "integer"}}, "required": ["key", "value"]}),
+            ),
+            executor: Arc::new(Write(Arc::clone(&writes))),
+        },
+        RegisteredTool {
+            spec: spec(
+                "app__wait",
+                ToolEffect::ReadOnly,
+                json!({"type": "object", "properties": {}}),
+            ),
+            executor: Arc::new(Wait {
+                started: Arc::clone(&wait_started),
+                cancelled: Arc::clone(&wait_cancelled),
+            }),
+        },
+    ];
+    let service = ChatService::new(ChatSetup {
+        model: Arc::clone(&model) as Arc<dyn CompletionPort>,
+        model_id: "test-model".into(),
+        tools,
+        policy: ToolPolicy::allowing(["app__*"]).with_approval_for([ToolEffect::StateChange]),
+        system_prompt: "You are a test.".into(),
+        limits: RunLimits::default(),
+        settings: ModelSettings::default(),
+        select: None,
+    })
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = Arc::new(service).router(access(addr.port()));
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(agent_server::serve(
+        listener,
+        router,
+        async move {
+            let _ = rx.await;
+        },
+        Duration::from_secs(5),
+    ));
+    Live {
+        addr,
+        model,
+        writes,
+        wait_started,
+        wait_cancelled,
+        _shutdown: tx,
+    }
+}
+
+impl Live {
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// POSTs `body` to `/api/chat` (UI stream); status and the parsed chunks.
+    pub(crate) async fn chat(&self, body: &Value) -> (u16, Vec<Value>, String) {
+        let response = reqwest::Client::new()
+            .post(self.url("/api/chat"))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        (status, chunks(&text), text)
+    }
+}
+
+/// The JSON chunks of an SSE body (without the `[DONE]` terminator).
+pub(crate) fn chunks(text: &str) -> Vec<Value> {
+    text.split("\n\n")
+        .filter_map(|event| event.strip_prefix("data: "))
+        .filter(|data| *data != "[DONE]")
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect()
+}
+
+pub(crate) fn types(chunks: &[Value]) -> Vec<&str> {
+    chunks.iter().map(|c| c["type"].as_str().unwrap()).collect()
+}
+
+pub(crate) fn user(text: &str) -> Value {
+    json!({"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]})
+}
+
+pub(crate) fn body(messages: Vec<Value>) -> Value {
+    json!({"id": "chat-1", "messages": messages, "trigger": "submit-message"})
+}
