@@ -839,6 +839,7 @@ mod tests {
                 "ARCHITECTURE.md:19: row agent-testing appears twice (first at line 18)",
                 "ARCHITECTURE.md:21: row mcp is not a layers.toml row",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for tools-mcp (a layers.toml row)",
+                "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for agent-server (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for integration-tests (a layers.toml row)",
             ]
         );

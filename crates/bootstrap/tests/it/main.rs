@@ -8,4 +8,5 @@ mod graphs;
 mod mcp;
 mod providers;
 mod security;
+mod serve;
 mod support;
