@@ -11,7 +11,8 @@
 //! - `tidy`: text checks over `crates/*/src` and dangling Markdown references
 //!   ([`tidy`]);
 //! - `test-env` and `test`: what the tests need beyond cargo (the Python venv of
-//!   the MCP test servers), then README's test command ([`test_env`]).
+//!   the MCP test servers, the Node parsers of the chat endpoint), then README's
+//!   test command ([`test_env`]).
 //!
 //! Exit codes: 0 when clean, 1 on violations, 2 on usage or other errors.
 
@@ -44,8 +45,8 @@ tasks:
                  and IO in ai-core, and that every Markdown file named in the repo's
                  text files exists
   test-env       build target/test-venv (the MCP test servers' Python packages,
-                 pinned in crates/tools-mcp/tests/servers/requirements.txt) unless
-                 it is up to date
+                 pinned in crates/tools-mcp/tests/servers/requirements.txt) and run
+                 `npm ci` in tests/js (the AI SDK parsers), unless up to date
   test [ARGS]    test-env, then `cargo test --workspace --locked ARGS` with
                  AGENT_TEST_PYTHON set to the venv's python
   help           print this message";

@@ -1,10 +1,14 @@
 //! `cargo xtask test-env` and `cargo xtask test`: what the test suite needs beyond
 //! cargo, installed when missing, then the test command.
 //!
-//! Today that is one Python virtual environment, `target/test-venv`, with the pinned
-//! requirements of the MCP test servers (`crates/tools-mcp/tests/servers/
-//! requirements.txt`, the official `mcp` SDK). It is rebuilt only when the
-//! requirements file changes (a copy is kept in the venv as a stamp).
+//! - a Python virtual environment, `target/test-venv`, with the pinned requirements
+//!   of the MCP test servers (`crates/tools-mcp/tests/servers/requirements.txt`,
+//!   the official `mcp` SDK);
+//! - the Node packages of `tests/js` (the real AI SDK and assistant-stream parsers
+//!   the chat endpoint is checked against), installed with `npm ci` from the lock.
+//!
+//! Each is rebuilt only when its pins change (a copy of the requirements file or
+//! lockfile is kept beside the install as a stamp).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -15,6 +19,11 @@ pub(crate) const REQUIREMENTS: &str = "crates/tools-mcp/tests/servers/requiremen
 pub(crate) const VENV: &str = "target/test-venv";
 /// The stamp: the requirements the venv was built from.
 const STAMP: &str = ".requirements.txt";
+
+/// The Node package of the parser checks, relative to the repository root.
+pub(crate) const JS: &str = "tests/js";
+/// Where `npm ci` keeps its stamp, inside `node_modules`.
+const JS_STAMP: &str = "node_modules/.package-lock.stamp.json";
 
 /// The venv's Python.
 pub(crate) fn python(root: &Path) -> PathBuf {
@@ -64,9 +73,33 @@ pub(crate) fn ensure(root: &Path) -> Result<(), String> {
     std::fs::write(&stamp, wanted).map_err(|e| format!("cannot write {}: {e}", stamp.display()))
 }
 
+/// Makes sure `tests/js/node_modules` matches the lockfile.
+pub(crate) fn ensure_js(root: &Path) -> Result<(), String> {
+    let dir = root.join(JS);
+    let lock = dir.join("package-lock.json");
+    let wanted = std::fs::read_to_string(&lock)
+        .map_err(|e| format!("cannot read {}: {e}", lock.display()))?;
+    let stamp = dir.join(JS_STAMP);
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(&wanted) {
+        println!("test-env: {JS}/node_modules is up to date");
+        return Ok(());
+    }
+    println!("test-env: npm ci in {JS}");
+    run(Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .current_dir(&dir))?;
+    std::fs::write(&stamp, wanted).map_err(|e| format!("cannot write {}: {e}", stamp.display()))
+}
+
+/// Both environments.
+fn ensure_all(root: &Path) -> Result<(), String> {
+    ensure(root)?;
+    ensure_js(root)
+}
+
 /// `cargo xtask test-env`.
 pub(crate) fn test_env_task(root: &Path) -> ExitCode {
-    match ensure(root) {
+    match ensure_all(root) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("xtask: {e}");
@@ -78,7 +111,7 @@ pub(crate) fn test_env_task(root: &Path) -> ExitCode {
 /// `cargo xtask test [ARGS]`: the test environment, then `cargo test --workspace
 /// --locked ARGS` with `AGENT_TEST_PYTHON` pointing at the venv.
 pub(crate) fn test_task(root: &Path, args: &[String]) -> ExitCode {
-    if let Err(e) = ensure(root) {
+    if let Err(e) = ensure_all(root) {
         eprintln!("xtask: {e}");
         return ExitCode::from(crate::ERROR);
     }

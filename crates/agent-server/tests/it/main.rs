@@ -5,4 +5,5 @@
 
 mod encode;
 mod http;
+mod js;
 mod support;
