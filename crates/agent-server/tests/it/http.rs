@@ -185,7 +185,7 @@ async fn a_denied_call_is_denied_and_the_model_is_told() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rejected_requests_are_400_naming_the_field_and_reach_no_model() {
     let live = start(write_then_answer(), Access::loopback).await;
-    let client = reqwest::Client::new();
+    let client = crate::support::client();
     for (raw, path) in [
         ("{", ""),
         (r#"{"messages":[]}"#, "id"),
@@ -310,7 +310,7 @@ async fn a_client_that_disconnects_mid_tool_cancels_the_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loopback_checks_host_and_origin_and_tokens_are_checked_elsewhere() {
     let live = start(ScriptedModel::new([Turn::text("hi")]), Access::loopback).await;
-    let client = reqwest::Client::new();
+    let client = crate::support::client();
     let tools = |host: Option<&str>, origin: Option<&str>| {
         let mut request = client.get(live.url("/api/tools"));
         if let Some(host) = host {

@@ -144,6 +144,12 @@ pub(crate) async fn start(model: ScriptedModel, access: impl FnOnce(u16) -> Acce
     }
 }
 
+/// A client; in a workspace build reqwest needs a rustls provider installed.
+pub(crate) fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
 impl Live {
     pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
@@ -151,7 +157,7 @@ impl Live {
 
     /// POSTs `body` to `/api/chat` (UI stream); status and the parsed chunks.
     pub(crate) async fn chat(&self, body: &Value) -> (u16, Vec<Value>, String) {
-        let response = reqwest::Client::new()
+        let response = client()
             .post(self.url("/api/chat"))
             .json(body)
             .send()
