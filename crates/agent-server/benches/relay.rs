@@ -1,0 +1,1093 @@
+//! Relay cost of `agent serve`'s chat endpoint against the AI SDK on Node: text
+//! deltas relayed per CPU-second, memory per open stream, and the latency each
+//! relay adds to a delta, with 100 and 1,000 concurrent clients.
+//!
+//! Run: `cargo bench -p agent-server --bench relay` (options after `--`, below).
+//! Needs `node` (>= 20) and `npm ci --prefix tests/js` for the Node rows; without
+//! them those rows are skipped, with the reason printed.
+//!
+//! # What runs
+//!
+//! Three processes per measured row, started afresh for every row so each memory
+//! baseline is clean:
+//!
+//! - **the server under test**, alone in its process so its CPU and memory are its
+//!   own:
+//!   - `agent-server`: this binary re-run as `relay --serve-agent`: a
+//!     [`ChatService`] (no tools, default policy and limits, `max_streams` 4096)
+//!     served by [`agent_server::serve`] on 127.0.0.1 behind
+//!     [`Access::loopback`], on a multi-thread tokio runtime with one worker per
+//!     core and a `warn` log filter, as `agent serve` runs it. Its model is an
+//!     in-process [`CompletionPort`] that streams K text deltas per request, the
+//!     i-th due at start + i·I (tokio timers), then the final turn with usage.
+//!   - `node-ai7`: `node tests/js/bench-node.mjs`: `streamText({ model, messages:
+//!     await convertToModelMessages(messages) }).toUIMessageStreamResponse()` of
+//!     `ai` 7.0.173, the Web `Response` written to `node:http` chunk by chunk (what
+//!     a Node adapter does). Its model is `MockLanguageModelV4` from `ai/test` with
+//!     a `ReadableStream` paced the same way (`setTimeout`).
+//!   - `node-ai7-pipe`: the same with the SDK's own Node path,
+//!     `result.pipeUIMessageStreamToResponse(res)`.
+//! - **the load generator**, this process: C clients, started evenly over a ramp
+//!   (default 1 s, so the listen queue never overflows), each `POST /api/chat`
+//!   with a `useChat` body over its own raw HTTP/1.1 connection, de-chunking and
+//!   splitting the SSE by hand and reading every `text-delta`.
+//!
+//! Every delta's text is `t<CLOCK_MONOTONIC ns, 20 digits> ` (22 bytes, so both
+//! servers carry the same bytes), stamped when the model yields it (Rust:
+//! `clock_gettime(CLOCK_MONOTONIC)`; Node: `process.hrtime.bigint()`, which is
+//! libuv's `CLOCK_MONOTONIC`; both servers' start-up lines carry a clock reading
+//! that is checked against this process's clock). **Added latency** of a delta =
+//! the monotonic time the client's `read` returned the bytes holding it − its
+//! stamp: model → server pipeline → encoder → socket → client.
+//!
+//! # Figures
+//!
+//! Before each row: a warm-up of min(C, 50) full streams (JIT, allocator pools,
+//! connection paths), then 500 ms of quiet. Then:
+//!
+//! - **deltas**: `text-delta`s the clients received (C·K expected);
+//! - **CPU s**: user + system time of the server process (all its threads, from
+//!   `/proc/<pid>/stat`, in clock ticks) from just before the first client starts
+//!   to after the last one ends;
+//! - **deltas/CPU-s** = deltas ÷ CPU s;
+//! - **KiB/stream** = (the highest `VmRSS` sampled, every 20 ms, while all C
+//!   streams were open at once − `VmRSS` after the warm-up) ÷ C; the peak over the
+//!   whole row is also printed;
+//! - **p50/p99/max** added latency per delta over all the row's deltas;
+//! - **errors**: failed connects, non-200 answers, streams without `finish` and
+//!   `[DONE]`, or with fewer than K deltas.
+//!
+//! Then the targets: agent-server ≥ 5× `node-ai7`'s deltas per CPU-second,
+//! ≤ 64 KiB per open stream, p99 ≤ 1 ms at 1,000 streams; and one JSON line
+//! (`relay-json: {...}`) with every figure.
+//!
+//! # Options (after `--`)
+//!
+//! `--clients 100,1000` `--deltas 200` `--interval-ms 20` `--ramp-ms 1000`
+//! `--warmup 50` `--servers agent-server,node-ai7,node-ai7-pipe`; `RELAY_NODE`
+//! names the node binary (default `node`).
+//!
+//! The default pace, a delta every 20 ms (50 tokens/s per stream, a fast model),
+//! puts 50,000 deltas/s through the server at 1,000 streams.
+//!
+//! # Caveats
+//!
+//! - Everything shares the machine: server, model, load generator (and on a 2-core
+//!   box they share two cores). The client's own CPU is printed; when the box is
+//!   saturated, latency includes waiting for a core, for either server alike.
+//! - Loopback TCP: no network latency or loss; per-delta syscalls dominate.
+//! - The model is in-process for both servers (no provider connection, no
+//!   provider decoding): this measures the relay (run loop, encoder, HTTP), not a
+//!   provider client.
+//! - CPU time has clock-tick resolution (10 ms at 100 Hz) and RSS is sampled, so
+//!   small rows carry a few percent of noise; V8's heap grows and collects in
+//!   steps, so Node's RSS figure moves more between runs than Rust's.
+//! - Timer granularity (1 ms in tokio and in Node) moves when a delta is emitted,
+//!   not its added latency, which starts at the stamp.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark binary: a failed setup step ends it with a message"
+)]
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use agent_graph::RunLimits;
+use agent_server::{Access, ChatService, ChatSetup};
+use ai_core::{
+    CancellationToken, CompletionDelta, CompletionError, CompletionFinal, CompletionItem,
+    CompletionPort, CompletionRequest, CompletionStream, FinishReason, ModelSettings, ToolPolicy,
+    UsageFact,
+};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+/// Bytes of one delta's text: `t`, 20 digits, a space.
+const DELTA_TEXT_LEN: usize = 22;
+/// The targets of the issue.
+const TARGET_RATIO: f64 = 5.0;
+const TARGET_KIB_PER_STREAM: f64 = 64.0;
+const TARGET_P99_MS: f64 = 1.0;
+/// How long one client may take before it counts as failed.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// CLOCK_MONOTONIC in nanoseconds (the clock Node's `process.hrtime` reads).
+fn mono_ns() -> u64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap_or(0)
+}
+
+/// A delta's text: its emission time, fixed width.
+fn stamp() -> String {
+    format!("t{:020} ", mono_ns())
+}
+
+// ---------------------------------------------------------------------------
+// The server side: a paced model behind ChatService.
+// ---------------------------------------------------------------------------
+
+/// Streams `deltas` stamped text deltas, the i-th due at start + i·`interval`.
+struct PacedModel {
+    deltas: usize,
+    interval: Duration,
+}
+
+impl CompletionPort for PacedModel {
+    fn complete(&self, request: CompletionRequest, cancel: CancellationToken) -> CompletionStream {
+        let start = tokio::time::Instant::now();
+        let (count, interval) = (self.deltas, self.interval);
+        let model = request.model;
+        // State: (index of the next item, the text so far; a decoder assembles it too).
+        let state = (0usize, String::with_capacity(count * DELTA_TEXT_LEN));
+        futures::stream::unfold(state, move |(i, mut text)| {
+            let cancel = cancel.clone();
+            let model = model.clone();
+            async move {
+                if i < count {
+                    let due = start + interval * u32::try_from(i).unwrap_or(u32::MAX);
+                    tokio::select! {
+                        () = tokio::time::sleep_until(due) => {}
+                        () = cancel.cancelled() => {
+                            return Some((Err(CompletionError::Cancelled), (usize::MAX, text)));
+                        }
+                    }
+                    let delta = stamp();
+                    text.push_str(&delta);
+                    let item = CompletionItem::Delta(CompletionDelta::Text(delta));
+                    Some((Ok(item), (i + 1, text)))
+                } else if i == count {
+                    let done = CompletionFinal {
+                        text: std::mem::take(&mut text),
+                        finish_reason: FinishReason::Stop,
+                        usage: Some(UsageFact {
+                            model,
+                            prompt_tokens: 1,
+                            completion_tokens: count as u64,
+                            total_tokens: count as u64 + 1,
+                            ..UsageFact::default()
+                        }),
+                        ..CompletionFinal::default()
+                    };
+                    Some((Ok(CompletionItem::Final(done)), (i + 1, text)))
+                } else {
+                    None
+                }
+            }
+        })
+        .boxed()
+    }
+}
+
+/// `relay --serve-agent`: serves until stdin closes; prints `listening <port> <ns>`.
+fn serve_agent(deltas: usize, interval: Duration) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime for the server");
+    runtime.block_on(async move {
+        // As `agent serve` logs by default: warnings and errors to stderr.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .try_init();
+        let service = ChatService::new(ChatSetup {
+            model: Arc::new(PacedModel { deltas, interval }),
+            model_id: "paced".into(),
+            tools: Vec::new(),
+            policy: ToolPolicy::default(),
+            system_prompt: "You are a benchmark.".into(),
+            limits: RunLimits::default(),
+            settings: ModelSettings::default(),
+            select: None,
+        })
+        .expect("the chat service");
+        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+        socket
+            .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .expect("bind 127.0.0.1:0");
+        // The same accept queue as the Node server's.
+        let listener = socket.listen(4096).expect("listen");
+        let port = listener.local_addr().expect("the bound address").port();
+        let mut access = Access::loopback(port);
+        access.max_streams = 4096;
+        let router = Arc::new(service).router(access);
+        // Ends when the parent closes our stdin (or dies).
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+            let _ = stop_tx.send(());
+        });
+        println!("listening {port} {}", mono_ns());
+        let _ = std::io::stdout().flush();
+        let shutdown = async move {
+            let _ = stop_rx.await;
+        };
+        agent_server::serve(listener, router, shutdown, Duration::from_secs(1))
+            .await
+            .expect("serve");
+    });
+}
+
+// ---------------------------------------------------------------------------
+// The load generator.
+// ---------------------------------------------------------------------------
+
+/// Counters shared by a row's clients and its memory sampler.
+#[derive(Default)]
+struct Shared {
+    /// Streams with a 200 answer that have not ended.
+    open: AtomicUsize,
+    /// The most streams open at once.
+    max_open: AtomicUsize,
+}
+
+/// What one client saw.
+struct ClientResult {
+    deltas: u64,
+    /// Added latency of each delta, ns.
+    latencies: Vec<u64>,
+    /// Deltas stamped after they arrived (a clock mismatch; counted as 0 ns).
+    negative: u64,
+    error: Option<String>,
+}
+
+/// The index of `needle` in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// HTTP/1.1 chunked transfer decoding, incremental.
+#[derive(Default)]
+struct Dechunk {
+    /// Bytes left in the current chunk.
+    remaining: usize,
+    /// A chunk's trailing CRLF is due.
+    crlf_due: bool,
+    /// The last (0-size) chunk was seen.
+    ended: bool,
+}
+
+impl Dechunk {
+    /// Moves the payload of `raw` into `out`; leaves an incomplete size line in `raw`.
+    fn feed(&mut self, raw: &mut Vec<u8>, out: &mut Vec<u8>) -> Result<(), String> {
+        let mut at = 0;
+        while at < raw.len() && !self.ended {
+            if self.remaining > 0 {
+                let n = self.remaining.min(raw.len() - at);
+                out.extend_from_slice(&raw[at..at + n]);
+                at += n;
+                self.remaining -= n;
+                if self.remaining == 0 {
+                    self.crlf_due = true;
+                }
+            } else if self.crlf_due {
+                if raw.len() - at < 2 {
+                    break;
+                }
+                if &raw[at..at + 2] != b"\r\n" {
+                    return Err("chunk not followed by CRLF".into());
+                }
+                at += 2;
+                self.crlf_due = false;
+            } else {
+                let Some(end) = find(&raw[at..], b"\r\n") else {
+                    break;
+                };
+                let line = std::str::from_utf8(&raw[at..at + end])
+                    .map_err(|_| "chunk size line is not UTF-8".to_owned())?;
+                let hex = line.split(';').next().unwrap_or("").trim();
+                let size = usize::from_str_radix(hex, 16)
+                    .map_err(|_| format!("bad chunk size line {line:?}"))?;
+                at += end + 2;
+                if size == 0 {
+                    self.ended = true;
+                } else {
+                    self.remaining = size;
+                }
+            }
+        }
+        raw.drain(..at);
+        Ok(())
+    }
+}
+
+/// The 20 digits after `"delta":"t` in a `text-delta` payload.
+fn delta_stamp(payload: &[u8]) -> Option<u64> {
+    let key = b"\"delta\":\"t";
+    let at = find(payload, key)? + key.len();
+    let digits = payload.get(at..at + 20)?;
+    std::str::from_utf8(digits).ok()?.parse().ok()
+}
+
+/// One client: POST, then read the stream to `[DONE]`.
+async fn client(addr: SocketAddr, id: usize, deltas: usize, shared: Arc<Shared>) -> ClientResult {
+    let mut result = ClientResult {
+        deltas: 0,
+        latencies: Vec::with_capacity(deltas),
+        negative: 0,
+        error: None,
+    };
+    let mut opened = false;
+    let outcome = tokio::time::timeout(
+        CLIENT_TIMEOUT,
+        stream_once(addr, id, &mut result, &shared, &mut opened),
+    )
+    .await
+    .unwrap_or_else(|_| Err("timed out".into()));
+    if opened {
+        shared.open.fetch_sub(1, Ordering::SeqCst);
+    }
+    if let Err(error) = outcome {
+        result.error = Some(error);
+    } else if result.deltas != deltas as u64 {
+        result.error = Some(format!("{} deltas of {deltas}", result.deltas));
+    }
+    result
+}
+
+async fn stream_once(
+    addr: SocketAddr,
+    id: usize,
+    result: &mut ClientResult,
+    shared: &Shared,
+    opened: &mut bool,
+) -> Result<(), String> {
+    let body = json!({
+        "id": format!("chat-{id}"),
+        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "go"}]}],
+        "trigger": "submit-message",
+    })
+    .to_string();
+    let request = format!(
+        "POST /api/chat HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut socket = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    socket
+        .set_nodelay(true)
+        .map_err(|e| format!("nodelay: {e}"))?;
+    socket
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| format!("write: {e}"))?;
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut raw: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut sse: Vec<u8> = Vec::with_capacity(4 * 1024);
+    let mut head_done = false;
+    let mut dechunk = Dechunk::default();
+    let (mut finished, mut done) = (false, false);
+    loop {
+        let n = socket
+            .read(&mut buf)
+            .await
+            .map_err(|e| format!("read: {e}"))?;
+        let now = mono_ns();
+        if n == 0 {
+            return Err(if head_done {
+                format!("connection closed before [DONE] (finish seen: {finished})")
+            } else {
+                "connection closed before the response head".into()
+            });
+        }
+        raw.extend_from_slice(&buf[..n]);
+        if !head_done {
+            let Some(end) = find(&raw, b"\r\n\r\n") else {
+                continue;
+            };
+            let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+            let status = head.split_whitespace().nth(1).unwrap_or("");
+            if status != "200" {
+                let body = String::from_utf8_lossy(&raw[end + 4..]);
+                return Err(format!(
+                    "HTTP {status}: {}",
+                    body.chars().take(200).collect::<String>()
+                ));
+            }
+            if !head.contains("transfer-encoding: chunked") {
+                return Err("response is not chunked".into());
+            }
+            raw.drain(..end + 4);
+            head_done = true;
+            *opened = true;
+            let open = shared.open.fetch_add(1, Ordering::SeqCst) + 1;
+            shared.max_open.fetch_max(open, Ordering::SeqCst);
+        }
+        dechunk.feed(&mut raw, &mut sse)?;
+        // Whole SSE events.
+        let mut at = 0;
+        while let Some(end) = find(&sse[at..], b"\n\n") {
+            let event = &sse[at..at + end];
+            at += end + 2;
+            let Some(payload) = event.strip_prefix(b"data: ") else {
+                continue; // a comment (keep-alive)
+            };
+            if payload == b"[DONE]" {
+                done = true;
+            } else if find(payload, b"\"type\":\"text-delta\"").is_some() {
+                let stamp = delta_stamp(payload)
+                    .ok_or_else(|| "a text-delta without a stamp".to_owned())?;
+                result.deltas += 1;
+                if stamp > now {
+                    result.negative += 1;
+                }
+                result.latencies.push(now.saturating_sub(stamp));
+            } else if find(payload, b"\"type\":\"finish\"").is_some() {
+                finished = true;
+            } else if find(payload, b"\"type\":\"error\"").is_some() {
+                return Err(format!("error chunk: {}", String::from_utf8_lossy(payload)));
+            }
+        }
+        sse.drain(..at);
+        if done || dechunk.ended {
+            return if finished && done {
+                Ok(())
+            } else {
+                Err(format!(
+                    "stream ended without finish/[DONE] ({finished}/{done})"
+                ))
+            };
+        }
+    }
+}
+
+/// Everything a load of C clients produced.
+struct Load {
+    deltas: u64,
+    latencies: Vec<u64>,
+    negative: u64,
+    errors: Vec<String>,
+    wall: Duration,
+}
+
+/// C clients, started evenly over `ramp`; waits for all of them.
+async fn load(
+    addr: SocketAddr,
+    clients: usize,
+    deltas: usize,
+    ramp: Duration,
+    shared: Arc<Shared>,
+) -> Load {
+    let started = Instant::now();
+    let t0 = tokio::time::Instant::now();
+    let mut tasks = Vec::with_capacity(clients);
+    for id in 0..clients {
+        let shared = Arc::clone(&shared);
+        let at = t0 + ramp.mul_f64(id as f64 / clients.max(1) as f64);
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep_until(at).await;
+            client(addr, id, deltas, shared).await
+        }));
+    }
+    let mut out = Load {
+        deltas: 0,
+        latencies: Vec::with_capacity(clients * deltas),
+        negative: 0,
+        errors: Vec::new(),
+        wall: Duration::ZERO,
+    };
+    for task in tasks {
+        match task.await {
+            Ok(r) => {
+                out.deltas += r.deltas;
+                out.negative += r.negative;
+                out.latencies.extend(r.latencies);
+                if let Some(e) = r.error {
+                    out.errors.push(e);
+                }
+            }
+            Err(e) => out.errors.push(format!("client task: {e}")),
+        }
+    }
+    out.wall = started.elapsed();
+    out
+}
+
+// ---------------------------------------------------------------------------
+// /proc readings.
+// ---------------------------------------------------------------------------
+
+/// User + system CPU time of `pid` (all threads, live and ended), in seconds.
+fn cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/<pid>/stat");
+    // Fields after the command (which may hold spaces): state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')').expect("a stat line") + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 =
+        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
+    ticks as f64 / rustix::param::clock_ticks_per_second() as f64
+}
+
+/// Resident set of `pid`, KiB.
+fn rss_kib(pid: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+// ---------------------------------------------------------------------------
+// Rows.
+// ---------------------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Agent,
+    Node,
+    NodePipe,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Agent => "agent-server",
+            Self::Node => "node-ai7",
+            Self::NodePipe => "node-ai7-pipe",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        [Self::Agent, Self::Node, Self::NodePipe]
+            .into_iter()
+            .find(|k| k.name() == name)
+    }
+}
+
+struct Config {
+    clients: Vec<usize>,
+    deltas: usize,
+    interval_ms: u64,
+    ramp: Duration,
+    warmup: usize,
+    servers: Vec<Kind>,
+    node: String,
+}
+
+/// A server process under test.
+struct Server {
+    child: tokio::process::Child,
+    _stdout: BufReader<tokio::process::ChildStdout>,
+    pid: String,
+    addr: SocketAddr,
+}
+
+fn bench_node_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/js/bench-node.mjs")
+}
+
+/// Why the Node rows cannot run, if they cannot.
+fn node_missing(config: &Config) -> Option<String> {
+    let script = bench_node_script();
+    if !script.exists() {
+        return Some(format!("{} is missing", script.display()));
+    }
+    let modules = script.with_file_name("node_modules").join("ai7");
+    if !modules.exists() {
+        return Some("tests/js/node_modules is missing: run `npm ci --prefix tests/js`".into());
+    }
+    match std::process::Command::new(&config.node)
+        .arg("--version")
+        .output()
+    {
+        Ok(out) if out.status.success() => None,
+        Ok(out) => Some(format!(
+            "`{} --version` failed: {}",
+            config.node, out.status
+        )),
+        Err(e) => Some(format!("cannot run `{}`: {e}", config.node)),
+    }
+}
+
+async fn start_server(kind: Kind, config: &Config) -> Server {
+    let mut command = match kind {
+        Kind::Agent => {
+            let mut c = tokio::process::Command::new(std::env::current_exe().expect("this binary"));
+            c.arg("--serve-agent");
+            c
+        }
+        Kind::Node | Kind::NodePipe => {
+            let mut c = tokio::process::Command::new(&config.node);
+            c.arg(bench_node_script());
+            c.args([
+                "--mode",
+                if kind == Kind::Node {
+                    "response"
+                } else {
+                    "pipe"
+                },
+            ]);
+            c
+        }
+    };
+    command
+        .args(["--deltas", &config.deltas.to_string()])
+        .args(["--interval-ms", &config.interval_ms.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    let before = mono_ns();
+    let mut child = command.spawn().expect("start the server process");
+    let pid = child.id().expect("the server's pid").to_string();
+    // Kept open for the server's lifetime: a closed pipe would fail its later writes.
+    let mut stdout = BufReader::new(child.stdout.take().expect("the server's stdout"));
+    let mut line = String::new();
+    tokio::time::timeout(Duration::from_secs(60), stdout.read_line(&mut line))
+        .await
+        .expect("the server did not print `listening` within 60 s")
+        .expect("reading the server's stdout");
+    let after = mono_ns();
+    let mut words = line.split_whitespace();
+    assert_eq!(words.next(), Some("listening"), "server said {line:?}");
+    let port: u16 = words.next().and_then(|p| p.parse().ok()).expect("a port");
+    let clock: u64 = words
+        .next()
+        .and_then(|c| c.parse().ok())
+        .expect("a clock reading");
+    assert!(
+        (before..=after).contains(&clock),
+        "{}'s monotonic clock ({clock}) is not this process's ({before}..{after}): latencies would be meaningless",
+        kind.name()
+    );
+    Server {
+        child,
+        _stdout: stdout,
+        pid,
+        addr: SocketAddr::from(([127, 0, 0, 1], port)),
+    }
+}
+
+/// One measured row.
+struct Row {
+    server: &'static str,
+    clients: usize,
+    deltas: u64,
+    expected: u64,
+    cpu_s: f64,
+    client_cpu_s: f64,
+    wall_s: f64,
+    rss_base_kib: u64,
+    rss_open_kib: Option<u64>,
+    rss_peak_kib: u64,
+    max_open: usize,
+    latencies: Vec<u64>,
+    negative: u64,
+    errors: Vec<String>,
+    warmup_errors: usize,
+}
+
+impl Row {
+    fn per_cpu_s(&self) -> f64 {
+        if self.cpu_s > 0.0 {
+            self.deltas as f64 / self.cpu_s
+        } else {
+            f64::NAN
+        }
+    }
+
+    /// KiB per open stream (while all C were open), if that moment was seen.
+    fn kib_per_stream(&self) -> Option<f64> {
+        self.rss_open_kib
+            .map(|open| open.saturating_sub(self.rss_base_kib) as f64 / self.clients as f64)
+    }
+
+    fn kib_per_stream_peak(&self) -> f64 {
+        self.rss_peak_kib.saturating_sub(self.rss_base_kib) as f64 / self.clients as f64
+    }
+
+    /// The `q` quantile (nearest rank) of the sorted latencies, ms.
+    fn latency_ms(&self, q: f64) -> f64 {
+        if self.latencies.is_empty() {
+            return f64::NAN;
+        }
+        let rank =
+            ((q * self.latencies.len() as f64).ceil() as usize).clamp(1, self.latencies.len());
+        self.latencies[rank - 1] as f64 / 1e6
+    }
+
+    fn mean_ms(&self) -> f64 {
+        if self.latencies.is_empty() {
+            return f64::NAN;
+        }
+        self.latencies.iter().map(|&l| l as f64).sum::<f64>() / self.latencies.len() as f64 / 1e6
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "server": self.server,
+            "clients": self.clients,
+            "deltas": self.deltas,
+            "deltas_expected": self.expected,
+            "server_cpu_s": self.cpu_s,
+            "deltas_per_cpu_s": self.per_cpu_s(),
+            "rss_base_kib": self.rss_base_kib,
+            "rss_all_open_kib": self.rss_open_kib,
+            "rss_peak_kib": self.rss_peak_kib,
+            "kib_per_open_stream": self.kib_per_stream(),
+            "kib_per_stream_at_peak": self.kib_per_stream_peak(),
+            "max_open_streams": self.max_open,
+            "latency_ms": {
+                "p50": self.latency_ms(0.50),
+                "p90": self.latency_ms(0.90),
+                "p99": self.latency_ms(0.99),
+                "p999": self.latency_ms(0.999),
+                "max": self.latency_ms(1.0),
+                "mean": self.mean_ms(),
+            },
+            "stamps_after_arrival": self.negative,
+            "errors": self.errors.len(),
+            "first_errors": self.errors.iter().take(3).collect::<Vec<_>>(),
+            "warmup_errors": self.warmup_errors,
+            "wall_s": self.wall_s,
+            "client_cpu_s": self.client_cpu_s,
+        })
+    }
+}
+
+async fn measure(kind: Kind, clients: usize, config: &Config) -> Row {
+    let mut server = start_server(kind, config).await;
+    let pid = server.pid.clone();
+    // Warm-up: full streams, not measured.
+    let warm = load(
+        server.addr,
+        config.warmup.min(clients),
+        config.deltas,
+        config.ramp / 4,
+        Arc::new(Shared::default()),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let shared = Arc::new(Shared::default());
+    let rss_base = rss_kib(&pid).expect("the server's VmRSS");
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (shared, sampling, pid) = (Arc::clone(&shared), Arc::clone(&sampling), pid.clone());
+        tokio::spawn(async move {
+            let (mut all_open, mut peak) = (None::<u64>, rss_base);
+            let mut tick = tokio::time::interval(Duration::from_millis(20));
+            while sampling.load(Ordering::SeqCst) {
+                tick.tick().await;
+                let Some(rss) = rss_kib(&pid) else { break };
+                peak = peak.max(rss);
+                if shared.open.load(Ordering::SeqCst) == clients {
+                    all_open = Some(all_open.map_or(rss, |r| r.max(rss)));
+                }
+            }
+            (all_open, peak)
+        })
+    };
+    let client_cpu_before = cpu_seconds("self");
+    let cpu_before = cpu_seconds(&pid);
+    let run = load(
+        server.addr,
+        clients,
+        config.deltas,
+        config.ramp,
+        Arc::clone(&shared),
+    )
+    .await;
+    let cpu_after = cpu_seconds(&pid);
+    let client_cpu_after = cpu_seconds("self");
+    sampling.store(false, Ordering::SeqCst);
+    let (rss_open, rss_peak) = sampler.await.expect("the memory sampler");
+
+    drop(server.child.stdin.take());
+    let _ = server.child.start_kill();
+    let _ = server.child.wait().await;
+
+    let mut latencies = run.latencies;
+    latencies.sort_unstable();
+    Row {
+        server: kind.name(),
+        clients,
+        deltas: run.deltas,
+        expected: (clients * config.deltas) as u64,
+        cpu_s: cpu_after - cpu_before,
+        client_cpu_s: client_cpu_after - client_cpu_before,
+        wall_s: run.wall.as_secs_f64(),
+        rss_base_kib: rss_base,
+        rss_open_kib: rss_open,
+        rss_peak_kib: rss_peak,
+        max_open: shared.max_open.load(Ordering::SeqCst),
+        latencies,
+        negative: run.negative,
+        errors: run.errors,
+        warmup_errors: warm.errors.len(),
+    }
+}
+
+fn fmt_opt(value: Option<f64>, digits: usize) -> String {
+    value.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.digits$}"))
+}
+
+fn print_table(rows: &[Row]) {
+    println!();
+    println!(
+        "{:<14} {:>5} {:>9} {:>7} {:>12} {:>10} {:>10} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8}",
+        "server",
+        "C",
+        "deltas",
+        "CPU s",
+        "deltas/CPU-s",
+        "KiB/strm",
+        "KiB@peak",
+        "p50 ms",
+        "p99 ms",
+        "max ms",
+        "open",
+        "errors",
+        "client s"
+    );
+    for r in rows {
+        println!(
+            "{:<14} {:>5} {:>9} {:>7.2} {:>12.0} {:>10} {:>10.1} {:>8.3} {:>8.3} {:>8.1} {:>6} {:>6} {:>8.2}",
+            r.server,
+            r.clients,
+            r.deltas,
+            r.cpu_s,
+            r.per_cpu_s(),
+            fmt_opt(r.kib_per_stream(), 1),
+            r.kib_per_stream_peak(),
+            r.latency_ms(0.50),
+            r.latency_ms(0.99),
+            r.latency_ms(1.0),
+            r.max_open,
+            r.errors.len(),
+            r.client_cpu_s,
+        );
+    }
+    for r in rows {
+        if let Some(first) = r.errors.first() {
+            println!("  {} C={}: first error: {first}", r.server, r.clients);
+        }
+        if r.negative > 0 {
+            println!(
+                "  {} C={}: {} stamps after arrival (clock mismatch)",
+                r.server, r.clients, r.negative
+            );
+        }
+        if r.warmup_errors > 0 {
+            println!(
+                "  {} C={}: {} warm-up errors",
+                r.server, r.clients, r.warmup_errors
+            );
+        }
+    }
+}
+
+fn verdict(ok: Option<bool>) -> &'static str {
+    match ok {
+        Some(true) => "PASS",
+        Some(false) => "FAIL",
+        None => "n/a",
+    }
+}
+
+/// The targets: prints them and returns them as JSON.
+fn targets(rows: &[Row], clients: &[usize]) -> Value {
+    let row = |server: &str, c: usize| rows.iter().find(|r| r.server == server && r.clients == c);
+    let mut out = Vec::new();
+    println!();
+    println!("targets:");
+    for &c in clients {
+        let Some(agent) = row("agent-server", c) else {
+            continue;
+        };
+        for peer in ["node-ai7", "node-ai7-pipe"] {
+            if let Some(node) = row(peer, c) {
+                let ratio = agent.per_cpu_s() / node.per_cpu_s();
+                let ok = ratio.is_finite().then_some(ratio >= TARGET_RATIO);
+                println!(
+                    "  C={c:>4}: deltas/CPU-s agent-server / {peer} = {:.0} / {:.0} = {ratio:.2}x (target >= {TARGET_RATIO}x): {}",
+                    agent.per_cpu_s(),
+                    node.per_cpu_s(),
+                    verdict(ok)
+                );
+                out.push(
+                    json!({"target": "deltas_per_cpu_s_ratio", "vs": peer, "clients": c,
+                                "value": ratio, "limit": TARGET_RATIO, "pass": ok}),
+                );
+            }
+        }
+        let kib = agent.kib_per_stream();
+        let ok = kib.map(|k| k <= TARGET_KIB_PER_STREAM);
+        println!(
+            "  C={c:>4}: agent-server memory per open stream = {} KiB (target <= {TARGET_KIB_PER_STREAM} KiB): {}",
+            fmt_opt(kib, 1),
+            verdict(ok)
+        );
+        out.push(
+            json!({"target": "kib_per_open_stream", "clients": c, "value": kib,
+                        "limit": TARGET_KIB_PER_STREAM, "pass": ok}),
+        );
+        if c == 1000 {
+            let p99 = agent.latency_ms(0.99);
+            let ok = p99.is_finite().then_some(p99 <= TARGET_P99_MS);
+            println!(
+                "  C={c:>4}: agent-server p99 added latency = {p99:.3} ms (target <= {TARGET_P99_MS} ms): {}",
+                verdict(ok)
+            );
+            out.push(json!({"target": "p99_ms", "clients": c, "value": p99,
+                            "limit": TARGET_P99_MS, "pass": ok}));
+        }
+    }
+    Value::Array(out)
+}
+
+fn parse_args() -> Result<Option<Config>, String> {
+    let mut config = Config {
+        clients: vec![100, 1000],
+        deltas: 200,
+        interval_ms: 20,
+        ramp: Duration::from_millis(1000),
+        warmup: 50,
+        servers: vec![Kind::Agent, Kind::Node, Kind::NodePipe],
+        node: std::env::var("RELAY_NODE").unwrap_or_else(|_| "node".into()),
+    };
+    let mut serve_agent_mode = false;
+    let mut args = std::env::args().skip(1);
+    let number = |flag: &str, value: Option<String>| -> Result<u64, String> {
+        value
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| format!("{flag} needs a number"))
+    };
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            // cargo bench passes --bench to harness = false targets.
+            "--bench" => {}
+            "--serve-agent" => serve_agent_mode = true,
+            "--deltas" => config.deltas = number(&arg, args.next())?.max(1) as usize,
+            "--interval-ms" => config.interval_ms = number(&arg, args.next())?,
+            "--ramp-ms" => config.ramp = Duration::from_millis(number(&arg, args.next())?),
+            "--warmup" => config.warmup = number(&arg, args.next())? as usize,
+            "--clients" => {
+                config.clients = args
+                    .next()
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(|c| c.trim().parse::<usize>().ok().filter(|&c| c > 0))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or("--clients needs numbers, e.g. 100,1000")?;
+            }
+            "--servers" => {
+                config.servers = args
+                    .next()
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(|s| Kind::parse(s.trim()))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or("--servers takes agent-server,node-ai7,node-ai7-pipe")?;
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    if serve_agent_mode {
+        serve_agent(config.deltas, Duration::from_millis(config.interval_ms));
+        return Ok(None);
+    }
+    Ok(Some(config))
+}
+
+/// Raises the open-file limit to its hard limit (1,000 clients need 1,000+ sockets,
+/// and the servers inherit the limit).
+fn raise_nofile() -> Option<u64> {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    limit.current = limit.maximum;
+    let _ = setrlimit(Resource::Nofile, limit);
+    getrlimit(Resource::Nofile).current
+}
+
+fn main() {
+    let config = match parse_args() {
+        Ok(Some(config)) => config,
+        Ok(None) => return,
+        Err(e) => {
+            eprintln!("relay: {e}");
+            std::process::exit(2);
+        }
+    };
+    let nofile = raise_nofile();
+    let most = config.clients.iter().copied().max().unwrap_or(0);
+    if let Some(n) = nofile
+        && n < most as u64 + 64
+    {
+        eprintln!(
+            "relay: RLIMIT_NOFILE is {n}; raise it (ulimit -n) above {}",
+            most + 64
+        );
+        std::process::exit(2);
+    }
+    let mut servers = config.servers.clone();
+    let mut skipped = Vec::new();
+    if servers.iter().any(|k| *k != Kind::Agent)
+        && let Some(why) = node_missing(&config)
+    {
+        eprintln!("relay: skipping the Node rows: {why}");
+        skipped.push(why);
+        servers.retain(|k| *k == Kind::Agent);
+    }
+    println!(
+        "relay: {} deltas per stream, one every {} ms ({} B of text each), clients {:?} started over {} ms, warm-up {} streams; {} cores; RLIMIT_NOFILE {:?}",
+        config.deltas,
+        config.interval_ms,
+        DELTA_TEXT_LEN,
+        config.clients,
+        config.ramp.as_millis(),
+        config.warmup,
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        nofile,
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime for the clients");
+    let rows = runtime.block_on(async {
+        let mut rows = Vec::new();
+        for &clients in &config.clients {
+            for &kind in &servers {
+                let row = measure(kind, clients, &config).await;
+                println!(
+                    "  {} C={}: {} deltas, {:.2} CPU s, p99 {:.3} ms, {} errors",
+                    row.server,
+                    row.clients,
+                    row.deltas,
+                    row.cpu_s,
+                    row.latency_ms(0.99),
+                    row.errors.len()
+                );
+                rows.push(row);
+            }
+        }
+        rows
+    });
+    print_table(&rows);
+    let targets = targets(&rows, &config.clients);
+    let report = json!({
+        "bench": "relay",
+        "deltas_per_stream": config.deltas,
+        "interval_ms": config.interval_ms,
+        "delta_text_bytes": DELTA_TEXT_LEN,
+        "ramp_ms": config.ramp.as_millis() as u64,
+        "warmup_streams": config.warmup,
+        "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "skipped": skipped,
+        "rows": rows.iter().map(Row::json).collect::<Vec<_>>(),
+        "targets": targets,
+    });
+    println!();
+    println!("relay-json: {report}");
+}
