@@ -16,6 +16,7 @@
 //!   honoured only for exactly that call and those arguments, once, before it
 //!   expires (invariant APPROVAL_BOUND_BY_SERVER).
 //! - A client that disconnects cancels its run (model stream and tools).
+//! - [`page`]: the chat page (built from `web/`, embedded) served at `/`.
 //! - [`Access`]: on loopback, `Host` and `Origin` must name the loopback address
 //!   (DNS-rebinding protection); elsewhere bearer tokens, compared by SHA-256 in
 //!   constant time; a body size limit and a cap on open streams.
@@ -27,6 +28,7 @@
 pub mod approval;
 pub mod contract;
 pub mod data_stream;
+pub mod page;
 mod server;
 pub mod transcript;
 pub mod ui_stream;

@@ -107,6 +107,17 @@ impl Access {
         }
     }
 
+    /// The page's checks: the `Host` (DNS rebinding) but no token, since a browser
+    /// opening the page cannot send one; the page itself holds nothing secret and
+    /// its API calls carry the checks of [`Access::check`].
+    fn check_page(&self, headers: &HeaderMap) -> Option<Response> {
+        let host_only = Self {
+            tokens_sha256: Vec::new(),
+            ..self.clone()
+        };
+        host_only.check(headers)
+    }
+
     /// `Some(refusal)` when the request may not be served.
     fn check(&self, headers: &HeaderMap) -> Option<Response> {
         if !self.hosts.is_empty() {
@@ -363,6 +374,9 @@ impl ChatService {
             access: Arc::new(access),
         };
         Router::new()
+            .route("/", get(index))
+            .route("/assets/app.js", get(app_js))
+            .route("/assets/app.css", get(app_css))
             .route("/api/chat", post(chat))
             .route("/api/tools", get(tools))
             .with_state(state)
@@ -551,6 +565,27 @@ fn protocol(uri: &Uri) -> Option<&str> {
     uri.query()?
         .split('&')
         .find_map(|pair| pair.strip_prefix("protocol="))
+}
+
+async fn index(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(refused) = state.access.check_page(&headers) {
+        return refused;
+    }
+    crate::page::file(crate::page::INDEX_HTML, "text/html; charset=utf-8")
+}
+
+async fn app_js(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(refused) = state.access.check_page(&headers) {
+        return refused;
+    }
+    crate::page::file(crate::page::APP_JS, "text/javascript; charset=utf-8")
+}
+
+async fn app_css(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(refused) = state.access.check_page(&headers) {
+        return refused;
+    }
+    crate::page::file(crate::page::APP_CSS, "text/css; charset=utf-8")
 }
 
 async fn tools(State(state): State<AppState>, headers: HeaderMap) -> Response {

@@ -1,0 +1,67 @@
+// Builds the chat page that `agent serve` embeds: exactly index.html,
+// assets/app.js and assets/app.css in ../crates/agent-server/web-dist (or
+// $AGENT_WEB_OUT), with
+// fixed names (no hashes), no source maps, no public/ copies, no preload
+// polyfill and no code splitting, so the output is byte-identical from the same
+// lockfile and can be included in the binary as is.
+//
+// Dev: `npm run dev` proxies /api to a running `agent serve` (AGENT_URL,
+// default http://127.0.0.1:8787). That server checks Host and Origin on
+// loopback, so the proxy sends Host as the target's and drops Origin.
+import { defineConfig } from 'vite';
+
+const target = process.env.AGENT_URL || 'http://127.0.0.1:8787';
+// `cargo xtask web --check` builds elsewhere (AGENT_WEB_OUT) and compares.
+const outDir = process.env.AGENT_WEB_OUT || '../crates/agent-server/web-dist';
+
+const proxy = {
+  '/api': {
+    target,
+    changeOrigin: true, // Host: the target's host:port
+    configure(proxyServer) {
+      proxyServer.on('proxyReq', (req) => {
+        req.removeHeader('origin');
+        req.removeHeader('referer');
+      });
+    },
+  },
+};
+
+export default defineConfig({
+  base: '/',
+  publicDir: false,
+  clearScreen: false,
+  oxc: {
+    jsx: { runtime: 'automatic', importSource: 'react' },
+  },
+  server: { host: '127.0.0.1', proxy },
+  preview: { host: '127.0.0.1', proxy },
+  build: {
+    outDir,
+    emptyOutDir: true,
+    assetsDir: 'assets',
+    sourcemap: false,
+    cssCodeSplit: false,
+    modulePreload: false,
+    reportCompressedSize: false,
+    copyPublicDir: false,
+    // Anything imported as an asset (none today) is inlined, never emitted.
+    assetsInlineLimit: () => true,
+    target: 'es2022',
+    license: false,
+    rolldownOptions: {
+      // swr (inside @ai-sdk/react) starts with 'use client', which means nothing here.
+      onwarn(warning, warn) {
+        if (warning.code === 'MODULE_LEVEL_DIRECTIVE') return;
+        warn(warning);
+      },
+      output: {
+        codeSplitting: false,
+        entryFileNames: 'assets/app.js',
+        chunkFileNames: 'assets/app-[name].js',
+        assetFileNames: (info) =>
+          (info.names ?? []).some((n) => n.endsWith('.css')) ? 'assets/app.css' : 'assets/[name][extname]',
+      },
+    },
+  },
+});
