@@ -12,7 +12,8 @@
 //!   ([`tidy`]);
 //! - `test-env` and `test`: what the tests need beyond cargo (the Python venv of
 //!   the MCP test servers, the Node parsers of the chat endpoint), then README's
-//!   test command ([`test_env`]).
+//!   test command ([`test_env`]);
+//! - `web [--check]`: the chat page's embedded bundle, built or checked ([`web`]).
 //!
 //! Exit codes: 0 when clean, 1 on violations, 2 on usage or other errors.
 
@@ -22,6 +23,7 @@ mod layer_lint;
 mod layers;
 mod test_env;
 mod tidy;
+mod web;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -49,6 +51,9 @@ tasks:
                  `npm ci` in tests/js (the AI SDK parsers), unless up to date
   test [ARGS]    test-env, then `cargo test --workspace --locked ARGS` with
                  AGENT_TEST_PYTHON set to the venv's python
+  web [--check]  build the chat page from web/ (npm ci from the lockfile, vite) into
+                 crates/agent-server/web-dist; --check builds into target/web-check and
+                 fails when the committed bundle differs
   help           print this message";
 
 /// Exit code for violations.
@@ -70,6 +75,7 @@ fn main() -> ExitCode {
         )),
         Some("test-env") if rest.is_empty() => test_env::test_env_task(repo_root()),
         Some("test") => test_env::test_task(repo_root(), &rest),
+        Some("web") => web::web_task(repo_root(), &rest),
         Some("help" | "-h" | "--help") => {
             println!("{USAGE}");
             ExitCode::SUCCESS

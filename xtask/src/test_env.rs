@@ -5,7 +5,9 @@
 //!   of the MCP test servers (`crates/tools-mcp/tests/servers/requirements.txt`,
 //!   the official `mcp` SDK);
 //! - the Node packages of `tests/js` (the real AI SDK and assistant-stream parsers
-//!   the chat endpoint is checked against), installed with `npm ci` from the lock.
+//!   the chat endpoint is checked against) and of `web` (the chat page and the
+//!   `playwright-core` that drives Debian's Chromium in its browser tests),
+//!   installed with `npm ci` from their locks.
 //!
 //! Each is rebuilt only when its pins change (a copy of the requirements file or
 //! lockfile is kept beside the install as a stamp).
@@ -22,6 +24,8 @@ const STAMP: &str = ".requirements.txt";
 
 /// The Node package of the parser checks, relative to the repository root.
 pub(crate) const JS: &str = "tests/js";
+/// The chat page's sources (its `playwright-core` drives the browser tests).
+pub(crate) const WEB: &str = "web";
 /// Where `npm ci` keeps its stamp, inside `node_modules`.
 const JS_STAMP: &str = "node_modules/.package-lock.stamp.json";
 
@@ -73,28 +77,30 @@ pub(crate) fn ensure(root: &Path) -> Result<(), String> {
     std::fs::write(&stamp, wanted).map_err(|e| format!("cannot write {}: {e}", stamp.display()))
 }
 
-/// Makes sure `tests/js/node_modules` matches the lockfile.
-pub(crate) fn ensure_js(root: &Path) -> Result<(), String> {
-    let dir = root.join(JS);
-    let lock = dir.join("package-lock.json");
+/// Makes sure `<dir>/node_modules` matches `<dir>/package-lock.json` (`npm ci`
+/// when the lockfile changed since the last install).
+pub(crate) fn npm_ci(root: &Path, dir: &str) -> Result<(), String> {
+    let path = root.join(dir);
+    let lock = path.join("package-lock.json");
     let wanted = std::fs::read_to_string(&lock)
         .map_err(|e| format!("cannot read {}: {e}", lock.display()))?;
-    let stamp = dir.join(JS_STAMP);
+    let stamp = path.join(JS_STAMP);
     if std::fs::read_to_string(&stamp).ok().as_deref() == Some(&wanted) {
-        println!("test-env: {JS}/node_modules is up to date");
+        println!("test-env: {dir}/node_modules is up to date");
         return Ok(());
     }
-    println!("test-env: npm ci in {JS}");
+    println!("test-env: npm ci in {dir}");
     run(Command::new("npm")
         .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
-        .current_dir(&dir))?;
+        .current_dir(&path))?;
     std::fs::write(&stamp, wanted).map_err(|e| format!("cannot write {}: {e}", stamp.display()))
 }
 
 /// Both environments.
 fn ensure_all(root: &Path) -> Result<(), String> {
     ensure(root)?;
-    ensure_js(root)
+    npm_ci(root, JS)?;
+    npm_ci(root, WEB)
 }
 
 /// `cargo xtask test-env`.
