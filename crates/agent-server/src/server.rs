@@ -571,21 +571,21 @@ async fn index(State(state): State<AppState>, headers: HeaderMap) -> Response {
     if let Some(refused) = state.access.check_page(&headers) {
         return refused;
     }
-    crate::page::file(crate::page::INDEX_HTML, "text/html; charset=utf-8")
+    crate::page::file(crate::page::Asset::Index, &headers)
 }
 
 async fn app_js(State(state): State<AppState>, headers: HeaderMap) -> Response {
     if let Some(refused) = state.access.check_page(&headers) {
         return refused;
     }
-    crate::page::file(crate::page::APP_JS, "text/javascript; charset=utf-8")
+    crate::page::file(crate::page::Asset::Script, &headers)
 }
 
 async fn app_css(State(state): State<AppState>, headers: HeaderMap) -> Response {
     if let Some(refused) = state.access.check_page(&headers) {
         return refused;
     }
-    crate::page::file(crate::page::APP_CSS, "text/css; charset=utf-8")
+    crate::page::file(crate::page::Asset::Styles, &headers)
 }
 
 async fn tools(State(state): State<AppState>, headers: HeaderMap) -> Response {
