@@ -681,6 +681,14 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     drain: Duration,
 ) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    // Deltas are small writes: without TCP_NODELAY, Nagle's algorithm holds one back
+    // while the previous is unacknowledged, which adds tail latency to every stream.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "could not set TCP_NODELAY");
+        }
+    });
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = axum::serve(listener, router).with_graceful_shutdown(async move {
         shutdown.await;
