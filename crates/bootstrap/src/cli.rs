@@ -406,68 +406,46 @@ async fn chat(
     approve: bool,
     graph: &str,
 ) -> ExitCode {
-    let mut tools = match tools::bind(config) {
-        Ok(tools) => tools,
+    let mut session = match crate::session::Session::open(config, graph).await {
+        Ok(session) => session,
         Err(e) => {
             eprintln!("agent: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let sources = match crate::mcp::start(config).await {
-        Ok(sources) => sources,
-        Err(e) => {
-            eprintln!("agent: {e}");
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
-    tools.extend(sources.iter().flat_map(|s| s.tools()));
-    let code = chat_with(config, tools, prompt, json, approve, graph).await;
+    let tools = std::mem::take(&mut session.tools);
+    let code = chat_with(
+        config,
+        tools,
+        &session.graph,
+        session.policy.clone(),
+        Arc::clone(&session.model),
+        prompt,
+        json,
+        approve,
+    )
+    .await;
     // Every MCP server ends with the command (sessions deleted, process groups
     // terminated), whether the run succeeded, failed or was cancelled.
-    if let Some(sources) = sources {
-        sources.shutdown().await;
-    }
+    session.close().await;
     code
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn chat_with(
     config: &AgentConfig,
-    mut tools: Vec<ai_core::RegisteredTool>,
+    tools: Vec<ai_core::RegisteredTool>,
+    graph: &agent_graph::Graph,
+    policy: ai_core::ToolPolicy,
+    model: Arc<dyn CompletionPort>,
     prompt: &str,
     json: bool,
     approve: bool,
-    graph: &str,
 ) -> ExitCode {
-    let tool_ids: Vec<&str> = tools.iter().map(|t| t.spec.id.as_str()).collect();
-    let registry = crate::graphs::registry(config, &tool_ids);
-    let Some(graph) = registry.get(graph).cloned() else {
-        let names: Vec<&str> = registry.list().map(|g| g.name.as_str()).collect();
-        eprintln!(
-            "agent: unknown graph `{graph}` (known: {})",
-            names.join(", ")
-        );
-        return ExitCode::from(EXIT_USAGE);
-    };
-    // Its subagents, as `graph__<name>` tools run by the same runner and policy.
-    match registry.subagent_tools(&graph.name) {
-        Ok(subagents) => tools.extend(subagents),
-        Err(e) => {
-            eprintln!("agent: {e}");
-            return ExitCode::from(EXIT_USAGE);
-        }
-    }
     let approver = CliApprover::new(ApprovalMode::detect(approve));
     let prompting = approver.prompting();
-    let policy = crate::graphs::policy_for(config, &graph);
     let runner = match ToolRunner::new(tools, policy) {
         Ok(runner) => runner.with_approver(Arc::new(approver)),
-        Err(e) => {
-            eprintln!("agent: {e}");
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
-    let model: Arc<dyn CompletionPort> = match crate::model::build(config) {
-        Ok(model) => model,
         Err(e) => {
             eprintln!("agent: {e}");
             return ExitCode::from(EXIT_USAGE);

@@ -12,5 +12,6 @@ pub mod mcp;
 pub mod model;
 pub mod render;
 pub mod serve;
+pub mod session;
 pub mod tools;
 pub mod trust;

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_server::{Access, ChatService, ChatSetup};
-use ai_core::CompletionPort;
 use sha2::{Digest, Sha256};
 
 use crate::cli::{EXIT_RUN_ERROR, EXIT_USAGE};
@@ -71,67 +70,35 @@ pub async fn run(
         );
         return ExitCode::from(EXIT_USAGE);
     }
-    let mut tools = match crate::tools::bind(config) {
-        Ok(tools) => tools,
+    let mut session = match crate::session::Session::open(config, graph).await {
+        Ok(session) => session,
         Err(e) => {
             eprintln!("agent: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let sources = match crate::mcp::start(config).await {
-        Ok(sources) => sources,
-        Err(e) => {
-            eprintln!("agent: {e}");
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
-    tools.extend(sources.iter().flat_map(|s| s.tools()));
-    let code = serve_with(config, tools, ip, port, tokens, graph).await;
-    if let Some(sources) = sources {
-        sources.shutdown().await;
-    }
+    let code = serve_with(config, &mut session, ip, port, tokens).await;
+    session.close().await;
     code
 }
 
 async fn serve_with(
     config: &AgentConfig,
-    mut tools: Vec<ai_core::RegisteredTool>,
+    session: &mut crate::session::Session,
     ip: IpAddr,
     port: u16,
     tokens: Vec<[u8; 32]>,
-    graph: &str,
 ) -> ExitCode {
-    let tool_ids: Vec<&str> = tools.iter().map(|t| t.spec.id.as_str()).collect();
-    let registry = crate::graphs::registry(config, &tool_ids);
-    let Some(graph) = registry.get(graph).cloned() else {
-        eprintln!("agent: unknown graph `{graph}`");
-        return ExitCode::from(EXIT_USAGE);
-    };
-    match registry.subagent_tools(&graph.name) {
-        Ok(subagents) => tools.extend(subagents),
-        Err(e) => {
-            eprintln!("agent: {e}");
-            return ExitCode::from(EXIT_USAGE);
-        }
-    }
-    let model: Arc<dyn CompletionPort> = match crate::model::build(config) {
-        Ok(model) => model,
-        Err(e) => {
-            eprintln!("agent: {e}");
-            return ExitCode::from(EXIT_USAGE);
-        }
-    };
-    let policy = crate::graphs::policy_for(config, &graph);
-    let selection = graph.clone();
+    let graph = session.graph.clone();
     let service = match ChatService::new(ChatSetup {
-        model,
+        model: Arc::clone(&session.model),
         model_id: config.file.model.model.clone(),
-        tools,
-        policy,
+        tools: std::mem::take(&mut session.tools),
+        policy: session.policy.clone(),
         system_prompt: graph.system_prompt.clone(),
         limits: graph.limits.clone(),
         settings: graph.settings.clone(),
-        select: Some(Arc::new(move |catalog| selection.select_tools(catalog))),
+        select: Some(Arc::new(move |catalog| graph.select_tools(catalog))),
     }) {
         Ok(service) => Arc::new(service),
         Err(e) => {
