@@ -347,58 +347,7 @@ fn usage_json(prompt: u64, completion: u64) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ai_core::RunContext;
-
-    fn ev(kind: AiEventKind) -> AiEvent {
-        AiEvent::new(&RunContext::new("run-1", "trace-1"), kind)
-    }
-
-    fn text(delta: &str) -> AiEvent {
-        ev(AiEventKind::TextDelta {
-            delta: delta.into(),
-        })
-    }
-
-    fn call(id: &str) -> AiEvent {
-        ev(AiEventKind::ToolCallStart {
-            tool_call_id: id.into(),
-            tool_name: "core__echo".into(),
-            args: json!({"text": id}),
-        })
-    }
-
-    fn result(id: &str) -> AiEvent {
-        ev(AiEventKind::ToolCallResult {
-            tool_call_id: id.into(),
-            tool_name: "core__echo".into(),
-            ok: true,
-            result: Some(json!(id)),
-            error_code: None,
-            message: None,
-            duration_ms: 1,
-            truncated: false,
-        })
-    }
-
-    fn usage(prompt: u64) -> AiEvent {
-        ev(AiEventKind::UsageReport {
-            model: "m".into(),
-            prompt_tokens: prompt,
-            completion_tokens: 2,
-            total_tokens: prompt + 2,
-            cached_tokens: None,
-            reasoning_tokens: None,
-            prompt_hash: None,
-        })
-    }
-
-    fn done() -> AiEvent {
-        ev(AiEventKind::Done)
-    }
-
-    fn apr(id: &str, _: &str, _: &str) -> String {
-        format!("apr-{id}")
-    }
+    use crate::test_events::*;
 
     fn encode(encoder: &mut DataStreamEncoder, events: &[AiEvent]) -> Vec<String> {
         events.iter().flat_map(|e| encoder.event(e, &apr)).collect()
@@ -452,7 +401,7 @@ mod tests {
     #[test]
     fn one_finish_and_nothing_after_it() {
         let mut encoder = DataStreamEncoder::new("m1");
-        let mut lines = encode(&mut encoder, &[text("a"), usage(5), done()]);
+        let mut lines = encode(&mut encoder, &[text("a"), usage_of(5), done()]);
         lines.extend(encode(&mut encoder, &[done(), text("late")]));
         lines.extend(encoder.finish());
         lines.extend(encoder.denied("c1"));
@@ -491,7 +440,7 @@ mod tests {
     #[test]
     fn nested_events_are_skipped() {
         let mut encoder = DataStreamEncoder::new("m1");
-        let nested: Vec<AiEvent> = [text("sub"), call("s1"), result("s1"), usage(9), done()]
+        let nested: Vec<AiEvent> = [text("sub"), call("s1"), result("s1"), usage_of(9), done()]
             .into_iter()
             .map(|e| e.nested("c1", None))
             .collect();
@@ -510,11 +459,11 @@ mod tests {
             &mut encoder,
             &[
                 text("a"),
-                usage(5),
+                usage_of(5),
                 call("c1"),
                 result("c1"),
                 text("b"),
-                usage(7),
+                usage_of(7),
                 done(),
             ],
         );

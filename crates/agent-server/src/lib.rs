@@ -30,6 +30,8 @@ pub mod contract;
 pub mod data_stream;
 pub mod page;
 mod server;
+#[cfg(test)]
+mod test_events;
 pub mod transcript;
 pub mod ui_stream;
 

@@ -111,15 +111,20 @@ impl Access {
     /// opening the page cannot send one; the page itself holds nothing secret and
     /// its API calls carry the checks of [`Access::check`].
     fn check_page(&self, headers: &HeaderMap) -> Option<Response> {
-        let host_only = Self {
-            tokens_sha256: Vec::new(),
-            ..self.clone()
-        };
-        host_only.check(headers)
+        self.check_host(headers)
     }
 
-    /// `Some(refusal)` when the request may not be served.
+    /// `Some(refusal)` when the request may not be served: [`Access::check_page`]'s
+    /// host checks, then the bearer token.
     fn check(&self, headers: &HeaderMap) -> Option<Response> {
+        if let Some(refused) = self.check_host(headers) {
+            return Some(refused);
+        }
+        self.check_token(headers)
+    }
+
+    /// The `Host` and `Origin` checks (DNS rebinding).
+    fn check_host(&self, headers: &HeaderMap) -> Option<Response> {
         if !self.hosts.is_empty() {
             let host = headers
                 .get(header::HOST)
@@ -147,6 +152,11 @@ impl Access {
                 }
             }
         }
+        None
+    }
+
+    /// The bearer token, when tokens are configured.
+    fn check_token(&self, headers: &HeaderMap) -> Option<Response> {
         if !self.tokens_sha256.is_empty() {
             let token = headers
                 .get(header::AUTHORIZATION)
@@ -230,6 +240,19 @@ enum Wire {
     Data(DataStreamEncoder),
 }
 
+/// UI message stream chunks as SSE frames.
+fn sse_frames(chunks: Vec<Value>) -> Vec<Bytes> {
+    chunks
+        .iter()
+        .map(|chunk| Bytes::from(UiStreamEncoder::sse(chunk)))
+        .collect()
+}
+
+/// Data stream lines as frames.
+fn line_frames(lines: Vec<String>) -> Vec<Bytes> {
+    lines.into_iter().map(Bytes::from).collect()
+}
+
 impl Wire {
     fn frames(
         &mut self,
@@ -237,61 +260,33 @@ impl Wire {
         approval: &dyn Fn(&str, &str, &str) -> String,
     ) -> Vec<Bytes> {
         match self {
-            Self::Ui(encoder) => encoder
-                .event(event, approval)
-                .iter()
-                .map(|chunk| Bytes::from(UiStreamEncoder::sse(chunk)))
-                .collect(),
-            Self::Data(encoder) => encoder
-                .event(event, approval)
-                .into_iter()
-                .map(Bytes::from)
-                .collect(),
+            Self::Ui(encoder) => sse_frames(encoder.event(event, approval)),
+            Self::Data(encoder) => line_frames(encoder.event(event, approval)),
         }
     }
 
     fn denied(&mut self, call_id: &str) -> Vec<Bytes> {
         match self {
-            Self::Ui(encoder) => encoder
-                .denied(call_id)
-                .iter()
-                .map(|chunk| Bytes::from(UiStreamEncoder::sse(chunk)))
-                .collect(),
-            Self::Data(encoder) => encoder
-                .denied(call_id)
-                .into_iter()
-                .map(Bytes::from)
-                .collect(),
+            Self::Ui(encoder) => sse_frames(encoder.denied(call_id)),
+            Self::Data(encoder) => line_frames(encoder.denied(call_id)),
         }
     }
 
     fn tool_error(&mut self, call_id: &str, text: &str) -> Vec<Bytes> {
         match self {
-            Self::Ui(encoder) => encoder
-                .tool_error(call_id, text)
-                .iter()
-                .map(|chunk| Bytes::from(UiStreamEncoder::sse(chunk)))
-                .collect(),
-            Self::Data(encoder) => encoder
-                .tool_error(call_id, text)
-                .into_iter()
-                .map(Bytes::from)
-                .collect(),
+            Self::Ui(encoder) => sse_frames(encoder.tool_error(call_id, text)),
+            Self::Data(encoder) => line_frames(encoder.tool_error(call_id, text)),
         }
     }
 
     fn finish(&mut self) -> Vec<Bytes> {
         match self {
             Self::Ui(encoder) => {
-                let mut frames: Vec<Bytes> = encoder
-                    .finish()
-                    .iter()
-                    .map(|chunk| Bytes::from(UiStreamEncoder::sse(chunk)))
-                    .collect();
+                let mut frames = sse_frames(encoder.finish());
                 frames.push(Bytes::from_static(crate::ui_stream::DONE.as_bytes()));
                 frames
             }
-            Self::Data(encoder) => encoder.finish().into_iter().map(Bytes::from).collect(),
+            Self::Data(encoder) => line_frames(encoder.finish()),
         }
     }
 

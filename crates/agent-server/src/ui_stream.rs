@@ -557,64 +557,7 @@ impl UsageTotals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ai_core::RunContext;
-
-    fn ev(kind: AiEventKind) -> AiEvent {
-        AiEvent::new(&RunContext::new("run-1", "trace-1"), kind)
-    }
-
-    fn text(delta: &str) -> AiEvent {
-        ev(AiEventKind::TextDelta {
-            delta: delta.into(),
-        })
-    }
-
-    fn reasoning(delta: &str) -> AiEvent {
-        ev(AiEventKind::ReasoningDelta {
-            delta: delta.into(),
-        })
-    }
-
-    fn call(id: &str) -> AiEvent {
-        ev(AiEventKind::ToolCallStart {
-            tool_call_id: id.into(),
-            tool_name: "core__echo".into(),
-            args: json!({"text": id}),
-        })
-    }
-
-    fn result(id: &str) -> AiEvent {
-        ev(AiEventKind::ToolCallResult {
-            tool_call_id: id.into(),
-            tool_name: "core__echo".into(),
-            ok: true,
-            result: Some(json!(id)),
-            error_code: None,
-            message: None,
-            duration_ms: 1,
-            truncated: false,
-        })
-    }
-
-    fn usage() -> AiEvent {
-        ev(AiEventKind::UsageReport {
-            model: "m".into(),
-            prompt_tokens: 1,
-            completion_tokens: 2,
-            total_tokens: 3,
-            cached_tokens: None,
-            reasoning_tokens: None,
-            prompt_hash: None,
-        })
-    }
-
-    fn done() -> AiEvent {
-        ev(AiEventKind::Done)
-    }
-
-    fn apr(id: &str, _: &str, _: &str) -> String {
-        format!("apr-{id}")
-    }
+    use crate::test_events::*;
 
     fn encode(encoder: &mut UiStreamEncoder, events: &[AiEvent]) -> Vec<Value> {
         events.iter().flat_map(|e| encoder.event(e, &apr)).collect()
@@ -668,7 +611,7 @@ mod tests {
     #[test]
     fn one_start_and_one_finish_and_nothing_after_it() {
         let mut encoder = UiStreamEncoder::new("m1");
-        let mut chunks = encode(&mut encoder, &[text("a"), usage(), done()]);
+        let mut chunks = encode(&mut encoder, &[text("a"), usage_of(1), done()]);
         check(&chunks);
         // A second done, later events, finish(), denials: nothing.
         chunks.extend(encode(&mut encoder, &[done(), text("late"), call("c9")]));
@@ -724,7 +667,7 @@ mod tests {
     #[test]
     fn nested_events_are_skipped() {
         let mut encoder = UiStreamEncoder::new("m1");
-        let nested: Vec<AiEvent> = [text("sub"), call("s1"), result("s1"), usage(), done()]
+        let nested: Vec<AiEvent> = [text("sub"), call("s1"), result("s1"), usage_of(1), done()]
             .into_iter()
             .map(|e| e.nested("c1", Some("child")))
             .collect();
@@ -758,16 +701,16 @@ mod tests {
             &mut encoder,
             &[
                 text("a"),
-                usage(),
+                usage_of(1),
                 call("c1"),
                 result("c1"),
                 call("c2"),
                 result("c2"),
-                usage(),
+                usage_of(1),
                 call("c3"),
                 result("c3"),
                 text("b"),
-                usage(),
+                usage_of(1),
                 done(),
             ],
         );
@@ -883,7 +826,7 @@ mod tests {
             reasoning_tokens: None,
             prompt_hash: None,
         });
-        let chunks = encode(&mut encoder, &[usage(), with_details, done()]);
+        let chunks = encode(&mut encoder, &[usage_of(1), with_details, done()]);
         check(&chunks);
         let meta = chunks
             .iter()

@@ -1,0 +1,63 @@
+//! Events for the encoders' unit tests.
+
+use ai_core::{AiEvent, AiEventKind, RunContext};
+use serde_json::json;
+
+pub(crate) fn ev(kind: AiEventKind) -> AiEvent {
+    AiEvent::new(&RunContext::new("run-1", "trace-1"), kind)
+}
+
+pub(crate) fn text(delta: &str) -> AiEvent {
+    ev(AiEventKind::TextDelta {
+        delta: delta.into(),
+    })
+}
+
+pub(crate) fn reasoning(delta: &str) -> AiEvent {
+    ev(AiEventKind::ReasoningDelta {
+        delta: delta.into(),
+    })
+}
+
+pub(crate) fn call(id: &str) -> AiEvent {
+    ev(AiEventKind::ToolCallStart {
+        tool_call_id: id.into(),
+        tool_name: "core__echo".into(),
+        args: json!({"text": id}),
+    })
+}
+
+pub(crate) fn result(id: &str) -> AiEvent {
+    ev(AiEventKind::ToolCallResult {
+        tool_call_id: id.into(),
+        tool_name: "core__echo".into(),
+        ok: true,
+        result: Some(json!(id)),
+        error_code: None,
+        message: None,
+        duration_ms: 1,
+        truncated: false,
+    })
+}
+
+/// A usage report of `prompt` prompt tokens and 2 completion tokens.
+pub(crate) fn usage_of(prompt: u64) -> AiEvent {
+    ev(AiEventKind::UsageReport {
+        model: "m".into(),
+        prompt_tokens: prompt,
+        completion_tokens: 2,
+        total_tokens: prompt + 2,
+        cached_tokens: None,
+        reasoning_tokens: None,
+        prompt_hash: None,
+    })
+}
+
+pub(crate) fn done() -> AiEvent {
+    ev(AiEventKind::Done)
+}
+
+/// The approval id the tests use.
+pub(crate) fn apr(id: &str, _: &str, _: &str) -> String {
+    format!("apr-{id}")
+}
