@@ -34,7 +34,8 @@ pub(crate) fn python(root: &Path) -> PathBuf {
     root.join(VENV).join("bin/python")
 }
 
-fn run(command: &mut Command) -> Result<(), String> {
+/// Runs `command`; an error names it and its exit status.
+pub(crate) fn run(command: &mut Command) -> Result<(), String> {
     let shown = format!("{command:?}");
     let status = command
         .status()

@@ -13,26 +13,16 @@ const DIST: &str = "crates/agent-server/web-dist";
 /// The files of the bundle (fixed names, embedded by agent-server).
 const FILES: &[&str] = &["index.html", "assets/app.js", "assets/app.css"];
 
-fn run(command: &mut Command) -> Result<(), String> {
-    let shown = format!("{command:?}");
-    let status = command
-        .status()
-        .map_err(|e| format!("cannot run {shown}: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("{shown} failed ({status})"))
-    }
-}
-
 /// Installs the locked packages (when the lockfile changed) and builds into `out`.
 fn build(root: &Path, out: &Path) -> Result<(), String> {
     crate::test_env::npm_ci(root, WEB)?;
     let dir = root.join(WEB);
-    run(Command::new("npm")
-        .args(["run", "--silent", "build"])
-        .env("AGENT_WEB_OUT", out)
-        .current_dir(&dir))
+    crate::test_env::run(
+        Command::new("npm")
+            .args(["run", "--silent", "build"])
+            .env("AGENT_WEB_OUT", out)
+            .current_dir(&dir),
+    )
 }
 
 /// `cargo xtask web [--check]`.
