@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::config::{McpConfigError, ServerConfig, ToolConfig};
 use crate::connection::ConnectionBroker;
-use crate::ids::{NameTable, id_name};
+use crate::ids::NameTable;
 use crate::pin::{PinState, Pins};
 use crate::schema::{Dialect, translate_schema};
 use crate::server::{Server, ServerStatus, ToolState};
@@ -367,14 +367,7 @@ impl McpSources {
                         };
                         let tool_config = config.tools.get(&name).cloned().unwrap_or_default();
                         ToolReport {
-                            id: registered
-                                .map(|r| r.id.as_str().to_owned())
-                                .or_else(|| {
-                                    ToolId::mcp(id, &id_name(id, &name).0)
-                                        .ok()
-                                        .map(|i| i.as_str().to_owned())
-                                })
-                                .filter(|_| registered.is_some()),
+                            id: registered.map(|r| r.id.as_str().to_owned()),
                             description: state
                                 .definition
                                 .description
