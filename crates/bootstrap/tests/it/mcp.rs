@@ -3,7 +3,7 @@
 //! `agent mcp list|pin`, and no server process left after exit or cancel.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agent_testing::process::{read_pid, wait_file, wait_gone};
 
@@ -164,11 +164,20 @@ async fn ctrl_c_during_an_mcp_call_cancels_it_and_ends_the_server() {
             String::from_utf8_lossy(&output.stderr)
         );
     };
-    // Wait for the call to reach the server (the model's first turn is served).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while server.requests().is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // Wait until the agent has started the call (its `tool_call_start` event), then a
+    // moment for the request to reach the server: Ctrl-C must land mid-call.
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    let started = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.contains("\"tool_call_start\"") && line.contains("mcp__t__slow") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(started.ok(), Some(true), "the agent started the slow call");
     tokio::time::sleep(Duration::from_millis(500)).await;
     let agent_pid = child.id().unwrap();
     let status = std::process::Command::new("kill")
