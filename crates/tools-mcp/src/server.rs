@@ -143,6 +143,10 @@ pub(crate) struct Server {
     /// Bumped whenever the tool table changes (calls in flight watch it).
     changes: watch::Sender<u64>,
     stderr_tail: Arc<Mutex<String>>,
+    /// `notifications/cancelled` being sent for calls dropped mid-flight; shutdown
+    /// waits for them so the server hears of every cancellation before its input
+    /// closes.
+    cancels: tokio_util::task::TaskTracker,
 }
 
 impl std::fmt::Debug for Server {
@@ -212,6 +216,7 @@ impl Server {
             }),
             changes: watch::channel(0).0,
             stderr_tail: Arc::new(Mutex::new(String::new())),
+            cancels: tokio_util::task::TaskTracker::new(),
         })
     }
 
@@ -243,6 +248,11 @@ impl Server {
     /// One tool's state.
     pub(crate) fn tool(&self, name: &str) -> Option<ToolState> {
         lock(&self.state).tools.get(name).cloned()
+    }
+
+    /// Where cancellations of dropped calls are sent from.
+    pub(crate) fn cancels(&self) -> &tokio_util::task::TaskTracker {
+        &self.cancels
     }
 
     /// Subscribes to tool table changes.
@@ -522,6 +532,9 @@ impl Server {
     /// Closes the connection: the HTTP session is deleted, a stdio server's input is
     /// closed and its process group terminated (SIGTERM, then SIGKILL).
     pub(crate) async fn shutdown(&self) {
+        // Cancellations of calls dropped just before (a cancelled run) go out first.
+        self.cancels.close();
+        let _ = tokio::time::timeout(CLOSE_TIMEOUT, self.cancels.wait()).await;
         let live = self.slot.lock().await.live.take();
         if let Some(live) = live {
             close(live, &self.id).await;

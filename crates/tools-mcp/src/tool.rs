@@ -8,7 +8,11 @@ use std::time::Duration;
 use ai_core::{ToolCallContext, ToolErrorCode, ToolExecutor, ToolFailure, ToolOutput, bound_text};
 use futures::future::BoxFuture;
 use rmcp::ServiceError;
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, RequestId,
+    ServerResult,
+};
+use rmcp::service::{Peer, PeerRequestOptions, RoleClient};
 use serde_json::Value;
 
 use crate::content;
@@ -49,6 +53,48 @@ fn failure(code: ToolErrorCode, message: impl Into<String>) -> ToolFailure {
     ToolFailure::new(code, message)
 }
 
+/// How long telling a server that a call is cancelled may take.
+const CANCEL_SEND_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Sends `notifications/cancelled` for a request in flight: awaited where the call
+/// ends (cancel, timeout, removal), so it is written before anything closes the
+/// connection; from `Drop` (a future dropped mid-call) on a task of its own.
+struct InFlight {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+    tracker: tokio_util::task::TaskTracker,
+}
+
+impl InFlight {
+    async fn cancel(mut self, reason: &str) {
+        if let Some(id) = self.id.take() {
+            let notice = CancelledNotificationParam::new(Some(id), Some(reason.to_owned()));
+            let _ =
+                tokio::time::timeout(CANCEL_SEND_TIMEOUT, self.peer.notify_cancelled(notice)).await;
+        }
+    }
+
+    fn answered(mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take()
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            let peer = self.peer.clone();
+            let notice =
+                CancelledNotificationParam::new(Some(id), Some("request abandoned".into()));
+            self.tracker.spawn(async move {
+                let _ =
+                    tokio::time::timeout(CANCEL_SEND_TIMEOUT, peer.notify_cancelled(notice)).await;
+            });
+        }
+    }
+}
+
 impl ToolExecutor for McpTool {
     fn availability(&self) -> Result<(), String> {
         self.check()
@@ -82,17 +128,40 @@ impl ToolExecutor for McpTool {
             };
             let peer = server.peer().await?;
             let mut changes = server.watch();
-            let call =
-                peer.call_tool(CallToolRequestParams::new(name.clone()).with_arguments(arguments));
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+                CallToolRequestParams::new(name.clone()).with_arguments(arguments),
+            ));
+            let handle = match peer
+                .send_request_with_option(request, PeerRequestOptions::no_options())
+                .await
+            {
+                Ok(handle) => handle,
+                Err(error) => {
+                    server.lost(&error.to_string()).await;
+                    return Err(failure(
+                        ToolErrorCode::ExecutionFailed,
+                        format!(
+                            "the call to MCP server `{}` could not be sent: {error}",
+                            server.id()
+                        ),
+                    ));
+                }
+            };
+            let in_flight = InFlight {
+                peer: peer.clone(),
+                id: Some(handle.id.clone()),
+                tracker: server.cancels().clone(),
+            };
+            let call = handle.await_response();
             tokio::pin!(call);
             let deadline = tokio::time::sleep(timeout);
             tokio::pin!(deadline);
-            // Leaving this loop early drops `call`, which sends
-            // `notifications/cancelled` for the request.
+            // Every early exit tells the server the request is cancelled.
             let result = loop {
                 tokio::select! {
                     result = &mut call => break result,
                     () = &mut deadline => {
+                        in_flight.cancel("timed out").await;
                         return Err(failure(
                             ToolErrorCode::Timeout,
                             format!(
@@ -103,6 +172,7 @@ impl ToolExecutor for McpTool {
                         ));
                     }
                     () = cx.cancel.cancelled() => {
+                        in_flight.cancel("cancelled by the caller").await;
                         return Err(failure(ToolErrorCode::Cancelled, "the call was cancelled"));
                     }
                     Ok(()) = changes.changed() => {
@@ -111,6 +181,7 @@ impl ToolExecutor for McpTool {
                             Some(state) => !state.present || state.hash != hash,
                         };
                         if gone {
+                            in_flight.cancel("the tool was removed").await;
                             return Err(failure(
                                 ToolErrorCode::ExecutionFailed,
                                 format!(
@@ -121,6 +192,12 @@ impl ToolExecutor for McpTool {
                         }
                     }
                 }
+            };
+            in_flight.answered();
+            let result = match result {
+                Ok(ServerResult::CallToolResult(result)) => Ok(result),
+                Ok(_) => Err(ServiceError::UnexpectedResponse),
+                Err(error) => Err(error),
             };
             match result {
                 Ok(result) => content::convert(result, output.as_deref()),
