@@ -45,10 +45,15 @@ pub enum ApprovalError {
 
 /// Issues and checks approval ids, and remembers which were used (until they
 /// expire, so the memory stays bounded by the issue rate times the lifetime).
+///
+/// An id has exactly one accepted spelling, `apv1.<expiry in decimal, no sign or
+/// leading zero>.<64 lower-case hex digits>`; any other encoding of the same values
+/// is malformed, and the used-set is keyed on the MAC bytes.
 pub struct Approvals {
     key: [u8; 32],
     ttl: Duration,
-    used: Mutex<HashMap<String, u64>>,
+    /// Tags of redeemed ids, with their expiry.
+    used: Mutex<HashMap<[u8; 32], u64>>,
 }
 
 impl std::fmt::Debug for Approvals {
@@ -65,7 +70,8 @@ fn now_s() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -152,7 +158,14 @@ impl Approvals {
             return Err(ApprovalError::Malformed);
         };
         let expiry: u64 = expiry.parse().map_err(|_| ApprovalError::Malformed)?;
-        let tag = unhex(tag).ok_or(ApprovalError::Malformed)?;
+        let tag: [u8; 32] = unhex(tag)
+            .and_then(|bytes| bytes.try_into().ok())
+            .ok_or(ApprovalError::Malformed)?;
+        // One spelling per approval: `+`, leading zeros or upper-case hex would
+        // parse to the same values and pass the MAC, under a different string.
+        if id != format!("{VERSION}.{expiry}.{}", hex(&tag)) {
+            return Err(ApprovalError::Malformed);
+        }
         self.mac(chat_id, call_id, tool, args_hash, expiry)
             .verify_slice(&tag)
             .map_err(|_| ApprovalError::Mismatch)?;
@@ -165,10 +178,11 @@ impl Approvals {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         used.retain(|_, expires| *expires >= now);
-        if used.contains_key(id) {
+        // Keyed on the MAC itself, which no re-encoding of the id changes.
+        if used.contains_key(&tag) {
             return Err(ApprovalError::Replayed);
         }
-        used.insert(id.to_owned(), expiry);
+        used.insert(tag, expiry);
         Ok(())
     }
 }
@@ -251,5 +265,35 @@ mod tests {
             expired.redeem(&id, "chat", "c", "t", "h"),
             Err(ApprovalError::Expired)
         );
+    }
+
+    #[test]
+    fn other_encodings_of_an_issued_id_are_refused_and_cannot_replay_it() {
+        let a = approvals();
+        let id = a.issue("chat", "c", "t", "h");
+        let parts: Vec<&str> = id.split('.').collect();
+        let (expiry, tag) = (parts[1], parts[2]);
+        // The same expiry and tag, written differently: each would pass a MAC check
+        // on the parsed values, so each must be refused as malformed.
+        for variant in [
+            format!("apv1.0{expiry}.{tag}"),
+            format!("apv1.+{expiry}.{tag}"),
+            format!("apv1.000{expiry}.{tag}"),
+            format!("apv1.{expiry}.{}", tag.to_uppercase()),
+        ] {
+            assert_eq!(
+                a.redeem(&variant, "chat", "c", "t", "h"),
+                Err(ApprovalError::Malformed),
+                "{variant}"
+            );
+        }
+        assert_eq!(a.redeem(&id, "chat", "c", "t", "h"), Ok(()));
+        // Used once: no spelling of it runs again.
+        for variant in [id.clone(), format!("apv1.0{expiry}.{tag}")] {
+            assert!(
+                a.redeem(&variant, "chat", "c", "t", "h").is_err(),
+                "{variant}"
+            );
+        }
     }
 }
