@@ -120,10 +120,13 @@ impl Graph {
 }
 
 impl Graph {
+    /// The name of the built-in graph, [`Graph::chat`].
+    pub const CHAT: &'static str = "chat";
+
     /// The `chat` graph: a helpful assistant offered every catalog tool.
     pub fn chat() -> Self {
         Self::new(
-            "chat",
+            Self::CHAT,
             "Answer the user, calling the available tools when they help.",
             "You are a helpful assistant. Use the available tools when they help answer the user; never invent tool results.",
         )

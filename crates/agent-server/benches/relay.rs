@@ -218,7 +218,9 @@ fn serve_agent(deltas: usize, interval: Duration) {
         // The same accept queue as the Node server's.
         let listener = socket.listen(4096).expect("listen");
         let port = listener.local_addr().expect("the bound address").port();
-        let mut access = Access::loopback(port);
+        // The default connection limits and stream share hold a 1,000-stream load
+        // from one address once the overall stream cap is raised.
+        let mut access = Access::loopback(port).with_token(BENCH_TOKEN);
         access.max_streams = 4096;
         let router = Arc::new(service).router(access);
         // Ends when the parent closes our stdin (or dies).
@@ -233,11 +235,15 @@ fn serve_agent(deltas: usize, interval: Duration) {
         let shutdown = async move {
             let _ = stop_rx.await;
         };
-        agent_server::serve(listener, router, shutdown, Duration::from_secs(1))
+        let limits = agent_server::ConnectionLimits::default();
+        agent_server::serve(listener, router, limits, shutdown, Duration::from_secs(1))
             .await
             .expect("serve");
     });
 }
+
+/// The bearer token of the benchmark's server.
+const BENCH_TOKEN: &str = "bench-token";
 
 // ---------------------------------------------------------------------------
 // The load generator.
@@ -371,6 +377,7 @@ async fn stream_once(
     .to_string();
     let request = format!(
         "POST /api/chat HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Authorization: Bearer {BENCH_TOKEN}\r\n\
          Accept: text/event-stream\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );

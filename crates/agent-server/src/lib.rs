@@ -17,17 +17,23 @@
 //!   expires (invariant APPROVAL_BOUND_BY_SERVER).
 //! - A client that disconnects cancels its run (model stream and tools).
 //! - [`page`]: the chat page (built from `web/`, embedded) served at `/`.
-//! - [`Access`]: on loopback, `Host` and `Origin` must name the loopback address
-//!   (DNS-rebinding protection); elsewhere bearer tokens, compared by SHA-256 in
-//!   constant time; a body size limit and a cap on open streams.
+//! - [`access`]: `Host` and `Origin` must name the loopback address on loopback
+//!   (DNS-rebinding protection), and every API request carries a bearer token
+//!   (compared by SHA-256 in constant time), loopback included: the per-process
+//!   [`ServerSecret`] of `agent serve`, or configured tokens. A body size and time
+//!   limit, a cap on open streams overall and per client.
+//! - [`serve`]: the listener, with caps on open connections (overall and per
+//!   client address) and a header-read timeout ([`ConnectionLimits`]).
 //!
 //! agent-server depends on ai-core and agent-graph only: not on ai-tools, ai-host,
 //! a wire crate, tools-mcp or bootstrap. The composition root (`agent serve`) hands
 //! it a model and tools.
 
+pub mod access;
 pub mod approval;
 pub mod contract;
 pub mod data_stream;
+mod listener;
 pub mod page;
 mod server;
 #[cfg(test)]
@@ -35,7 +41,9 @@ mod test_events;
 pub mod transcript;
 pub mod ui_stream;
 
-pub use server::{
-    Access, ChatService, ChatSetup, DEFAULT_HEARTBEAT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_STREAMS,
-    ToolSelection, serve,
+pub use access::{
+    Access, DEFAULT_BODY_TIMEOUT, DEFAULT_CLIENT_STREAM_SHARE, DEFAULT_HEARTBEAT,
+    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_STREAMS, ServerSecret,
 };
+pub use listener::{ConnectionLimits, FD_RESERVE, serve};
+pub use server::{ChatService, ChatSetup, ToolSelection};

@@ -1,6 +1,7 @@
 //! The chat service and its axum router: `POST /api/chat` (UI message stream, or
 //! the data stream with `?protocol=data`) and `GET /api/tools`.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,28 +11,23 @@ use ai_core::{
     ModelSettings, PolicyDecision, RegisteredTool, RunContext, ToolCall, ToolCatalog, ToolPolicy,
     ToolRunner, canonical_json,
 };
-use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router, middleware};
 use futures::StreamExt;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 
+use crate::access::Access;
 use crate::approval::Approvals;
 use crate::contract::{self, ChatRequest, ContractError, DENIED};
 use crate::data_stream::DataStreamEncoder;
+use crate::listener::{ClientKey, ClientSlots};
 use crate::transcript::TranscriptStore;
 use crate::ui_stream::UiStreamEncoder;
-
-/// Largest request body by default.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
-/// Most responses streaming at once by default.
-pub const DEFAULT_MAX_STREAMS: usize = 256;
 
 /// Narrows the catalog a chat offers (a graph's selection); `None`: every tool the
 /// policy allows.
@@ -58,130 +54,8 @@ pub struct ChatSetup {
     pub select: Option<ToolSelection>,
 }
 
-/// Who may call the endpoint.
-#[derive(Debug, Clone)]
-pub struct Access {
-    /// `Host` values accepted (and `Origin`s, as `http://<host>`); empty: any. On
-    /// loopback these are `127.0.0.1:<port>`, `localhost:<port>` and `[::1]:<port>`
-    /// (DNS-rebinding protection).
-    pub hosts: Vec<String>,
-    /// SHA-256 of the accepted bearer tokens; empty: no token needed.
-    pub tokens_sha256: Vec<[u8; 32]>,
-    /// Largest request body.
-    pub max_body_bytes: usize,
-    /// Most responses streaming at once (more get 503).
-    pub max_streams: usize,
-    /// How often an idle UI message stream gets an SSE comment. The comment is
-    /// ignored by parsers; writing it is how a client that went away is noticed
-    /// (and its run cancelled) while the run is busy (a long tool call, a slow
-    /// model). The data stream has no comment syntax and gets none.
-    pub heartbeat: Duration,
-}
-
-/// [`Access::heartbeat`] by default.
-pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
-
-impl Access {
-    /// Loopback on `port`: the loopback host names, no token.
-    pub fn loopback(port: u16) -> Self {
-        Self {
-            hosts: ["127.0.0.1", "localhost", "[::1]"]
-                .iter()
-                .map(|h| format!("{h}:{port}"))
-                .collect(),
-            tokens_sha256: Vec::new(),
-            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            max_streams: DEFAULT_MAX_STREAMS,
-            heartbeat: DEFAULT_HEARTBEAT,
-        }
-    }
-
-    /// Any host, with these tokens' hashes required.
-    pub fn tokens(tokens_sha256: Vec<[u8; 32]>) -> Self {
-        Self {
-            hosts: Vec::new(),
-            tokens_sha256,
-            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
-            max_streams: DEFAULT_MAX_STREAMS,
-            heartbeat: DEFAULT_HEARTBEAT,
-        }
-    }
-
-    /// The page's checks: the `Host` (DNS rebinding) but no token, since a browser
-    /// opening the page cannot send one; the page itself holds nothing secret and
-    /// its API calls carry the checks of [`Access::check`].
-    fn check_page(&self, headers: &HeaderMap) -> Option<Response> {
-        self.check_host(headers)
-    }
-
-    /// `Some(refusal)` when the request may not be served: [`Access::check_page`]'s
-    /// host checks, then the bearer token.
-    fn check(&self, headers: &HeaderMap) -> Option<Response> {
-        if let Some(refused) = self.check_host(headers) {
-            return Some(refused);
-        }
-        self.check_token(headers)
-    }
-
-    /// The `Host` and `Origin` checks (DNS rebinding).
-    fn check_host(&self, headers: &HeaderMap) -> Option<Response> {
-        if !self.hosts.is_empty() {
-            let host = headers
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .unwrap_or_default();
-            if !self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
-                return Some(refuse(
-                    StatusCode::FORBIDDEN,
-                    "host_not_allowed",
-                    "the Host header is not one this server answers to",
-                ));
-            }
-            if let Some(origin) = headers.get(header::ORIGIN) {
-                let origin = origin.to_str().unwrap_or_default();
-                let ok = self
-                    .hosts
-                    .iter()
-                    .any(|h| origin.eq_ignore_ascii_case(&format!("http://{h}")));
-                if !ok {
-                    return Some(refuse(
-                        StatusCode::FORBIDDEN,
-                        "origin_not_allowed",
-                        "requests from this origin are not accepted",
-                    ));
-                }
-            }
-        }
-        None
-    }
-
-    /// The bearer token, when tokens are configured.
-    fn check_token(&self, headers: &HeaderMap) -> Option<Response> {
-        if !self.tokens_sha256.is_empty() {
-            let token = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|h| h.to_str().ok())
-                .and_then(|h| h.strip_prefix("Bearer "))
-                .unwrap_or_default();
-            let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-            // Every configured hash is compared, in constant time each.
-            let mut found = subtle::Choice::from(0);
-            for expected in &self.tokens_sha256 {
-                found |= digest.ct_eq(expected);
-            }
-            if token.is_empty() || !bool::from(found) {
-                return Some(refuse(
-                    StatusCode::UNAUTHORIZED,
-                    "unauthorized",
-                    "a valid bearer token is required",
-                ));
-            }
-        }
-        None
-    }
-}
-
-fn refuse(status: StatusCode, error: &str, message: &str) -> Response {
+/// A JSON refusal: `{"error": error, "message": message}` with `status`.
+pub(crate) fn refuse(status: StatusCode, error: &str, message: &str) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],
@@ -361,20 +235,32 @@ impl ChatService {
         json!({"tools": tools})
     }
 
-    /// The router (mount it in an axum app, or serve it with [`crate::serve`]).
+    /// The router (mount it in an axum app, or serve it with [`crate::serve`]):
+    /// the page on the host checks, every `/api` route on the host and token checks
+    /// of `access` (see [`crate::access`]).
     pub fn router(self: Arc<Self>, access: Access) -> Router {
+        let access = Arc::new(access);
         let state = AppState {
             service: self,
-            streams: Arc::new(Semaphore::new(access.max_streams.max(1))),
-            access: Arc::new(access),
+            streams: ClientSlots::new(access.max_streams, access.max_streams_per_client()),
+            access: Arc::clone(&access),
         };
-        Router::new()
+        let page = Router::new()
             .route("/", get(index))
             .route("/assets/app.js", get(app_js))
             .route("/assets/app.css", get(app_css))
+            .route_layer(middleware::from_fn_with_state(
+                Arc::clone(&access),
+                crate::access::page_layer,
+            ));
+        let api = Router::new()
             .route("/api/chat", post(chat))
             .route("/api/tools", get(tools))
-            .with_state(state)
+            .route_layer(middleware::from_fn_with_state(
+                access,
+                crate::access::api_layer,
+            ));
+        page.merge(api).with_state(state)
     }
 
     /// Streams one checked request's response into `tx` until it ends or the
@@ -552,7 +438,7 @@ fn remember(transcript: &TranscriptStore, chat_id: &str, messages: &[Message]) {
 struct AppState {
     service: Arc<ChatService>,
     access: Arc<Access>,
-    streams: Arc<Semaphore>,
+    streams: Arc<ClientSlots>,
 }
 
 /// The `protocol` query parameter (`None` when absent).
@@ -562,31 +448,19 @@ fn protocol(uri: &Uri) -> Option<&str> {
         .find_map(|pair| pair.strip_prefix("protocol="))
 }
 
-async fn index(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Some(refused) = state.access.check_page(&headers) {
-        return refused;
-    }
+async fn index(headers: HeaderMap) -> Response {
     crate::page::file(crate::page::Asset::Index, &headers)
 }
 
-async fn app_js(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Some(refused) = state.access.check_page(&headers) {
-        return refused;
-    }
+async fn app_js(headers: HeaderMap) -> Response {
     crate::page::file(crate::page::Asset::Script, &headers)
 }
 
-async fn app_css(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Some(refused) = state.access.check_page(&headers) {
-        return refused;
-    }
+async fn app_css(headers: HeaderMap) -> Response {
     crate::page::file(crate::page::Asset::Styles, &headers)
 }
 
-async fn tools(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Some(refused) = state.access.check(&headers) {
-        return refused;
-    }
+async fn tools(State(state): State<AppState>) -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
         state.service.tools_listing().to_string(),
@@ -594,10 +468,30 @@ async fn tools(State(state): State<AppState>, headers: HeaderMap) -> Response {
         .into_response()
 }
 
-async fn chat(State(state): State<AppState>, uri: Uri, headers: HeaderMap, body: Body) -> Response {
-    if let Some(refused) = state.access.check(&headers) {
-        return refused;
+/// The request body, within the size and time limits.
+async fn read_body(access: &Access, body: Body) -> Result<Bytes, Response> {
+    let read = axum::body::to_bytes(body, access.max_body_bytes);
+    match tokio::time::timeout(access.body_timeout, read).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(_)) => Err(refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            "the request body is over the limit",
+        )),
+        Err(_) => Err(refuse(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            "the request body did not arrive in time",
+        )),
     }
+}
+
+async fn chat(
+    State(state): State<AppState>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    uri: Uri,
+    body: Body,
+) -> Response {
     let data = match protocol(&uri) {
         None | Some("ui") => false,
         Some("data") => true,
@@ -608,21 +502,16 @@ async fn chat(State(state): State<AppState>, uri: Uri, headers: HeaderMap, body:
             });
         }
     };
-    let bytes = match axum::body::to_bytes(body, state.access.max_body_bytes).await {
+    let bytes = match read_body(&state.access, body).await {
         Ok(bytes) => bytes,
-        Err(_) => {
-            return refuse(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                "the request body is over the limit",
-            );
-        }
+        Err(refused) => return refused,
     };
     let chat = match contract::parse(&bytes, &state.service.transcript) {
         Ok(chat) => chat,
         Err(error) => return invalid(&error),
     };
-    let Ok(permit) = Arc::clone(&state.streams).try_acquire_owned() else {
+    let client = peer.map(|Extension(ConnectInfo(addr))| ClientKey::of(addr.ip()));
+    let Some(permit) = state.streams.try_acquire(client) else {
         return refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             "busy",
@@ -666,38 +555,4 @@ async fn chat(State(state): State<AppState>, uri: Uri, headers: HeaderMap, body:
         }
     }
     response
-}
-
-/// Serves `router` on `listener` until `shutdown` resolves, then stops accepting
-/// and waits (at most `drain`) for open streams to end.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    drain: Duration,
-) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    // Deltas are small writes: without TCP_NODELAY, Nagle's algorithm holds one back
-    // while the previous is unacknowledged, which adds tail latency to every stream.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::debug!(%error, "could not set TCP_NODELAY");
-        }
-    });
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
-        shutdown.await;
-        let _ = stop_tx.send(());
-    });
-    let server = std::pin::pin!(server.into_future());
-    tokio::select! {
-        result = server => result,
-        () = async {
-            let _ = stop_rx.await;
-            tokio::time::sleep(drain).await;
-        } => {
-            tracing::warn!("open streams did not end within the drain time; closing");
-            Ok(())
-        }
-    }
 }

@@ -55,7 +55,7 @@ pub use http::{GuardedHttpFetch, MAX_REDIRECTS, install_crypto_provider};
 pub use memory::{BUSY_TIMEOUT, MemoryOpenError, SqliteMemory};
 pub use process::{
     Hardening, become_child_subreaper, drop_introspection_capabilities, harden_process,
-    is_child_subreaper, is_non_dumpable, make_non_dumpable,
+    is_child_subreaper, is_non_dumpable, make_non_dumpable, raise_open_file_limit,
 };
 pub use shell::{CALL_MARKER_VAR, ENV_ALLOWLIST, LocalShell};
 pub use workspace::{LocalWorkspace, MAX_COMPONENT_BYTES, MAX_PATH_BYTES};

@@ -148,6 +148,29 @@ pub fn is_child_subreaper() -> bool {
     }
 }
 
+/// Raises this process's soft limit on open files to its hard limit (a server
+/// holding many connections needs more than the common default of 1,024); the new
+/// soft limit. Not a hardening step: call it where many descriptors are needed.
+pub fn raise_open_file_limit() -> io::Result<u64> {
+    #[cfg(unix)]
+    {
+        use rustix::process::{Resource, getrlimit, setrlimit};
+        let mut limit = getrlimit(Resource::Nofile);
+        if limit.current != limit.maximum {
+            limit.current = limit.maximum;
+            setrlimit(Resource::Nofile, limit)?;
+        }
+        Ok(limit.current.unwrap_or(u64::MAX))
+    }
+    #[cfg(not(unix))]
+    {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "open-file limits need Unix",
+        ))
+    }
+}
+
 /// Every hardening step, in order; call first thing in `main`, before any thread
 /// starts. Failures are reported, not fatal: log them.
 pub fn harden_process() -> Hardening {

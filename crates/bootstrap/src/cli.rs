@@ -88,9 +88,9 @@ pub enum Command {
     /// the same model, tools and policy as `agent chat`; calls that need approval
     /// are approved in the UI, with server-bound approval ids.
     Serve {
-        /// Address to bind (default: `[server] host`, else 127.0.0.1). Anything but
-        /// loopback needs bearer tokens (`[server] tokens_sha256` or
-        /// AGENT_SERVER_TOKEN).
+        /// Address to bind (default: `[server] host`, else 127.0.0.1). Every bind
+        /// needs a token: the per-process secret printed in the page's address,
+        /// or `[server] tokens_sha256` / AGENT_SERVER_TOKEN.
         #[arg(long)]
         host: Option<String>,
         /// Port (default: `[server] port`, else 8787; 0 picks a free one).
@@ -99,6 +99,11 @@ pub enum Command {
         /// Graph to serve (`agent graphs` lists them).
         #[arg(long, default_value = "chat", value_name = "NAME")]
         graph: String,
+        /// Take requests without a token (loopback only): every local account,
+        /// container and browser extension can then run and approve tool calls as
+        /// you.
+        #[arg(long)]
+        no_auth: bool,
     },
     /// MCP servers: list them with their tools, or accept their current tool
     /// definitions.
@@ -198,8 +203,19 @@ pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Tools { json } => list_tools(&config, json).await,
         Command::Mcp { command } => mcp_command(&config, command).await,
-        Command::Serve { host, port, graph } => {
-            crate::serve::run(&config, host, port, &graph).await
+        Command::Serve {
+            host,
+            port,
+            graph,
+            no_auth,
+        } => {
+            let args = crate::serve::ServeArgs {
+                host,
+                port,
+                graph,
+                no_auth,
+            };
+            crate::serve::run(&config, args).await
         }
         Command::Graphs { json } => list_graphs(&config, json),
         Command::Chat {

@@ -258,32 +258,92 @@ pub struct FileConfig {
     pub server: ServerConfig,
 }
 
-/// `[server]`: the chat endpoint of `agent serve`.
+/// `[server]`: the chat endpoint of `agent serve`. Raising a limit above its
+/// default needs `agent trust` in a project config.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
-    /// Address to bind (default `127.0.0.1`). Anything but loopback needs tokens.
+    /// Address to bind (default `127.0.0.1`).
     pub host: String,
     /// Port (default 8787; 0 picks a free one).
     pub port: u16,
-    /// Hex SHA-256 of the accepted bearer tokens (the tokens themselves are not
-    /// stored; `AGENT_SERVER_TOKEN` adds one from the environment).
+    /// Hex SHA-256 of further accepted bearer tokens, besides the per-process
+    /// secret (the tokens themselves are not stored; `AGENT_SERVER_TOKEN` adds one
+    /// from the environment).
     pub tokens_sha256: Vec<String>,
     /// Largest request body, in bytes.
     pub max_body_bytes: usize,
+    /// How long a request body may take to arrive, in milliseconds.
+    pub body_timeout_ms: u64,
     /// Most responses streaming at once.
     pub max_streams: usize,
+    /// The share of `max_streams` one client address may hold, in percent.
+    pub client_stream_share: u8,
+    /// Most connections open at once (kept within the descriptor limit).
+    pub max_connections: usize,
+    /// Most connections open at once from one client address.
+    pub max_connections_per_client: usize,
+    /// How long a client may take to send a request head, in milliseconds, from
+    /// when its connection opened or its previous response ended.
+    pub header_read_timeout_ms: u64,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
+        let connections = agent_server::ConnectionLimits::default();
         Self {
             host: "127.0.0.1".into(),
             port: 8787,
             tokens_sha256: Vec::new(),
-            max_body_bytes: 1024 * 1024,
-            max_streams: 256,
+            max_body_bytes: agent_server::DEFAULT_MAX_BODY_BYTES,
+            body_timeout_ms: millis(agent_server::DEFAULT_BODY_TIMEOUT),
+            max_streams: agent_server::DEFAULT_MAX_STREAMS,
+            client_stream_share: agent_server::DEFAULT_CLIENT_STREAM_SHARE,
+            max_connections: connections.max_connections,
+            max_connections_per_client: connections.max_connections_per_client,
+            header_read_timeout_ms: millis(connections.header_read_timeout),
         }
+    }
+}
+
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl ServerConfig {
+    /// The limits that are above their defaults, as `server.<key>`.
+    pub fn raised_limits(&self) -> Vec<&'static str> {
+        let d = Self::default();
+        [
+            (
+                "server.max_body_bytes",
+                self.max_body_bytes > d.max_body_bytes,
+            ),
+            (
+                "server.body_timeout_ms",
+                self.body_timeout_ms > d.body_timeout_ms,
+            ),
+            ("server.max_streams", self.max_streams > d.max_streams),
+            (
+                "server.client_stream_share",
+                self.client_stream_share > d.client_stream_share,
+            ),
+            (
+                "server.max_connections",
+                self.max_connections > d.max_connections,
+            ),
+            (
+                "server.max_connections_per_client",
+                self.max_connections_per_client > d.max_connections_per_client,
+            ),
+            (
+                "server.header_read_timeout_ms",
+                self.header_read_timeout_ms > d.header_read_timeout_ms,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(key, raised)| raised.then_some(key))
+        .collect()
     }
 }
 

@@ -1,12 +1,16 @@
 //! `agent serve`: the chat endpoint (agent-server) with the same model, tools,
 //! policy and graph as `agent chat`.
+//!
+//! Every bind needs a credential, loopback included: a random secret per process,
+//! printed once inside the page's address (`/#token=...`), plus any configured
+//! tokens. `--no-auth` drops it on loopback only, and says what that gives up.
 
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_server::{Access, ChatService, ChatSetup};
+use agent_server::{Access, ChatService, ChatSetup, ConnectionLimits, ServerSecret};
 use sha2::{Digest, Sha256};
 
 use crate::cli::{EXIT_RUN_ERROR, EXIT_USAGE};
@@ -15,7 +19,8 @@ use crate::config::AgentConfig;
 /// How long open streams may take to end after Ctrl-C.
 const DRAIN: Duration = Duration::from_secs(30);
 
-/// The accepted token hashes: `[server] tokens_sha256` plus `AGENT_SERVER_TOKEN`.
+/// The configured token hashes: `[server] tokens_sha256` plus `AGENT_SERVER_TOKEN`
+/// (accepted besides the per-process secret).
 fn token_hashes(config: &AgentConfig) -> Result<Vec<[u8; 32]>, String> {
     let mut hashes = Vec::new();
     for (i, hex) in config.file.server.tokens_sha256.iter().enumerate() {
@@ -40,15 +45,31 @@ fn token_hashes(config: &AgentConfig) -> Result<Vec<[u8; 32]>, String> {
     Ok(hashes)
 }
 
+/// What `agent serve` was asked for on its command line.
+#[derive(Debug, Clone, Default)]
+pub struct ServeArgs {
+    /// `--host`.
+    pub host: Option<String>,
+    /// `--port`.
+    pub port: Option<u16>,
+    /// `--graph`.
+    pub graph: String,
+    /// `--no-auth` (loopback only).
+    pub no_auth: bool,
+}
+
+/// What `--no-auth` gives up, said when it is used.
+const NO_AUTH_WARNING: &str = "agent: warning: --no-auth: the chat endpoint takes requests without a token. \
+Every local account, every container sharing this network namespace and every browser extension \
+can reach 127.0.0.1, and can then run and approve tool calls as you";
+
 /// Runs `agent serve` until Ctrl-C.
-pub async fn run(
-    config: &AgentConfig,
-    host: Option<String>,
-    port: Option<u16>,
-    graph: &str,
-) -> ExitCode {
-    let host = host.unwrap_or_else(|| config.file.server.host.clone());
-    let port = port.unwrap_or(config.file.server.port);
+pub async fn run(config: &AgentConfig, args: ServeArgs) -> ExitCode {
+    let host = args
+        .host
+        .clone()
+        .unwrap_or_else(|| config.file.server.host.clone());
+    let port = args.port.unwrap_or(config.file.server.port);
     let ip: IpAddr = match host.parse() {
         Ok(ip) => ip,
         Err(_) if host == "localhost" => IpAddr::from([127, 0, 0, 1]),
@@ -57,6 +78,19 @@ pub async fn run(
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    if args.no_auth && !ip.is_loopback() {
+        eprintln!(
+            "agent: --no-auth is only for loopback addresses ({ip} is not one): off loopback every request needs a token"
+        );
+        return ExitCode::from(EXIT_USAGE);
+    }
+    let share = config.file.server.client_stream_share;
+    if !(1..=100).contains(&share) {
+        eprintln!(
+            "agent: server.client_stream_share must be a percentage from 1 to 100 (got {share})"
+        );
+        return ExitCode::from(EXIT_USAGE);
+    }
     let tokens = match token_hashes(config) {
         Ok(tokens) => tokens,
         Err(e) => {
@@ -64,22 +98,62 @@ pub async fn run(
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    if !ip.is_loopback() && tokens.is_empty() {
-        eprintln!(
-            "agent: serving on {ip} (not loopback) needs bearer tokens: set [server] tokens_sha256 or AGENT_SERVER_TOKEN"
-        );
-        return ExitCode::from(EXIT_USAGE);
+    if let Err(e) = ai_host::raise_open_file_limit() {
+        tracing::debug!(error = %e, "could not raise the open-file limit");
     }
-    let mut session = match crate::session::Session::open(config, graph).await {
+    let mut session = match crate::session::Session::open(config, &args.graph).await {
         Ok(session) => session,
         Err(e) => {
             eprintln!("agent: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let code = serve_with(config, &mut session, ip, port, tokens).await;
+    let code = serve_with(config, &mut session, ip, port, tokens, args.no_auth).await;
     session.close().await;
     code
+}
+
+/// The access of a server bound to `bound`: host checks on loopback, the
+/// per-process `secret` plus the configured tokens, and the configured limits.
+fn access(
+    config: &AgentConfig,
+    bound: SocketAddr,
+    secret: &ServerSecret,
+    tokens: Vec<[u8; 32]>,
+    no_auth: bool,
+) -> Access {
+    let server = &config.file.server;
+    let mut access = if bound.ip().is_loopback() {
+        Access::loopback(bound.port())
+    } else {
+        Access::tokens(Vec::new())
+    };
+    access = access.with_token(secret.expose());
+    access.tokens_sha256.extend(tokens);
+    access.no_auth = no_auth;
+    access.max_body_bytes = server.max_body_bytes;
+    access.body_timeout = Duration::from_millis(server.body_timeout_ms);
+    access.max_streams = server.max_streams;
+    access.client_stream_share = server.client_stream_share;
+    access
+}
+
+fn connection_limits(config: &AgentConfig) -> ConnectionLimits {
+    let server = &config.file.server;
+    ConnectionLimits {
+        max_connections: server.max_connections,
+        max_connections_per_client: server.max_connections_per_client,
+        header_read_timeout: Duration::from_millis(server.header_read_timeout_ms),
+    }
+}
+
+/// The address to print: the bound one, or loopback for an unspecified bind.
+fn page_authority(bound: SocketAddr) -> String {
+    let ip = match bound.ip() {
+        ip if ip.is_unspecified() => IpAddr::from([127, 0, 0, 1]),
+        ip => ip,
+    };
+    SocketAddr::new(ip, bound.port()).to_string()
 }
 
 async fn serve_with(
@@ -88,6 +162,7 @@ async fn serve_with(
     ip: IpAddr,
     port: u16,
     tokens: Vec<[u8; 32]>,
+    no_auth: bool,
 ) -> ExitCode {
     let graph = session.graph.clone();
     let service = match ChatService::new(ChatSetup {
@@ -120,21 +195,29 @@ async fn serve_with(
             return ExitCode::from(EXIT_RUN_ERROR);
         }
     };
-    let mut access = if ip.is_loopback() {
-        Access::loopback(bound.port())
-    } else {
-        Access::tokens(Vec::new())
-    };
-    access.tokens_sha256 = tokens;
-    access.max_body_bytes = config.file.server.max_body_bytes;
-    access.max_streams = config.file.server.max_streams;
-    // One line on stdout with the address, for people and for scripts.
-    println!("agent: serving on http://{bound} (POST /api/chat, GET /api/tools)");
+    let secret = ServerSecret::generate();
+    let access = access(config, bound, &secret, tokens, no_auth);
+    // One line on stdout with the page's address, which carries this process's
+    // secret (in the fragment, which the browser never sends): for people and for
+    // scripts. API clients send the token as `Authorization: Bearer <token>`.
+    println!(
+        "agent: serving on {} (POST /api/chat, GET /api/tools; the token after #token= is this process's secret)",
+        secret.page_url(&page_authority(bound))
+    );
+    if no_auth {
+        eprintln!("{NO_AUTH_WARNING}");
+    }
+    if !bound.ip().is_loopback() {
+        eprintln!(
+            "agent: warning: serving plain HTTP on {}: the token and the chats cross the network unencrypted; put a TLS-terminating proxy in front",
+            bound.ip()
+        );
+    }
     let router = service.router(access);
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
-    match agent_server::serve(listener, router, shutdown, DRAIN).await {
+    match agent_server::serve(listener, router, connection_limits(config), shutdown, DRAIN).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("agent: {e}");

@@ -33,6 +33,8 @@ async fn check(parser: &str, protocol: &str, url: &str, request: &Value) -> Valu
     let output = tokio::process::Command::new("node")
         .arg(dir.join("check-stream.mjs"))
         .args(["--parser", parser, "--protocol", protocol, "--url", url])
+        .arg("--header")
+        .arg(format!("authorization: Bearer {}", crate::support::TOKEN))
         .arg("--body-file")
         .arg(&file)
         .output()

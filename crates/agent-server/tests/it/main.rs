@@ -1,5 +1,6 @@
 //! Integration tests of the chat endpoint: the stream encoders' golden responses,
-//! the endpoint over real HTTP, and the real AI SDK parsers against it.
+//! the endpoint over real HTTP, its resource limits under abusive clients, and the
+//! real AI SDK parsers and the page in a real browser against it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -7,4 +8,5 @@ mod browser;
 mod encode;
 mod http;
 mod js;
+mod limits;
 mod support;

@@ -83,8 +83,22 @@ fn spec(name: &str, effect: ToolEffect, schema: Value) -> ToolSpec {
     .with_redaction(Redaction::new(["$"], ["$"]).unwrap())
 }
 
-/// Starts the service with `model` behind `access` (built for the bound port).
+/// The bearer token every live server of these tests accepts (besides any the
+/// test's own access adds); [`client`] sends it.
+pub(crate) const TOKEN: &str = "test-token-0123456789";
+
+/// Starts the service with `model` behind `access` (built for the bound port),
+/// which also accepts [`TOKEN`].
 pub(crate) async fn start(model: ScriptedModel, access: impl FnOnce(u16) -> Access) -> Live {
+    start_with(model, access, agent_server::ConnectionLimits::default()).await
+}
+
+/// [`start`] under these connection limits.
+pub(crate) async fn start_with(
+    model: ScriptedModel,
+    access: impl FnOnce(u16) -> Access,
+    limits: agent_server::ConnectionLimits,
+) -> Live {
     let model = Arc::new(model);
     let writes = Arc::new(AtomicUsize::new(0));
     let wait_started = Arc::new(AtomicBool::new(false));
@@ -124,11 +138,12 @@ pub(crate) async fn start(model: ScriptedModel, access: impl FnOnce(u16) -> Acce
     .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let router = Arc::new(service).router(access(addr.port()));
+    let router = Arc::new(service).router(access(addr.port()).with_token(TOKEN));
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(agent_server::serve(
         listener,
         router,
+        limits,
         async move {
             let _ = rx.await;
         },
@@ -144,10 +159,28 @@ pub(crate) async fn start(model: ScriptedModel, access: impl FnOnce(u16) -> Acce
     }
 }
 
-/// A client; in a workspace build reqwest needs a rustls provider installed.
+/// A client sending [`TOKEN`]; in a workspace build reqwest needs a rustls
+/// provider installed.
 pub(crate) fn client() -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        reqwest::header::HeaderValue::from_static("Bearer test-token-0123456789"),
+    );
+    anonymous_client_builder()
+        .default_headers(headers)
+        .build()
+        .unwrap()
+}
+
+/// A client sending no credential.
+pub(crate) fn anonymous_client() -> reqwest::Client {
+    anonymous_client_builder().build().unwrap()
+}
+
+fn anonymous_client_builder() -> reqwest::ClientBuilder {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::new()
+    reqwest::Client::builder()
 }
 
 impl Live {

@@ -23,26 +23,15 @@ async fn serve_streams_a_tool_run_to_a_web_client_and_stops_on_ctrl_c() {
     .await
     .unwrap();
     let home = Home::new(KEY);
-    let mut child = home
-        .command(Some(&model.base_url()), &["serve", "--port", "0"])
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("the server announces its address")
-        .unwrap()
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
+    let (mut child, url, token) = serve(&home, &model.base_url(), &[]).await;
     ai_host::install_crypto_provider();
     let client = reqwest::Client::new();
+    // Without the printed token: refused, loopback or not.
+    let anonymous = client.get(format!("{url}/api/tools")).send().await.unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
     let tools: Value = client
         .get(format!("{url}/api/tools"))
+        .bearer_auth(&token)
         .send()
         .await
         .unwrap()
@@ -59,6 +48,7 @@ async fn serve_streams_a_tool_run_to_a_web_client_and_stops_on_ctrl_c() {
     assert_eq!(time["decision"], "allow");
     let response = client
         .post(format!("{url}/api/chat"))
+        .bearer_auth(&token)
         .json(&json!({"id": "chat-e2e", "trigger": "submit-message", "messages": [
             {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "What time is it?"}]}
         ]}))
@@ -95,6 +85,7 @@ async fn serve_streams_a_tool_run_to_a_web_client_and_stops_on_ctrl_c() {
     // A request naming another host is refused (DNS rebinding).
     let refused = client
         .get(format!("{url}/api/tools"))
+        .bearer_auth(&token)
         .header("host", "rebind.example:80")
         .send()
         .await
@@ -116,12 +107,115 @@ async fn serve_streams_a_tool_run_to_a_web_client_and_stops_on_ctrl_c() {
     assert_eq!(status.code(), Some(0));
 }
 
+/// Starts `agent serve --port 0 <extra>` against `model`; the child, the base URL
+/// and the token of the address it printed (`http://host:port/#token=...`).
+async fn serve(
+    home: &Home,
+    model: &str,
+    extra: &[&str],
+) -> (tokio::process::Child, String, String) {
+    let mut args = vec!["serve", "--port", "0"];
+    args.extend_from_slice(extra);
+    let mut child = home.command(Some(model), &args).spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("the server announces its address")
+        .unwrap()
+        .unwrap();
+    let page = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    let (base, token) = page
+        .split_once("/#token=")
+        .unwrap_or_else(|| panic!("no token in the address {page:?}"));
+    assert_eq!(token.len(), 64, "{line}");
+    (child, base.to_owned(), token.to_owned())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serving_beyond_loopback_needs_a_token() {
+async fn no_auth_is_refused_off_loopback() {
     let home = Home::new(KEY);
     let (code, _, stderr) = home
-        .run(None, &["serve", "--host", "0.0.0.0", "--port", "0"])
+        .run(
+            None,
+            &["serve", "--host", "0.0.0.0", "--port", "0", "--no-auth"],
+        )
         .await;
     assert_eq!(code, 2, "{stderr}");
-    assert!(stderr.contains("tokens"), "{stderr}");
+    assert!(stderr.contains("only for loopback"), "{stderr}");
+}
+
+/// What another account on the host gets when it asks the server (run by this
+/// test's user) for a shell command: `curl` as uid 65534 through `setpriv`. With
+/// the per-process secret it gets a 401 and the model is never asked. Against
+/// `--no-auth` (the old behaviour, kept as the control that shows the test can
+/// fail) the same request starts a run whose `exec_shell` call waits for an
+/// approval the other account could give itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_local_account_cannot_use_the_loopback_server() {
+    let Some(reason) = second_uid_unavailable() else {
+        return second_uid_test().await;
+    };
+    eprintln!("SKIPPED another_local_account_cannot_use_the_loopback_server: {reason}");
+}
+
+/// Why the second-uid test cannot run here, if it cannot.
+fn second_uid_unavailable() -> Option<String> {
+    let uid = std::process::Command::new("id").arg("-u").output().ok()?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Some("switching to another uid needs root".into());
+    }
+    for tool in ["setpriv", "curl"] {
+        let found = std::process::Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            return Some(format!("`{tool}` is not installed"));
+        }
+    }
+    None
+}
+
+/// `curl` run as uid 65534: the HTTP status and body of a chat request to `url`.
+async fn as_nobody(url: &str) -> (String, String) {
+    let body = json!({"id": "chat-other-uid", "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "run id -u"}]}
+    ]})
+    .to_string();
+    let output = tokio::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .args(["curl", "-sS", "--max-time", "20", "-w", "\n%{http_code}"])
+        .args(["-H", "content-type: application/json", "--data-raw", &body])
+        .arg(format!("{url}/api/chat"))
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (status.to_owned(), body.to_owned())
+}
+
+async fn second_uid_test() {
+    let shell_turn =
+        || Reply::tool_calls(&[("call_sh", "core__exec_shell", json!({"command": "id -u"}))]);
+    let model = OpenAiServer::start([shell_turn(), shell_turn()])
+        .await
+        .unwrap();
+    let home = Home::new(KEY);
+    let (_child, url, _token) = serve(&home, &model.base_url(), &[]).await;
+    let (status, body) = as_nobody(&url).await;
+    assert_eq!(status, "401", "{body}");
+    assert!(model.requests().is_empty(), "the model was never asked");
+
+    let (_open, url, _) = serve(&home, &model.base_url(), &["--no-auth"]).await;
+    let (status, body) = as_nobody(&url).await;
+    assert_eq!(status, "200", "{body}");
+    assert!(
+        body.contains("tool-approval-request") && body.contains("core__exec_shell"),
+        "{body}"
+    );
 }

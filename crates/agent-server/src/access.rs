@@ -1,0 +1,351 @@
+//! Who may call the endpoint: `Host` and `Origin` checks (DNS-rebinding protection)
+//! and bearer tokens, the per-process [`ServerSecret`] of `agent serve` among them.
+//!
+//! Loopback is not authentication: every local account, every container sharing the
+//! network namespace and every browser extension can reach `127.0.0.1`. So an
+//! [`Access`] refuses every API request (`401`) until it holds at least one token;
+//! running without one is the explicit [`Access::without_auth`], honoured only
+//! together with loopback host checks.
+//!
+//! The page (`/` and its assets) is served on the host checks alone: it holds
+//! nothing secret. It finds the token in its address's fragment (`/#token=...`,
+//! never sent to a server), keeps it in this origin's storage, removes it from the
+//! address bar and sends it as `Authorization: Bearer` with every API call.
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::server::refuse;
+
+/// Largest request body by default.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Most responses streaming at once by default.
+pub const DEFAULT_MAX_STREAMS: usize = 256;
+/// The share of [`Access::max_streams`] one client address may hold, in percent, by
+/// default.
+pub const DEFAULT_CLIENT_STREAM_SHARE: u8 = 50;
+/// How long a request body may take to arrive by default.
+pub const DEFAULT_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+/// [`Access::heartbeat`] by default.
+pub const DEFAULT_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Who may call the endpoint, and the per-request limits.
+#[derive(Debug, Clone)]
+pub struct Access {
+    /// `Host` values accepted (and `Origin`s, as `http://<host>`); empty: any. On
+    /// loopback these are `127.0.0.1:<port>`, `localhost:<port>` and `[::1]:<port>`
+    /// (DNS-rebinding protection).
+    pub hosts: Vec<String>,
+    /// SHA-256 of the accepted bearer tokens. With none, every API request is
+    /// refused, unless [`Access::no_auth`] is set on a loopback access.
+    pub tokens_sha256: Vec<[u8; 32]>,
+    /// No credential needed. Honoured only when [`Access::hosts`] is not empty (a
+    /// loopback access): every local user and process may then run and approve
+    /// tool calls as the user who serves.
+    pub no_auth: bool,
+    /// Largest request body.
+    pub max_body_bytes: usize,
+    /// How long a request body may take to arrive (a client that drips its body
+    /// holds a connection, not the process).
+    pub body_timeout: std::time::Duration,
+    /// Most responses streaming at once (more get 503).
+    pub max_streams: usize,
+    /// The share of [`Access::max_streams`], in percent (1-100), that one client
+    /// address (an IPv6 client: its /64) may hold at once; more get 503. Needs the
+    /// peer address, which [`crate::serve`] provides (as axum's
+    /// `ConnectInfo<SocketAddr>`); without it only the overall cap applies.
+    pub client_stream_share: u8,
+    /// How often an idle UI message stream gets an SSE comment. The comment is
+    /// ignored by parsers; writing it is how a client that went away is noticed
+    /// (and its run cancelled) while the run is busy (a long tool call, a slow
+    /// model). The data stream has no comment syntax and gets none.
+    pub heartbeat: std::time::Duration,
+}
+
+impl Access {
+    /// Loopback on `port`: the loopback host names. Add a token
+    /// ([`Access::with_token`]) before serving: without one every API request is
+    /// refused.
+    pub fn loopback(port: u16) -> Self {
+        Self {
+            hosts: ["127.0.0.1", "localhost", "[::1]"]
+                .iter()
+                .map(|h| format!("{h}:{port}"))
+                .collect(),
+            ..Self::tokens(Vec::new())
+        }
+    }
+
+    /// Any host, with these tokens' hashes required.
+    pub fn tokens(tokens_sha256: Vec<[u8; 32]>) -> Self {
+        Self {
+            hosts: Vec::new(),
+            tokens_sha256,
+            no_auth: false,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            max_streams: DEFAULT_MAX_STREAMS,
+            client_stream_share: DEFAULT_CLIENT_STREAM_SHARE,
+            heartbeat: DEFAULT_HEARTBEAT,
+        }
+    }
+
+    /// Also accepts `token` as a bearer token (only its SHA-256 is kept).
+    pub fn with_token(mut self, token: &str) -> Self {
+        self.tokens_sha256
+            .push(Sha256::digest(token.as_bytes()).into());
+        self
+    }
+
+    /// Needs no credential (see [`Access::no_auth`]); has no effect on an access
+    /// without host checks.
+    pub fn without_auth(mut self) -> Self {
+        self.no_auth = true;
+        self
+    }
+
+    /// Most streams one client address may hold: [`Access::client_stream_share`]
+    /// percent of [`Access::max_streams`], at least one.
+    pub fn max_streams_per_client(&self) -> usize {
+        let share = usize::from(self.client_stream_share.clamp(1, 100));
+        (self.max_streams.max(1) * share / 100).max(1)
+    }
+
+    /// The `Host` and `Origin` checks (DNS rebinding).
+    pub(crate) fn check_host(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        if self.hosts.is_empty() {
+            return Ok(());
+        }
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or_default();
+        if !self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+            return Err(Refusal::Host);
+        }
+        if let Some(origin) = headers.get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or_default();
+            let ok = self.hosts.iter().any(|h| {
+                origin
+                    .strip_prefix("http://")
+                    .is_some_and(|o| o.eq_ignore_ascii_case(h))
+            });
+            if !ok {
+                return Err(Refusal::Origin);
+            }
+        }
+        Ok(())
+    }
+
+    /// The bearer token (see the module docs).
+    pub(crate) fn check_token(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        if self.no_auth && !self.hosts.is_empty() {
+            return Ok(());
+        }
+        let token = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|h| h.to_str().ok())
+            .and_then(bearer_token);
+        let Some(token) = token else {
+            return Err(Refusal::Token);
+        };
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        // Every configured hash is compared, in constant time each.
+        let mut found = subtle::Choice::from(0);
+        for expected in &self.tokens_sha256 {
+            found |= digest.ct_eq(expected);
+        }
+        if bool::from(found) {
+            Ok(())
+        } else {
+            Err(Refusal::Token)
+        }
+    }
+}
+
+/// Why a request was refused before it reached a handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The `Host` header names no host this server answers to.
+    Host,
+    /// The `Origin` header names another origin.
+    Origin,
+    /// No valid bearer token.
+    Token,
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Host => refuse(
+                StatusCode::FORBIDDEN,
+                "host_not_allowed",
+                "the Host header is not one this server answers to",
+            ),
+            Self::Origin => refuse(
+                StatusCode::FORBIDDEN,
+                "origin_not_allowed",
+                "requests from this origin are not accepted",
+            ),
+            Self::Token => {
+                let mut response = refuse(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized",
+                    "a valid bearer token is required (open the address `agent serve` printed: it carries the token)",
+                );
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                response
+            }
+        }
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` value. The scheme is matched
+/// case-insensitively (RFC 9110, section 11.1); spaces around the token are
+/// ignored; an empty token is none.
+pub fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// The checks of the page and its assets: the host only (see the module docs).
+pub(crate) async fn page_layer(
+    State(access): State<std::sync::Arc<Access>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match access.check_host(request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(refused) => refused.into_response(),
+    }
+}
+
+/// The checks of every `/api` route: the host, then the token.
+pub(crate) async fn api_layer(
+    State(access): State<std::sync::Arc<Access>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let checked = access
+        .check_host(request.headers())
+        .and_then(|()| access.check_token(request.headers()));
+    match checked {
+        Ok(()) => next.run(request).await,
+        Err(refused) => refused.into_response(),
+    }
+}
+
+/// A random secret for one server process: the bearer token of its page and API.
+/// Its `Debug` form hides it.
+#[derive(Clone)]
+pub struct ServerSecret(String);
+
+impl std::fmt::Debug for ServerSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ServerSecret(..)")
+    }
+}
+
+impl ServerSecret {
+    /// 256 random bits from the operating system, as 64 lower-case hex digits.
+    pub fn generate() -> Self {
+        let mut bytes = [0u8; 32];
+        bytes[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+        bytes[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+        Self(crate::approval::hex(&bytes))
+    }
+
+    /// The token.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// The page's address carrying the token in its fragment:
+    /// `http://<authority>/#token=<secret>`.
+    pub fn page_url(&self, authority: &str) -> String {
+        format!("http://{authority}/#token={}", self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive_and_the_token_is_required() {
+        for (value, token) in [
+            ("Bearer abc", Some("abc")),
+            ("bearer abc", Some("abc")),
+            ("BEARER  abc ", Some("abc")),
+            ("  Bearer abc", Some("abc")),
+            ("Bearer", None),
+            ("Bearer ", None),
+            ("Basic abc", None),
+            ("Bearerabc", None),
+            ("", None),
+        ] {
+            assert_eq!(bearer_token(value), token, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn no_token_refuses_everything_and_no_auth_needs_host_checks() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, HeaderValue::from_static("127.0.0.1:1"));
+        assert!(Access::loopback(1).check_token(&headers).is_err());
+        assert!(
+            Access::loopback(1)
+                .without_auth()
+                .check_token(&headers)
+                .is_ok()
+        );
+        assert!(
+            Access::tokens(Vec::new())
+                .without_auth()
+                .check_token(&headers)
+                .is_err()
+        );
+        let access = Access::loopback(1).with_token("s3cret");
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("bearer s3cret"),
+        );
+        assert!(access.check_token(&headers).is_ok());
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer s3cre"),
+        );
+        assert!(access.check_token(&headers).is_err());
+    }
+
+    #[test]
+    fn stream_share_is_a_percentage_of_the_cap() {
+        let mut access = Access::loopback(1);
+        assert_eq!(access.max_streams_per_client(), 128);
+        access.client_stream_share = 100;
+        assert_eq!(access.max_streams_per_client(), 256);
+        access.client_stream_share = 0;
+        access.max_streams = 10;
+        assert_eq!(access.max_streams_per_client(), 1);
+    }
+
+    #[test]
+    fn secrets_are_random_hex_and_hidden_from_debug() {
+        let (a, b) = (ServerSecret::generate(), ServerSecret::generate());
+        assert_ne!(a.expose(), b.expose());
+        assert_eq!(a.expose().len(), 64);
+        assert!(a.expose().bytes().all(|c| c.is_ascii_hexdigit()));
+        assert!(!format!("{a:?}").contains(a.expose()));
+        assert_eq!(
+            a.page_url("127.0.0.1:8787"),
+            format!("http://127.0.0.1:8787/#token={}", a.expose())
+        );
+    }
+}
