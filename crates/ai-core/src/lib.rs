@@ -20,6 +20,7 @@ mod bound;
 mod catalog;
 mod completion;
 mod context;
+mod display;
 mod error;
 mod event;
 mod id;
@@ -43,6 +44,7 @@ pub use completion::{
     ResponseFormat, TimeoutPhase, ToolCallOutcome, ToolChoice,
 };
 pub use context::RunContext;
+pub use display::{has_hidden, is_hidden, printable};
 pub use error::ToolErrorCode;
 pub use event::{AiEvent, AiEventKind, EventSink, ToolCallRef, UsageFact};
 pub use id::{

@@ -15,49 +15,11 @@ const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '�
 /// Erases the current terminal line.
 const CLEAR_LINE: &str = "\r\x1b[2K";
 
-/// Whether `c` must not reach a terminal as itself: C0 controls but newline and tab,
-/// DEL, C1 controls (U+0080-U+009F, `U+009B` is a one-byte CSI), bidirectional
-/// embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069, U+061C, U+200E,
-/// U+200F) and other invisible format characters (zero-width space and joiners,
-/// U+2060-U+2064, the BOM, soft hyphen, Mongolian vowel separator, interlinear
-/// annotation controls, tag characters, line and paragraph separators) that can hide
-/// or reorder the text around them.
-fn is_hidden(c: char) -> bool {
-    match c {
-        '\n' | '\t' => false,
-        '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' => true,
-        '\u{ad}'
-        | '\u{61c}'
-        | '\u{180e}'
-        | '\u{200b}'..='\u{200f}'
-        | '\u{2028}'..='\u{202e}'
-        | '\u{2060}'..='\u{2064}'
-        | '\u{2066}'..='\u{206f}'
-        | '\u{feff}'
-        | '\u{fff9}'..='\u{fffb}'
-        | '\u{e0000}'..='\u{e007f}' => true,
-        _ => false,
-    }
-}
-
-/// `text` with every character that could hide, reorder or restyle terminal text
-/// (see `is_hidden`) written visibly as `\u{202e}`: model and tool text never
-/// reaches the terminal as escape sequences or invisible characters. Newline and tab
-/// stay. The one function for every model-chosen text the CLI shows, the approval
-/// prompt included.
+/// `text` as the terminal may show it: [`ai_core::printable`], the one list of
+/// hidden characters the chat page escapes too. The one function for every
+/// model-chosen text the CLI shows, the approval prompt included.
 pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(is_hidden) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if is_hidden(c) {
-            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
+    ai_core::printable(text)
 }
 
 fn preview(text: &str, max: usize) -> String {
