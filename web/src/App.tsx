@@ -17,6 +17,8 @@ import { ToolsPanel, type ToolsState } from './ToolsPanel';
 import { useTools } from './useTools';
 import { timedFetch, toolClock } from './toolClock';
 import { forServer } from './history';
+import { authHeaders, setToken, token } from './auth';
+import { LongText } from './LongText';
 
 const WIDE = '(min-width: 960px)';
 
@@ -31,7 +33,19 @@ export function App() {
     return () => mq.removeEventListener('change', onChange);
   }, []);
   const tools = useTools();
+  const [hasToken, setHasToken] = useState(() => token() !== null);
   const onNewChat = useCallback((id: string) => setSession({ id, messages: [], timings: {} }), []);
+  const onToken = useCallback(
+    (value: string) => {
+      setToken(value);
+      setHasToken(token() !== null);
+      tools.retry();
+    },
+    [tools],
+  );
+  if (!hasToken || tools.state.status === 'unauthorized') {
+    return <AccessGate refused={hasToken} onToken={onToken} />;
+  }
   return (
     <ChatView
       key={session.id}
@@ -46,6 +60,47 @@ export function App() {
   );
 }
 
+/**
+ * Shown instead of the chat while the page has no token the server accepts: where
+ * the token comes from, and a field to paste it.
+ */
+function AccessGate({ refused, onToken }: { refused: boolean; onToken: (value: string) => void }) {
+  const [value, setValue] = useState('');
+  return (
+    <div className="app">
+      <main className="access-gate" data-testid="access-gate" aria-labelledby="access-title">
+        <h1 id="access-title">This page needs the server's token</h1>
+        <p>
+          {refused
+            ? 'The server did not accept the token this page has (it may have restarted: each run of `agent serve` has its own).'
+            : 'Every request to `agent serve` carries a secret it printed when it started, so that no other program or account on this machine can use it.'}{' '}
+          Open the address it printed (<code>http://127.0.0.1:8787/#token=…</code>), or paste the token here.
+        </p>
+        <form
+          onSubmit={(e) => {
+            e.preventDefault();
+            if (value.trim()) onToken(value);
+          }}
+        >
+          <label htmlFor="token">Token</label>
+          <input
+            id="token"
+            data-testid="token-input"
+            type="password"
+            autoComplete="off"
+            spellCheck={false}
+            value={value}
+            onChange={(e) => setValue(e.target.value)}
+          />
+          <button type="submit" className="btn btn-primary" data-testid="token-submit">
+            Use token
+          </button>
+        </form>
+      </main>
+    </div>
+  );
+}
+
 const SUGGESTIONS = [
   'What files are in this workspace?',
   'Summarise the README for me.',
@@ -55,6 +110,7 @@ const SUGGESTIONS = [
 const TERMINAL = new Set(['output-available', 'output-error', 'output-denied']);
 
 const MarkdownMemo = memo(Markdown);
+const renderMarkdown = (text: string) => <MarkdownMemo text={text} />;
 
 function ChatView({
   session,
@@ -78,6 +134,7 @@ function ChatView({
       new DefaultChatTransport<AppMessage>({
         api: '/api/chat',
         fetch: timedFetch,
+        headers: () => authHeaders(),
         // The default body, with stale approval decisions settled (see forServer).
         prepareSendMessagesRequest: ({ id, messages, trigger, messageId, body }) => ({
           body: { ...body, id, messages: forServer(messages), trigger, messageId },
@@ -337,7 +394,7 @@ function ChatView({
                     <article key={m.id} className="msg msg-user" data-testid="message-user" aria-label="You">
                       <div className="bubble">
                         {m.parts.filter(isTextUIPart).map((p, j) => (
-                          <p key={j}>{p.text}</p>
+                          <LongText key={j} text={p.text} render={(t) => <p>{t}</p>} />
                         ))}
                       </div>
                     </article>
@@ -480,7 +537,7 @@ function AssistantMessage({
         if (isTextUIPart(p)) {
           return (
             <div key={j} className="md" data-testid="assistant-text">
-              <MarkdownMemo text={p.text} />
+              <LongText text={p.text} render={renderMarkdown} />
             </div>
           );
         }
@@ -490,7 +547,9 @@ function AssistantMessage({
           return (
             <details key={j} className="reasoning">
               <summary>{thinking ? 'Reasoning…' : 'Reasoning'}</summary>
-              <div className="reasoning-text">{p.text}</div>
+              <div className="reasoning-text">
+                <LongText text={p.text} render={(t) => t} />
+              </div>
             </details>
           );
         }

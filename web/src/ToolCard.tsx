@@ -3,6 +3,7 @@ import type { DynamicToolUIPart, ToolUIPart } from 'ai';
 import { getToolName } from 'ai';
 import type { CardState, Timing, ToolInfo } from './types';
 import { DECISION_LABEL, EFFECT_HINT, EFFECT_LABEL, formatDuration, pretty, splitToolId } from './format';
+import { printable } from './printable';
 
 export type ToolPart = ToolUIPart | DynamicToolUIPart;
 
@@ -77,7 +78,10 @@ function resultBlocks(output: unknown): { label: string; text: string }[] {
 
 function Result({ output, errorText }: { output?: unknown; errorText?: string }) {
   const error = errorText !== undefined;
-  const blocks = error ? [{ label: '', text: errorText }] : resultBlocks(output);
+  const blocks = (error ? [{ label: '', text: errorText }] : resultBlocks(output)).map((b) => ({
+    label: printable(b.label),
+    text: printable(b.text),
+  }));
   const chars = blocks.reduce((n, b) => n + b.text.length, 0);
   const lines = blocks.reduce((n, b) => n + b.text.split('\n').length, 0);
   const long = chars > LONG_CHARS || lines > LONG_LINES;
@@ -133,7 +137,10 @@ export function ToolCard({
   const ticking = state === 'running' || state === 'input-streaming' || state === 'awaiting-approval';
   const now = useNow(ticking && timing?.end == null);
   const elapsed = timing && !timing.unknown ? (timing.end ?? now) - timing.start : undefined;
-  const args = part.input === undefined ? '' : pretty(part.input);
+  const raw = part.input === undefined ? '' : pretty(part.input);
+  // Shown as the CLI shows them: hidden and direction-changing characters escaped.
+  const args = printable(raw);
+  const hidden = args !== raw;
   const headingId = `tool-${part.toolCallId}-title`;
   const [busy, setBusy] = useState(false);
 
@@ -175,6 +182,12 @@ export function ToolCard({
         </pre>
       </div>
 
+      {part.state === 'approval-requested' && hidden && (
+        <p className="tool-warning" role="note" data-testid="hidden-warning">
+          These arguments contain invisible or direction-changing characters, shown above as <code>\u{'{…}'}</code>.
+          They can make text look different from what runs: read the arguments with care before approving.
+        </p>
+      )}
       {part.state === 'approval-requested' && (
         <div className="tool-approval" role="group" aria-label={`Approve or deny ${toolId}`}>
           <p>
@@ -214,7 +227,7 @@ export function ToolCard({
       {part.state === 'output-error' && <Result errorText={part.errorText} />}
       {state === 'denied' && (
         <p className="tool-note" data-testid="tool-result">
-          Denied{part.approval?.reason ? `: ${part.approval.reason}` : ''} — the call did not run.
+          Denied{part.approval?.reason ? `: ${printable(part.approval.reason)}` : ''} — the call did not run.
         </p>
       )}
       {state === 'running' && (

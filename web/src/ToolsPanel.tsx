@@ -1,9 +1,11 @@
 import type { Decision, ToolInfo } from './types';
 import { DECISION_LABEL, EFFECT_HINT, EFFECT_LABEL, splitToolId } from './format';
+import { printable } from './printable';
 
 export type ToolsState =
   | { status: 'loading' }
   | { status: 'error'; message: string }
+  | { status: 'unauthorized'; message: string }
   | { status: 'ready'; tools: ToolInfo[] };
 
 const GROUPS: { decision: Decision; title: string; hint: string }[] = [
@@ -40,6 +42,7 @@ export function ToolsPanel({
         </button>
       </div>
       {state.status === 'loading' && <p className="muted">Loading tools…</p>}
+      {state.status === 'unauthorized' && <p className="muted">The tool list needs the server's token.</p>}
       {state.status === 'error' && (
         <div className="tools-error">
           <p>Could not load the tool list: {state.message}</p>
@@ -75,7 +78,7 @@ export function ToolsPanel({
                           {EFFECT_LABEL[t.effect]}
                         </span>
                       </div>
-                      {t.description && <p className="tool-desc">{t.description}</p>}
+                      {t.description && <p className="tool-desc">{printable(t.description)}</p>}
                       <span className="sr-only">{DECISION_LABEL[t.decision]}</span>
                     </li>
                   );

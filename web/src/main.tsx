@@ -2,7 +2,11 @@ import './zod-config';
 import { StrictMode } from 'react';
 import { createRoot } from 'react-dom/client';
 import { App } from './App';
+import { adoptToken } from './auth';
 import './styles.css';
+
+// Before anything renders or fetches: the token leaves the address bar.
+adoptToken();
 
 const root = document.getElementById('root');
 if (root) {

@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useMemo, useState } from 'react';
 import type { ToolInfo } from './types';
 import type { ToolsState } from './ToolsPanel';
+import { authHeaders } from './auth';
 
 const EFFECTS = new Set(['read_only', 'state_change', 'external_side_effect']);
 const DECISIONS = new Set(['allow', 'approval', 'deny']);
@@ -21,6 +22,9 @@ function parse(body: unknown): ToolInfo[] {
     .sort((a, b) => a.id.localeCompare(b.id));
 }
 
+/** A 401: the page has no token, or the server no longer accepts it. */
+class Unauthorized extends Error {}
+
 /** `GET /api/tools`, loaded once per page (and on retry). */
 export function useTools(): { state: ToolsState; byId: Map<string, ToolInfo>; retry: () => void } {
   const [state, setState] = useState<ToolsState>({ status: 'loading' });
@@ -28,8 +32,9 @@ export function useTools(): { state: ToolsState; byId: Map<string, ToolInfo>; re
   useEffect(() => {
     const ctrl = new AbortController();
     setState({ status: 'loading' });
-    fetch('/api/tools', { headers: { accept: 'application/json' }, signal: ctrl.signal })
+    fetch('/api/tools', { headers: { accept: 'application/json', ...authHeaders() }, signal: ctrl.signal })
       .then(async (res) => {
+        if (res.status === 401) throw new Unauthorized(await res.text());
         if (!res.ok) {
           const text = await res.text();
           let message = `HTTP ${res.status}`;
@@ -45,7 +50,8 @@ export function useTools(): { state: ToolsState; byId: Map<string, ToolInfo>; re
       .then((tools) => setState({ status: 'ready', tools }))
       .catch((e: unknown) => {
         if (ctrl.signal.aborted) return;
-        setState({ status: 'error', message: e instanceof Error ? e.message : String(e) });
+        const message = e instanceof Error ? e.message : String(e);
+        setState(e instanceof Unauthorized ? { status: 'unauthorized', message } : { status: 'error', message });
       });
     return () => ctrl.abort();
   }, [attempt]);

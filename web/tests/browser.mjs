@@ -25,7 +25,20 @@
 //   metrics   cold loads: navigation start → prompt enabled and focusable (ms),
 //             and the bytes of index.html, app.js and app.css
 //   error     prompt → the server fails the request → a role=alert banner with
-//             text, and the page is usable again (Send enabled)
+//             text (containing --expect when given), and the page is usable
+//             again (Send enabled)
+//   token     the page opened without its token shows the access gate (and no
+//             chat); pasting the token from --url opens the chat
+//   rlo       prompt → a card awaits approval with arguments holding bidi
+//             controls → they are shown escaped exactly as the CLI shows them
+//             (the first case of fixtures/printable/cases.json), with a
+//             warning, nothing scrolled out of sight; then Deny
+//   huge      prompt → a 1 MB answer is shown a window at a time ("Show more");
+//             reload: restoring it never blocks the main thread for more than
+//             200 ms (long tasks observed from navigation start)
+//
+// --url carries the server's token in its fragment (`/#token=...`), as `agent
+// serve` prints it; every scenario checks the page takes it out of the address.
 //
 // Every request the page makes must go to the page's own origin; anything else
 // is blocked and fails the scenario (the page must work without a network).
@@ -34,7 +47,7 @@ import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 
-const SCENARIOS = ['tool-run', 'approve', 'deny', 'stop', 'reload', 'metrics', 'error'];
+const SCENARIOS = ['tool-run', 'approve', 'deny', 'stop', 'reload', 'metrics', 'error', 'token', 'rlo', 'huge'];
 
 const DEFAULT_PROMPTS = {
   'tool-run': 'List the files in the workspace and read one of them.',
@@ -44,7 +57,13 @@ const DEFAULT_PROMPTS = {
   reload: 'List the files in the workspace and read one of them.',
   metrics: '',
   error: 'Hello?',
+  token: 'Hello?',
+  rlo: 'Please make the change in the workspace.',
+  huge: 'Write a lot.',
 };
+
+/** Longest main-thread task allowed while a chat is restored (ms). */
+const RESTORE_BUDGET_MS = 200;
 
 // ---- arguments ---------------------------------------------------------------------
 function parseArgs(argv) {
@@ -63,6 +82,7 @@ function parseArgs(argv) {
     else if (a === '--timeout-ms') out.timeoutMs = Number(next());
     else if (a === '--runs') out.runs = Number(next());
     else if (a === '--color-scheme') out.colorScheme = next();
+    else if (a === '--expect') out.expect = next();
     else if (a === '-h' || a === '--help') out.help = true;
     else throw new Error(`unknown argument ${a}`);
   }
@@ -95,6 +115,7 @@ try {
 const T = args.timeoutMs;
 const prompt = args.prompt ?? DEFAULT_PROMPTS[args.scenario];
 const origin = new URL(args.url).origin;
+const tokenInUrl = /[#&]token=([^&]*)/.exec(new URL(args.url).hash)?.[1] ?? null;
 const t0 = Date.now();
 const steps = [];
 const timings = {};
@@ -121,6 +142,8 @@ const sel = {
   approve: '[data-testid="approve"]',
   deny: '[data-testid="deny"]',
   banner: '[data-testid="error-banner"]',
+  gate: '[data-testid="access-gate"]',
+  more: '[data-testid="long-text-more"]',
   tools: '[data-testid="tools-panel"]',
   usage: '[data-testid="usage"]',
 };
@@ -196,10 +219,14 @@ async function openPage(context) {
   return page;
 }
 
-async function load(page) {
-  await page.goto(args.url, { waitUntil: 'domcontentloaded', timeout: T });
+async function load(page, url = args.url) {
+  await page.goto(url, { waitUntil: 'domcontentloaded', timeout: T });
   await page.locator(sel.prompt).waitFor({ state: 'visible', timeout: T });
   await page.waitForFunction((s) => !document.querySelector(s)?.disabled, sel.prompt, { timeout: T });
+  if (tokenInUrl !== null) {
+    const hash = await page.evaluate(() => window.location.hash);
+    if (hash.includes('token=')) throw new Error(`the token stayed in the address bar (${hash.slice(0, 20)}…)`);
+  }
 }
 
 /** Types the prompt and presses Enter; checks the input is cleared and focused again. */
@@ -544,10 +571,122 @@ async function errorScenario(context) {
     await banner.waitFor({ state: 'visible', timeout: T });
     const text = ((await banner.textContent()) ?? '').trim();
     if (!text) throw new Error('the banner is empty');
+    if (args.expect && !text.includes(args.expect))
+      throw new Error(`the banner does not say ${JSON.stringify(args.expect)}: ${text.slice(0, 300)}`);
     await waitIdle(page);
     return { text: text.slice(0, 300) };
   });
   await shot(page, 'error');
+  return page;
+}
+
+async function tokenScenario(context) {
+  const page = await openPage(context);
+  const bare = new URL(args.url);
+  bare.hash = '';
+  await step('no token: the access gate', async () => {
+    await page.goto(bare.toString(), { waitUntil: 'domcontentloaded', timeout: T });
+    await page.locator(sel.gate).waitFor({ state: 'visible', timeout: T });
+    if (await page.locator(sel.prompt).count()) throw new Error('the chat is shown without a token');
+    return { text: ((await page.locator(sel.gate).textContent()) ?? '').trim().slice(0, 160) };
+  });
+  await shot(page, 'gate');
+  await step('paste the token', async () => {
+    if (!tokenInUrl) throw new Error('--url has no #token=');
+    await page.locator('[data-testid="token-input"]').fill(decodeURIComponent(tokenInUrl));
+    await page.locator('[data-testid="token-submit"]').click();
+    await page.locator(sel.prompt).waitFor({ state: 'visible', timeout: T });
+    await page.locator(`${sel.tools} li`).first().waitFor({ state: 'attached', timeout: T });
+  });
+  await step('a wrong token is refused again', async () => {
+    await page.evaluate(() => localStorage.setItem('agent-web:token', 'wrong'));
+    await page.reload({ waitUntil: 'domcontentloaded', timeout: T });
+    await page.locator(sel.gate).waitFor({ state: 'visible', timeout: T });
+  });
+  await shot(page, 'refused');
+  return page;
+}
+
+async function rloScenario(context) {
+  const page = await openPage(context);
+  const { readFile } = await import('node:fs/promises');
+  const cases = JSON.parse(await readFile(new URL('../../fixtures/printable/cases.json', import.meta.url), 'utf8'));
+  const expected = cases.cases[0].shown;
+  await step('load', () => load(page));
+  await step('submit', () => submit(page));
+  await step('arguments shown escaped, with a warning', async () => {
+    const c = page.locator(card('awaiting-approval')).first();
+    await c.waitFor({ state: 'visible', timeout: T });
+    await waitIdle(page);
+    const shown = await c.locator('[data-testid="tool-args"]').evaluate((el) => ({
+      text: el.textContent ?? '',
+      clipped: el.scrollHeight > el.clientHeight + 1 || el.scrollWidth > el.clientWidth + 1,
+    }));
+    if (!shown.text.includes(expected))
+      throw new Error(`arguments ${JSON.stringify(shown.text)} do not show ${JSON.stringify(expected)}`);
+    const raw = /[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/u.exec(await c.textContent());
+    if (raw) throw new Error(`a raw U+${raw[0].codePointAt(0).toString(16)} is on the card`);
+    if (shown.clipped) throw new Error('the arguments are scrolled or cut on the approval card');
+    const warning = c.locator('[data-testid="hidden-warning"]');
+    await warning.waitFor({ state: 'visible', timeout: T });
+    return { args: shown.text.slice(0, 200) };
+  });
+  await shot(page, 'rlo-approval');
+  await step('deny', async () => {
+    const c = page.locator(card('awaiting-approval')).first();
+    await c.locator(sel.deny).click();
+    await page.locator(card('denied')).first().waitFor({ timeout: T });
+    await waitIdle(page);
+  });
+  return page;
+}
+
+async function hugeScenario(context) {
+  const page = await openPage(context);
+  await page.addInitScript(() => {
+    window.__longTasks = [];
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) window.__longTasks.push({ start: e.startTime, ms: e.duration });
+    }).observe({ type: 'longtask', buffered: true });
+  });
+  await step('load', () => load(page));
+  await step('submit', () => submit(page));
+  const sentAt = lastSentAt;
+  await step('a window of the answer, and Show more', async () => {
+    await page.locator(sel.more).first().waitFor({ state: 'visible', timeout: T });
+    await waitIdle(page);
+    timings.answer_complete_ms = Date.now() - sentAt;
+    const rendered = await page.locator('[data-testid="assistant-text"]').last().evaluate((el) => el.textContent?.length ?? 0);
+    if (rendered > 200_000) throw new Error(`${rendered} characters rendered at once`);
+    return { rendered };
+  });
+  await step('reload: restored without a long task over the budget', async () => {
+    await page.reload({ waitUntil: 'domcontentloaded', timeout: T });
+    await page.locator(sel.more).first().waitFor({ state: 'visible', timeout: T });
+    await page.waitForTimeout(1000); // tasks after the first paint count too
+    const tasks = await page.evaluate(() => window.__longTasks);
+    const longest = tasks.reduce((m, t) => Math.max(m, t.ms), 0);
+    timings.restore_longest_task_ms = Math.round(longest);
+    if (longest > RESTORE_BUDGET_MS)
+      throw new Error(`restoring blocked the main thread for ${Math.round(longest)} ms (budget ${RESTORE_BUDGET_MS} ms)`);
+    return { longTasks: tasks.length, longestMs: Math.round(longest) };
+  });
+  await shot(page, 'huge-restored');
+  await step('Show more adds a window', async () => {
+    const before = await page.locator('[data-testid="assistant-text"]').last().evaluate((el) => el.textContent?.length ?? 0);
+    const at = Date.now();
+    await page.locator(`${sel.more} button`).first().click();
+    await page.waitForFunction(
+      ({ n }) => {
+        const all = document.querySelectorAll('[data-testid="assistant-text"]');
+        return (all[all.length - 1]?.textContent?.length ?? 0) > n;
+      },
+      { n: before },
+      { timeout: T },
+    );
+    timings.show_more_ms = Date.now() - at;
+    return { before };
+  });
   return page;
 }
 
@@ -598,6 +737,9 @@ try {
       stop: () => stopScenario(context),
       reload: () => reloadScenario(context),
       error: () => errorScenario(context),
+      token: () => tokenScenario(context),
+      rlo: () => rloScenario(context),
+      huge: () => hugeScenario(context),
     }[args.scenario];
     lastPage = await run();
   }

@@ -3,7 +3,8 @@
 // Rust server: serves the built page (../crates/agent-server/web-dist) at / and
 // /assets/..., GET /api/tools, and POST /api/chat playing scripted UI message
 // streams (v1, the chunks agent-server sends) for one scenario. Like the real
-// server on loopback it refuses a foreign Host or Origin.
+// server on loopback it refuses a foreign Host or Origin, and an /api request
+// without its token (`url` carries it in the fragment, as `agent serve` prints).
 //
 // Standalone: node web/tests/mock-server.mjs --scenario NAME [--port N]
 // prints "listening http://127.0.0.1:PORT" and serves until killed.
@@ -47,6 +48,7 @@ export async function startMockServer({ scenario = 'tool-run', port = 0, delayMs
   const sockets = new Set();
   let calls = 0;
   let actualPort = port;
+  const token = `mock-${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
 
   const server = createServer(async (req, res) => {
     const url = new URL(req.url, 'http://x');
@@ -65,6 +67,11 @@ export async function startMockServer({ scenario = 'tool-run', port = 0, delayMs
     if (req.headers.origin && !hosts.some((h) => req.headers.origin === `http://${h}`)) {
       res.writeHead(403, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ error: 'origin_not_allowed', message: 'requests from this origin are not accepted' }));
+      return;
+    }
+    if (url.pathname.startsWith('/api/') && req.headers.authorization !== `Bearer ${token}`) {
+      res.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' });
+      res.end(JSON.stringify({ error: 'unauthorized', message: 'a valid bearer token is required' }));
       return;
     }
     if (req.method === 'GET' && FILES[url.pathname]) {
@@ -209,7 +216,7 @@ export async function startMockServer({ scenario = 'tool-run', port = 0, delayMs
   await new Promise((resolve) => server.listen(port, '127.0.0.1', resolve));
   actualPort = server.address().port;
   return {
-    url: `http://127.0.0.1:${actualPort}/`,
+    url: `http://127.0.0.1:${actualPort}/#token=${token}`,
     log,
     close: () =>
       new Promise((resolve) => {

@@ -14,12 +14,23 @@ use serde_json::{Value, json};
 
 use crate::support::{Live, start};
 
+/// The arguments of the approval the `rlo` scenario shows: a command that a
+/// bidi-aware renderer draws with `touch X` seemingly commented out (the first
+/// case of `fixtures/printable/cases.json`).
+const RLO_COMMAND: &str = "echo safe-looking \u{202e}\u{2066} ;touch X\u{2069} #\u{202c}";
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// Runs one scenario of the driver against `live`; its JSON line.
 async fn scenario(live: &Live, name: &str) -> Value {
+    scenario_with(live, name, &[]).await
+}
+
+/// [`scenario`] with more driver arguments. The page is opened at the address
+/// `agent serve` prints: the token in its fragment.
+async fn scenario_with(live: &Live, name: &str, extra: &[&str]) -> Value {
     let driver = root().join("web/tests/browser.mjs");
     assert!(
         root().join("web/node_modules/playwright-core").exists(),
@@ -30,8 +41,9 @@ async fn scenario(live: &Live, name: &str) -> Value {
         Duration::from_secs(120),
         tokio::process::Command::new("node")
             .arg(&driver)
-            .args(["--url", &live.url("/"), "--scenario", name, "--shots"])
+            .args(["--url", &page_url(live), "--scenario", name, "--shots"])
             .arg(&shots)
+            .args(extra)
             .output(),
     )
     .await
@@ -46,6 +58,10 @@ async fn scenario(live: &Live, name: &str) -> Value {
     });
     assert_eq!(result["ok"], true, "{name}: {result}");
     result
+}
+
+fn page_url(live: &Live) -> String {
+    format!("{}#token={}", live.url("/"), crate::support::TOKEN)
 }
 
 fn echo_then_answer() -> Vec<Turn> {
@@ -134,7 +150,43 @@ async fn a_failed_request_is_a_readable_banner() {
         Access::loopback,
     )
     .await;
-    scenario(&live, "error").await;
+    scenario_with(&live, "error", &["--expect", "unreachable"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_its_token_the_page_asks_for_it() {
+    let live = start(ScriptedModel::new([]), Access::loopback).await;
+    scenario(&live, "token").await;
+}
+
+/// The approval card shows bidi controls escaped, as the CLI does, with a
+/// warning (the old page printed them raw: `touch X` looked commented out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_card_shows_bidi_controls_escaped_with_a_warning() {
+    let live = start(
+        ScriptedModel::new([
+            Turn::new().tool_call("w1", "app__write", json!({"key": RLO_COMMAND, "value": 1})),
+            Turn::text("Not written."),
+        ]),
+        Access::loopback,
+    )
+    .await;
+    scenario(&live, "rlo").await;
+    assert_eq!(live.writes.load(Ordering::SeqCst), 0, "denied: nothing ran");
+}
+
+/// A 1 MB single-word answer (39 s to render in the old page, again on every
+/// reload) is shown a window at a time, and restoring it never blocks the main
+/// thread for more than 200 ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_answer_renders_a_window_at_a_time_and_restores_quickly() {
+    let live = start(
+        ScriptedModel::new([Turn::text("x".repeat(1024 * 1024))]),
+        Access::loopback,
+    )
+    .await;
+    let result = scenario(&live, "huge").await;
+    println!("huge answer: {}", result["timings"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
