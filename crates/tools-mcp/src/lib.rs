@@ -9,11 +9,13 @@
 //!   (default `external_side_effect`); the server's annotations never lower it
 //!   unless the config trusts them. Events show no arguments or output fields
 //!   unless the config lists them.
-//! - **Pinned definitions.** Each definition's sha256 ([`definition_hash`]) is
-//!   recorded at first sight ([`Pins`], a lock file the caller keeps); a definition
-//!   that changes is withheld until accepted, a tool that appears while running is
-//!   never enabled by appearing, and a removed tool disappears (a call in flight
-//!   ends with a typed failure).
+//! - **Pinned definitions.** Each definition's sha256 ([`definition_hash`]: name,
+//!   title, description, schemas and annotations) is recorded in a lock file the
+//!   caller keeps ([`Pins`]), at first sight only for a server the lock does not
+//!   know; a definition that changes is withheld until accepted, and so is a tool
+//!   a known server starts listing (in any later process) or that appears while
+//!   running; a removed tool disappears (a call in flight ends with a typed
+//!   failure).
 //! - **Faults are results.** Startup and call timeouts, cancellation (sent to the
 //!   server as `notifications/cancelled`), a dead server (reconnected with backoff
 //!   on the next use) all end a call with a typed failure, never a crashed run. No
@@ -47,7 +49,7 @@ pub use config::{
 pub use connection::{ConnectionBroker, ConnectionError, Credential, Secret};
 pub use content::MAX_ERROR_TEXT_BYTES;
 pub use ids::{IdCollision, NameTable, id_name};
-pub use pin::{PinState, Pins, PinsError, definition_hash};
+pub use pin::{Definition, PinState, Pins, PinsError, definition_hash, legacy_definition_hash};
 pub use schema::{Dialect, SchemaTranslation, Untranslatable, translate_schema};
 pub use server::ServerStatus;
 pub use source::{McpSources, McpWarning, ServerReport, ToolReport};

@@ -1,44 +1,90 @@
-//! Pinned tool definitions: the sha256 of each tool's name, description, input and
-//! output schema, recorded at first sight in a lock file. A definition that no
-//! longer matches its pin is disabled until the user accepts it.
+//! Pinned tool definitions: the sha256 of everything in a tool's definition that
+//! can change what the model reads or what policy decides (name, title,
+//! description, input and output schema, annotations), recorded in a lock file. A
+//! definition that no longer matches its pin is disabled until the user accepts
+//! it. Only a server with no entry in the lock pins its tools at first sight
+//! (trust on first use); once it has one, a tool it starts listing is withheld
+//! like a changed one, in every later process too.
 
 use std::collections::BTreeMap;
 
 use ai_core::canonical_json;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-/// `sha256:<hex>` of the canonical JSON of a tool's name, description, input schema
-/// and output schema (key order and whitespace do not matter).
-pub fn definition_hash(
-    name: &str,
-    description: &str,
-    input_schema: &Value,
-    output_schema: Option<&Value>,
-) -> String {
-    let canonical = canonical_json(&json!({
-        "name": name,
-        "description": description,
-        "inputSchema": input_schema,
-        "outputSchema": output_schema,
-    }));
-    let digest = Sha256::digest(canonical.as_bytes());
+/// The parts of a tool definition a pin covers.
+#[derive(Debug, Clone, Copy)]
+pub struct Definition<'a> {
+    /// The tool's name on the server.
+    pub name: &'a str,
+    /// Its title (shown as its description when it has none).
+    pub title: Option<&'a str>,
+    /// Its description.
+    pub description: &'a str,
+    /// Its input schema.
+    pub input_schema: &'a Value,
+    /// Its output schema.
+    pub output_schema: Option<&'a Value>,
+    /// Its annotations (`readOnlyHint` can make it `read_only` when the server's
+    /// annotations are trusted).
+    pub annotations: Option<&'a Value>,
+}
+
+fn sha256_of(value: &Value) -> String {
+    let digest = Sha256::digest(canonical_json(value).as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
+}
+
+/// `sha256:<hex>` of the canonical JSON of a definition (key order and whitespace
+/// do not matter). Title and annotations count only when present, so a tool
+/// without them keeps the hash pins had before they counted.
+pub fn definition_hash(definition: &Definition<'_>) -> String {
+    let mut parts = Map::new();
+    parts.insert("name".into(), json!(definition.name));
+    parts.insert("description".into(), json!(definition.description));
+    parts.insert("inputSchema".into(), definition.input_schema.clone());
+    parts.insert(
+        "outputSchema".into(),
+        definition.output_schema.cloned().unwrap_or(Value::Null),
+    );
+    if let Some(title) = definition.title {
+        parts.insert("title".into(), json!(title));
+    }
+    if let Some(annotations) = definition.annotations {
+        parts.insert("annotations".into(), annotations.clone());
+    }
+    sha256_of(&Value::Object(parts))
+}
+
+/// The hash earlier versions pinned (name, description and schemas only): a pin
+/// that matches it, and not [`definition_hash`], was accepted without the title
+/// and annotations the tool now has.
+pub fn legacy_definition_hash(definition: &Definition<'_>) -> String {
+    sha256_of(&json!({
+        "name": definition.name,
+        "description": definition.description,
+        "inputSchema": definition.input_schema,
+        "outputSchema": definition.output_schema,
+    }))
 }
 
 /// How a tool's current definition relates to its pin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum PinState {
     /// Matches the pinned hash.
     Pinned,
-    /// Seen for the first time when the source started: pinned now (trust on first
-    /// use), recorded in the lock file by the caller.
+    /// Seen for the first time when a server with no entry in the lock started:
+    /// pinned now (trust on first use), recorded in the lock file by the caller.
     FirstSight,
     /// Differs from the pinned hash: disabled until accepted.
     Changed,
+    /// Listed at startup by a server that has pins, without one of its own (a tool
+    /// the server started listing since it was pinned): disabled until accepted.
+    Unpinned,
     /// Appeared while running (after `tools/list_changed`): never enabled by
     /// appearing; accepted like a changed definition.
     New,
@@ -56,6 +102,7 @@ impl PinState {
             Self::Pinned => "pinned",
             Self::FirstSight => "first_sight",
             Self::Changed => "changed",
+            Self::Unpinned => "unpinned",
             Self::New => "new",
         }
     }
@@ -111,12 +158,16 @@ impl Pins {
         self.servers.insert(server.to_owned(), tools);
     }
 
-    /// The state of a definition with `hash` seen at startup.
+    /// The state of a definition with `hash` seen when `server` started: pinned,
+    /// changed, or without a pin (first sight only for a server with no entry).
     pub fn state_at_startup(&self, server: &str, tool: &str, hash: &str) -> PinState {
-        match self.get(server, tool) {
+        match self.servers.get(server) {
             None => PinState::FirstSight,
-            Some(pinned) if pinned == hash => PinState::Pinned,
-            Some(_) => PinState::Changed,
+            Some(tools) => match tools.get(tool) {
+                None => PinState::Unpinned,
+                Some(pinned) if pinned == hash => PinState::Pinned,
+                Some(_) => PinState::Changed,
+            },
         }
     }
 }
@@ -125,28 +176,66 @@ impl Pins {
 mod tests {
     use super::*;
 
+    fn definition<'a>(
+        description: &'a str,
+        schema: &'a Value,
+        annotations: Option<&'a Value>,
+    ) -> Definition<'a> {
+        Definition {
+            name: "t",
+            title: None,
+            description,
+            input_schema: schema,
+            output_schema: None,
+            annotations,
+        }
+    }
+
     #[test]
     fn the_hash_ignores_key_order_and_sees_every_part() {
-        let a = definition_hash("t", "d", &json!({"type":"object","a":1,"b":2}), None);
-        let b = definition_hash("t", "d", &json!({"b":2,"type":"object","a":1}), None);
-        assert_eq!(a, b);
+        let schema = json!({"type":"object","a":1,"b":2});
+        let reordered = json!({"b":2,"type":"object","a":1});
+        let a = definition_hash(&definition("d", &schema, None));
+        assert_eq!(a, definition_hash(&definition("d", &reordered, None)));
         assert!(a.starts_with("sha256:") && a.len() == 7 + 64);
-        assert_ne!(
-            a,
-            definition_hash("t", "d2", &json!({"type":"object","a":1,"b":2}), None)
+        assert_ne!(a, definition_hash(&definition("d2", &schema, None)));
+        let renamed = Definition {
+            name: "u",
+            ..definition("d", &schema, None)
+        };
+        assert_ne!(a, definition_hash(&renamed));
+        let out = json!({});
+        let with_output = Definition {
+            output_schema: Some(&out),
+            ..definition("d", &schema, None)
+        };
+        assert_ne!(a, definition_hash(&with_output));
+        let titled = Definition {
+            title: Some("T"),
+            ..definition("d", &schema, None)
+        };
+        assert_ne!(a, definition_hash(&titled));
+    }
+
+    /// A flipped `readOnlyHint` changes the hash (it did not before: annotations
+    /// were outside the pin).
+    #[test]
+    fn annotations_are_part_of_the_pin() {
+        let schema = json!({"type": "object"});
+        let (ro, rw) = (
+            json!({"readOnlyHint": true}),
+            json!({"readOnlyHint": false}),
         );
+        let read_only = definition_hash(&definition("d", &schema, Some(&ro)));
+        let writes = definition_hash(&definition("d", &schema, Some(&rw)));
+        assert_ne!(read_only, writes);
+        // Without title and annotations the hash is the one earlier pins hold.
+        let plain = definition("d", &schema, None);
+        assert_eq!(definition_hash(&plain), legacy_definition_hash(&plain));
+        let annotated = definition("d", &schema, Some(&ro));
         assert_ne!(
-            a,
-            definition_hash("u", "d", &json!({"type":"object","a":1,"b":2}), None)
-        );
-        assert_ne!(
-            a,
-            definition_hash(
-                "t",
-                "d",
-                &json!({"type":"object","a":1,"b":2}),
-                Some(&json!({}))
-            )
+            definition_hash(&annotated),
+            legacy_definition_hash(&annotated)
         );
     }
 
@@ -162,11 +251,17 @@ mod tests {
             pins.state_at_startup("s", "t", "sha256:2"),
             PinState::Changed
         );
+        // A server with pins gets no trust on first use for a tool it adds.
         assert_eq!(
             pins.state_at_startup("s", "u", "sha256:2"),
+            PinState::Unpinned
+        );
+        assert_eq!(
+            pins.state_at_startup("other", "u", "sha256:2"),
             PinState::FirstSight
         );
         assert!(!PinState::Changed.enabled() && !PinState::New.enabled());
+        assert!(!PinState::Unpinned.enabled());
     }
 
     #[test]

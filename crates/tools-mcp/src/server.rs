@@ -21,7 +21,7 @@ use tokio::sync::watch;
 
 use crate::config::{INHERITED_ENV, ServerConfig, Transport};
 use crate::connection::{ConnectionBroker, Credential};
-use crate::pin::{PinState, definition_hash};
+use crate::pin::{Definition, PinState, definition_hash, legacy_definition_hash};
 
 /// First wait before reconnecting after a failed connect; doubles per failure.
 const BACKOFF_START: Duration = Duration::from_millis(250);
@@ -72,6 +72,8 @@ pub(crate) struct ToolState {
     pub(crate) hash: String,
     /// How it relates to its pin.
     pub(crate) pin: PinState,
+    /// Changed only because its pin predates title and annotations counting.
+    pub(crate) legacy_pin: bool,
     /// Whether the server still lists it.
     pub(crate) present: bool,
 }
@@ -86,9 +88,19 @@ impl ToolState {
         }
         match self.pin {
             PinState::Pinned | PinState::FirstSight => None,
+            PinState::Changed if self.legacy_pin => Some(format!(
+                "it was pinned by an earlier version, whose pins did not cover titles and \
+                 annotations, and it has some now; review it with `agent mcp list` and accept \
+                 it with `agent mcp pin {server}`"
+            )),
             PinState::Changed => Some(format!(
                 "its definition on MCP server `{server}` changed since it was pinned; \
                  review it with `agent mcp list` and accept it with `agent mcp pin {server}`"
+            )),
+            PinState::Unpinned => Some(format!(
+                "MCP server `{server}` lists it, but `agent.lock` holds no pin for it (the \
+                 server's other tools are pinned): review it with `agent mcp list` and accept \
+                 it with `agent mcp pin {server}`"
             )),
             PinState::New => Some(format!(
                 "it appeared on MCP server `{server}` while running; new tools are not enabled \
@@ -98,17 +110,29 @@ impl ToolState {
     }
 }
 
-/// The hash of a definition.
-pub(crate) fn tool_hash(tool: &Tool) -> String {
+/// The hash of a definition (see [`definition_hash`]) and the one earlier
+/// versions pinned.
+pub(crate) fn tool_hashes(tool: &Tool) -> (String, String) {
+    let input = Value::Object((*tool.input_schema).clone());
     let output = tool
         .output_schema
         .as_ref()
         .map(|s| Value::Object((**s).clone()));
-    definition_hash(
-        &tool.name,
-        tool.description.as_deref().unwrap_or_default(),
-        &Value::Object((*tool.input_schema).clone()),
-        output.as_ref(),
+    let annotations = tool
+        .annotations
+        .as_ref()
+        .and_then(|a| serde_json::to_value(a).ok());
+    let definition = Definition {
+        name: &tool.name,
+        title: tool.title.as_deref(),
+        description: tool.description.as_deref().unwrap_or_default(),
+        input_schema: &input,
+        output_schema: output.as_ref(),
+        annotations: annotations.as_ref(),
+    };
+    (
+        definition_hash(&definition),
+        legacy_definition_hash(&definition),
     )
 }
 
@@ -130,6 +154,9 @@ struct State {
     tools: BTreeMap<String, ToolState>,
     /// Accepted hashes by tool name (the lock file's, plus first sights).
     pins: BTreeMap<String, String>,
+    /// Whether the lock file has an entry for this server (then no tool is pinned
+    /// on first sight), or a first tool list was taken.
+    locked: bool,
 }
 
 /// One MCP server.
@@ -195,13 +222,15 @@ impl ClientHandler for Handler {
 
 impl Server {
     /// A server that is not connected yet. `pins` are the accepted hashes of its
+    /// tools, `None` when the lock file has no entry for it (its first tool list is
+    /// then pinned as it comes);
     /// tools (from the lock file).
     pub(crate) fn new(
         id: String,
         config: ServerConfig,
         transport: Transport,
         broker: Option<Arc<dyn ConnectionBroker>>,
-        pins: BTreeMap<String, String>,
+        pins: Option<BTreeMap<String, String>>,
     ) -> Arc<Self> {
         Arc::new(Self {
             id,
@@ -212,7 +241,8 @@ impl Server {
             state: Mutex::new(State {
                 status: ServerStatus::Idle,
                 tools: BTreeMap::new(),
-                pins,
+                locked: pins.is_some(),
+                pins: pins.unwrap_or_default(),
             }),
             changes: watch::channel(0).0,
             stderr_tail: Arc::new(Mutex::new(String::new())),
@@ -475,20 +505,27 @@ impl Server {
         }
     }
 
-    /// Merges a fresh tool list into the table: a tool seen for the first time at
-    /// startup is pinned; later, a new tool is `New` and a changed one `Changed`
-    /// (both disabled); a tool no longer listed is absent; policy is untouched.
+    /// Merges a fresh tool list into the table. The first list of a server the
+    /// lock file does not know is pinned as it comes (trust on first use); after
+    /// that, and for every server the lock knows, a tool without a pin is disabled
+    /// (`Unpinned` at startup, `New` while running), as is a changed one; a tool no
+    /// longer listed is absent; policy is untouched.
     fn apply_list(&self, tools: Vec<Tool>) {
         let mut state = lock(&self.state);
         let startup = state.tools.is_empty();
+        let first_use = startup && !state.locked;
+        state.locked = true;
         let mut seen = BTreeMap::new();
         for tool in tools {
             let name = tool.name.to_string();
-            let hash = tool_hash(&tool);
-            let pin = match state.pins.get(&name) {
+            let (hash, legacy) = tool_hashes(&tool);
+            let pinned = state.pins.get(&name);
+            let legacy_pin = pinned.is_some_and(|p| *p != hash && *p == legacy);
+            let pin = match pinned {
                 Some(pinned) if *pinned == hash => PinState::Pinned,
                 Some(_) => PinState::Changed,
-                None if startup => PinState::FirstSight,
+                None if first_use => PinState::FirstSight,
+                None if startup => PinState::Unpinned,
                 None => PinState::New,
             };
             if pin == PinState::FirstSight {
@@ -501,6 +538,9 @@ impl Server {
                 (None, PinState::Changed) => {
                     tracing::warn!(server = %self.id, tool = %log_field(&name), "MCP tool definition differs from its pin; disabled until pinned");
                 }
+                (None, PinState::Unpinned) => {
+                    tracing::warn!(server = %self.id, tool = %log_field(&name), "MCP tool has no pin while the server's others do; disabled until pinned");
+                }
                 (None, PinState::New) => {
                     tracing::warn!(server = %self.id, tool = %log_field(&name), "new MCP tool appeared; not enabled until pinned");
                 }
@@ -512,6 +552,7 @@ impl Server {
                     definition: tool,
                     hash,
                     pin,
+                    legacy_pin,
                     present: true,
                 },
             );

@@ -153,7 +153,7 @@ impl McpSources {
                 config.clone(),
                 transport,
                 broker.clone(),
-                pins.servers.get(id).cloned().unwrap_or_default(),
+                pins.servers.get(id).cloned(),
             ));
         }
         let started = futures::future::join_all(servers.iter().map(|s| s.start())).await;
@@ -215,14 +215,8 @@ impl McpSources {
             };
             match self.build_tool(server, &config, &tool_id, &name, state, call_timeout) {
                 Ok(tool) => {
-                    if state.pin == PinState::Changed {
-                        self.warn(
-                            &id,
-                            Some(&name),
-                            format!(
-                                "definition changed since it was pinned; disabled until `agent mcp pin {id}`"
-                            ),
-                        );
+                    if let Some(reason) = state.unavailable(&id) {
+                        self.warn(&id, Some(&name), format!("withheld: {reason}"));
                     }
                     self.tools.push(tool);
                     self.registered.push(Registered {

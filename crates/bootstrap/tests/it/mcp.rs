@@ -36,12 +36,17 @@ fn script() -> String {
 /// Writes the user's own config (trusted by being theirs) with one stdio server `t`
 /// writing its pid and markers into `state`; returns the config path.
 fn user_config(home: &Home, state: &Path, extra_args: &[&str]) -> PathBuf {
+    user_config_with(home, state, extra_args, "")
+}
+
+/// [`user_config`] with `server_keys` (TOML lines) added to the server's table.
+fn user_config_with(home: &Home, state: &Path, extra_args: &[&str], server_keys: &str) -> PathBuf {
     let dir = home.config_home.join("agent");
     std::fs::create_dir_all(&dir).unwrap();
     let mut args = vec![script(), "--state-dir".into(), state.display().to_string()];
     args.extend(extra_args.iter().map(|a| (*a).to_owned()));
     let config = format!(
-        "[mcp.servers.t]\ncommand = {}\nargs = {}\nstartup_timeout_s = 60\n\n\
+        "[mcp.servers.t]\ncommand = {}\nargs = {}\nstartup_timeout_s = 60\n{server_keys}\n\
          [mcp.servers.t.tools.echo]\neffect = \"read_only\"\nshow_args = [\"text\"]\n\n\
          [policy]\nallow = [\"mcp__t__*\"]\n",
         json!(python().display().to_string()),
@@ -283,4 +288,126 @@ async fn a_project_config_with_an_mcp_server_needs_trust() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("mcp.servers.t"), "{stderr}");
     assert!(stderr.contains("agent trust"), "{stderr}");
+}
+
+fn find(listed: &[Value], id: &str) -> Value {
+    listed
+        .iter()
+        .find(|t| t["id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("{id} not in {listed:?}"))
+}
+
+/// A tool that a pinned server starts listing is withheld in every later process
+/// until `agent mcp pin` (before, each new process pinned it on first sight,
+/// wrote it to `agent.lock` and offered it to the model).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_a_pinned_server_starts_listing_is_withheld_in_every_later_process() {
+    let state = tempfile::tempdir().unwrap();
+    let home = Home::new(KEY);
+    let config = user_config(&home, state.path(), &[]);
+    let config_arg = config.display().to_string();
+    let lock_path = config.with_file_name("agent.lock");
+    let (code, _, stderr) = home
+        .run(None, &["--config", &config_arg, "mcp", "list", "--json"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let pinned = std::fs::read_to_string(&lock_path).unwrap();
+    assert!(pinned.contains("echo = \"sha256:"), "{pinned}");
+
+    // The server now also lists `late`. Two later processes: neither pins it.
+    user_config(&home, state.path(), &["--extra-tool", "late"]);
+    for _ in 0..2 {
+        let (code, stdout, stderr) = home
+            .run(None, &["--config", &config_arg, "tools", "--json"])
+            .await;
+        assert_eq!(code, 0, "{stderr}");
+        let late = find(&json_lines(&stdout), "mcp__t__late");
+        assert_eq!(late["pin"], "unpinned", "{late}");
+        assert!(
+            late["withheld"]
+                .as_str()
+                .unwrap()
+                .contains("agent mcp pin t"),
+            "{late}"
+        );
+        assert!(
+            stderr.contains("late") && stderr.contains("withheld"),
+            "{stderr}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&lock_path).unwrap(),
+            pinned,
+            "the lock is unchanged"
+        );
+    }
+    // A run does not offer it, and says why.
+    let model = OpenAiServer::start([Reply::text("Nothing to do.")])
+        .await
+        .unwrap();
+    let (code, stdout, stderr) = home
+        .run(
+            Some(&model.base_url()),
+            &["--config", &config_arg, "chat", "--json", "Hi"],
+        )
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let offered: Vec<String> = model.requests()[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(offered.iter().any(|t| t == "mcp__t__echo"), "{offered:?}");
+    assert!(!offered.iter().any(|t| t == "mcp__t__late"), "{offered:?}");
+    let withheld = json_lines(&stdout)
+        .into_iter()
+        .find(|e| e["type"] == "tool_withheld" && e["tool_name"] == "mcp__t__late");
+    assert!(withheld.is_some(), "{stdout}");
+
+    let (code, _, stderr) = home
+        .run(None, &["--config", &config_arg, "mcp", "pin", "t"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let (_, stdout, _) = home
+        .run(None, &["--config", &config_arg, "tools", "--json"])
+        .await;
+    assert_eq!(find(&json_lines(&stdout), "mcp__t__late")["pin"], "pinned");
+}
+
+/// With `trust_annotations = true`, a server that flips `readOnlyHint` after its
+/// tool was pinned does not turn it into an allowed `read_only` tool: the
+/// annotations are part of the pin (before, the flip went through unseen).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_annotation_flip_after_pinning_is_withheld_until_pinned() {
+    let state = tempfile::tempdir().unwrap();
+    let home = Home::new(KEY);
+    let trusting = "trust_annotations = true";
+    let config = user_config_with(
+        &home,
+        state.path(),
+        &["--read-only-hint", "false"],
+        trusting,
+    );
+    let config_arg = config.display().to_string();
+    let (code, stdout, stderr) = home
+        .run(None, &["--config", &config_arg, "tools", "--json"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let add = find(&json_lines(&stdout), "mcp__t__add");
+    assert_eq!(
+        (add["pin"].as_str(), add["effect"].as_str()),
+        (Some("first_sight"), Some("external_side_effect")),
+        "{add}"
+    );
+
+    user_config_with(&home, state.path(), &["--read-only-hint", "true"], trusting);
+    let (code, stdout, stderr) = home
+        .run(None, &["--config", &config_arg, "tools", "--json"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let add = find(&json_lines(&stdout), "mcp__t__add");
+    assert_eq!(add["pin"], "changed", "{add}");
+    assert!(add["withheld"].is_string(), "{add}");
+    assert_eq!(find(&json_lines(&stdout), "mcp__t__echo")["pin"], "pinned");
 }

@@ -28,6 +28,14 @@ Other options:
     --token-env NAME  (http) every request must carry
                       `Authorization: Bearer <value of $NAME>`, else 401
     --pages N         split `tools/list` into N cursor-linked pages
+    --extra-tool NAME also lists a tool NAME (answers "extra"), as a server
+                      that starts listing a new tool would
+    --read-only-hint true|false
+                      sets the `readOnlyHint` annotation of `add`
+    --spawn-escapee   at start-up, starts `sleep 600` in a new session
+                      (`setsid`), writes its pid to `escapee-pid`, and does not
+                      wait for it: a process that leaves the server's process
+                      group and tree
 """
 
 from __future__ import annotations
@@ -119,6 +127,7 @@ class ToolSpec:
     input_schema: dict[str, Any]
     handler: Handler
     output_schema: dict[str, Any] | None = None
+    annotations: types.ToolAnnotations | None = None
 
     def definition(self) -> types.Tool:
         return types.Tool(
@@ -126,6 +135,7 @@ class ToolSpec:
             description=self.description,
             input_schema=self.input_schema,
             output_schema=self.output_schema,
+            annotations=self.annotations,
         )
 
 
@@ -177,19 +187,30 @@ def cancel_requested_by_peer(ctx: Context) -> bool:
 class FixtureServer:
     """Tool table, run-time state and request handlers."""
 
-    def __init__(self, *, variant: int, pages: int, token: str | None, state_dir: StateDir) -> None:
+    def __init__(
+        self,
+        *,
+        variant: int,
+        pages: int,
+        token: str | None,
+        state_dir: StateDir,
+        extra_tool: str | None = None,
+        read_only_hint: bool | None = None,
+    ) -> None:
         self.variant = variant
         self.pages = pages
         self.token = token
         self.state_dir = state_dir
         self.toggled = False
         self.tools: dict[str, ToolSpec] = {}
-        self._add_initial_tools()
+        self._add_initial_tools(read_only_hint)
+        if extra_tool is not None:
+            self._register(ToolSpec(extra_tool, "A tool listed on request.", NO_ARGS, self._extra))
 
     def _register(self, spec: ToolSpec) -> None:
         self.tools[spec.name] = spec
 
-    def _add_initial_tools(self) -> None:
+    def _add_initial_tools(self, read_only_hint: bool | None) -> None:
         echo_description = "Echoes the text back." if self.variant == 1 else "Echoes the text back, loudly."
         specs = [
             ToolSpec(
@@ -208,6 +229,9 @@ class FixtureServer:
                 },
                 self._add,
                 output_schema=ADD_OUTPUT_SCHEMA,
+                annotations=(
+                    None if read_only_hint is None else types.ToolAnnotations(read_only_hint=read_only_hint)
+                ),
             ),
             ToolSpec("fail", "Always fails with a tool error.", NO_ARGS, self._fail),
             ToolSpec(
@@ -386,6 +410,9 @@ class FixtureServer:
     async def _newcomer(self, ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
         return text_result("new")
 
+    async def _extra(self, ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
+        return text_result("extra")
+
     async def _notes_search(self, ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
         return text_result(f"found: {args['q']}")
 
@@ -539,12 +566,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--variant", type=int, choices=[1, 2], default=1, help="2 changes the echo description")
     parser.add_argument("--token-env", default=None, help="HTTP: env var holding the required bearer token")
     parser.add_argument("--pages", type=int, default=1, help="number of tools/list pages (default 1)")
+    parser.add_argument("--extra-tool", default=None, help="also list a tool of this name")
+    parser.add_argument(
+        "--read-only-hint", choices=["true", "false"], default=None, help="readOnlyHint annotation of `add`"
+    )
+    parser.add_argument("--spawn-escapee", action="store_true", help="start `sleep 600` in a new session")
     args = parser.parse_args(argv)
     if args.pages < 1:
         parser.error("--pages must be at least 1")
     if args.token_env is not None and args.token_env not in os.environ:
         parser.error(f"--token-env: environment variable {args.token_env} is not set")
     return args
+
+
+def spawn_escapee(state_dir: StateDir) -> None:
+    """Start `sleep 600` in a new session, outside this process's group; record its pid."""
+    import subprocess
+
+    child = subprocess.Popen(
+        ["sleep", "600"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    state_dir.write("escapee-pid", str(child.pid))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -557,8 +603,17 @@ def main(argv: list[str] | None = None) -> None:
     state_dir = StateDir(args.state_dir)
     state_dir.write(f"pid-{args.transport}", str(os.getpid()))
 
+    if args.spawn_escapee:
+        spawn_escapee(state_dir)
     token = os.environ[args.token_env] if args.token_env is not None else None
-    test_server = FixtureServer(variant=args.variant, pages=args.pages, token=token, state_dir=state_dir)
+    test_server = FixtureServer(
+        variant=args.variant,
+        pages=args.pages,
+        token=token,
+        state_dir=state_dir,
+        extra_tool=args.extra_tool,
+        read_only_hint=None if args.read_only_hint is None else args.read_only_hint == "true",
+    )
     server = build_server(test_server)
     if args.transport == "http":
         run_http(server, port=args.port, token=token, state_dir=state_dir)
