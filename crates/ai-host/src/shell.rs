@@ -6,17 +6,13 @@
 //! marker variable, [`CALL_MARKER_VAR`], unique to the call. It leads a new process
 //! group. When the call ends (the command exited, timed out, was cancelled, or the
 //! call was dropped by the runner's own timeout), everything the command started is
-//! killed with `SIGKILL`:
+//! killed with `SIGKILL` by a [`process_scope::Scope`] sweep: the process group,
+//! every descendant of the shell, and every process started during the call whose
+//! environment carries the call's marker (this finds processes that left the
+//! group and the tree: `setsid -f`, a double fork, `nohup cmd &`), and their
+//! descendants.
 //!
-//! - the process group;
-//! - every descendant of the shell (found through `/proc`), repeatedly until none
-//!   is left (a process forking while being killed is caught in the next round);
-//! - every process started during the call whose environment carries the call's
-//!   marker, and its descendants: this finds processes that left the group and the
-//!   tree (`setsid -f`, a double fork, `nohup cmd &`), which inherit the marker.
-//!
-//! Processes are signalled through pidfds after re-checking their start time, so a
-//! recycled pid is never hit. When this process is a child subreaper
+//! When this process is a child subreaper
 //! ([`become_child_subreaper`](crate::become_child_subreaper)), escaped descendants
 //! are re-parented to it rather than to init: they are reaped after the kill, and a
 //! shell built with [`LocalShell::claiming_orphans`] also kills any child of this
@@ -28,12 +24,13 @@
 
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ai_core::CancellationToken;
 use ai_tools::capability::{Shell, ShellError, ShellOutcome, ShellRequest};
 use futures::future::BoxFuture;
+use process_scope::{Marker, Scope};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
 
@@ -89,44 +86,28 @@ impl LocalShell {
     }
 }
 
-/// What identifies one call's processes.
-#[derive(Debug, Clone)]
-struct CallScope {
-    leader: Option<i32>,
-    /// Start time of the leader, in clock ticks since boot: older processes are
-    /// never the call's.
-    started: u64,
-    /// `NAME=value` as it appears in `/proc/<pid>/environ`.
-    marker: Vec<u8>,
-    claim_orphans: bool,
-}
-
 /// Kills the call's processes when dropped (the runner dropped the call).
 struct Cleanup {
-    scope: Option<CallScope>,
+    scope: Option<Scope>,
     claiming: bool,
 }
 
 impl Cleanup {
-    fn kill_group(&self) {
-        if let Some(pgid) = self
-            .scope
-            .as_ref()
-            .and_then(|s| s.leader)
-            .and_then(rustix::process::Pid::from_raw)
-        {
-            // ESRCH (no such group) just means everything already exited.
-            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
-        }
-    }
-
     /// Kills everything of the call, off the async threads, and waits for it.
     async fn finish(mut self) {
-        self.kill_group();
         if let Some(scope) = self.scope.take() {
-            let _ = tokio::task::spawn_blocking(move || sweep(&scope)).await;
+            let scope = scope.claiming_orphans(self.may_claim());
+            let _ = tokio::task::spawn_blocking(move || scope.sweep()).await;
         }
         self.release();
+    }
+
+    /// Whether orphans may be claimed now: only by a claiming shell, when no other
+    /// claiming call runs, in a child subreaper.
+    fn may_claim(&self) -> bool {
+        self.claiming
+            && CLAIMING_CALLS.load(Ordering::SeqCst) <= 1
+            && crate::process::is_child_subreaper()
     }
 
     fn release(&mut self) {
@@ -139,12 +120,13 @@ impl Cleanup {
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        self.kill_group();
         if let Some(scope) = self.scope.take() {
+            let scope = scope.claiming_orphans(self.may_claim());
+            scope.kill_group();
             // No runtime to await here: sweep on a short-lived thread.
             let _ = std::thread::Builder::new()
                 .name("agent-shell-sweep".to_owned())
-                .spawn(move || sweep(&scope));
+                .spawn(move || scope.sweep());
         }
         self.release();
     }
@@ -190,15 +172,6 @@ async fn read_tail(mut stream: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, 
     (kept, cut)
 }
 
-fn marker_value() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("{}-{n}-{nanos:x}", std::process::id())
-}
-
 impl Shell for LocalShell {
     fn run(
         &self,
@@ -206,7 +179,7 @@ impl Shell for LocalShell {
         cancel: CancellationToken,
     ) -> BoxFuture<'_, Result<ShellOutcome, ShellError>> {
         Box::pin(async move {
-            let marker = marker_value();
+            let marker = Marker::new(CALL_MARKER_VAR);
             let mut command = tokio::process::Command::new("/bin/sh");
             command
                 .arg("-c")
@@ -214,7 +187,7 @@ impl Shell for LocalShell {
                 .current_dir(&self.cwd)
                 .env_clear()
                 .envs(self.env.iter().map(|(k, v)| (k, v)))
-                .env(CALL_MARKER_VAR, &marker)
+                .env(marker.name(), marker.value())
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -231,13 +204,7 @@ impl Shell for LocalShell {
             let mut child = command
                 .spawn()
                 .map_err(|e| ShellError::Spawn(e.kind().to_string()))?;
-            let leader = child.id().and_then(|id| i32::try_from(id).ok());
-            cleanup.scope = Some(CallScope {
-                leader,
-                started: leader.and_then(start_time).unwrap_or(0),
-                marker: format!("{CALL_MARKER_VAR}={marker}").into_bytes(),
-                claim_orphans: claiming,
-            });
+            cleanup.scope = Some(Scope::new(child.id(), &marker));
             let cap = request.max_output_bytes;
             let stdout = child.stdout.take();
             let stderr = child.stderr.take();
@@ -305,150 +272,5 @@ impl Shell for LocalShell {
                 stderr_truncated,
             })
         })
-    }
-}
-
-/// One line of `/proc/<pid>/stat`, the fields the sweep needs.
-#[derive(Debug, Clone, Copy)]
-struct ProcStat {
-    pid: i32,
-    ppid: i32,
-    pgid: i32,
-    zombie: bool,
-    start: u64,
-}
-
-fn read_stat(pid: i32) -> Option<ProcStat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // `pid (comm) state ppid pgrp ...`: comm may hold spaces and parentheses.
-    let rest = text.get(text.rfind(')')? + 1..)?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // fields[0] is the state (field 3); starttime is field 22.
-    Some(ProcStat {
-        pid,
-        zombie: fields.first().is_some_and(|s| *s == "Z" || *s == "X"),
-        ppid: fields.get(1)?.parse().ok()?,
-        pgid: fields.get(2)?.parse().ok()?,
-        start: fields.get(19)?.parse().ok()?,
-    })
-}
-
-fn start_time(pid: i32) -> Option<u64> {
-    read_stat(pid).map(|s| s.start)
-}
-
-fn all_processes() -> Vec<ProcStat> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(read_stat)
-        .collect()
-}
-
-fn carries_marker(pid: i32, marker: &[u8]) -> bool {
-    let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
-        return false;
-    };
-    environ.split(|&b| b == 0).any(|var| var == marker)
-}
-
-/// Sends `SIGKILL` to `pid` if it is still the process that started at `start`.
-fn kill_exact(pid: i32, start: u64) {
-    let Some(target) = rustix::process::Pid::from_raw(pid) else {
-        return;
-    };
-    #[cfg(target_os = "linux")]
-    if let Ok(fd) = rustix::process::pidfd_open(target, rustix::process::PidfdFlags::empty()) {
-        if start_time(pid) == Some(start) {
-            let _ = rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::KILL);
-        }
-        return;
-    }
-    if start_time(pid) == Some(start) {
-        let _ = rustix::process::kill_process(target, rustix::process::Signal::KILL);
-    }
-}
-
-/// Rounds of find-and-kill before giving up on a process that keeps forking.
-const SWEEP_ROUNDS: usize = 50;
-
-/// Kills every process of the call (see the module docs) and reaps those that were
-/// re-parented to this process.
-fn sweep(scope: &CallScope) {
-    let me = i32::try_from(std::process::id()).unwrap_or(0);
-    let claim = scope.claim_orphans
-        && CLAIMING_CALLS.load(Ordering::SeqCst) <= 1
-        && crate::process::is_child_subreaper();
-    let mut killed: Vec<(i32, u64)> = Vec::new();
-    for round in 0..SWEEP_ROUNDS {
-        let procs = all_processes();
-        let mut mine: Vec<i32> = Vec::new();
-        for p in &procs {
-            if p.pid == me {
-                continue;
-            }
-            let in_group = scope.leader == Some(p.pgid);
-            let is_leader = scope.leader == Some(p.pid);
-            let recent = p.start >= scope.started;
-            let orphan = claim && recent && p.ppid == me;
-            if in_group
-                || is_leader
-                || orphan
-                || (recent && !p.zombie && carries_marker(p.pid, &scope.marker))
-            {
-                mine.push(p.pid);
-            }
-        }
-        // Descendants of everything found (and of the leader), transitively.
-        let mut grew = true;
-        while grew {
-            grew = false;
-            for p in &procs {
-                if p.pid != me
-                    && !mine.contains(&p.pid)
-                    && (mine.contains(&p.ppid) || scope.leader == Some(p.ppid))
-                {
-                    mine.push(p.pid);
-                    grew = true;
-                }
-            }
-        }
-        let mut live = 0;
-        for p in procs.iter().filter(|p| mine.contains(&p.pid)) {
-            if p.zombie {
-                // Reap what was re-parented to us (never the leader: tokio waits on it).
-                if p.ppid == me && scope.leader != Some(p.pid) {
-                    reap(p.pid);
-                }
-                continue;
-            }
-            live += 1;
-            kill_exact(p.pid, p.start);
-            if !killed.contains(&(p.pid, p.start)) {
-                killed.push((p.pid, p.start));
-            }
-        }
-        if live == 0 {
-            if round > 0 {
-                tracing::debug!(
-                    processes = killed.len(),
-                    "exec_shell: killed the command's remaining processes"
-                );
-            }
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(if round < 5 { 2 } else { 20 }));
-    }
-    tracing::warn!("exec_shell: processes of a finished command kept appearing; gave up");
-}
-
-fn reap(pid: i32) {
-    if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-        let _ = rustix::process::waitid(
-            rustix::process::WaitId::Pid(pid),
-            rustix::process::WaitIdOptions::EXITED | rustix::process::WaitIdOptions::NOHANG,
-        );
     }
 }

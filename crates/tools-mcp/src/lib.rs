@@ -51,7 +51,7 @@ pub use content::MAX_ERROR_TEXT_BYTES;
 pub use ids::{IdCollision, NameTable, id_name};
 pub use pin::{Definition, PinState, Pins, PinsError, definition_hash, legacy_definition_hash};
 pub use schema::{Dialect, SchemaTranslation, Untranslatable, translate_schema};
-pub use server::ServerStatus;
+pub use server::{SERVER_MARKER_VAR, ServerStatus};
 pub use source::{McpSources, McpWarning, ServerReport, ToolReport};
 
 /// Installs the ring crypto provider for rustls once per process (idempotent; a

@@ -139,6 +139,36 @@ pub(crate) fn tool_hashes(tool: &Tool) -> (String, String) {
 struct Live {
     service: RunningService<RoleClient, Handler>,
     pid: Option<u32>,
+    /// A stdio server's processes: itself and everything it started, also what
+    /// left its process group (`setsid`).
+    processes: Processes,
+}
+
+/// The variable that marks every process a stdio server starts.
+pub const SERVER_MARKER_VAR: &str = "AGENT_MCP_SERVER";
+
+/// Kills a stdio server's processes when dropped (on a short-lived thread);
+/// [`Processes::end`] does it on a blocking task and waits.
+#[derive(Default)]
+struct Processes(Option<process_scope::Scope>);
+
+impl Processes {
+    async fn end(mut self) {
+        if let Some(scope) = self.0.take() {
+            let _ = tokio::task::spawn_blocking(move || scope.sweep()).await;
+        }
+    }
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        if let Some(scope) = self.0.take() {
+            scope.kill_group();
+            let _ = std::thread::Builder::new()
+                .name("mcp-server-sweep".to_owned())
+                .spawn(move || scope.sweep());
+        }
+    }
 }
 
 #[derive(Default)]
@@ -424,6 +454,8 @@ impl Server {
                     }
                 }
                 cmd.envs(&self.config.env);
+                let marker = process_scope::Marker::new(SERVER_MARKER_VAR);
+                cmd.env(marker.name(), marker.value());
                 if let Some(cwd) = cwd {
                     cmd.current_dir(cwd);
                 }
@@ -436,6 +468,7 @@ impl Server {
                     .spawn()
                     .map_err(|e| format!("could not start `{command}`: {e}"))?;
                 let pid = process.id();
+                let processes = Processes(Some(process_scope::Scope::new(pid, &marker)));
                 if let Some(stderr) = stderr {
                     tokio::spawn(drain_stderr(
                         self.id.clone(),
@@ -447,7 +480,11 @@ impl Server {
                     .serve(process)
                     .await
                     .map_err(|e| format!("handshake failed: {e}"))?;
-                Ok(Live { service, pid })
+                Ok(Live {
+                    service,
+                    pid,
+                    processes,
+                })
             }
             Transport::Http { url } => {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str());
@@ -483,7 +520,11 @@ impl Server {
                     .serve(transport)
                     .await
                     .map_err(|e| format!("handshake failed: {}", describe_init_error(&e)))?;
-                Ok(Live { service, pid: None })
+                Ok(Live {
+                    service,
+                    pid: None,
+                    processes: Processes::default(),
+                })
             }
         }
     }
@@ -584,12 +625,17 @@ impl Server {
     }
 }
 
+/// Closes the connection, then kills whatever the server left behind (processes
+/// it started in a new session survive its process group).
 async fn close(mut live: Live, id: &str) {
     match live.service.close_with_timeout(CLOSE_TIMEOUT).await {
         Ok(Some(_)) => {}
         Ok(None) => tracing::warn!(server = %id, "MCP server did not close in time; killed"),
         Err(error) => tracing::warn!(server = %id, error = %error, "closing MCP server failed"),
     }
+    let processes = std::mem::take(&mut live.processes);
+    drop(live);
+    processes.end().await;
 }
 
 fn describe_init_error(error: &rmcp::service::ClientInitializeError) -> String {

@@ -411,3 +411,24 @@ async fn an_annotation_flip_after_pinning_is_withheld_until_pinned() {
     assert!(add["withheld"].is_string(), "{add}");
     assert_eq!(find(&json_lines(&stdout), "mcp__t__echo")["pin"], "pinned");
 }
+
+/// A process an MCP stdio server starts in a new session does not outlive the
+/// agent (before, only the server's process group was ended).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_a_server_starts_outlives_the_agent() {
+    let state = tempfile::tempdir().unwrap();
+    let home = Home::new(KEY);
+    let config = user_config(&home, state.path(), &["--spawn-escapee"]);
+    let config_arg = config.display().to_string();
+    let (code, _, stderr) = home
+        .run(None, &["--config", &config_arg, "mcp", "list"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let escapee = read_pid(&state.path().join("pid-escapee"), Duration::from_secs(10))
+        .await
+        .expect("the server started its escapee");
+    assert!(
+        wait_gone(escapee, Duration::from_secs(10)).await,
+        "the server's escaped child {escapee} outlived the agent"
+    );
+}

@@ -172,6 +172,7 @@ async fn the_server_sees_only_its_env_and_the_allowlist() {
     for name in &names {
         assert!(
             *name == "LOG_LEVEL"
+                || *name == tools_mcp::SERVER_MARKER_VAR
                 || tools_mcp::INHERITED_ENV.contains(name)
                 || name.starts_with("LC_CTYPE"),
             "{name} leaked into the server's environment ({names:?})"
@@ -451,6 +452,21 @@ async fn no_server_process_outlives_shutdown() {
     assert!(
         wait_gone(pid, Duration::from_secs(10)).await,
         "server {pid} still runs"
+    );
+}
+
+/// A process the server starts in a new session (`setsid`) leaves its process
+/// group and its tree; it still ends with the server (it outlived it before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_the_server_started_in_a_new_session_ends_with_it() {
+    let state = State::new();
+    let sources = start(stdio(&state, &["--spawn-escapee"]), &Pins::default()).await;
+    let escapee = state.pid("escapee").await;
+    assert!(alive(escapee));
+    sources.shutdown().await;
+    assert!(
+        wait_gone(escapee, Duration::from_secs(10)).await,
+        "the server's escaped child {escapee} still runs"
     );
 }
 

@@ -33,7 +33,7 @@ Other options:
     --read-only-hint true|false
                       sets the `readOnlyHint` annotation of `add`
     --spawn-escapee   at start-up, starts `sleep 600` in a new session
-                      (`setsid`), writes its pid to `escapee-pid`, and does not
+                      (`setsid`), writes its pid to `pid-escapee`, and does not
                       wait for it: a process that leaves the server's process
                       group and tree
 """
@@ -590,7 +590,7 @@ def spawn_escapee(state_dir: StateDir) -> None:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    state_dir.write("escapee-pid", str(child.pid))
+    state_dir.write("pid-escapee", str(child.pid))
 
 
 def main(argv: list[str] | None = None) -> None:
