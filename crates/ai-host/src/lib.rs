@@ -57,7 +57,7 @@ pub use process::{
     Hardening, become_child_subreaper, drop_introspection_capabilities, harden_process,
     is_child_subreaper, is_non_dumpable, make_non_dumpable, raise_open_file_limit,
 };
-pub use shell::{CALL_MARKER_VAR, ENV_ALLOWLIST, LocalShell};
+pub use shell::{CALL_MARKER_VAR, ENV_ALLOWLIST, LocalShell, PidNamespace};
 pub use workspace::{LocalWorkspace, MAX_COMPONENT_BYTES, MAX_PATH_BYTES};
 
 /// What the built-in tools need to be bound: plain data, mapped from configuration by
@@ -90,6 +90,9 @@ pub struct BuiltinConfig {
     /// call (see [`LocalShell::claiming_orphans`]); for applications that start no
     /// processes of their own and are child subreapers.
     pub shell_claims_orphans: bool,
+    /// Run each shell command in its own PID namespace (see [`PidNamespace`]);
+    /// `None`: commands see every process of the machine.
+    pub shell_pid_namespace: Option<PidNamespace>,
 }
 
 impl BuiltinConfig {
@@ -107,6 +110,7 @@ impl BuiltinConfig {
             protected: Vec::new(),
             memory_max_entries: DEFAULT_MAX_ENTRIES_PER_NAMESPACE,
             shell_claims_orphans: false,
+            shell_pid_namespace: None,
         }
     }
 }
@@ -136,6 +140,9 @@ pub fn bind_builtin_tools(cfg: &BuiltinConfig) -> Result<Vec<RegisteredTool>, Bi
     let mut shell = LocalShell::new(local.root());
     if cfg.shell_claims_orphans {
         shell = shell.claiming_orphans();
+    }
+    if let Some(namespace) = &cfg.shell_pid_namespace {
+        shell = shell.in_pid_namespace(namespace.clone());
     }
     let shell: Arc<dyn Shell> = Arc::new(shell);
     let workspace: Arc<dyn Workspace> = Arc::new(local);

@@ -52,6 +52,66 @@ pub struct LocalShell {
     cwd: PathBuf,
     env: Vec<(String, String)>,
     claim_orphans: bool,
+    pid_namespace: Option<PidNamespace>,
+}
+
+/// Each command in its own PID namespace, with its own `/proc`.
+///
+/// A command then sees only the processes it started: it cannot read the
+/// environment of this process's ancestors (a wrapper script, `make` or an IDE
+/// task that launched the agent with the API key in its environment), nor that of
+/// any other process, and everything it starts ends with it (a PID namespace ends
+/// when its first process does). Built on util-linux's `unshare` (`--pid --fork
+/// --kill-child --mount --mount-proc` inside `--user --map-current-user`, which
+/// needs unprivileged user namespaces; commands keep the user's uid and gid);
+/// [`PidNamespace::probe`] says whether this machine allows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PidNamespace {
+    /// `unshare` and its options, before `-- /bin/sh -c <command>`.
+    launcher: Vec<String>,
+}
+
+impl PidNamespace {
+    /// Whether commands can get their own PID namespace here: runs a probe command
+    /// that must see itself as process 1 through a fresh `/proc`. The error says
+    /// why not (no `unshare`, namespaces not permitted, ...).
+    pub fn probe() -> Result<Self, String> {
+        let unshare = ["/usr/bin/unshare", "/bin/unshare"]
+            .into_iter()
+            .find(|path| std::path::Path::new(path).exists())
+            .ok_or("util-linux's `unshare` is not installed")?;
+        // A user namespace even for root: the agent drops CAP_SYS_ADMIN, without
+        // which root may not create the other namespaces in its own.
+        let launcher: Vec<String> = [
+            unshare,
+            "--user",
+            "--map-current-user",
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--mount",
+            "--mount-proc",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        let probe = r#"[ "$$" = 1 ] && read pid rest < /proc/self/stat && [ "$pid" = 1 ]"#;
+        let output = std::process::Command::new(&launcher[0])
+            .args(&launcher[1..])
+            .args(["--", "/bin/sh", "-c", probe])
+            .env_clear()
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("`unshare` could not run: {e}"))?;
+        if output.status.success() {
+            return Ok(Self { launcher });
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let reason = stderr.lines().next().unwrap_or("the probe command failed");
+        Err(format!(
+            "a PID namespace with its own /proc is not permitted here ({})",
+            ai_core::log_field(reason)
+        ))
+    }
 }
 
 impl LocalShell {
@@ -73,7 +133,15 @@ impl LocalShell {
             cwd: cwd.into(),
             env,
             claim_orphans: false,
+            pid_namespace: None,
         }
+    }
+
+    /// The same shell, running each command in its own PID namespace (see
+    /// [`PidNamespace`]).
+    pub fn in_pid_namespace(mut self, namespace: PidNamespace) -> Self {
+        self.pid_namespace = Some(namespace);
+        self
     }
 
     /// The same shell, also killing every child of this process that started during
@@ -180,7 +248,16 @@ impl Shell for LocalShell {
     ) -> BoxFuture<'_, Result<ShellOutcome, ShellError>> {
         Box::pin(async move {
             let marker = Marker::new(CALL_MARKER_VAR);
-            let mut command = tokio::process::Command::new("/bin/sh");
+            let mut command = match &self.pid_namespace {
+                Some(namespace) => {
+                    let mut command = tokio::process::Command::new(&namespace.launcher[0]);
+                    command
+                        .args(&namespace.launcher[1..])
+                        .args(["--", "/bin/sh"]);
+                    command
+                }
+                None => tokio::process::Command::new("/bin/sh"),
+            };
             command
                 .arg("-c")
                 .arg(&request.command)

@@ -137,7 +137,7 @@ impl Default for ModelConfig {
 }
 
 /// The sandbox the built-in tools work in.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WorkspaceConfig {
     /// Workspace root (default: the current directory).
@@ -147,6 +147,22 @@ pub struct WorkspaceConfig {
     /// Hosts, addresses or CIDRs `web_fetch` may reach even though they are
     /// private (e.g. `127.0.0.1:8080`, `10.0.0.0/8`).
     pub web_allow: Vec<String>,
+    /// Run each `exec_shell` command in its own PID namespace (default `true`):
+    /// it then cannot see, or read the environment of, any process but its own,
+    /// such as a wrapper that holds the API key. `false` lets commands see and
+    /// signal the machine's processes (`ps`, `kill`).
+    pub shell_process_isolation: bool,
+}
+
+impl Default for WorkspaceConfig {
+    fn default() -> Self {
+        Self {
+            root: None,
+            memory_db: None,
+            web_allow: Vec::new(),
+            shell_process_isolation: true,
+        }
+    }
 }
 
 /// Tool policy as written in the file.

@@ -92,7 +92,22 @@ pub fn protected_paths(
     paths
 }
 
-/// Every built-in tool bound to its real capabilities.
+/// Every built-in tool bound to its real capabilities. Shell commands get their
+/// own PID namespace when `workspace.shell_process_isolation` asks for it and the
+/// machine allows it; when it does not, a warning says what that exposes.
 pub fn bind(config: &AgentConfig) -> Result<Vec<RegisteredTool>, BindError> {
-    bind_builtin_tools(&builtin_config(config))
+    let mut builtin = builtin_config(config);
+    if config.file.workspace.shell_process_isolation {
+        match ai_host::PidNamespace::probe() {
+            Ok(namespace) => builtin.shell_pid_namespace = Some(namespace),
+            Err(reason) => eprintln!(
+                "agent: warning: shell commands run without their own PID namespace ({reason}): \
+                 an approved command can read the environment of your other processes, such as \
+                 a wrapper script or IDE task that holds the API key. `[workspace] \
+                 shell_process_isolation = false` accepts this and silences the warning; see \
+                 SECURITY.md"
+            ),
+        }
+    }
+    bind_builtin_tools(&builtin)
 }

@@ -265,6 +265,12 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
     if file.workspace.memory_db.is_some() {
         keys.push("workspace.memory_db (where memory is written)".to_owned());
     }
+    if !file.workspace.shell_process_isolation {
+        keys.push(
+            "workspace.shell_process_isolation = false (shell commands see every process and its environment)"
+                .to_owned(),
+        );
+    }
     // Serving beyond loopback, or accepting tokens, changes who may run tools.
     let default_server = crate::config::ServerConfig::default();
     if file.server.host != default_server.host {

@@ -383,3 +383,71 @@ async fn an_escaped_process_holding_the_output_pipe_does_not_keep_the_call_alive
     let pid = read_pid(&dir.path().join("held.pid"));
     assert!(wait_gone(pid, GONE).await, "{pid} survived");
 }
+
+/// A shell whose commands run in their own PID namespace, or the reason this
+/// machine does not allow one (the test is then skipped, saying so).
+fn isolated_shell(dir: &Path) -> Result<LocalShell, String> {
+    let namespace = ai_host::PidNamespace::probe()?;
+    let path = ("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned());
+    Ok(LocalShell::with_env(dir, vec![path]).in_pid_namespace(namespace))
+}
+
+async fn run_shell(
+    shell: &LocalShell,
+    command: &str,
+    timeout: Duration,
+) -> Result<ai_tools::capability::ShellOutcome, ShellError> {
+    shell
+        .run(
+            ShellRequest {
+                command: command.into(),
+                timeout,
+                max_output_bytes: 64 * 1024,
+            },
+            CancellationToken::new(),
+        )
+        .await
+}
+
+/// In its own PID namespace a command is process 1 of a fresh `/proc`: neither
+/// this test process nor any ancestor of the agent is visible, so no environment
+/// but its own can be read. Exit codes and timeouts work as without it.
+#[tokio::test]
+async fn in_its_own_pid_namespace_a_command_sees_only_its_own_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let shell = match isolated_shell(dir.path()) {
+        Ok(shell) => shell,
+        Err(reason) => {
+            eprintln!(
+                "SKIPPED in_its_own_pid_namespace_a_command_sees_only_its_own_processes: {reason}"
+            );
+            return;
+        }
+    };
+    let me = std::process::id();
+    let parent = std::os::unix::process::parent_id();
+    let command = format!(
+        "echo pid=$$; echo visible=$(ls /proc | grep -c '^[0-9]'); \
+         for p in {me} {parent}; do test -e /proc/$p/environ && echo sees-$p; done; \
+         cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c ^CARGO= ; exit 3"
+    );
+    let outcome = run_shell(&shell, &command, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(outcome.exit_code, Some(3), "{outcome:?}");
+    let out = &outcome.stdout;
+    assert!(out.contains("pid=1\n"), "{out}");
+    assert!(!out.contains("sees-"), "{out}");
+    let visible: usize = out
+        .lines()
+        .find_map(|l| l.strip_prefix("visible="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(usize::MAX);
+    assert!(visible <= 4, "{visible} processes visible: {out}");
+    // cargo's variables are in this test's environment, never in the command's.
+    assert!(out.ends_with("0\n"), "{out}");
+    let err = run_shell(&shell, "sleep 30", Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ShellError::Timeout(_)), "{err:?}");
+}

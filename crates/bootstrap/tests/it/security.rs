@@ -37,13 +37,34 @@ impl Home {
 
     /// `agent chat --json [--approve] <prompt>` against `server`.
     async fn chat(&self, server: &OpenAiServer, approve: bool) -> (i32, String, String) {
+        self.chat_with(server, approve, &[]).await
+    }
+
+    /// [`Home::chat`] with options before the command (`--config PATH`).
+    async fn chat_with(
+        &self,
+        server: &OpenAiServer,
+        approve: bool,
+        options: &[&str],
+    ) -> (i32, String, String) {
         let base_url = server.base_url();
-        let mut args = vec!["chat", "--json"];
+        let mut args = options.to_vec();
+        args.extend(["chat", "--json"]);
         if approve {
             args.push("--approve");
         }
         args.push("do it");
         self.run(Some(&base_url), &args).await
+    }
+
+    /// The user's own config (trusted as theirs) with shell commands sharing the
+    /// machine's process view: for the tests of what holds without a namespace.
+    fn without_process_isolation(&self) -> String {
+        let dir = self.config_home.join("agent");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("agent.toml");
+        std::fs::write(&path, "[workspace]\nshell_process_isolation = false\n").unwrap();
+        path.display().to_string()
     }
 }
 
@@ -93,9 +114,12 @@ echo end-of-attack"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_key_is_not_one_cat_away_from_an_approved_shell() {
+    // Without a PID namespace (which would hide the agent altogether), the agent
+    // process itself must still not give its key away.
     let h = home();
+    let config = h.without_process_isolation();
     let server = one_call("core__exec_shell", json!({"command": STEAL_THE_KEY})).await;
-    let (code, stdout, stderr) = h.chat(&server, true).await;
+    let (code, stdout, stderr) = h.chat_with(&server, true, &["--config", &config]).await;
     assert_eq!(code, 0, "{stderr}");
     let result = result_event(&stdout);
     assert_eq!(result["ok"], true, "{result}");
@@ -216,7 +240,10 @@ async fn memory_lives_outside_the_workspace_by_default() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn escaped_processes_do_not_outlive_the_call() {
+    // Checked from outside by the pids the command writes, which are this test's
+    // pids only without a PID namespace (in one, the namespace's end kills them).
     let h = home();
+    let config = h.without_process_isolation();
     let command = r#"setsid -f sh -c 'echo $$ > setsid.pid; exec sleep 100' >/dev/null 2>&1
 (sleep 100 & echo $! > double.pid) &
 nohup sleep 100 >/dev/null 2>&1 & echo $! > nohup.pid
@@ -237,7 +264,10 @@ echo spawned"#;
     .unwrap();
     let base_url = server.base_url();
     let mut child = h
-        .command(Some(&base_url), &["chat", "--json", "--approve", "escape"])
+        .command(
+            Some(&base_url),
+            &["--config", &config, "chat", "--json", "--approve", "escape"],
+        )
         .spawn()
         .unwrap();
     // Wait for the call to end: the second request arrives.
@@ -446,4 +476,101 @@ fn approval_prompt_injection_with_hidden_characters_is_shown_escaped() {
     assert_eq!(printable("héllo wörld\n\tok ✓"), "héllo wörld\n\tok ✓");
     let prompt = prompt_text(&request(r#"{"command":"ls"}"#));
     assert!(prompt.contains(r#"{"command":"ls"}"#), "{prompt}");
+}
+
+fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// Reads every environment this command can see, for the wrapper's key.
+const SEARCH_EVERY_ENVIRON: &str = r#"echo "visible=$(ls /proc | grep -c '^[0-9]')"
+for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f" 2>/dev/null; done | grep -a sk-wrapper || echo no-key-found
+echo end-of-search"#;
+
+/// A wrapper (a script, `make`, an IDE task) launches the agent with the API key
+/// in its own environment, readable by any process of the same user. An approved
+/// shell command, in its own PID namespace, cannot see the wrapper and finds no
+/// key. The control, run without the namespace (the old behaviour), finds it in
+/// the wrapper's environment: the test can fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_in_a_wrapper_process_is_out_of_an_approved_shells_reach() {
+    const WRAPPED_KEY: &str = "sk-wrapper-1f2e3d4c5b6a";
+    if let Err(reason) = ai_host::PidNamespace::probe() {
+        eprintln!(
+            "SKIPPED the_key_in_a_wrapper_process_is_out_of_an_approved_shells_reach: {reason}"
+        );
+        return;
+    }
+    let h = home();
+    let run = |options: Vec<String>| {
+        let h = &h;
+        async move {
+            let server =
+                one_call("core__exec_shell", json!({"command": SEARCH_EVERY_ENVIRON})).await;
+            // `sh` stays the agent's parent (the `; exit` keeps it from exec'ing).
+            let agent = env!("CARGO_BIN_EXE_agent");
+            let mut args: Vec<String> = vec![
+                "--base-url".into(),
+                server.base_url(),
+                "--model".into(),
+                "e2e-model".into(),
+            ];
+            args.extend(options);
+            args.extend(["chat", "--json", "--approve", "search"].map(String::from));
+            // Under root, the wrapper gets the bounding set the agent leaves its
+            // commands (without CAP_SYS_PTRACE, CAP_SYS_ADMIN, CAP_PERFMON), as an
+            // ordinary user's wrapper would have: a process may read another's
+            // environment only when it holds every capability the other holds.
+            let mut command = if is_root() {
+                let mut c = tokio::process::Command::new("setpriv");
+                c.args(["--bounding-set=-sys_ptrace,-sys_admin,-perfmon", "--", "sh"]);
+                c
+            } else {
+                tokio::process::Command::new("sh")
+            };
+            command
+                .arg("-c")
+                .arg("\"$0\" \"$@\"; exit $?")
+                .arg(agent)
+                .args(&args)
+                .current_dir(&h.workspace)
+                .env_clear()
+                .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+                .env("OPENAI_API_KEY", WRAPPED_KEY)
+                .env("XDG_CONFIG_HOME", &h.config_home)
+                .env("XDG_DATA_HOME", &h.data_home)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .kill_on_drop(true);
+            let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                output.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            tool_message(&server)
+        }
+    };
+    let isolated = run(Vec::new()).await;
+    assert!(isolated.contains("end-of-search"), "{isolated}");
+    assert!(isolated.contains("no-key-found"), "{isolated}");
+    assert!(
+        !isolated.contains(WRAPPED_KEY),
+        "the wrapper's key leaked: {isolated}"
+    );
+
+    let config = h.without_process_isolation();
+    let shared = run(vec!["--config".into(), config]).await;
+    assert!(
+        shared.contains(WRAPPED_KEY),
+        "the control should find the wrapper's key: {shared}"
+    );
 }
