@@ -699,7 +699,9 @@ mod tests {
     fn ai_host_depending_on_agent_graph_fails() {
         assert_eq!(
             lint_fixture("host-depends-on-graph"),
-            ["ai-host -> agent-graph (normal): ai-host may depend only on ai-core, ai-tools"]
+            [
+                "ai-host -> agent-graph (normal): ai-host may depend only on ai-core, ai-tools, process-scope"
+            ]
         );
     }
 
@@ -834,10 +836,11 @@ mod tests {
         assert_eq!(
             lint_fixture("architecture-drift"),
             [
-                "ARCHITECTURE.md:15: row ai-host says it may depend on ai-core; layers.toml says ai-core, ai-tools",
+                "ARCHITECTURE.md:15: row ai-host says it may depend on ai-core; layers.toml says ai-core, ai-tools, process-scope",
                 "ARCHITECTURE.md:17: row agent-graph says it may depend on ai-core, ai-tools; layers.toml says ai-core",
                 "ARCHITECTURE.md:19: row agent-testing appears twice (first at line 18)",
                 "ARCHITECTURE.md:21: row mcp is not a layers.toml row",
+                "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for process-scope (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for tools-mcp (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for agent-server (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for integration-tests (a layers.toml row)",
