@@ -2,19 +2,21 @@
 //! derived here from `layers.toml` and the workspace members, checked by layer-lint,
 //! rewritten by `cargo xtask layer-lint --write-deny`.
 //!
-//! Two kinds of entries are derived (cargo-deny's `wrappers` are the only crates
-//! allowed to depend directly on the banned one):
-//! - one per workspace member that other members depend on: `wrappers` is every member
-//!   that declares a dependency on it (any kind) and that the table lets do so (normal
-//!   and build edges by `may_depend_on`, dev edges by "no dev back-edges", all by
-//!   `only_dependents`). A declared edge the table forbids is left out, so cargo-deny
-//!   fails on it too; a new allowed edge needs `--write-deny`. A member nothing
-//!   depends on gets no entry (an entry without wrappers would make cargo-deny ban the
-//!   crate itself);
+//! cargo-deny reads the graph without dev-dependencies (`[graph] exclude-dev =
+//! true`): its bans cannot tell a dev edge from a normal one, so a dev edge that
+//! made a crate a wrapper would also let a forbidden normal edge of the same pair
+//! through. Dev edges are layer-lint's alone. Two kinds of entries are derived
+//! (cargo-deny's `wrappers` are the only crates allowed to depend directly on the
+//! banned one):
+//! - one per workspace member that other members depend on through a normal or
+//!   build edge: `wrappers` is every member that declares such an edge and that the
+//!   table lets do so (by `may_depend_on` and `only_dependents`). A declared edge the
+//!   table forbids is left out, so cargo-deny fails on it too; a new allowed edge
+//!   needs `--write-deny`. A member nothing depends on gets no entry (an entry
+//!   without wrappers would make cargo-deny ban the crate itself);
 //! - one per crate of `[network].deny_toml_bans` (reqwest): `wrappers` is every member
-//!   that declares it directly (any kind, any target, optional or not) and whose
-//!   declarations layer-lint accepts: its layer allows the network, or it declares it
-//!   only as a dev-dependency. Reading declarations, not the resolved graph, keeps the
+//!   that declares it directly as a normal or build dependency (any target, optional
+//!   or not) and whose layer allows the network. Reading declarations, not the resolved graph, keeps the
 //!   entry independent of feature unification and platforms; deriving it from the
 //!   network rule alone would list every network layer, used or not. With no such
 //!   member the entry has no wrappers, so cargo-deny bans the crate outright. The
@@ -83,12 +85,13 @@ pub(crate) fn derive(layers: &Layers, rules: &Rules<'_>, members: &[&Package]) -
         // wrapper it never meets, and an edge added later needs `--write-deny`, which
         // lists it only when the table allows it.
         let wrappers: Vec<&str> = rules
-            .allowed_dependents(name)
+            .allowed_normal_dependents(name)
             .into_iter()
             .filter(|dependent| {
-                members
-                    .iter()
-                    .any(|m| m.name == *dependent && m.dependencies.iter().any(|d| d.name == name))
+                members.iter().any(|m| {
+                    m.name == *dependent
+                        && m.dependencies.iter().any(|d| d.name == name && !is_dev(d))
+                })
             })
             .collect();
         if wrappers.is_empty() {
@@ -103,9 +106,16 @@ pub(crate) fn derive(layers: &Layers, rules: &Rules<'_>, members: &[&Package]) -
     bans
 }
 
-/// Whether `member` declares `krate` directly and layer-lint accepts every such
-/// declaration (a dev one always; a normal or build one when the layer does not ban
-/// `krate`).
+/// Whether `dependency` is a dev edge (which cargo-deny does not see).
+fn is_dev(dependency: &crate::layer_lint::Dependency) -> bool {
+    matches!(
+        DepKind::from_cargo(dependency.kind.as_deref()),
+        Ok(DepKind::Dev)
+    )
+}
+
+/// Whether `member` declares `krate` directly as a normal or build dependency and
+/// its layer does not ban `krate`.
 fn declares_acceptably(layers: &Layers, member: &Package, krate: &str) -> bool {
     let Some(layer) = layers.layer_of(&member.name) else {
         return false;
@@ -114,12 +124,9 @@ fn declares_acceptably(layers: &Layers, member: &Package, krate: &str) -> bool {
     let mut declarations = member
         .dependencies
         .iter()
-        .filter(|dep| dep.name == krate)
+        .filter(|dep| dep.name == krate && !is_dev(dep))
         .peekable();
-    declarations.peek().is_some()
-        && declarations.all(|dep| {
-            matches!(DepKind::from_cargo(dep.kind.as_deref()), Ok(DepKind::Dev)) || !banned
-        })
+    declarations.peek().is_some() && !banned
 }
 
 /// One `[bans] deny` entry as deny.toml has it.

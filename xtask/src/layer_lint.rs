@@ -795,13 +795,16 @@ mod tests {
             lint_fixture("deny-drift"),
             [
                 format!(
-                    "deny.toml: [bans] deny entry for ai-core lacks wrappers wire-openai; {fix}"
+                    "deny.toml: [bans] deny entry for ai-core lacks wrappers ai-host, wire-openai; {fix}"
                 ),
                 format!(
-                    "deny.toml: [bans] deny entry for ai-tools has wrappers that do not depend on it or that layers.toml does not allow: bootstrap; {fix}"
+                    "deny.toml: [bans] deny entry for ai-core has wrappers that do not depend on it or that layers.toml does not allow: bootstrap; {fix}"
                 ),
                 format!(
-                    "deny.toml: [bans] deny has no entry for wire-openai (want wrappers ai-tools); {fix}"
+                    "deny.toml: [bans] deny has no entry for ai-tools (want wrappers ai-host); {fix}"
+                ),
+                format!(
+                    "deny.toml: [bans] deny entry for wire-openai: no member may and does depend on wire-openai, so it needs no entry (cargo-deny would ban the crate itself); {fix}"
                 ),
                 format!(
                     "deny.toml: [bans] deny entry for wire-anthropic: wire-anthropic matches a layers.toml row but is not a workspace member; {fix}"
@@ -846,6 +849,48 @@ mod tests {
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for integration-tests (a layers.toml row)",
             ]
         );
+    }
+
+    /// A copy of `clean` where agent-graph gains a normal dependency on
+    /// wire-openai, which only its dev edge allowed: layer-lint refuses the edge,
+    /// and so does cargo-deny with clean's deny.toml (it reads no dev edges, so the
+    /// dev edge does not make agent-graph a wrapper). cargo-deny passes on `clean`
+    /// itself, so its failure here is the edge's.
+    #[test]
+    fn a_normal_edge_that_only_a_dev_edge_allowed_fails_both_checks() {
+        assert_eq!(
+            lint_fixture("graph-uses-wire"),
+            [
+                "agent-graph -> wire-openai (normal): agent-graph may depend only on ai-core",
+                "agent-graph -> reqwest (normal): agent-graph must not depend on reqwest, even transitively (via agent-graph -> wire-openai -> reqwest)",
+            ]
+        );
+        let deny = |case: &str| {
+            let manifest = xtask_dir()
+                .join("tests/fixtures")
+                .join(case)
+                .join("Cargo.toml");
+            std::process::Command::new("cargo")
+                .args(["deny", "--offline", "--manifest-path"])
+                .arg(&manifest)
+                .args(["check", "bans"])
+                .output()
+        };
+        match deny("clean") {
+            Ok(clean) if clean.status.success() => {
+                let out = deny("graph-uses-wire").unwrap();
+                let text = String::from_utf8_lossy(&out.stderr);
+                assert!(!out.status.success(), "cargo-deny passed: {text}");
+                assert!(
+                    text.contains("banned") && text.contains("wire-openai"),
+                    "{text}"
+                );
+            }
+            Ok(clean) if String::from_utf8_lossy(&clean.stderr).contains("no such command") => {
+                eprintln!("SKIPPED the cargo-deny half: cargo-deny is not installed");
+            }
+            other => panic!("cargo-deny on the clean fixture: {other:?}"),
+        }
     }
 
     #[test]

@@ -356,6 +356,15 @@ impl<'l> Rules<'l> {
             .filter(|&from| from != to && self.forbidden(from, to, true).is_none())
             .collect()
     }
+
+    /// The members that may depend on `to` through a normal or build edge.
+    pub(crate) fn allowed_normal_dependents(&self, to: &str) -> Vec<&'l str> {
+        self.names
+            .iter()
+            .copied()
+            .filter(|&from| from != to && self.forbidden(from, to, false).is_none())
+            .collect()
+    }
 }
 
 #[cfg(test)]
