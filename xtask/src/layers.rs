@@ -346,17 +346,6 @@ impl<'l> Rules<'l> {
         let to_name = self.names.iter().copied().find(|name| *name == to)?;
         self.normal_path(to_name, from).map(Forbidden::BackEdge)
     }
-
-    /// Every known member the table lets depend on `to` through some edge kind
-    /// (normal, build or dev), sorted; `to` itself excluded.
-    pub(crate) fn allowed_dependents(&self, to: &str) -> Vec<&'l str> {
-        self.names
-            .iter()
-            .copied()
-            .filter(|&from| from != to && self.forbidden(from, to, true).is_none())
-            .collect()
-    }
-
     /// The members that may depend on `to` through a normal or build edge.
     pub(crate) fn allowed_normal_dependents(&self, to: &str) -> Vec<&'l str> {
         self.names
@@ -427,8 +416,11 @@ mod tests {
                 "ai-core".to_owned()
             ]))
         );
-        assert_eq!(rules.allowed_dependents("bootstrap"), ["integration-tests"]);
-        assert_eq!(rules.allowed_dependents("xtask"), Vec::<&str>::new());
+        assert_eq!(
+            rules.allowed_normal_dependents("bootstrap"),
+            ["integration-tests"]
+        );
+        assert_eq!(rules.allowed_normal_dependents("xtask"), Vec::<&str>::new());
         assert_eq!(
             rules.forbidden("agent-graph", "ai-tools", false),
             Some(Forbidden::Outgoing(

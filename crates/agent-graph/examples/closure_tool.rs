@@ -10,7 +10,7 @@
 
 use agent_graph::Agent;
 use agent_testing::server::{OpenAiServer, Reply};
-use ai_core::{AiEventKind, ToolEffect};
+use ai_core::{ToolEffect, event::AiEventKind};
 use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

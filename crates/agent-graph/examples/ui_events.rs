@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use agent_graph::Agent;
 use agent_testing::{ScriptedModel, Turn};
-use ai_core::{AiEvent, AiEventKind, ToolEffect};
+use ai_core::{AiEvent, ToolEffect, event::AiEventKind};
 use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -118,7 +118,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
     )?
     // Let the city and the temperature reach events (and so the UI).
-    .redact(ai_core::Redaction::new(["city"], ["city", "celsius"])?);
+    .redact(ai_core::tool::Redaction::new(
+        ["city"],
+        ["city", "celsius"],
+    )?);
     let agent = Agent::builder(model).tool(weather).build()?;
 
     let mut view = AnswerView::default();

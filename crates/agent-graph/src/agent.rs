@@ -4,8 +4,12 @@
 use std::sync::Arc;
 
 use ai_core::{
-    Approver, CatalogError, CompletionPort, Message, PolicyDecision, RegisteredTool, RunContext,
-    ToolCatalog, ToolChoice, ToolEffect, ToolId, ToolPolicy, ToolRunner, ToolSpec,
+    CompletionPort, Message, RunContext, ToolCatalog, ToolEffect, ToolId, ToolPolicy, ToolRunner,
+    ToolSpec,
+    approval::Approver,
+    completion::ToolChoice,
+    policy::{CatalogError, PolicyDecision},
+    tool::RegisteredTool,
 };
 
 use crate::run::{RunDeps, RunError, RunHandle, RunLimits, RunRequest, ToolChoiceScope, run};

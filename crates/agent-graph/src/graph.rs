@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use ai_core::{Message, ModelSettings, ToolCatalog, ToolEffect, ToolSource};
+use ai_core::{Message, ToolCatalog, ToolEffect, completion::ModelSettings, tool::ToolSource};
 
 use crate::prompt::Prompt;
 use crate::run::RunLimits;

@@ -26,7 +26,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use ai_core::{RegisteredTool, ToolSpec, schema_hash};
+use ai_core::{
+    ToolSpec,
+    tool::{RegisteredTool, schema_hash},
+};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 

@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
-use ai_core::{AiEvent, AiEventKind};
+use ai_core::{AiEvent, event::AiEventKind};
 
 /// One queued item.
 #[derive(Debug)]

@@ -6,11 +6,17 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use ai_core::{
-    AiEvent, AiEventKind, CallScope, CancellationToken, CompletionDelta, CompletionError,
-    CompletionFinal, CompletionItem, CompletionPort, CompletionRequest, EventSink, FinishReason,
-    Message, MessageToolCall, ModelSettings, NestedPort, RunContext, ToolCall, ToolCallRef,
-    ToolCatalog, ToolChoice, ToolEffect, ToolExecution, ToolInvocationRecord, ToolRunner,
-    UsageFact, log_field,
+    AiEvent, CancellationToken, CompletionPort, Message, RunContext, ToolCatalog, ToolEffect,
+    ToolRunner,
+    completion::{
+        CompletionDelta, CompletionError, CompletionFinal, CompletionItem, CompletionRequest,
+        FinishReason, ModelSettings, ToolChoice,
+    },
+    event::{AiEventKind, EventSink, ToolCallRef, UsageFact},
+    message::MessageToolCall,
+    runner::{CallScope, ToolCall, ToolExecution, ToolInvocationRecord},
+    text::log_field,
+    tool::NestedPort,
 };
 use futures::{FutureExt, Stream, StreamExt};
 use serde_json::Value;
@@ -105,7 +111,7 @@ pub struct RunRequest {
     /// [`RunOutput::pending_approvals`] and its assistant message in the history
     /// without a tool message. The caller gets the user's decision however it can
     /// (a web UI's next request) and continues the conversation, running the
-    /// approved call itself with a grant ([`ai_core::GrantLedger`]). Off by default:
+    /// approved call itself with a grant ([`ai_core::approval::GrantLedger`]). Off by default:
     /// the runner's approver is asked and the run waits.
     pub defer_approvals: bool,
 }
@@ -120,7 +126,7 @@ pub struct PendingApproval {
     pub tool_name: String,
     /// The validated arguments.
     pub args: Value,
-    /// `sha256:<hex>` of the canonical arguments (`ai_core::args_hash`).
+    /// `sha256:<hex>` of the canonical arguments (`ai_core::tool::args_hash`).
     pub args_hash: String,
 }
 
@@ -499,7 +505,7 @@ impl Emitter {
     }
 }
 
-impl ai_core::EventSink for Emitter {
+impl ai_core::event::EventSink for Emitter {
     fn emit(&self, event: AiEvent) {
         self.push(event);
     }
@@ -864,7 +870,7 @@ fn next_turn_blocked(
 }
 
 /// The runner's view of an assembled call.
-fn as_tool_call(call: &ai_core::AssembledToolCall) -> ToolCall {
+fn as_tool_call(call: &ai_core::completion::AssembledToolCall) -> ToolCall {
     ToolCall {
         id: Some(call.id.clone()),
         name: call.name.clone(),
@@ -950,12 +956,12 @@ async fn run_tools(
 fn deferred(
     deps: &RunDeps,
     context: &RunContext,
-    call: &ai_core::AssembledToolCall,
+    call: &ai_core::completion::AssembledToolCall,
 ) -> Option<PendingApproval> {
     let spec = deps.catalog.get(&call.name)?;
     if deps.runner.policy().decide(context, &spec.id, spec.effect)
-        != ai_core::PolicyDecision::RequireApproval
-        || call.outcome != ai_core::ToolCallOutcome::Complete
+        != ai_core::policy::PolicyDecision::RequireApproval
+        || call.outcome != ai_core::completion::ToolCallOutcome::Complete
     {
         return None;
     }
@@ -964,7 +970,7 @@ fn deferred(
     Some(PendingApproval {
         tool_call_id: deps.runner.call_ref(&as_tool_call(call)).tool_call_id,
         tool_name: spec.id.as_str().to_owned(),
-        args_hash: ai_core::args_hash(&args),
+        args_hash: ai_core::tool::args_hash(&args),
         args,
     })
 }
@@ -972,9 +978,9 @@ fn deferred(
 /// The argument text recorded in history. Providers reject an assistant message whose
 /// `arguments` is not JSON, so an invalid or truncated call is recorded as `{}`; the
 /// model learns what went wrong from the call's `invalid_json` tool message.
-fn history_arguments(call: &ai_core::AssembledToolCall) -> String {
+fn history_arguments(call: &ai_core::completion::AssembledToolCall) -> String {
     // An empty string is not JSON either, so it also becomes `{}`.
-    let usable = call.outcome == ai_core::ToolCallOutcome::Complete
+    let usable = call.outcome == ai_core::completion::ToolCallOutcome::Complete
         && serde_json::from_str::<serde::de::IgnoredAny>(&call.arguments).is_ok();
     if usable {
         call.arguments.clone()

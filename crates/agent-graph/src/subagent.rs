@@ -27,8 +27,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ai_core::{
-    EventSink, Message, ModelView, Redaction, RegisteredTool, ToolCallContext, ToolErrorCode,
-    ToolExecutor, ToolFailure, ToolId, ToolOutput, ToolSource, ToolSpec, bound_text,
+    Message, ToolId, ToolSpec,
+    event::EventSink,
+    text::bound_text,
+    tool::{
+        ModelView, Redaction, RegisteredTool, ToolCallContext, ToolErrorCode, ToolExecutor,
+        ToolFailure, ToolOutput, ToolSource,
+    },
 };
 use futures::future::BoxFuture;
 use serde_json::{Value, json};

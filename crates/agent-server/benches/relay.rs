@@ -102,9 +102,12 @@ use std::time::{Duration, Instant};
 use agent_graph::RunLimits;
 use agent_server::{Access, ChatService, ChatSetup};
 use ai_core::{
-    CancellationToken, CompletionDelta, CompletionError, CompletionFinal, CompletionItem,
-    CompletionPort, CompletionRequest, CompletionStream, FinishReason, ModelSettings, ToolPolicy,
-    UsageFact,
+    CancellationToken, CompletionPort, ToolPolicy,
+    completion::{
+        CompletionDelta, CompletionError, CompletionFinal, CompletionItem, CompletionRequest,
+        CompletionStream, FinishReason, ModelSettings,
+    },
+    event::UsageFact,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};

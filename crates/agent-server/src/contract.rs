@@ -5,7 +5,11 @@
 
 use std::collections::HashSet;
 
-use ai_core::{Message, MessageToolCall, args_hash, canonical_json};
+use ai_core::{
+    Message,
+    message::MessageToolCall,
+    tool::{args_hash, canonical_json},
+};
 use serde::Serialize;
 use serde_json::{Map, Value};
 

@@ -61,7 +61,7 @@
 
 use std::collections::HashSet;
 
-use ai_core::{AiEvent, AiEventKind};
+use ai_core::{AiEvent, event::AiEventKind};
 use serde_json::{Value, json};
 
 use crate::ui_stream::{Activity, Outcome, StepFlags, tool_error_text};

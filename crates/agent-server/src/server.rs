@@ -7,9 +7,13 @@ use std::time::Duration;
 
 use agent_graph::{RunDeps, RunLimits, RunRequest};
 use ai_core::{
-    AiEvent, ApprovalGrant, CatalogError, CompletionPort, EventSink, GrantLedger, Message,
-    ModelSettings, PolicyDecision, RegisteredTool, RunContext, ToolCall, ToolCatalog, ToolPolicy,
-    ToolRunner, canonical_json,
+    AiEvent, CompletionPort, Message, RunContext, ToolCatalog, ToolPolicy, ToolRunner,
+    approval::{ApprovalGrant, GrantLedger},
+    completion::ModelSettings,
+    event::EventSink,
+    policy::{CatalogError, PolicyDecision},
+    runner::ToolCall,
+    tool::{RegisteredTool, canonical_json},
 };
 use axum::body::{Body, Bytes};
 use axum::extract::{ConnectInfo, State};
@@ -185,7 +189,7 @@ impl ChatService {
     pub fn new(setup: ChatSetup) -> Result<Self, CatalogError> {
         let ledger = Arc::new(GrantLedger::new());
         let runner = ToolRunner::new(setup.tools, setup.policy)?
-            .with_approver(Arc::clone(&ledger) as Arc<dyn ai_core::Approver>);
+            .with_approver(Arc::clone(&ledger) as Arc<dyn ai_core::approval::Approver>);
         Ok(Self {
             model: setup.model,
             model_id: setup.model_id,
@@ -290,7 +294,7 @@ impl ChatService {
                 &decision.args_hash,
             ) {
                 Err(error) => {
-                    tracing::warn!(chat = %ai_core::log_field(&chat.chat_id), error = %error, "approval refused");
+                    tracing::warn!(chat = %ai_core::text::log_field(&chat.chat_id), error = %error, "approval refused");
                     history.push(Message::tool(
                         decision.tool_call_id.clone(),
                         format!("The call did not run: {error}."),

@@ -1,6 +1,6 @@
 //! Events for the encoders' unit tests.
 
-use ai_core::{AiEvent, AiEventKind, RunContext};
+use ai_core::{AiEvent, RunContext, event::AiEventKind};
 use serde_json::json;
 
 pub(crate) fn ev(kind: AiEventKind) -> AiEvent {

@@ -84,7 +84,7 @@
 
 use std::collections::HashSet;
 
-use ai_core::{AiEvent, AiEventKind, ToolErrorCode};
+use ai_core::{AiEvent, event::AiEventKind, tool::ToolErrorCode};
 use serde_json::{Map, Value, json};
 
 /// The response headers of a UI message stream (as the AI SDK sends them).

@@ -287,7 +287,7 @@ impl<'a> Generator<'a> {
     }
 
     fn resolve(&self, reference: &str) -> Option<&'a Value> {
-        ai_core::resolve_local_ref(self.root, reference)
+        ai_core::schema::resolve_local_ref(self.root, reference)
     }
 
     fn object(&mut self, map: &Map<String, Value>, depth: usize) -> Value {

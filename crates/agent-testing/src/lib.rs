@@ -19,9 +19,9 @@
 //!   client's mistakes from the tests that use it.
 //!
 //! The models speak only `ai_core`'s completion port. Both stream their turns as
-//! deltas and end with exactly one assembled [`ai_core::CompletionItem::Final`],
+//! deltas and end with exactly one assembled [`ai_core::completion::CompletionItem::Final`],
 //! honour the cancellation token passed to [`ai_core::CompletionPort::complete`]
-//! (ending with [`ai_core::CompletionError::Cancelled`]) and stop all work when the
+//! (ending with [`ai_core::completion::CompletionError::Cancelled`]) and stop all work when the
 //! stream is dropped. Delays use `tokio::time`, so tests with paused time run
 //! instantly.
 //!

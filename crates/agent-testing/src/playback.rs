@@ -4,8 +4,11 @@
 use std::time::Duration;
 
 use ai_core::{
-    AssembledToolCall, CompletionDelta, CompletionError, CompletionFinal, CompletionItem,
-    CompletionStream, FinishReason, ToolCallOutcome, UsageFact,
+    completion::{
+        AssembledToolCall, CompletionDelta, CompletionError, CompletionFinal, CompletionItem,
+        CompletionStream, FinishReason, ToolCallOutcome,
+    },
+    event::UsageFact,
 };
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;

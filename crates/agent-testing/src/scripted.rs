@@ -6,8 +6,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ai_core::{
-    CompletionError, CompletionPort, CompletionRequest, CompletionStream, FinishReason,
-    ToolCallOutcome, UsageFact,
+    CompletionPort,
+    completion::{
+        CompletionError, CompletionRequest, CompletionStream, FinishReason, ToolCallOutcome,
+    },
+    event::UsageFact,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -39,12 +42,12 @@ enum ScriptEnding {
 /// One scripted model turn: what a [`ScriptedModel`] streams for one `complete` call.
 ///
 /// Content (text, reasoning, refusals and tool calls) is streamed in the order it was
-/// added: text as word-sized [`ai_core::CompletionDelta::Text`] deltas (reasoning and
-/// refusals likewise, as [`ai_core::CompletionDelta::Reasoning`] and
-/// [`ai_core::CompletionDelta::Refusal`] deltas), each tool call as a
+/// added: text as word-sized [`ai_core::completion::CompletionDelta::Text`] deltas (reasoning and
+/// refusals likewise, as [`ai_core::completion::CompletionDelta::Reasoning`] and
+/// [`ai_core::completion::CompletionDelta::Refusal`] deltas), each tool call as a
 /// `ToolCallStart` followed by `ToolCallArgs` fragments of [`Turn::arg_chunk_size`]
 /// bytes (7 by default, never splitting a UTF-8 character), then the usage delta
-/// when [`Turn::usage`] was set, then the [`ai_core::CompletionFinal`] assembled from
+/// when [`Turn::usage`] was set, then the [`ai_core::completion::CompletionFinal`] assembled from
 /// exactly what was streamed.
 ///
 /// ```
@@ -396,8 +399,10 @@ impl CompletionPort for ScriptedModel {
 mod tests {
     use super::*;
     use ai_core::{
-        AssembledToolCall, CompletionDelta, CompletionFinal, CompletionItem, Message, RunContext,
-        ToolChoice,
+        Message, RunContext,
+        completion::{
+            AssembledToolCall, CompletionDelta, CompletionFinal, CompletionItem, ToolChoice,
+        },
     };
     use futures::StreamExt;
     use serde_json::json;
@@ -409,7 +414,7 @@ mod tests {
             tools: Vec::new().into(),
             tool_choice: ToolChoice::Auto,
             context: RunContext::new("run-1", "trace-1"),
-            settings: ai_core::ModelSettings::default(),
+            settings: ai_core::completion::ModelSettings::default(),
         }
     }
 

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use ai_core::{
-    CompletionPort, CompletionRequest, CompletionStream, Message, ToolCallOutcome, ToolChoice,
-    ToolEffect, ToolSpec, UsageFact,
+    CompletionPort, Message, ToolEffect, ToolSpec,
+    completion::{CompletionRequest, CompletionStream, ToolCallOutcome, ToolChoice},
+    event::UsageFact,
 };
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -493,8 +494,11 @@ fn first_listed_file(results: &[PriorResult<'_>]) -> Option<Value> {
 mod tests {
     use super::*;
     use ai_core::{
-        CompletionDelta, CompletionError, CompletionFinal, CompletionItem, FinishReason,
-        MessageToolCall, RunContext, ToolId,
+        RunContext, ToolId,
+        completion::{
+            CompletionDelta, CompletionError, CompletionFinal, CompletionItem, FinishReason,
+        },
+        message::MessageToolCall,
     };
     use futures::StreamExt;
     use serde_json::json;
@@ -542,7 +546,7 @@ mod tests {
             tools: tools.into(),
             tool_choice: ToolChoice::Auto,
             context: RunContext::new("run-1", "trace-1"),
-            settings: ai_core::ModelSettings::default(),
+            settings: ai_core::completion::ModelSettings::default(),
         }
     }
 

@@ -3,9 +3,9 @@
 use std::sync::{Arc, Mutex};
 
 use ai_core::{
-    AiEvent, CancellationToken, Redaction, RegisteredTool, RunContext, ToolCall, ToolCallContext,
-    ToolEffect, ToolExecution, ToolExecutor, ToolFailure, ToolId, ToolOutput, ToolPolicy,
-    ToolRunner, ToolSpec,
+    AiEvent, CancellationToken, RunContext, ToolEffect, ToolId, ToolPolicy, ToolRunner, ToolSpec,
+    runner::{ToolCall, ToolExecution},
+    tool::{Redaction, RegisteredTool, ToolCallContext, ToolExecutor, ToolFailure, ToolOutput},
 };
 use futures::future::BoxFuture;
 use serde_json::{Value, json};

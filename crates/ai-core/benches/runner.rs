@@ -10,8 +10,10 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use ai_core::{
-    AiEvent, CancellationToken, EventSink, Redaction, RegisteredTool, RunContext, ToolCall,
-    ToolCallContext, ToolEffect, ToolExecutor, ToolId, ToolPolicy, ToolRunner,
+    AiEvent, CancellationToken, RunContext, ToolEffect, ToolId, ToolPolicy, ToolRunner,
+    event::EventSink,
+    runner::ToolCall,
+    tool::{Redaction, RegisteredTool, ToolCallContext, ToolExecutor},
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::Value;

@@ -6,8 +6,8 @@ use std::sync::Mutex;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use crate::id::ToolId;
-use crate::spec::ToolEffect;
+use crate::tool::ToolEffect;
+use crate::tool::ToolId;
 
 /// What an approver is asked: one call, with the exact arguments that would run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

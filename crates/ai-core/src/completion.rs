@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::RunContext;
 use crate::event::UsageFact;
-use crate::id::ToolId;
 use crate::message::Message;
-use crate::spec::ToolSpec;
+use crate::tool::ToolId;
+use crate::tool::ToolSpec;
 
 /// Which tools the model may or must call this turn.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::context::RunContext;
-use crate::error::ToolErrorCode;
+use crate::tool::ToolErrorCode;
 
 /// Token usage of one model call.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

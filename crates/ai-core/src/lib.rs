@@ -7,62 +7,39 @@
 //! project crate. Everything above it (tool contracts, wire adapters, the loop and the
 //! composition root) speaks to the outside world through the types defined here.
 //!
-//! The entry points are:
-//! - [`ToolSpec`], [`ToolId`], [`ToolEffect`], [`Redaction`]: what a tool is.
-//! - [`ToolPolicy`] and [`ToolCatalog`]: which tools a run may see and call.
-//! - [`ToolRunner`]: the only way a tool is executed (validate, authorize, execute,
-//!   bound, redact, record).
-//! - [`CompletionPort`]: how the loop calls a model, implemented by wire crates.
-//! - [`AiEvent`]: the public event contract of a run.
+//! The modules, by concept (the root re-exports the entry points each names):
+//! - [`tool`]: what a tool is ([`ToolSpec`], [`ToolId`], [`ToolEffect`],
+//!   `Redaction`) and how it runs (`ToolExecutor`, `ToolOutput`, `ToolFailure`).
+//! - [`policy`]: which tools a run may see and call ([`ToolPolicy`], [`ToolCatalog`],
+//!   `ToolPattern`).
+//! - [`runner`]: [`ToolRunner`], the only way a tool is executed (validate,
+//!   authorize, execute, bound, redact, record).
+//! - [`approval`]: approvals bound to one call and its exact arguments.
+//! - [`completion`]: [`CompletionPort`], how the loop calls a model, implemented by
+//!   wire crates.
+//! - [`event`]: [`AiEvent`], the public event contract of a run.
+//! - [`message`]: [`Message`], the conversation, independent of any wire format.
+//! - [`schema`]: JSON Schema walking and the P0 subset check.
+//! - [`text`]: bounding, log-safe and display-safe text.
 
-mod approval;
-mod bound;
-mod catalog;
-mod completion;
+pub mod approval;
+pub mod completion;
 mod context;
-mod display;
-mod error;
-mod event;
-mod id;
-mod message;
-mod policy;
-mod record;
-mod redact;
-mod runner;
-mod schema;
-mod spec;
+pub mod event;
+pub mod message;
+pub mod policy;
+pub mod runner;
+pub mod schema;
+pub mod text;
+pub mod tool;
 
-pub use approval::{ApprovalDecision, ApprovalGrant, ApprovalRequest, Approver, GrantLedger};
-pub use bound::{
-    BoundedValue, MAX_FAILURE_MESSAGE_BYTES, MAX_LOG_FIELD_CHARS, MIN_RESULT_BUDGET,
-    TRUNCATION_MARKER, bound_text, bound_value, log_field,
-};
-pub use catalog::{CatalogError, ToolCatalog};
-pub use completion::{
-    AssembledToolCall, CompletionDelta, CompletionError, CompletionFinal, CompletionItem,
-    CompletionPort, CompletionRequest, CompletionStream, FinishReason, ModelSettings,
-    ResponseFormat, TimeoutPhase, ToolCallOutcome, ToolChoice,
-};
+pub use completion::CompletionPort;
 pub use context::RunContext;
-pub use display::{has_hidden, is_hidden, printable};
-pub use error::ToolErrorCode;
-pub use event::{AiEvent, AiEventKind, EventSink, ToolCallRef, UsageFact};
-pub use id::{
-    DEFAULT_APP_NAMESPACE, MAX_NAMESPACE_LEN, MAX_TOOL_ID_LEN, RESERVED_NAMESPACES, ToolId,
-    ToolIdError, ToolSource,
-};
-pub use message::{Message, MessageToolCall};
-pub use policy::{Budgets, PolicyDecision, ToolPolicy};
-pub use record::{ToolExecResult, ToolInvocationRecord};
-pub use redact::{FieldPath, Redaction, RedactionError};
-pub use runner::{
-    CallScope, ModelView, NestedEvents, NestedPort, RegisteredTool, SUBAGENT_STOP_GRACE, ToolCall,
-    ToolCallContext, ToolExecution, ToolExecutor, ToolFailure, ToolOutput, ToolRunner,
-};
-pub use schema::{
-    SchemaViolation, check_schema_refs, check_schema_subset, resolve_local_ref, visit_subschemas,
-};
-pub use spec::{ToolEffect, ToolSpec, args_hash, canonical_json, schema_hash};
+pub use event::AiEvent;
+pub use message::Message;
+pub use policy::{ToolCatalog, ToolPolicy};
+pub use runner::ToolRunner;
+pub use tool::{ToolEffect, ToolId, ToolSpec};
 
 /// Re-exported so executors and callers share one cancellation type.
 pub use tokio_util::sync::CancellationToken;

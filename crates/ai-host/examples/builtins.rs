@@ -10,7 +10,7 @@
 
 use agent_graph::Agent;
 use agent_testing::{ScriptedModel, Turn};
-use ai_core::{AiEventKind, ToolPolicy};
+use ai_core::{ToolPolicy, event::AiEventKind};
 use ai_host::{BuiltinConfig, bind_builtin_tools};
 use futures::StreamExt;
 use serde_json::json;

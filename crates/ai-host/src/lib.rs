@@ -38,7 +38,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ai_core::RegisteredTool;
+use ai_core::tool::RegisteredTool;
 use ai_tools::builtin::{
     DEFAULT_FETCH_BYTES, DEFAULT_FETCH_TIMEOUT, DEFAULT_MAX_FILE_BYTES, DEFAULT_SHELL_OUTPUT_BYTES,
     DEFAULT_SHELL_TIMEOUT, EditFile, ExecShell, GetCurrentTime, ListDirectory, MemoryRead,

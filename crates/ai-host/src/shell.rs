@@ -109,7 +109,7 @@ impl PidNamespace {
         let reason = stderr.lines().next().unwrap_or("the probe command failed");
         Err(format!(
             "a PID namespace with its own /proc is not permitted here ({})",
-            ai_core::log_field(reason)
+            ai_core::text::log_field(reason)
         ))
     }
 }

@@ -5,8 +5,11 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use ai_core::{
-    DEFAULT_APP_NAMESPACE, ModelView, Redaction, RegisteredTool, ToolCallContext, ToolEffect,
-    ToolErrorCode, ToolExecutor, ToolFailure, ToolId, ToolOutput, ToolSpec,
+    ToolEffect, ToolId, ToolSpec,
+    tool::{
+        DEFAULT_APP_NAMESPACE, ModelView, Redaction, RegisteredTool, ToolCallContext,
+        ToolErrorCode, ToolExecutor, ToolFailure, ToolOutput,
+    },
 };
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
@@ -55,7 +58,7 @@ impl Namespace {
         }
     }
 
-    fn id(&self, name: &str) -> Result<ToolId, ai_core::ToolIdError> {
+    fn id(&self, name: &str) -> Result<ToolId, ai_core::tool::ToolIdError> {
         match &self.0 {
             NamespaceKind::Core => ToolId::core(name),
             NamespaceKind::App(namespace) => ToolId::app(namespace, name),

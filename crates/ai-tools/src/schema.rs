@@ -15,7 +15,7 @@ pub enum SchemaError {
     Subset(String),
 }
 
-fn join(violations: &[ai_core::SchemaViolation]) -> String {
+fn join(violations: &[ai_core::schema::SchemaViolation]) -> String {
     violations
         .iter()
         .map(ToString::to_string)
@@ -37,7 +37,7 @@ pub fn args_schema<T: JsonSchema>() -> Result<Value, SchemaError> {
         .into_generator()
         .into_root_schema_for::<T>();
     let schema = normalize(schema.to_value())?;
-    ai_core::check_schema_subset(&schema).map_err(|v| SchemaError::Subset(join(&v)))?;
+    ai_core::schema::check_schema_subset(&schema).map_err(|v| SchemaError::Subset(join(&v)))?;
     Ok(schema)
 }
 
@@ -58,7 +58,7 @@ fn normalize(mut schema: Value) -> Result<Value, SchemaError> {
         map.remove("$schema");
     }
     fold_nullable(&mut schema);
-    ai_core::check_schema_refs(&schema).map_err(|v| SchemaError::Ref(join(&v)))?;
+    ai_core::schema::check_schema_refs(&schema).map_err(|v| SchemaError::Ref(join(&v)))?;
     Ok(schema)
 }
 

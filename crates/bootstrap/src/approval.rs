@@ -4,7 +4,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use ai_core::{ApprovalDecision, ApprovalGrant, ApprovalRequest, Approver};
+use ai_core::approval::{ApprovalDecision, ApprovalGrant, ApprovalRequest, Approver};
 use futures::future::BoxFuture;
 
 use crate::render::printable;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use agent_graph::{RunDeps, RunRequest};
-use ai_core::{CompletionPort, PolicyDecision, RunContext, ToolRunner};
+use ai_core::{CompletionPort, RunContext, ToolRunner, policy::PolicyDecision};
 use clap::{Args, Parser, Subcommand};
 use futures::StreamExt;
 
@@ -450,7 +450,7 @@ async fn chat(
 #[allow(clippy::too_many_arguments)]
 async fn chat_with(
     config: &AgentConfig,
-    tools: Vec<ai_core::RegisteredTool>,
+    tools: Vec<ai_core::tool::RegisteredTool>,
     graph: &agent_graph::Graph,
     policy: ai_core::ToolPolicy,
     model: Arc<dyn CompletionPort>,

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use agent_graph::{RunLimits, SubagentBudget};
-use ai_core::{Budgets, ToolEffect, ToolId, ToolPolicy};
+use ai_core::{ToolEffect, ToolId, ToolPolicy, policy::Budgets};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_testing::TestModel;
-use ai_core::{CompletionPort, ModelSettings};
+use ai_core::{CompletionPort, completion::ModelSettings};
 use wire_openai::client::{ClientConfig, OpenAiClient, Timeouts};
 use wire_openai::encode::{MaxTokensField, NamedToolChoice};
 
@@ -170,8 +170,8 @@ mod tests {
     async fn file_settings_reach_the_request_on_the_wire() {
         use agent_testing::server::{OpenAiServer, Reply};
         use ai_core::{
-            CancellationToken, CompletionItem, CompletionRequest, Message, RunContext, ToolChoice,
-            ToolEffect, ToolId, ToolSpec,
+            CancellationToken, Message, RunContext, ToolEffect, ToolId, ToolSpec,
+            completion::{CompletionItem, CompletionRequest, ToolChoice},
         };
         use futures::StreamExt;
         use serde_json::json;

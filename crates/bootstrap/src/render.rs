@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::time::Instant;
 
-use ai_core::{AiEvent, AiEventKind};
+use ai_core::{AiEvent, event::AiEventKind};
 
 /// Longest argument preview on a tool line.
 const ARGS_PREVIEW: usize = 80;
@@ -15,11 +15,11 @@ const SPINNER: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '�
 /// Erases the current terminal line.
 const CLEAR_LINE: &str = "\r\x1b[2K";
 
-/// `text` as the terminal may show it: [`ai_core::printable`], the one list of
+/// `text` as the terminal may show it: [`ai_core::text::printable`], the one list of
 /// hidden characters the chat page escapes too. The one function for every
 /// model-chosen text the CLI shows, the approval prompt included.
 pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    ai_core::printable(text)
+    ai_core::text::printable(text)
 }
 
 fn preview(text: &str, max: usize) -> String {
@@ -330,7 +330,7 @@ mod tests {
                 tool_name: "core__list_directory".into(),
                 ok: false,
                 result: None,
-                error_code: Some(ai_core::ToolErrorCode::PermissionDenied),
+                error_code: Some(ai_core::tool::ToolErrorCode::PermissionDenied),
                 message: Some("outside the workspace".into()),
                 duration_ms: 1,
                 truncated: false,

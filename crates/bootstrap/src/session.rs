@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use agent_graph::Graph;
-use ai_core::{CompletionPort, RegisteredTool, ToolPolicy};
+use ai_core::{CompletionPort, ToolPolicy, tool::RegisteredTool};
 use tools_mcp::McpSources;
 
 use crate::config::AgentConfig;

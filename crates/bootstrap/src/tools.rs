@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ai_core::RegisteredTool;
+use ai_core::tool::RegisteredTool;
 
 use crate::config::{AgentConfig, ConfigSource};
 use crate::trust::UserDirs;

@@ -37,8 +37,8 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use ai_core::{
-    AiEvent, CancellationToken, EventSink, RunContext, ToolCall, ToolCatalog, ToolEffect,
-    ToolPolicy, ToolRunner,
+    AiEvent, CancellationToken, RunContext, ToolCatalog, ToolEffect, ToolPolicy, ToolRunner,
+    event::EventSink, runner::ToolCall,
 };
 use criterion::Criterion;
 use serde_json::Value;
@@ -132,7 +132,7 @@ struct Fixture {
 }
 
 impl Fixture {
-    async fn call(&self) -> ai_core::ToolExecution {
+    async fn call(&self) -> ai_core::runner::ToolExecution {
         self.runner
             .exec(
                 &self.run,

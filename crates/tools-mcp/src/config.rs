@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ai_core::{FieldPath, Redaction, ToolEffect};
+use ai_core::{
+    ToolEffect,
+    tool::{FieldPath, Redaction},
+};
 use serde::Deserialize;
 
 /// Startup timeout when the config names none.

@@ -2,7 +2,10 @@
 //! context, structured content checked against the output schema, `isError` as a
 //! typed failure.
 
-use ai_core::{ModelView, ToolErrorCode, ToolFailure, ToolOutput, bound_text};
+use ai_core::{
+    text::bound_text,
+    tool::{ModelView, ToolErrorCode, ToolFailure, ToolOutput},
+};
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 

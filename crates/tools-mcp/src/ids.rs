@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use ai_core::{MAX_TOOL_ID_LEN, ToolId};
+use ai_core::{ToolId, tool::MAX_TOOL_ID_LEN};
 use sha2::{Digest, Sha256};
 
 /// Hex digits of the hash suffix a mapped name gets.

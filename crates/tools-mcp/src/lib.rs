@@ -1,6 +1,6 @@
 //! MCP tool sources: the tools of Model Context Protocol servers, reached over
 //! stdio (a child process) or streamable HTTP with the official Rust SDK (rmcp),
-//! registered as ordinary [`ai_core::RegisteredTool`]s so every call goes through
+//! registered as ordinary [`ai_core::tool::RegisteredTool`]s so every call goes through
 //! `ToolRunner::exec` (policy, validation, bounding, redaction, events).
 //!
 //! What this crate guarantees:

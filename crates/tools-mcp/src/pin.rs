@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use ai_core::canonical_json;
+use ai_core::tool::canonical_json;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};

@@ -3,7 +3,7 @@
 //! MCP servers describe tool inputs in JSON Schema 2020-12 (the dialect when
 //! `$schema` is absent, per the MCP specification), 2019-09 or draft-07. The
 //! catalog, and every model a tool spec is sent to, takes only the draft-07 subset
-//! that [`ai_core::check_schema_subset`] accepts: no combinators, no conditionals,
+//! that [`ai_core::schema::check_schema_subset`] accepts: no combinators, no conditionals,
 //! no `patternProperties`, only local `$ref`s, and an object root.
 //!
 //! [`translate_schema`] rewrites a schema into that subset when, and only when, the
@@ -54,7 +54,7 @@
 use std::collections::HashMap;
 use std::io;
 
-use ai_core::{check_schema_subset, resolve_local_ref};
+use ai_core::schema::{check_schema_subset, resolve_local_ref};
 use serde_json::{Map, Value, json};
 
 /// Deepest subschema nesting translated, counting each inlined `$ref` as a level.
@@ -112,7 +112,7 @@ pub enum Dialect {
 /// A schema rewritten into the catalog's subset.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SchemaTranslation {
-    /// The draft-07 subset schema; it passes [`ai_core::check_schema_subset`].
+    /// The draft-07 subset schema; it passes [`ai_core::schema::check_schema_subset`].
     pub schema: Value,
     /// The dialect the original schema was read as.
     pub dialect: Dialect,

@@ -7,7 +7,10 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use ai_core::{ToolErrorCode, ToolFailure, log_field};
+use ai_core::{
+    text::log_field,
+    tool::{ToolErrorCode, ToolFailure},
+};
 use rmcp::ClientHandler;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation, Tool};
 use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceExt};

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ai_core::{RegisteredTool, ToolEffect, ToolId, ToolSpec};
+use ai_core::{ToolEffect, ToolId, ToolSpec, tool::RegisteredTool};
 use serde::Serialize;
 use serde_json::Value;
 

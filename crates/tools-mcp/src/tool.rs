@@ -5,7 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ai_core::{ToolCallContext, ToolErrorCode, ToolExecutor, ToolFailure, ToolOutput, bound_text};
+use ai_core::{
+    text::bound_text,
+    tool::{ToolCallContext, ToolErrorCode, ToolExecutor, ToolFailure, ToolOutput},
+};
 use futures::future::BoxFuture;
 use rmcp::ServiceError;
 use rmcp::model::{

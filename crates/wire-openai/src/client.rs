@@ -53,8 +53,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use ai_core::{
-    CancellationToken, CompletionDelta, CompletionError, CompletionItem, CompletionPort,
-    CompletionRequest, CompletionStream, TimeoutPhase,
+    CancellationToken, CompletionPort,
+    completion::{
+        CompletionDelta, CompletionError, CompletionItem, CompletionRequest, CompletionStream,
+        TimeoutPhase,
+    },
 };
 use bytes::Bytes;
 use futures::StreamExt;
@@ -757,7 +760,7 @@ impl Call {
         );
     }
 
-    fn queue_final(&mut self, mut turn: ai_core::CompletionFinal) {
+    fn queue_final(&mut self, mut turn: ai_core::completion::CompletionFinal) {
         self.relax_strict(&mut turn.tool_calls);
         tracing::debug!(
             finish_reason = ?turn.finish_reason,
@@ -785,12 +788,12 @@ impl Call {
         Err(error)
     }
 
-    fn relax_strict(&self, calls: &mut [ai_core::AssembledToolCall]) {
+    fn relax_strict(&self, calls: &mut [ai_core::completion::AssembledToolCall]) {
         if self.strict_tools.is_empty() {
             return;
         }
         for call in calls {
-            if call.outcome != ai_core::ToolCallOutcome::Complete {
+            if call.outcome != ai_core::completion::ToolCallOutcome::Complete {
                 continue;
             }
             if let Some((_, schema)) = self

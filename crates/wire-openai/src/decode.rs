@@ -115,8 +115,11 @@ use std::borrow::Cow;
 use std::fmt;
 
 use ai_core::{
-    AssembledToolCall, CompletionDelta, CompletionError, CompletionFinal, FinishReason,
-    ToolCallOutcome, UsageFact,
+    completion::{
+        AssembledToolCall, CompletionDelta, CompletionError, CompletionFinal, FinishReason,
+        ToolCallOutcome,
+    },
+    event::UsageFact,
 };
 use serde::de::IgnoredAny;
 use serde_json::Value;

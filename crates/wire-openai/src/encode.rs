@@ -4,7 +4,10 @@
 //! request DTOs and OpenAI's strict-schema rules ([`strict_schema`]); semantic
 //! schemas in [`ToolSpec`] are never modified in place.
 
-use ai_core::{CompletionRequest, Message, ResponseFormat, ToolChoice, ToolSpec};
+use ai_core::{
+    Message, ToolSpec,
+    completion::{CompletionRequest, ResponseFormat, ToolChoice},
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -25,7 +28,7 @@ pub enum StrictMode {
     WhenPossible,
 }
 
-/// Which field carries [`ai_core::ModelSettings::max_tokens`].
+/// Which field carries [`ai_core::completion::ModelSettings::max_tokens`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum MaxTokensField {
     /// `max_tokens`: understood by every OpenAI-compatible server.
@@ -65,8 +68,8 @@ pub struct EncodeOptions {
     pub named_tool_choice: NamedToolChoice,
     /// Extra top-level fields of every request, for provider-specific options (e.g.
     /// `top_k`). Precedence, highest first: fields the encoder sets (from the
-    /// request and its [`ai_core::ModelSettings`]), the request's
-    /// [`ai_core::ModelSettings::extra_body`], then these.
+    /// request and its [`ai_core::completion::ModelSettings`]), the request's
+    /// [`ai_core::completion::ModelSettings::extra_body`], then these.
     pub extra_body: Map<String, Value>,
 }
 
@@ -233,7 +236,7 @@ struct ToolCallDto<'a> {
     kind: &'static str,
     function: FunctionCallDto<'a>,
     /// The provider's extras on the call as the decoder kept them
-    /// ([`ai_core::MessageToolCall::raw`]), e.g. Gemini's thought signature, which
+    /// ([`ai_core::message::MessageToolCall::raw`]), e.g. Gemini's thought signature, which
     /// Gemini requires back on the call.
     #[serde(skip_serializing_if = "Option::is_none")]
     extra_content: Option<&'a Value>,
@@ -296,7 +299,7 @@ fn to_value<T: Serialize>(value: &T) -> Value {
 
 /// Encodes a request body.
 ///
-/// Besides the messages and tools it sends the request's [`ai_core::ModelSettings`]
+/// Besides the messages and tools it sends the request's [`ai_core::completion::ModelSettings`]
 /// (`temperature`, `max_tokens` or `max_completion_tokens`, `seed`,
 /// `reasoning_effort`, `response_format`) and merges the extra fields of the settings
 /// and then of the options at the top level, never over a field it set itself (see
@@ -306,7 +309,7 @@ fn to_value<T: Serialize>(value: &T) -> Value {
 /// every later turn. Valid objects are sent byte for byte as they were.
 ///
 /// ```
-/// use ai_core::{CompletionRequest, Message, ModelSettings, RunContext, ToolChoice};
+/// use ai_core::{Message, RunContext, completion::{CompletionRequest, ModelSettings, ToolChoice}};
 /// use wire_openai::encode::{EncodeOptions, encode_request};
 ///
 /// let request = CompletionRequest {

@@ -3,7 +3,7 @@
 //!
 //! It knows nothing about libFuzzer; it only exercises the public decoding API.
 
-use ai_core::{CompletionDelta, CompletionError, CompletionFinal};
+use ai_core::completion::{CompletionDelta, CompletionError, CompletionFinal};
 
 use crate::decode::{Decoder, DecoderOptions, IdMinting, decode_response};
 use crate::sse::{OwnedSseEvent, SseError, SseFramer};

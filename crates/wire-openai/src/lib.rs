@@ -7,13 +7,13 @@
 //! config file: the composition root hands it a [`client::ClientConfig`].
 //!
 //! Entry points:
-//! - [`encode::encode_request`]: a [`ai_core::CompletionRequest`] to a JSON body
+//! - [`encode::encode_request`]: a [`ai_core::completion::CompletionRequest`] to a JSON body
 //!   (tools, tool choice, history with tool calls and tool results, optional strict
 //!   schemas via [`encode::strict_schema`]).
 //! - [`sse::SseFramer`]: byte-level server-sent-events framing (sans-IO).
 //! - [`decode::Decoder`]: sans-IO stream decoder and tool-call assembler, fed byte
-//!   chunks, producing [`ai_core::CompletionDelta`]s and one
-//!   [`ai_core::CompletionFinal`]; [`decode::decode_response`] for non-streaming
+//!   chunks, producing [`ai_core::completion::CompletionDelta`]s and one
+//!   [`ai_core::completion::CompletionFinal`]; [`decode::decode_response`] for non-streaming
 //!   bodies. The module docs list every gateway pathology it handles.
 //! - [`client::OpenAiClient`]: [`ai_core::CompletionPort`] over reqwest (timeouts,
 //!   retries, cancellation, typed errors that never contain the API key).

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use agent_graph::{Agent, AgentError, RunError};
 use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
-    AiEvent, AiEventKind, Message, RunContext, ToolEffect, ToolErrorCode, ToolFailure, ToolPolicy,
+    AiEvent, Message, RunContext, ToolEffect, ToolPolicy,
+    event::AiEventKind,
+    tool::{ToolErrorCode, ToolFailure},
 };
 use futures::StreamExt;
 use schemars::JsonSchema;
@@ -279,13 +281,13 @@ async fn a_failed_run_is_a_typed_error() {
 /// A tool its source has withdrawn (as an MCP server does with a changed definition).
 struct Withdrawn;
 
-impl ai_core::ToolExecutor for Withdrawn {
+impl ai_core::tool::ToolExecutor for Withdrawn {
     fn execute(
         &self,
-        _cx: ai_core::ToolCallContext,
+        _cx: ai_core::tool::ToolCallContext,
         _args: serde_json::Value,
-    ) -> futures::future::BoxFuture<'static, Result<ai_core::ToolOutput, ToolFailure>> {
-        Box::pin(async { Ok(ai_core::ToolOutput::json(json!(null))) })
+    ) -> futures::future::BoxFuture<'static, Result<ai_core::tool::ToolOutput, ToolFailure>> {
+        Box::pin(async { Ok(ai_core::tool::ToolOutput::json(json!(null))) })
     }
 
     fn availability(&self) -> Result<(), String> {
@@ -301,10 +303,10 @@ async fn a_withheld_tool_is_not_offered_and_the_run_says_so_first() {
         json!({"type": "object", "properties": {}}),
         ToolEffect::ReadOnly,
     )
-    .with_redaction(ai_core::Redaction::default());
+    .with_redaction(ai_core::tool::Redaction::default());
     let model = ScriptedModel::new([Turn::text("nothing to look up")]);
     let agent = Agent::builder(model)
-        .tool(ai_core::RegisteredTool {
+        .tool(ai_core::tool::RegisteredTool {
             spec,
             executor: Arc::new(Withdrawn),
         })

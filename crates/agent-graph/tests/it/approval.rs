@@ -4,7 +4,10 @@ use std::sync::Arc;
 
 use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
-    ApprovalGrant, Approver, GrantLedger, ToolCallOutcome, ToolEffect, ToolErrorCode, ToolPolicy,
+    ToolEffect, ToolPolicy,
+    approval::{ApprovalGrant, Approver, GrantLedger},
+    completion::ToolCallOutcome,
+    tool::ToolErrorCode,
 };
 use serde_json::json;
 
@@ -288,7 +291,7 @@ async fn with_deferred_approvals_the_run_pauses_and_runs_only_what_needs_no_appr
         args_hash(&json!({"value": 1, "key": "k"}))
     );
     match &events[4].kind {
-        ai_core::AiEventKind::ToolApprovalRequested {
+        ai_core::event::AiEventKind::ToolApprovalRequested {
             tool_call_id,
             args,
             args_hash: hash,

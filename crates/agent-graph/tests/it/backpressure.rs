@@ -4,7 +4,7 @@
 
 use agent_graph::{Fanout, SubscriberItem, run};
 use agent_testing::{ScriptedModel, Turn};
-use ai_core::{AiEvent, AiEventKind};
+use ai_core::{AiEvent, event::AiEventKind};
 use futures::StreamExt;
 use serde_json::json;
 

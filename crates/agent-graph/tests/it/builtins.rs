@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use agent_graph::Agent;
 use agent_testing::TestModel;
-use ai_core::{AiEvent, Message, RegisteredTool, ToolErrorCode};
+use ai_core::{
+    AiEvent, Message,
+    tool::{RegisteredTool, ToolErrorCode},
+};
 use ai_tools::builtin::{GetCurrentTime, ListDirectory, MemoryRead, ReadFile};
 use ai_tools::capability::{
     Clock, FixedClock, MemoryStore, MemoryStoreDouble, MemoryWorkspace, Workspace,
@@ -56,7 +59,7 @@ async fn the_offline_demo_makes_no_call_that_fails_for_its_own_arguments() {
     let names: Vec<String> = events
         .iter()
         .filter_map(|e| match &e.kind {
-            ai_core::AiEventKind::ToolCallStart { tool_name, .. } => Some(tool_name.clone()),
+            ai_core::event::AiEventKind::ToolCallStart { tool_name, .. } => Some(tool_name.clone()),
             _ => None,
         })
         .collect();

@@ -10,10 +10,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use agent_graph::{RunError, ToolChoiceScope};
 use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
-    AiEventKind, ApprovalDecision, ApprovalGrant, ApprovalRequest, Approver, CompletionError,
-    FinishReason, Message, MessageToolCall, RegisteredTool, ToolCallContext, ToolCallOutcome,
-    ToolCallRef, ToolChoice, ToolEffect, ToolErrorCode, ToolExecutor, ToolFailure, ToolId,
-    ToolOutput, ToolPolicy,
+    Message, ToolEffect, ToolId, ToolPolicy,
+    approval::{ApprovalDecision, ApprovalGrant, ApprovalRequest, Approver},
+    completion::{CompletionError, FinishReason, ToolCallOutcome, ToolChoice},
+    event::{AiEventKind, ToolCallRef},
+    message::MessageToolCall,
+    tool::{RegisteredTool, ToolCallContext, ToolErrorCode, ToolExecutor, ToolFailure, ToolOutput},
 };
 use futures::future::BoxFuture;
 use serde_json::json;
@@ -948,11 +950,11 @@ async fn a_long_tool_failure_message_is_bounded_for_events_and_the_model() {
     outcome.unwrap();
     let message = results(&events).remove(0).3;
     assert!(
-        message.len() <= ai_core::MAX_FAILURE_MESSAGE_BYTES,
+        message.len() <= ai_core::text::MAX_FAILURE_MESSAGE_BYTES,
         "{}",
         message.len()
     );
-    assert!(message.ends_with(ai_core::TRUNCATION_MARKER));
+    assert!(message.ends_with(ai_core::text::TRUNCATION_MARKER));
     assert!(message.starts_with("日本日本"));
     let seen = tool_messages(&model.requests()[1].messages);
     let content: serde_json::Value = serde_json::from_str(&seen[0].1).unwrap();

@@ -74,7 +74,7 @@ async fn a_dropped_subscriber_is_forgotten_and_others_keep_receiving() {
     let gone = fanout.subscribe(1);
     let mut kept = fanout.subscribe(4);
     drop(gone);
-    let event = AiEvent::new(&ctx(), ai_core::AiEventKind::Done);
+    let event = AiEvent::new(&ctx(), ai_core::event::AiEventKind::Done);
     fanout.publish(&event);
     drop(fanout);
     assert_eq!(kept.recv().await, Some(SubscriberItem::Event(event)));

@@ -7,8 +7,9 @@ use std::time::Duration;
 use agent_graph::{RunDeps, RunError, run};
 use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
-    CancellationToken, CompletionError, CompletionPort, CompletionRequest, CompletionStream,
-    ToolCatalog, ToolErrorCode, ToolPolicy, ToolRunner,
+    CancellationToken, CompletionPort, ToolCatalog, ToolPolicy, ToolRunner,
+    completion::{CompletionError, CompletionRequest, CompletionStream},
+    tool::ToolErrorCode,
 };
 use futures::StreamExt;
 use serde_json::json;

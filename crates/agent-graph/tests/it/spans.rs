@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
-    MAX_LOG_FIELD_CHARS, RegisteredTool, RunContext, ToolCallContext, ToolEffect, ToolExecutor,
-    ToolFailure, ToolOutput,
+    RunContext, ToolEffect,
+    text::MAX_LOG_FIELD_CHARS,
+    tool::{RegisteredTool, ToolCallContext, ToolExecutor, ToolFailure, ToolOutput},
 };
 use futures::future::BoxFuture;
 use serde_json::{Value, json};

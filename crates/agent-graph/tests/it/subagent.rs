@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use agent_graph::{Graph, GraphError, GraphRegistry, RunDeps, RunError, SubagentBudget, run};
 use agent_testing::{ScriptedModel, Turn};
-use ai_core::{AiEvent, AiEventKind, ToolErrorCode, ToolPolicy};
+use ai_core::{AiEvent, ToolPolicy, event::AiEventKind, tool::ToolErrorCode};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -395,17 +395,19 @@ async fn a_tool_denied_to_the_parent_is_denied_to_the_child() {
 }
 
 /// Records what the runner put in the execution's context.
-struct Probe(Arc<std::sync::Mutex<Option<ai_core::ToolCallContext>>>);
+struct Probe(Arc<std::sync::Mutex<Option<ai_core::tool::ToolCallContext>>>);
 
-impl ai_core::ToolExecutor for Probe {
+impl ai_core::tool::ToolExecutor for Probe {
     fn execute(
         &self,
-        cx: ai_core::ToolCallContext,
+        cx: ai_core::tool::ToolCallContext,
         _args: serde_json::Value,
-    ) -> futures::future::BoxFuture<'static, Result<ai_core::ToolOutput, ai_core::ToolFailure>>
-    {
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<ai_core::tool::ToolOutput, ai_core::tool::ToolFailure>,
+    > {
         *self.0.lock().unwrap() = Some(cx);
-        Box::pin(async { Ok(ai_core::ToolOutput::json(json!({}))) })
+        Box::pin(async { Ok(ai_core::tool::ToolOutput::json(json!({}))) })
     }
 }
 
@@ -415,7 +417,7 @@ impl ai_core::ToolExecutor for Probe {
 async fn executions_see_the_graph_prompt_hash_and_nested_port_of_the_run() {
     let kit = Kit::new();
     let seen = Arc::new(std::sync::Mutex::new(None));
-    let probe = ai_core::RegisteredTool {
+    let probe = ai_core::tool::RegisteredTool {
         spec: crate::support::spec(
             "probe",
             ai_core::ToolEffect::ReadOnly,

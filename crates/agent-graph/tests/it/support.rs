@@ -9,9 +9,13 @@ use std::time::Duration;
 use agent_graph::{RunDeps, RunError, RunOutput, RunRequest, SubscriberItem, run};
 use agent_testing::{Echo, ScriptedModel};
 use ai_core::{
-    AiEvent, AiEventKind, ApprovalRequest, Approver, Message, Redaction, RegisteredTool,
-    RunContext, ToolCallContext, ToolEffect, ToolErrorCode, ToolExecutor, ToolFailure, ToolId,
-    ToolOutput, ToolPolicy, ToolRunner, ToolSpec,
+    AiEvent, Message, RunContext, ToolEffect, ToolId, ToolPolicy, ToolRunner, ToolSpec,
+    approval::{ApprovalRequest, Approver},
+    event::AiEventKind,
+    tool::{
+        Redaction, RegisteredTool, ToolCallContext, ToolErrorCode, ToolExecutor, ToolFailure,
+        ToolOutput,
+    },
 };
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -34,7 +38,7 @@ pub(crate) fn request() -> RunRequest {
 
 /// `sha256:<hex>` of the canonical JSON of `args`, as the runner computes it.
 pub(crate) fn args_hash(args: &Value) -> String {
-    let digest = Sha256::digest(ai_core::canonical_json(args).as_bytes());
+    let digest = Sha256::digest(ai_core::tool::canonical_json(args).as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
 }
@@ -208,12 +212,17 @@ impl RecordingApprover {
 }
 
 impl Approver for RecordingApprover {
-    fn review(&self, request: ApprovalRequest) -> BoxFuture<'static, ai_core::ApprovalDecision> {
+    fn review(
+        &self,
+        request: ApprovalRequest,
+    ) -> BoxFuture<'static, ai_core::approval::ApprovalDecision> {
         self.seen.lock().unwrap().push(request.clone());
         let decision = if self.approve {
-            ai_core::ApprovalDecision::Approved(ai_core::ApprovalGrant::for_request(&request))
+            ai_core::approval::ApprovalDecision::Approved(
+                ai_core::approval::ApprovalGrant::for_request(&request),
+            )
         } else {
-            ai_core::ApprovalDecision::Denied {
+            ai_core::approval::ApprovalDecision::Denied {
                 reason: "the user said no".into(),
             }
         };

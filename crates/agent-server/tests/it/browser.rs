@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use agent_server::Access;
 use agent_testing::{ScriptedModel, Turn};
-use ai_core::CompletionError;
+use ai_core::completion::CompletionError;
 use serde_json::{Value, json};
 
 use crate::support::{Live, start};

@@ -6,7 +6,7 @@
 
 use agent_server::data_stream::DataStreamEncoder;
 use agent_server::ui_stream::{self, UiStreamEncoder};
-use ai_core::{AiEvent, AiEventKind, RunContext, ToolErrorCode};
+use ai_core::{AiEvent, RunContext, event::AiEventKind, tool::ToolErrorCode};
 use serde_json::{Value, json};
 
 /// How a response begins: fresh, or continuing a message whose calls the client has.

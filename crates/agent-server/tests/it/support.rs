@@ -11,8 +11,9 @@ use agent_graph::RunLimits;
 use agent_server::{Access, ChatService, ChatSetup};
 use agent_testing::{ScriptedModel, echo_tool};
 use ai_core::{
-    CompletionPort, ModelSettings, Redaction, RegisteredTool, ToolCallContext, ToolEffect,
-    ToolExecutor, ToolFailure, ToolId, ToolOutput, ToolPolicy, ToolSpec,
+    CompletionPort, ToolEffect, ToolId, ToolPolicy, ToolSpec,
+    completion::ModelSettings,
+    tool::{Redaction, RegisteredTool, ToolCallContext, ToolExecutor, ToolFailure, ToolOutput},
 };
 use futures::future::BoxFuture;
 use serde_json::{Value, json};

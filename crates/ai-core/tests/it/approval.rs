@@ -7,8 +7,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use ai_core::{
-    ApprovalGrant, Approver, GrantLedger, ToolCall, ToolEffect, ToolErrorCode, ToolRunner,
-    canonical_json,
+    ToolEffect, ToolRunner,
+    approval::{ApprovalGrant, Approver, GrantLedger},
+    runner::ToolCall,
+    tool::{ToolErrorCode, canonical_json},
 };
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -291,8 +293,8 @@ struct PanickingApprover {
 impl Approver for PanickingApprover {
     fn review(
         &self,
-        _request: ai_core::ApprovalRequest,
-    ) -> futures::future::BoxFuture<'static, ai_core::ApprovalDecision> {
+        _request: ai_core::approval::ApprovalRequest,
+    ) -> futures::future::BoxFuture<'static, ai_core::approval::ApprovalDecision> {
         assert!(!self.eager, "approver panicked before returning its future");
         Box::pin(async { panic!("approver panicked while reviewing") })
     }
@@ -320,12 +322,12 @@ struct Verbose;
 impl Approver for Verbose {
     fn review(
         &self,
-        _request: ai_core::ApprovalRequest,
-    ) -> futures::future::BoxFuture<'static, ai_core::ApprovalDecision> {
+        _request: ai_core::approval::ApprovalRequest,
+    ) -> futures::future::BoxFuture<'static, ai_core::approval::ApprovalDecision> {
         let reason = "é".repeat(10_000);
-        Box::pin(std::future::ready(ai_core::ApprovalDecision::Denied {
-            reason,
-        }))
+        Box::pin(std::future::ready(
+            ai_core::approval::ApprovalDecision::Denied { reason },
+        ))
     }
 }
 
@@ -335,10 +337,10 @@ async fn an_approvers_long_reason_is_bounded() {
     let exec = h.exec(ToolCall::new("call-1", TOOL, ARGS)).await;
     let message = expect_failure(&exec, ToolErrorCode::ApprovalRequired);
     assert!(
-        message.len() <= ai_core::MAX_FAILURE_MESSAGE_BYTES,
+        message.len() <= ai_core::text::MAX_FAILURE_MESSAGE_BYTES,
         "{}",
         message.len()
     );
     assert!(message.starts_with("approval was refused: éé"));
-    assert!(message.ends_with(ai_core::TRUNCATION_MARKER));
+    assert!(message.ends_with(ai_core::text::TRUNCATION_MARKER));
 }

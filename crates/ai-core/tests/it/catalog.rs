@@ -2,8 +2,10 @@
 //! and the checks `ToolRunner::new` makes on the tools it is given.
 
 use ai_core::{
-    CatalogError, PolicyDecision, RunContext, ToolCall, ToolCatalog, ToolEffect, ToolErrorCode,
-    ToolId, ToolPolicy, ToolRunner, ToolSpec,
+    RunContext, ToolCatalog, ToolEffect, ToolId, ToolPolicy, ToolRunner, ToolSpec,
+    policy::{CatalogError, PolicyDecision},
+    runner::ToolCall,
+    tool::ToolErrorCode,
 };
 use serde_json::{Value, json};
 
@@ -295,14 +297,16 @@ fn runner_rejects_schemas_the_validator_cannot_compile() {
 /// Available while its flag is up; says why not otherwise.
 struct Switchable(std::sync::Arc<std::sync::atomic::AtomicBool>);
 
-impl ai_core::ToolExecutor for Switchable {
+impl ai_core::tool::ToolExecutor for Switchable {
     fn execute(
         &self,
-        _cx: ai_core::ToolCallContext,
+        _cx: ai_core::tool::ToolCallContext,
         args: Value,
-    ) -> futures::future::BoxFuture<'static, Result<ai_core::ToolOutput, ai_core::ToolFailure>>
-    {
-        Box::pin(async move { Ok(ai_core::ToolOutput::json(args)) })
+    ) -> futures::future::BoxFuture<
+        'static,
+        Result<ai_core::tool::ToolOutput, ai_core::tool::ToolFailure>,
+    > {
+        Box::pin(async move { Ok(ai_core::tool::ToolOutput::json(args)) })
     }
 
     fn availability(&self) -> Result<(), String> {

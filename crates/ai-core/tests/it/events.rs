@@ -5,8 +5,12 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use ai_core::{
-    AiEvent, AiEventKind, Budgets, Redaction, RunContext, ToolCall, ToolCallOutcome, ToolEffect,
-    ToolErrorCode, ToolOutput, UsageFact,
+    AiEvent, RunContext, ToolEffect,
+    completion::ToolCallOutcome,
+    event::{AiEventKind, UsageFact},
+    policy::Budgets,
+    runner::ToolCall,
+    tool::{Redaction, ToolErrorCode, ToolOutput},
 };
 use serde_json::{Value, json};
 
@@ -435,11 +439,11 @@ fn other_events_match_the_design_table() {
             AiEventKind::ToolCallsNotExecuted {
                 code: "max_iterations_exceeded".into(),
                 calls: vec![
-                    ai_core::ToolCallRef {
+                    ai_core::event::ToolCallRef {
                         tool_call_id: "call_7".into(),
                         tool_name: "core__read_file".into(),
                     },
-                    ai_core::ToolCallRef {
+                    ai_core::event::ToolCallRef {
                         tool_call_id: "call_8".into(),
                         tool_name: "core__list_directory".into(),
                     },

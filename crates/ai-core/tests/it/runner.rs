@@ -9,8 +9,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ai_core::{
-    Budgets, ModelView, TRUNCATION_MARKER, ToolCall, ToolCallOutcome, ToolEffect, ToolErrorCode,
-    ToolId, ToolOutput, ToolPolicy, ToolRunner,
+    ToolEffect, ToolId, ToolPolicy, ToolRunner,
+    completion::ToolCallOutcome,
+    policy::Budgets,
+    runner::ToolCall,
+    text::TRUNCATION_MARKER,
+    tool::{ModelView, ToolErrorCode, ToolOutput},
 };
 use serde_json::{Value, json};
 
@@ -343,12 +347,15 @@ async fn a_tools_long_failure_message_is_bounded_like_a_result() {
     let text = format!("{}{}", "x".repeat(2040), "日本語".repeat(2000));
     let message = failing_tool(ToolErrorCode::ExecutionFailed, &text).await;
     assert!(
-        message.len() <= ai_core::MAX_FAILURE_MESSAGE_BYTES,
+        message.len() <= ai_core::text::MAX_FAILURE_MESSAGE_BYTES,
         "{}",
         message.len()
     );
-    assert!(message.ends_with(ai_core::TRUNCATION_MARKER), "{message}");
-    let kept = message.trim_end_matches(ai_core::TRUNCATION_MARKER);
+    assert!(
+        message.ends_with(ai_core::text::TRUNCATION_MARKER),
+        "{message}"
+    );
+    let kept = message.trim_end_matches(ai_core::text::TRUNCATION_MARKER);
     assert!(text.starts_with(kept));
     assert!(
         kept.len() > 1900,
@@ -356,7 +363,7 @@ async fn a_tools_long_failure_message_is_bounded_like_a_result() {
         kept.len()
     );
     // A message within the budget passes unchanged.
-    let exact = "y".repeat(ai_core::MAX_FAILURE_MESSAGE_BYTES);
+    let exact = "y".repeat(ai_core::text::MAX_FAILURE_MESSAGE_BYTES);
     assert_eq!(
         failing_tool(ToolErrorCode::ExecutionFailed, &exact).await,
         exact
@@ -601,7 +608,7 @@ async fn model_provided_call_id_is_kept() {
     assert_eq!(exec.result.tool_call_id, "call_abc123");
     assert!(matches!(
         &events.start.kind,
-        ai_core::AiEventKind::ToolCallStart { tool_call_id, .. } if tool_call_id == "call_abc123"
+        ai_core::event::AiEventKind::ToolCallStart { tool_call_id, .. } if tool_call_id == "call_abc123"
     ));
     // The limit is inclusive: an id of exactly max_tool_call_id_len is kept.
     let id = "c".repeat(Budgets::default().max_tool_call_id_len);
@@ -678,8 +685,9 @@ async fn withheld_view_keeps_the_value_out_of_model_content() {
             note: "the token was stored; it is not shown to you".into(),
         },
     };
-    let tool = spec("core__mint", any_object(), ToolEffect::ReadOnly)
-        .with_redaction(ai_core::Redaction::new(Vec::<&str>::new(), Vec::<&str>::new()).unwrap());
+    let tool = spec("core__mint", any_object(), ToolEffect::ReadOnly).with_redaction(
+        ai_core::tool::Redaction::new(Vec::<&str>::new(), Vec::<&str>::new()).unwrap(),
+    );
     let h = Harness::new(vec![registered(tool, Fixed(output))]);
     let (exec, events) = h.exec_events(call("core__mint", "{}")).await;
     assert_eq!(
@@ -750,7 +758,7 @@ async fn huge_string_output_is_truncated_for_the_model_only() {
     );
     assert!(matches!(
         events.result.kind,
-        ai_core::AiEventKind::ToolCallResult {
+        ai_core::event::AiEventKind::ToolCallResult {
             truncated: true,
             ..
         }

@@ -9,10 +9,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ai_core::{
-    AiEvent, AiEventKind, ApprovalDecision, ApprovalGrant, ApprovalRequest, Approver,
-    CancellationToken, EventSink, Redaction, RegisteredTool, RunContext, ToolCall, ToolCallContext,
-    ToolCatalog, ToolEffect, ToolErrorCode, ToolExecution, ToolExecutor, ToolFailure, ToolId,
-    ToolOutput, ToolPolicy, ToolRunner, ToolSpec,
+    AiEvent, CancellationToken, RunContext, ToolCatalog, ToolEffect, ToolId, ToolPolicy,
+    ToolRunner, ToolSpec,
+    approval::{ApprovalDecision, ApprovalGrant, ApprovalRequest, Approver},
+    event::{AiEventKind, EventSink},
+    runner::{ToolCall, ToolExecution},
+    tool::{
+        Redaction, RegisteredTool, ToolCallContext, ToolErrorCode, ToolExecutor, ToolFailure,
+        ToolOutput,
+    },
 };
 use futures::future::BoxFuture;
 use serde_json::{Value, json};

@@ -6,8 +6,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ai_core::{
-    AiEvent, Budgets, CancellationToken, RunContext, ToolCall, ToolEffect, ToolErrorCode,
-    ToolPolicy, ToolRunner,
+    AiEvent, CancellationToken, RunContext, ToolEffect, ToolPolicy, ToolRunner, policy::Budgets,
+    runner::ToolCall, tool::ToolErrorCode,
 };
 use ai_host::{BindError, BuiltinConfig, bind_builtin_tools};
 use serde_json::json;

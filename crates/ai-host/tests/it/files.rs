@@ -3,7 +3,7 @@
 use std::fs;
 use std::sync::Arc;
 
-use ai_core::{RegisteredTool, ToolErrorCode};
+use ai_core::tool::{RegisteredTool, ToolErrorCode};
 use ai_host::LocalWorkspace;
 use ai_tools::bind;
 use ai_tools::builtin::{EditFile, ListDirectory, ReadFile, WriteFile};

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use ai_core::{RegisteredTool, ToolErrorCode};
+use ai_core::tool::{RegisteredTool, ToolErrorCode};
 use ai_host::SqliteMemory;
 use ai_tools::bind;
 use ai_tools::builtin::{MemoryRead, MemoryWrite, MemoryWriteCapabilities};

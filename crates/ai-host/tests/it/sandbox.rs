@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ai_core::{RegisteredTool, ToolErrorCode};
+use ai_core::tool::{RegisteredTool, ToolErrorCode};
 use ai_host::LocalWorkspace;
 use ai_tools::bind;
 use ai_tools::builtin::{EditFile, ListDirectory, ReadFile, WriteFile};
@@ -378,7 +378,7 @@ async fn symlinks_inside_the_workspace_still_work() {
     assert!(!listing.contains("secret.txt"), "{listing}");
 }
 
-fn assert_protected(exec: &ai_core::ToolExecution, label: &str) {
+fn assert_protected(exec: &ai_core::runner::ToolExecution, label: &str) {
     assert_eq!(
         exec.result.error_code,
         Some(ToolErrorCode::PermissionDenied),

@@ -7,7 +7,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ai_core::{CancellationToken, RegisteredTool, ToolErrorCode};
+use ai_core::{
+    CancellationToken,
+    tool::{RegisteredTool, ToolErrorCode},
+};
 use ai_host::LocalShell;
 use ai_tools::bind;
 use ai_tools::builtin::ExecShell;

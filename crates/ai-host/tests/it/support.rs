@@ -1,6 +1,6 @@
 //! Shared helpers: one call through a real `ToolRunner`.
 
-use ai_core::{AiEvent, CancellationToken, RegisteredTool, ToolExecution};
+use ai_core::{AiEvent, CancellationToken, runner::ToolExecution, tool::RegisteredTool};
 use serde_json::Value;
 
 /// Runs one call through a runner holding `tool`, allowed by policy, without approval.

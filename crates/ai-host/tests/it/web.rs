@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use ai_core::{RegisteredTool, ToolErrorCode};
+use ai_core::tool::{RegisteredTool, ToolErrorCode};
 use ai_host::GuardedHttpFetch;
 use ai_tools::bind;
 use ai_tools::builtin::WebFetch;

@@ -7,7 +7,10 @@
 
 use std::sync::Arc;
 
-use ai_core::{ModelView, Redaction, ToolCallContext, ToolEffect, ToolErrorCode, ToolFailure};
+use ai_core::{
+    ToolEffect,
+    tool::{ModelView, Redaction, ToolCallContext, ToolErrorCode, ToolFailure},
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -10,7 +10,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use ai_core::{ModelView, Redaction, ToolCallContext, ToolEffect, ToolErrorCode, ToolFailure};
+use ai_core::{
+    ToolEffect,
+    tool::{ModelView, Redaction, ToolCallContext, ToolErrorCode, ToolFailure},
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -2,7 +2,10 @@
 
 use std::sync::Arc;
 
-use ai_core::{Redaction, ToolCallContext, ToolEffect, ToolErrorCode, ToolFailure};
+use ai_core::{
+    ToolEffect,
+    tool::{Redaction, ToolCallContext, ToolErrorCode, ToolFailure},
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ai_core::{
-    CancellationToken, Redaction, ToolCallContext, ToolEffect, ToolErrorCode, ToolFailure,
+    CancellationToken, ToolEffect,
+    tool::{Redaction, ToolCallContext, ToolErrorCode, ToolFailure},
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ai_core::{CancellationToken, ToolEffect, ToolErrorCode};
+use ai_core::{CancellationToken, ToolEffect, tool::ToolErrorCode};
 use ai_tools::builtin::{
     EditFile, ExecShell, ListDirectory, MemoryRead, MemoryWrite, MemoryWriteCapabilities, ReadFile,
     WebFetch, WriteFile, specs,
@@ -177,7 +177,7 @@ fn specs_list_every_builtin_tool() {
     let specs = specs().unwrap();
     assert_eq!(specs.len(), 9);
     for spec in &specs {
-        ai_core::check_schema_subset(&spec.input_schema)
+        ai_core::schema::check_schema_subset(&spec.input_schema)
             .unwrap_or_else(|v| panic!("{}: {v:?}", spec.id));
         assert!(spec.redaction.is_some());
     }

@@ -1,6 +1,9 @@
 //! Contract rules: names, descriptions, derived schemas, rendering.
 
-use ai_core::{ModelView, Redaction, ToolCallContext, ToolEffect, ToolErrorCode, ToolFailure};
+use ai_core::{
+    ToolEffect,
+    tool::{ModelView, Redaction, ToolCallContext, ToolErrorCode, ToolFailure},
+};
 use ai_tools::{ContractError, ToolContract, to_tool_spec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -100,7 +103,7 @@ async fn nested_derived_args_validate_and_run() {
     assert_eq!(exec.result.value, Some(json!({"id": 37})));
     assert!(exec.model_content.contains("secret_note"));
     match &events[0].kind {
-        ai_core::AiEventKind::ToolCallStart { args, .. } => {
+        ai_core::event::AiEventKind::ToolCallStart { args, .. } => {
             assert_eq!(args, &json!({"name": "Ada", "addresses": [{"zip": 12345}]}))
         }
         other => panic!("unexpected {other:?}"),
@@ -230,7 +233,10 @@ struct Sum {
 fn add_tool() -> ai_tools::ToolFn<
     AddArgs,
     Sum,
-    impl Fn(AddArgs) -> std::future::Ready<Result<Sum, ai_core::ToolFailure>> + Send + Sync + 'static,
+    impl Fn(AddArgs) -> std::future::Ready<Result<Sum, ai_core::tool::ToolFailure>>
+    + Send
+    + Sync
+    + 'static,
 > {
     ai_tools::tool_fn(
         String::from("add"),
@@ -268,14 +274,14 @@ async fn closure_tools_get_derived_schemas_an_app_id_and_run_through_the_runner(
     let (exec, _) = crate::run_one(add_tool().into(), r#"{"a": "two"}"#).await;
     assert_eq!(
         exec.result.error_code,
-        Some(ai_core::ToolErrorCode::InvalidArgs)
+        Some(ai_core::tool::ToolErrorCode::InvalidArgs)
     );
 }
 
 #[tokio::test]
 async fn closure_tools_redact_and_change_namespace() {
     let tool = add_tool()
-        .redact(ai_core::Redaction::new(["a"], ["sum"]).unwrap())
+        .redact(ai_core::tool::Redaction::new(["a"], ["sum"]).unwrap())
         .namespace("billing")
         .unwrap();
     assert_eq!(tool.spec().id.as_str(), "billing__add");

@@ -7,7 +7,7 @@ mod contract;
 mod security;
 mod time;
 
-use ai_core::{AiEvent, CancellationToken, RegisteredTool, ToolExecution};
+use ai_core::{AiEvent, CancellationToken, runner::ToolExecution, tool::RegisteredTool};
 
 /// Runs one call through a runner holding `tool`, allowed by policy.
 async fn run_one(tool: RegisteredTool, arguments: &str) -> (ToolExecution, Vec<AiEvent>) {

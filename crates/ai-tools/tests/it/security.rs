@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ai_core::{CancellationToken, ToolErrorCode};
+use ai_core::{CancellationToken, tool::ToolErrorCode};
 use ai_tools::builtin::{
     EditFile, MemoryWrite, MemoryWriteCapabilities, WebFetch, html_to_text,
     html_to_text_cancellable,

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use ai_core::{AiEventKind, ToolErrorCode};
+use ai_core::{event::AiEventKind, tool::ToolErrorCode};
 use ai_tools::builtin::GetCurrentTime;
 use ai_tools::capability::{Clock, FixedClock};
 use serde_json::{Value, json};

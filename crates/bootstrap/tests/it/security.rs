@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use agent_testing::server::{OpenAiServer, Reply};
-use ai_core::{ApprovalRequest, ToolEffect, ToolId};
+use ai_core::{ToolEffect, ToolId, approval::ApprovalRequest};
 use bootstrap::approval::prompt_text;
 use bootstrap::render::printable;
 use bootstrap::trust::{self, TrustError, UserDirs};

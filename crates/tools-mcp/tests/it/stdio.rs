@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use ai_core::{CancellationToken, RunContext, ToolCall, ToolErrorCode};
+use ai_core::{CancellationToken, RunContext, runner::ToolCall, tool::ToolErrorCode};
 use serde_json::json;
 use tools_mcp::{PinState, Pins};
 

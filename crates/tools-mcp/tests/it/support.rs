@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use ai_core::{
-    AiEvent, CancellationToken, EventSink, RunContext, ToolCall, ToolEffect, ToolExecution,
-    ToolPolicy, ToolRunner,
+    AiEvent, CancellationToken, RunContext, ToolEffect, ToolPolicy, ToolRunner,
+    event::EventSink,
+    runner::{ToolCall, ToolExecution},
 };
 use serde_json::Value;
 use tools_mcp::{McpSources, Pins, ServerConfig};

@@ -4,7 +4,10 @@ use std::collections::HashMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use ai_core::{CompletionDelta, CompletionError, CompletionFinal, UsageFact};
+use ai_core::{
+    completion::{CompletionDelta, CompletionError, CompletionFinal},
+    event::UsageFact,
+};
 use serde_json::{Value, json};
 use wire_openai::decode::{Decoder, DecoderOptions};
 

@@ -1,14 +1,15 @@
 //! Encoder snapshots: each `<case>.input.json` (a request and options) encodes to
 //! the body (or error) in `snapshots/<case>.snap` (pretty JSON with sorted keys).
 //!
-//! A request's `settings` is [`ai_core::ModelSettings`] as JSON; the older
+//! A request's `settings` is [`ai_core::completion::ModelSettings`] as JSON; the older
 //! `max_tokens` / `temperature` keys beside it fill the same fields.
 
 use std::fs;
 use std::path::Path;
 
 use ai_core::{
-    CompletionRequest, Message, ModelSettings, RunContext, ToolChoice, ToolEffect, ToolId, ToolSpec,
+    Message, RunContext, ToolEffect, ToolId, ToolSpec,
+    completion::{CompletionRequest, ModelSettings, ToolChoice},
 };
 use serde::Deserialize;
 use serde_json::{Map, Value, json};

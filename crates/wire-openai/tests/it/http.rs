@@ -8,9 +8,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use agent_testing::server::{OpenAiServer, Reply, data};
 use ai_core::{
-    CancellationToken, CompletionDelta, CompletionError, CompletionFinal, CompletionItem,
-    CompletionPort, CompletionRequest, Message, RunContext, TimeoutPhase, ToolChoice, ToolEffect,
-    ToolId, ToolSpec,
+    CancellationToken, CompletionPort, Message, RunContext, ToolEffect, ToolId, ToolSpec,
+    completion::{
+        CompletionDelta, CompletionError, CompletionFinal, CompletionItem, CompletionRequest,
+        TimeoutPhase, ToolChoice,
+    },
 };
 use futures::StreamExt;
 use serde_json::json;
@@ -118,7 +120,7 @@ fn request() -> CompletionRequest {
         tools: vec![weather_tool()].into(),
         tool_choice: ToolChoice::Auto,
         context: RunContext::new("run-1", "trace-1"),
-        settings: ai_core::ModelSettings::default(),
+        settings: ai_core::completion::ModelSettings::default(),
     }
 }
 
@@ -358,7 +360,10 @@ async fn a_connection_cut_mid_stream_keeps_what_was_assembled() {
     let first = &partial.tool_calls[0];
     assert_eq!(first.id, "call_pK2vQ8sR1tU4wX7y");
     assert_eq!(first.arguments, r#"{"city": "Paris", "unit": "celsius"}"#);
-    assert_eq!(first.outcome, ai_core::ToolCallOutcome::Complete);
+    assert_eq!(
+        first.outcome,
+        ai_core::completion::ToolCallOutcome::Complete
+    );
     assert_eq!(hits(&server), 1, "no retry after the first byte");
 }
 
@@ -438,7 +443,10 @@ async fn non_streaming_calls_decode_the_whole_response() {
     let (deltas, result) = collect(&client, CancellationToken::new()).await;
     let turn = result.unwrap();
     assert_eq!(turn.tool_calls.len(), 2);
-    assert_eq!(turn.finish_reason, ai_core::FinishReason::ToolCalls);
+    assert_eq!(
+        turn.finish_reason,
+        ai_core::completion::FinishReason::ToolCalls
+    );
     assert!(
         deltas
             .iter()
@@ -746,12 +754,12 @@ async fn model_settings_reach_the_request_body() {
     config.encode.extra_body.insert("top_k".into(), json!(40));
     let client = OpenAiClient::new(config).unwrap();
     let mut request = request();
-    request.settings = ai_core::ModelSettings {
+    request.settings = ai_core::completion::ModelSettings {
         temperature: Some(0.3),
         max_tokens: Some(64),
         seed: Some(11),
         reasoning_effort: Some("high".into()),
-        response_format: Some(ai_core::ResponseFormat::JsonObject),
+        response_format: Some(ai_core::completion::ResponseFormat::JsonObject),
         extra_body: [
             ("top_k".to_owned(), json!(1)),
             ("seed".to_owned(), json!(0)),

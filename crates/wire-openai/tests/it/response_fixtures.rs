@@ -39,7 +39,11 @@ fn every_response_fixture_matches_its_snapshot() {
 /// The next request built from a decoded turn the way the loop builds history (the
 /// assistant message carries the turn's reasoning and each call's `raw`).
 fn next_request_messages(fixture: &str) -> Vec<serde_json::Value> {
-    use ai_core::{CompletionRequest, Message, MessageToolCall, ModelSettings, RunContext};
+    use ai_core::{
+        Message, RunContext,
+        completion::{CompletionRequest, ModelSettings},
+        message::MessageToolCall,
+    };
     use wire_openai::encode::{EncodeOptions, encode_request};
 
     let bytes = fs::read(crate::common::fixture_dir("response").join(fixture)).unwrap();
@@ -66,7 +70,7 @@ fn next_request_messages(fixture: &str) -> Vec<serde_json::Value> {
         model: "m".into(),
         messages,
         tools: Vec::new().into(),
-        tool_choice: ai_core::ToolChoice::Auto,
+        tool_choice: ai_core::completion::ToolChoice::Auto,
         context: RunContext::new("run", "trace"),
         settings: ModelSettings::default(),
     };

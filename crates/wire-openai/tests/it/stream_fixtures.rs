@@ -3,7 +3,7 @@
 use std::fs;
 use std::path::Path;
 
-use ai_core::{CompletionDelta, ToolCallOutcome};
+use ai_core::completion::{CompletionDelta, ToolCallOutcome};
 use wire_openai::decode::{DecoderOptions, DeltaMode};
 
 use crate::common::{
@@ -79,7 +79,7 @@ fn fragments_concatenate_to_the_assembled_arguments() {
         let (deltas, result) = decode_chunks(&bytes, &[], DecoderOptions::default());
         let turn = match result {
             Ok(turn) => turn,
-            Err(ai_core::CompletionError::TruncatedStream { partial }) => *partial,
+            Err(ai_core::completion::CompletionError::TruncatedStream { partial }) => *partial,
             Err(_) => continue,
         };
         for call in &turn.tool_calls {
@@ -123,7 +123,7 @@ fn reasoning_and_refusal_deltas_concatenate_to_the_final() {
         let (deltas, result) = decode_chunks(&bytes, &[], DecoderOptions::default());
         let turn = match result {
             Ok(turn) => turn,
-            Err(ai_core::CompletionError::TruncatedStream { partial }) => *partial,
+            Err(ai_core::completion::CompletionError::TruncatedStream { partial }) => *partial,
             Err(_) => continue,
         };
         let mut reasoning = String::new();

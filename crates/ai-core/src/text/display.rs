@@ -92,7 +92,7 @@ mod tests {
             input: String,
             shown: String,
         }
-        let text = include_str!("../../../fixtures/printable/cases.json");
+        let text = include_str!("../../../../fixtures/printable/cases.json");
         let cases: Cases = serde_json::from_str(text).expect("the cases parse");
         for case in cases.cases {
             assert_eq!(printable(&case.input), case.shown, "{:?}", case.input);

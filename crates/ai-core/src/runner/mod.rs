@@ -21,14 +21,18 @@
 //!    `tool_call_result` event.
 //!
 //! Every failure is a result (`ok: false`) with a stable code and a safe message of
-//! at most [`crate::MAX_FAILURE_MESSAGE_BYTES`]; the runner never panics (a panic
+//! at most [`crate::text::MAX_FAILURE_MESSAGE_BYTES`]; the runner never panics (a panic
 //! anywhere in the pipeline becomes `execution_failed`) and never returns an error to
 //! its caller.
 //!
 //! Each call runs in a `tool_call` span (run id, trace id, ingress request id, call
-//! id, tool name; every value passed through [`crate::log_field`]) attached to the
+//! id, tool name; every value passed through [`crate::text::log_field`]) attached to the
 //! call's future with `Instrument`, so concurrent calls of one task never see each
 //! other's span.
+
+mod record;
+
+pub use record::{ToolExecResult, ToolInvocationRecord};
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
@@ -36,197 +40,25 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use futures::FutureExt;
-use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::approval::{ApprovalDecision, ApprovalRequest, Approver};
-use crate::bound::{BoundedValue, MAX_FAILURE_MESSAGE_BYTES, bound_text, bound_value, log_field};
-use crate::catalog::{CatalogError, ToolCatalog, check_collisions, check_subset};
-use crate::completion::{CompletionPort, ToolCallOutcome};
+use crate::completion::ToolCallOutcome;
 use crate::context::RunContext;
-use crate::error::ToolErrorCode;
 use crate::event::{AiEvent, AiEventKind, EventSink, ToolCallRef};
-use crate::id::{ToolId, ToolSource};
+use crate::policy::{CatalogError, ToolCatalog, check_collisions, check_subset};
 use crate::policy::{PolicyDecision, ToolPolicy};
-use crate::record::{ToolExecResult, ToolInvocationRecord};
-use crate::redact::Allowlist;
-use crate::spec::{ToolSpec, canonical_json};
-
-/// How long a stopped subagent call (cancelled or over its runtime budget) may take
-/// to wind down on its cancellation token before it is dropped.
-pub const SUBAGENT_STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// How a successful output is shown to the model.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum ModelView {
-    /// Compact JSON of the (bounded) value.
-    #[default]
-    Json,
-    /// Tool-rendered text, bounded as text.
-    Text(String),
-    /// The value stays out of the model context; the model sees only this note. The
-    /// caller still receives the value.
-    Withheld {
-        /// What the model is told instead.
-        note: String,
-    },
-}
-
-/// What an executor returns on success.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolOutput {
-    /// The structured output.
-    pub value: Value,
-    /// How the model sees it.
-    pub model_view: ModelView,
-}
-
-impl ToolOutput {
-    /// An output shown to the model as compact JSON.
-    pub fn json(value: Value) -> Self {
-        Self {
-            value,
-            model_view: ModelView::Json,
-        }
-    }
-}
-
-/// A tool's own failure, with a code and a message safe to show the model.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{code}: {message}")]
-pub struct ToolFailure {
-    /// Error code (typically `execution_failed`, `permission_denied`, `not_found`).
-    pub code: ToolErrorCode,
-    /// Safe message: no secrets, no paths outside the sandbox, no raw arguments.
-    pub message: String,
-}
-
-impl ToolFailure {
-    /// A failure with the given code and safe message.
-    pub fn new(code: ToolErrorCode, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-        }
-    }
-}
-
-/// What an executor knows about the call it runs: an immutable snapshot made for
-/// this one execution and discarded after it. Nothing in it is a secret.
-#[derive(Debug, Clone)]
-pub struct ToolCallContext {
-    /// Correlation ids of the run.
-    pub run: RunContext,
-    /// The call id.
-    pub tool_call_id: String,
-    /// The tool being run.
-    pub tool_id: ToolId,
-    /// Fires when the run is cancelled or the call times out.
-    pub cancel: CancellationToken,
-    /// The graph whose run made the call, when the caller named one.
-    pub graph: Option<String>,
-    /// The prompt hash of that run (see `agent_graph::prompt_hash`), when known.
-    pub prompt_hash: Option<String>,
-    /// Where the execution may emit nested events (e.g. a subagent's): into the
-    /// run's one event queue, tagged with this call's id. Discards them when the
-    /// caller gave no sink.
-    pub events: NestedEvents,
-    /// The completion port and runner of the run, to run a nested prompt through
-    /// (subagents); `None` when the caller is not a loop.
-    pub nested: Option<NestedPort>,
-}
-
-impl ToolCallContext {
-    /// A context with no graph, prompt hash, nested event sink or nested port (for
-    /// callers other than the runner, such as benchmarks and tests).
-    pub fn new(
-        run: RunContext,
-        tool_call_id: impl Into<String>,
-        tool_id: ToolId,
-        cancel: CancellationToken,
-    ) -> Self {
-        let tool_call_id = tool_call_id.into();
-        Self {
-            run,
-            events: NestedEvents {
-                sink: None,
-                parent_tool_call_id: tool_call_id.clone(),
-            },
-            tool_call_id,
-            tool_id,
-            cancel,
-            graph: None,
-            prompt_hash: None,
-            nested: None,
-        }
-    }
-}
-
-/// An event sink for events nested under one tool call: each emitted event is tagged
-/// with the call's id as `parent_tool_call_id`. Emitting never waits.
-#[derive(Clone)]
-pub struct NestedEvents {
-    sink: Option<Arc<dyn EventSink>>,
-    parent_tool_call_id: String,
-}
-
-impl std::fmt::Debug for NestedEvents {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NestedEvents")
-            .field("connected", &self.sink.is_some())
-            .field("parent_tool_call_id", &self.parent_tool_call_id)
-            .finish()
-    }
-}
-
-impl NestedEvents {
-    /// Whether emitted events go anywhere.
-    pub fn is_connected(&self) -> bool {
-        self.sink.is_some()
-    }
-
-    /// The parent call id the events are tagged with.
-    pub fn parent_tool_call_id(&self) -> &str {
-        &self.parent_tool_call_id
-    }
-}
-
-impl EventSink for NestedEvents {
-    fn emit(&self, event: AiEvent) {
-        if let Some(sink) = &self.sink {
-            sink.emit(event.nested(&self.parent_tool_call_id, None));
-        }
-    }
-}
-
-/// The run's own completion port and tool runner, handed to executions that run a
-/// nested prompt (a subagent), so the nested run uses the same model client (same
-/// retries and usage accounting), the same runner and the same policy.
-#[derive(Clone)]
-pub struct NestedPort {
-    /// The completion port of the run.
-    pub model: Arc<dyn CompletionPort>,
-    /// The tool runner of the run.
-    pub runner: Arc<ToolRunner>,
-    /// The model id of the run.
-    pub model_id: String,
-    /// How deep the calling run is nested: 0 for a top-level run, 1 inside a
-    /// subagent. The runner refuses `graph__` calls at depth 1 or more
-    /// (`depth_exceeded`).
-    pub depth: u32,
-}
-
-impl std::fmt::Debug for NestedPort {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NestedPort")
-            .field("model_id", &self.model_id)
-            .field("depth", &self.depth)
-            .finish_non_exhaustive()
-    }
-}
+use crate::text::{BoundedValue, MAX_FAILURE_MESSAGE_BYTES, bound_text, bound_value, log_field};
+use crate::tool::ToolErrorCode;
+use crate::tool::{
+    Allowlist, ModelView, NestedEvents, NestedPort, RegisteredTool, SUBAGENT_STOP_GRACE,
+    ToolCallContext, ToolExecutor, ToolOutput,
+};
+use crate::tool::{ToolId, ToolSource};
+use crate::tool::{ToolSpec, canonical_json};
 
 /// What a caller of [`ToolRunner::exec_scoped`] passes to every execution it starts,
 /// through [`ToolCallContext`]. The default is empty (what [`ToolRunner::exec`] uses).
@@ -250,44 +82,6 @@ impl std::fmt::Debug for CallScope {
             .field("events", &self.events.is_some())
             .field("nested", &self.nested)
             .finish()
-    }
-}
-
-/// Runs one tool with already validated arguments. Implementations are bound to
-/// their capabilities by the composition root; the runner is their only caller.
-pub trait ToolExecutor: Send + Sync {
-    /// Executes the tool.
-    fn execute(
-        &self,
-        cx: ToolCallContext,
-        args: Value,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>>;
-
-    /// Whether the tool can be offered right now, or why not. A source whose tools
-    /// come and go (an MCP server that removed a tool, or changed a definition the
-    /// user has not accepted) answers `Err(reason)`, and every catalog built from
-    /// then on leaves the tool out ([`ToolRunner::catalog`]; [`ToolRunner::withheld`]
-    /// says which and why). A call already in flight, or made from an older catalog,
-    /// is the executor's to refuse with a typed failure. Default: always available.
-    fn availability(&self) -> Result<(), String> {
-        Ok(())
-    }
-}
-
-/// A spec with the executor that runs it.
-#[derive(Clone)]
-pub struct RegisteredTool {
-    /// The spec.
-    pub spec: ToolSpec,
-    /// The executor.
-    pub executor: Arc<dyn ToolExecutor>,
-}
-
-impl std::fmt::Debug for RegisteredTool {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RegisteredTool")
-            .field("spec", &self.spec.id)
-            .finish_non_exhaustive()
     }
 }
 
@@ -972,7 +766,7 @@ impl ToolRunner {
             return Err(Failure::new(ToolErrorCode::ApprovalRequired, "no approver"));
         };
         let canonical_args = canonical_json(args);
-        let args_hash = crate::spec::args_hash(args);
+        let args_hash = crate::tool::args_hash(args);
         let request = ApprovalRequest {
             run_id: run.run_id.clone(),
             tool_call_id: tool_call_id.to_owned(),
@@ -1049,7 +843,7 @@ fn parse_arguments(call: &ToolCall, max_bytes: usize) -> Result<Value, Failure> 
 /// replaced by `?` (a model-supplied name never carries control characters or
 /// unbounded text into UIs and logs).
 fn display_name(name: &str) -> String {
-    const MAX: usize = crate::id::MAX_TOOL_ID_LEN;
+    const MAX: usize = crate::tool::MAX_TOOL_ID_LEN;
     if ToolId::parse(name).is_ok() {
         return name.to_owned();
     }

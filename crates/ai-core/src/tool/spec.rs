@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::id::ToolId;
-use crate::redact::Redaction;
+use crate::tool::Redaction;
+use crate::tool::ToolId;
 
 /// What running a tool may do to the world; policy decides per effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -147,7 +147,7 @@ pub fn schema_hash(input_schema: &Value, output_schema: Option<&Value>) -> Strin
 }
 
 /// `sha256:<hex>` of the canonical JSON of a call's arguments: what an approval is
-/// bound to ([`crate::ApprovalRequest::args_hash`]).
+/// bound to ([`crate::approval::ApprovalRequest::args_hash`]).
 pub fn args_hash(args: &Value) -> String {
     sha256_hex(&Sha256::digest(canonical_json(args).as_bytes()))
 }

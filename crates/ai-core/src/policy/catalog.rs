@@ -3,10 +3,10 @@
 use std::collections::HashMap;
 
 use crate::context::RunContext;
-use crate::id::ToolId;
 use crate::policy::{PolicyDecision, ToolPolicy};
 use crate::schema::{SchemaViolation, check_schema_subset};
-use crate::spec::ToolSpec;
+use crate::tool::ToolId;
+use crate::tool::ToolSpec;
 
 /// Why a catalog (or a runner's tool set) could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::ToolErrorCode;
+use crate::tool::ToolErrorCode;
 
 /// The outcome of one call as seen by UI and telemetry (value already redacted).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -3,11 +3,16 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+mod catalog;
+
+pub use catalog::{CatalogError, ToolCatalog};
+pub(crate) use catalog::{check_collisions, check_subset};
+
 use serde::{Deserialize, Serialize};
 
 use crate::context::RunContext;
-use crate::id::ToolId;
-use crate::spec::ToolEffect;
+use crate::tool::ToolEffect;
+use crate::tool::ToolId;
 
 /// Resource limits applied to every tool call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

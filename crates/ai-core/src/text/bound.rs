@@ -19,7 +19,7 @@ pub const TRUNCATION_MARKER: &str = "…[truncated]";
 pub const MIN_RESULT_BUDGET: usize = 128;
 
 /// Largest safe message of a failed tool call, in bytes (a tool's own
-/// [`crate::ToolFailure`] message, an approver's reason): longer messages are cut on
+/// [`crate::tool::ToolFailure`] message, an approver's reason): longer messages are cut on
 /// a character boundary and end with [`TRUNCATION_MARKER`].
 pub const MAX_FAILURE_MESSAGE_BYTES: usize = 2048;
 
