@@ -7,7 +7,10 @@
 //! - every crate root (`src/lib.rs`, `src/main.rs`) starts with a `//!` doc;
 //! - no `dbg!(`, `todo!(` or `unimplemented!(` outside comments;
 //! - `crates/ai-core/src` names no IO outside comments (`std::fs`, `std::net`,
-//!   `std::process`, `tokio::net`, `reqwest`): ai-core does no IO.
+//!   `std::process`, `tokio::net`, `reqwest`): ai-core does no IO;
+//! - every `pub enum` is `#[non_exhaustive]` (a variant added later is then not a
+//!   breaking change for the crates that match on it), unless the line right above
+//!   its attributes and docs says `// tidy: exhaustive: <why the set is closed>`.
 //!
 //! Check of the repository's text files (`.rs`, `.md`, `.toml`, `.sh`, `.ts`, `.json`
 //! except under a `fixtures` directory, and `.ci/run`): no dangling document
@@ -358,6 +361,17 @@ fn check_file(root: &Path, file: &Path, text: &str, violations: &mut Vec<Violati
         }
     }
 
+    let lines: Vec<&str> = text.lines().collect();
+    for (index, line) in lines.iter().enumerate() {
+        if line.trim_start().starts_with("pub enum ") && !may_be_exhaustive(&lines, index) {
+            violations.push(Violation {
+                path: path.clone(),
+                line: Some(index + 1),
+                message: "a public enum must be `#[non_exhaustive]` (or say `// tidy: exhaustive: <why>` above it)".to_owned(),
+            });
+        }
+    }
+
     for (index, line) in text.lines().enumerate() {
         if line.trim_start().starts_with("//") {
             continue;
@@ -382,6 +396,21 @@ fn check_file(root: &Path, file: &Path, text: &str, violations: &mut Vec<Violati
             }
         }
     }
+}
+
+/// Whether the `pub enum` at `lines[at]` is `#[non_exhaustive]` or marked as closed:
+/// its attributes, doc comments and plain comments directly above are read.
+fn may_be_exhaustive(lines: &[&str], at: usize) -> bool {
+    for line in lines[..at].iter().rev() {
+        let line = line.trim();
+        if line.starts_with("#[non_exhaustive]") || line.starts_with("// tidy: exhaustive: ") {
+            return true;
+        }
+        if !(line.starts_with("#[") || line.starts_with("//")) {
+            return false;
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -484,6 +513,14 @@ mod tests {
             "//! Docs.\n\nfn h() { unimplemented!() }\nfn i() { std::net::Ipv4Addr::LOCALHOST; }\n",
         );
         write(&root, "crates/ai-tools/src/notes.txt", "todo!()");
+        write(
+            &root,
+            "crates/ai-tools/src/kinds.rs",
+            "/// Grows.\n#[derive(Debug)]\npub enum Open { A }\n\n\
+             /// Grows too.\n#[derive(Debug)]\n#[non_exhaustive]\npub enum Marked { A }\n\n\
+             // tidy: exhaustive: yes or no.\n/// Closed.\n#[derive(Debug)]\npub enum Closed { Yes, No }\n\n\
+             pub(crate) enum Private { A }\n",
+        );
         write(&root, "crates/bootstrap/src/main.rs", "fn main() {}\n");
         write(&root, "crates/bootstrap/src/lib.rs", "//! Docs.\n");
 
@@ -497,11 +534,12 @@ mod tests {
                 "crates/ai-core/src/lib.rs:4: `dbg!` left in code",
                 "crates/ai-core/src/wire/mod.rs:2: `todo!` left in code",
                 "crates/ai-core/src/wire/mod.rs:2: ai-core does no IO: found `reqwest`",
+                "crates/ai-tools/src/kinds.rs:3: a public enum must be `#[non_exhaustive]` (or say `// tidy: exhaustive: <why>` above it)",
                 "crates/ai-tools/src/lib.rs:3: `unimplemented!` left in code",
                 "crates/bootstrap/src/main.rs: crate root must start with a `//!` doc",
             ]
         );
-        assert_eq!(report.files, 5);
+        assert_eq!(report.files, 6);
         fs::remove_dir_all(&root).unwrap();
     }
 }

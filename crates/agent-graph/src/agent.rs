@@ -21,6 +21,7 @@ pub const DEFAULT_MODEL_NAME: &str = "default";
 
 /// Why an [`Agent`] could not be built.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum AgentError {
     /// Two tools share an id, or a tool's schema is unusable.
     #[error(transparent)]

@@ -35,6 +35,7 @@ impl std::fmt::Debug for Fanout {
     }
 }
 
+// tidy: exhaustive: an item is an event or the mark of a gap; nothing else.
 /// What a subscriber receives.
 #[derive(Debug, Clone, PartialEq)]
 // Almost every item is an event; boxing it would cost an allocation per event to

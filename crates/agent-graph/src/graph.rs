@@ -11,6 +11,7 @@ use crate::subagent::SubagentBudget;
 
 /// Which catalog tools a graph offers.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ToolFilter {
     /// Every tool in the catalog.
     All,

@@ -155,6 +155,7 @@ fn truthy(value: &Value) -> bool {
 /// Why a prompt cannot be built or rendered. Sections are named by their path of
 /// titles (`Tools > Search`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PromptError {
     /// Two sections (or one section twice) contribute the same tool id.
     #[error("tool `{tool}` is contributed by both section `{first}` and section `{second}`")]

@@ -60,6 +60,7 @@ impl Default for RunLimits {
 /// `auto` apply to every turn either way.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ToolChoiceScope {
     /// The first model turn only; later turns use `auto` (the default).
     #[default]
@@ -215,6 +216,7 @@ impl RunOutput {
 
 /// Why a run failed. Each variant has a stable [`RunError::code`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RunError {
     /// The model call failed.
     #[error(transparent)]
@@ -904,6 +906,8 @@ async fn model_turn(
             }
             Some(Ok(CompletionItem::Delta(_))) => {}
             Some(Ok(CompletionItem::Final(turn))) => return Ok(turn),
+            // An item kind this loop does not know yet carries nothing it needs.
+            Some(Ok(_)) => {}
             Some(Err(CompletionError::Cancelled)) => return Err(RunError::Cancelled),
             Some(Err(error)) => return Err(RunError::Model(error)),
             None => {

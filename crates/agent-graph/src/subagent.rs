@@ -69,6 +69,7 @@ impl Default for SubagentBudget {
 
 /// Why subagent tools cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum GraphError {
     /// The graph is not in the registry.
     #[error("no graph named `{0}`")]

@@ -25,6 +25,7 @@ const VERSION: &str = "apv1";
 
 /// Why an approval was refused. Messages are safe to show the user and the model.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ApprovalError {
     /// Not an approval id this server issues.
     #[error("the approval id is malformed")]

@@ -43,6 +43,7 @@ fn err(path: impl Into<String>, message: impl Into<String>) -> ContractError {
 
 /// What submitted the request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Trigger {
     /// A new user message.
     SubmitMessage,

@@ -460,6 +460,7 @@ mod tests {
                 }
                 CompletionDelta::Reasoning(_) | CompletionDelta::Refusal(_) => {}
                 CompletionDelta::Usage(_) => {}
+                other => panic!("unexpected delta {other:?}"),
             }
         }
         (text, calls)

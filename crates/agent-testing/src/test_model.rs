@@ -19,6 +19,7 @@ const RESULT_EXCERPT_CHARS: usize = 200;
 
 /// Which of the offered tools a [`TestModel`] calls.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ToolSelection {
     /// Only tools whose effect is [`ToolEffect::ReadOnly`] (the default).
     #[default]
@@ -436,6 +437,7 @@ fn message_words(message: &Message) -> u64 {
             text + calls
         }
         Message::Tool { content, .. } => words(content),
+        _ => 0,
     }
 }
 
@@ -567,6 +569,7 @@ mod tests {
                     assert!(last.is_none(), "exactly one final");
                     last = Some(f);
                 }
+                other => panic!("unexpected item {other:?}"),
             }
         }
         (deltas, last.unwrap())

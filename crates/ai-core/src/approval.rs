@@ -65,6 +65,7 @@ impl ApprovalGrant {
 
 /// An approver's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ApprovalDecision {
     /// Approved; the runner checks the grant matches the request before running.
     Approved(ApprovalGrant),

@@ -21,6 +21,7 @@ use crate::tool::ToolSpec;
 /// Which tools the model may or must call this turn.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "mode", content = "tool")]
+#[non_exhaustive]
 pub enum ToolChoice {
     /// The model decides.
     #[default]
@@ -36,6 +37,7 @@ pub enum ToolChoice {
 /// How the model must shape its answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ResponseFormat {
     /// Free text (the default).
     Text,
@@ -93,6 +95,7 @@ pub struct CompletionRequest {
 
 /// A semantic piece of a streamed model turn.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum CompletionDelta {
     /// Assistant text.
     Text(String),
@@ -123,6 +126,7 @@ pub enum CompletionDelta {
 /// How an assembled tool call's argument text ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ToolCallOutcome {
     /// Arguments are one complete JSON value (an empty string counts as `{}`).
     Complete,
@@ -155,6 +159,7 @@ pub struct AssembledToolCall {
 /// Why a model turn stopped.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum FinishReason {
     /// Natural end.
     Stop,
@@ -205,6 +210,7 @@ pub struct CompletionFinal {
 
 /// One item of a [`CompletionStream`].
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum CompletionItem {
     /// A piece of the turn as it arrives.
     Delta(CompletionDelta),
@@ -215,6 +221,7 @@ pub enum CompletionItem {
 /// Which wait timed out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum TimeoutPhase {
     /// Establishing the connection.
     Connect,

@@ -22,6 +22,7 @@ pub struct MessageToolCall {
 /// One message of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Message {
     /// Instructions for the model.
     System {

@@ -117,6 +117,7 @@ impl BuiltinConfig {
 
 /// Why the built-in tools could not be bound.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BindError {
     /// The workspace root is missing or not a folder.
     #[error("the workspace root is unusable: {0}")]

@@ -128,6 +128,7 @@ pub trait ToolContract: Send + Sync + 'static {
 
 /// Why a contract cannot become a spec.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ContractError {
     /// The name breaks the naming rules.
     #[error("tool name `{name}` is invalid: {reason}")]

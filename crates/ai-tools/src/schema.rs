@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 /// Why a derived schema cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SchemaError {
     /// A `$ref` is not local or points at nothing inside the schema.
     #[error("schema has an unusable $ref: {0}")]

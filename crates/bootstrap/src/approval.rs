@@ -11,6 +11,7 @@ use crate::render::printable;
 
 /// How the CLI answers approval requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ApprovalMode {
     /// Ask y/N on the terminal, showing the tool id and exact arguments.
     Ask,

@@ -56,6 +56,7 @@ pub struct GlobalArgs {
 
 /// Commands.
 #[derive(Debug, Subcommand)]
+#[non_exhaustive]
 pub enum Command {
     /// Run a graph (default `chat`) on a prompt.
     Chat {
@@ -123,6 +124,7 @@ pub enum Command {
 
 /// `agent mcp` commands.
 #[derive(Debug, Subcommand)]
+#[non_exhaustive]
 pub enum McpCommand {
     /// Start every configured server and show its transport, status and tools
     /// (description, effect, pin state, whether it is withheld).

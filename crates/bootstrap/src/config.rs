@@ -17,6 +17,7 @@ use serde_json::{Map, Value};
 
 /// Why configuration could not be loaded. Maps to exit code 2.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
     #[error("cannot read config file {path}: {source}")]
@@ -42,6 +43,7 @@ pub enum ConfigError {
 /// Which request field carries `model.max_tokens`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum MaxTokensField {
     /// `max_tokens`: understood by every OpenAI-compatible server.
     #[default]
@@ -53,6 +55,7 @@ pub enum MaxTokensField {
 /// How a choice of one named tool is sent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum NamedToolChoice {
     /// OpenAI's object form `{"type": "function", "function": {"name": ...}}`.
     #[default]
@@ -382,6 +385,7 @@ impl PartialEq for McpConfig {
 /// The kind of a connection's credential.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ConnectionType {
     /// `Authorization: Bearer <secret>`.
     Bearer,
@@ -425,6 +429,7 @@ pub struct FlagOverrides {
 
 /// Where the effective configuration came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConfigSource {
     /// Built-in defaults (no file).
     Defaults,

@@ -309,6 +309,7 @@ fn within_default_allow(pattern: &str, defaults: &[String]) -> bool {
 
 /// Why a config file may not be used, or trust could not be recorded.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TrustError {
     /// The file loosens security and the user has not trusted its current content.
     #[error(

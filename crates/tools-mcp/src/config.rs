@@ -96,6 +96,7 @@ pub struct ToolConfig {
 
 /// How a server is reached.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Transport {
     /// A child process speaking JSON-RPC on stdin/stdout.
     Stdio {
@@ -125,6 +126,7 @@ impl Transport {
 
 /// A configuration mistake, named by its key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum McpConfigError {
     /// The server id is not a valid namespace part.
     #[error(

@@ -36,6 +36,7 @@ pub enum Credential {
 /// Why a connection did not resolve. Messages name the connection and where its
 /// secret was looked for, never the secret.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConnectionError {
     /// No `[connections.NAME]`.
     #[error("connection `{0}` is not configured")]

@@ -99,6 +99,7 @@ const COUPLED: &[&[&str]] = &[
 
 /// The JSON Schema dialect a schema is written in, from its `$schema`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Dialect {
     /// `http://json-schema.org/draft-07/schema#`.
     Draft7,

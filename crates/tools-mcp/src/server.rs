@@ -41,6 +41,7 @@ const STDERR_TAIL: usize = 2048;
 
 /// A connection state, for `agent mcp list`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ServerStatus {
     /// Not connected yet.
     Idle,

@@ -131,6 +131,7 @@ use crate::wire::{self, ChunkSink, FunctionDto, RawText, Str, ToolCallDto, Usage
 
 /// Which deltas the decoder emits. The final is assembled the same in every mode.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DeltaMode {
     /// Text, tool-call starts, every argument fragment, usage.
     #[default]
@@ -144,6 +145,7 @@ pub enum DeltaMode {
 
 /// How ids are minted for calls the provider sent without one.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum IdMinting {
     /// `call_<uuid v4 simple>`: unique, the production setting.
     #[default]

@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 /// Whether tool schemas are sent in OpenAI's strict mode.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StrictMode {
     /// Schemas are sent as they are, without `strict`.
     #[default]
@@ -30,6 +31,7 @@ pub enum StrictMode {
 
 /// Which field carries [`ai_core::completion::ModelSettings::max_tokens`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MaxTokensField {
     /// `max_tokens`: understood by every OpenAI-compatible server.
     #[default]
@@ -40,6 +42,7 @@ pub enum MaxTokensField {
 
 /// How [`ToolChoice::Tool`] (a call of one named tool) goes on the wire.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NamedToolChoice {
     /// OpenAI's object form, `{"type": "function", "function": {"name": ...}}`,
     /// with every tool of the request.
@@ -157,6 +160,10 @@ pub enum EncodeError {
     /// The temperature is not a finite number.
     #[error("temperature must be a finite number")]
     InvalidTemperature,
+    /// A message, tool choice or response format this encoder does not know (added
+    /// to ai-core after it was written).
+    #[error("this encoder cannot send {0}")]
+    Unsupported(&'static str),
 }
 
 /// Deepest object nesting OpenAI accepts in strict mode.
@@ -248,8 +255,8 @@ struct FunctionCallDto<'a> {
     arguments: &'a str,
 }
 
-fn message_dto(message: &Message) -> MessageDto<'_> {
-    match message {
+fn message_dto(message: &Message) -> Result<MessageDto<'_>, EncodeError> {
+    Ok(match message {
         Message::System { content } => MessageDto::System { content },
         Message::User { content } => MessageDto::User { content },
         Message::Assistant {
@@ -288,7 +295,8 @@ fn message_dto(message: &Message) -> MessageDto<'_> {
             tool_call_id,
             content,
         },
-    }
+        _ => return Err(EncodeError::Unsupported("this kind of message")),
+    })
 }
 
 fn to_value<T: Serialize>(value: &T) -> Value {
@@ -333,8 +341,8 @@ pub fn encode_request(
     let mut messages: Vec<Value> = request
         .messages
         .iter()
-        .map(|m| to_value(&message_dto(m)))
-        .collect();
+        .map(|m| message_dto(m).map(|dto| to_value(&dto)))
+        .collect::<Result<_, _>>()?;
     normalize_history_arguments(&mut messages);
     body.insert("messages".into(), Value::Array(messages));
 
@@ -379,6 +387,7 @@ pub fn encode_request(
             ToolChoice::Tool(id) => {
                 json!({"type": "function", "function": {"name": id.as_str()}})
             }
+            _ => return Err(EncodeError::Unsupported("this tool choice")),
         };
         body.insert("tool_choice".into(), choice);
         if let Some(parallel) = options.parallel_tool_calls {
@@ -412,7 +421,7 @@ pub fn encode_request(
         body.insert("reasoning_effort".into(), Value::String(effort.clone()));
     }
     if let Some(format) = &settings.response_format {
-        body.insert("response_format".into(), response_format(format));
+        body.insert("response_format".into(), response_format(format)?);
     }
     body.insert("stream".into(), Value::Bool(options.stream));
     if options.stream && options.include_usage {
@@ -431,8 +440,8 @@ pub fn encode_request(
 }
 
 /// OpenAI's `response_format`.
-fn response_format(format: &ResponseFormat) -> Value {
-    match format {
+fn response_format(format: &ResponseFormat) -> Result<Value, EncodeError> {
+    Ok(match format {
         ResponseFormat::Text => json!({"type": "text"}),
         ResponseFormat::JsonObject => json!({"type": "json_object"}),
         ResponseFormat::JsonSchema {
@@ -443,7 +452,8 @@ fn response_format(format: &ResponseFormat) -> Value {
             "type": "json_schema",
             "json_schema": {"name": name, "schema": schema, "strict": strict}
         }),
-    }
+        _ => return Err(EncodeError::Unsupported("this response format")),
+    })
 }
 
 /// Replaces the `arguments` of assistant tool calls in encoded `messages` by `{}`

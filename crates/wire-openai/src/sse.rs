@@ -101,6 +101,7 @@ pub struct OwnedSseEvent {
 
 /// Why framing failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SseError {
     /// A line or an event's data grew beyond the configured limit.
     #[error("server-sent event larger than {limit} bytes")]

@@ -10,6 +10,7 @@ use crate::tool::ToolSpec;
 
 /// Why a catalog (or a runner's tool set) could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CatalogError {
     /// Two specs have the same id.
     #[error("tool id `{id}` is defined twice: by {first} and by {second}")]

@@ -46,6 +46,7 @@ impl Budgets {
     }
 }
 
+// tidy: exhaustive: a call is allowed, denied or needs an approval; nothing else.
 /// What policy says about one tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

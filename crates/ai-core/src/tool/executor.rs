@@ -20,6 +20,7 @@ pub const SUBAGENT_STOP_GRACE: std::time::Duration = std::time::Duration::from_s
 
 /// How a successful output is shown to the model.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ModelView {
     /// Compact JSON of the (bounded) value.
     #[default]

@@ -31,6 +31,7 @@ pub const RESERVED_NAMESPACES: &[&str] = &["core", "mcp", "graph"];
 
 /// Where a tool comes from, as encoded in its id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum ToolSource {
     /// A built-in tool (`core__<name>`).
     Core,
@@ -62,6 +63,7 @@ pub struct ToolId {
 
 /// Why a string is not a valid [`ToolId`]; each variant names the rule that failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ToolIdError {
     /// The id is empty.
     #[error("tool id is empty")]

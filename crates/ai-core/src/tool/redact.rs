@@ -17,6 +17,7 @@ pub struct FieldPath(String);
 
 /// Why a redaction path is invalid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RedactionError {
     /// The path is empty or has an empty segment.
     #[error("redaction path {0:?} is empty or has an empty segment")]

@@ -7,6 +7,7 @@ use sha2::{Digest, Sha256};
 use crate::tool::Redaction;
 use crate::tool::ToolId;
 
+// tidy: exhaustive: the three effects of the design (read_only, state_change, external_side_effect); policy matches on all of them.
 /// What running a tool may do to the world; policy decides per effect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

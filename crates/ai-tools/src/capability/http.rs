@@ -41,6 +41,7 @@ pub struct FetchResponse {
 
 /// Why an address may not be contacted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BlockReason {
     /// 127.0.0.0/8, ::1, or a `localhost` name.
     Loopback,
@@ -82,6 +83,7 @@ impl BlockReason {
 
 /// Why a fetch failed. Messages never echo the URL.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FetchError {
     /// The URL is malformed or not http/https.
     #[error("invalid URL: {0}")]

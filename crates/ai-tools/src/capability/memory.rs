@@ -42,6 +42,7 @@ pub struct MemoryHit {
 
 /// Why a memory operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum MemoryError {
     /// The namespace or key is not acceptable.
     #[error("invalid memory namespace or key: {0}")]

@@ -36,6 +36,7 @@ pub struct ShellOutcome {
 
 /// Why a command produced no outcome.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ShellError {
     /// The command outlived its timeout; its process group was killed.
     #[error("the command ran longer than {0:?} and was killed")]

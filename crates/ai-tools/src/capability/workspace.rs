@@ -11,6 +11,7 @@ use futures::future::BoxFuture;
 
 /// Why a workspace operation failed. Messages never name paths.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorkspaceError {
     /// The path leaves the sandbox, or is not an acceptable path at all.
     #[error("the path is outside the workspace or not allowed")]
@@ -50,6 +51,7 @@ pub enum WorkspaceError {
 /// What kind of thing a directory entry is. Symlinks are reported, never followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum EntryKind {
     /// A regular file.
     File,

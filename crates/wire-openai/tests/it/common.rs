@@ -140,6 +140,7 @@ pub(crate) fn delta_json(delta: &CompletionDelta, ids: &mut IdNormalizer) -> Val
         CompletionDelta::Usage(usage) => json!({"usage": usage_json(usage)}),
         CompletionDelta::Reasoning(text) => json!({"reasoning": text}),
         CompletionDelta::Refusal(text) => json!({"refusal": text}),
+        other => panic!("unexpected delta {other:?}"),
     }
 }
 

@@ -144,6 +144,7 @@ async fn collect(
                 assert!(stream.next().await.is_none(), "an error ends the stream");
                 return (deltas, Err(error));
             }
+            Ok(other) => panic!("unexpected item {other:?}"),
         }
     }
     panic!("stream ended without a final or an error");
