@@ -700,7 +700,7 @@ mod tests {
         assert_eq!(
             lint_fixture("host-depends-on-graph"),
             [
-                "ai-host -> agent-graph (normal): ai-host may depend only on ai-core, ai-tools, process-scope"
+                "ai-host -> agent-graph (normal): ai-host may depend only on ai-core, ai-tools, process-scope, client-tls"
             ]
         );
     }
@@ -750,7 +750,9 @@ mod tests {
         // wire-anthropic needs no row of its own; wire-* rules apply to it.
         assert_eq!(
             lint_fixture("wire-prefix"),
-            ["wire-anthropic -> ai-tools (normal): wire-anthropic may depend only on ai-core"]
+            [
+                "wire-anthropic -> ai-tools (normal): wire-anthropic may depend only on ai-core, client-tls"
+            ]
         );
     }
 
@@ -839,11 +841,13 @@ mod tests {
         assert_eq!(
             lint_fixture("architecture-drift"),
             [
-                "ARCHITECTURE.md:15: row ai-host says it may depend on ai-core; layers.toml says ai-core, ai-tools, process-scope",
+                "ARCHITECTURE.md:15: row ai-host says it may depend on ai-core; layers.toml says ai-core, ai-tools, client-tls, process-scope",
+                "ARCHITECTURE.md:16: row wire-* says it may depend on ai-core; layers.toml says ai-core, client-tls",
                 "ARCHITECTURE.md:17: row agent-graph says it may depend on ai-core, ai-tools; layers.toml says ai-core",
                 "ARCHITECTURE.md:19: row agent-testing appears twice (first at line 18)",
                 "ARCHITECTURE.md:21: row mcp is not a layers.toml row",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for process-scope (a layers.toml row)",
+                "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for client-tls (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for tools-mcp (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for agent-server (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for integration-tests (a layers.toml row)",

@@ -343,12 +343,7 @@ pub fn prompt_hash<'a>(
         field(spec.description.as_bytes());
         field(spec.schema_hash.as_bytes());
     }
-    let digest = hasher.finalize();
-    let mut out = String::from("sha256:");
-    for byte in digest {
-        out.push_str(&format!("{byte:02x}"));
-    }
-    out
+    format!("sha256:{}", hex::encode(hasher.finalize()))
 }
 
 impl Prompt {

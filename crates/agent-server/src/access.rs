@@ -259,7 +259,7 @@ impl ServerSecret {
         let mut bytes = [0u8; 32];
         bytes[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
         bytes[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
-        Self(crate::approval::hex(&bytes))
+        Self(hex::encode(bytes))
     }
 
     /// The token.

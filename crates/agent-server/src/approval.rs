@@ -71,21 +71,6 @@ fn now_s() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Lower-case hex of `bytes`.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
 impl Approvals {
     /// With a secret key (keep it secret: whoever has it can approve anything) and a
     /// lifetime for ids.
@@ -139,7 +124,7 @@ impl Approvals {
             .mac(chat_id, call_id, tool, args_hash, expiry)
             .finalize()
             .into_bytes();
-        format!("{VERSION}.{expiry}.{}", hex(&tag))
+        format!("{VERSION}.{expiry}.{}", hex::encode(tag))
     }
 
     /// Checks an approval id against the call as submitted and marks it used. A
@@ -159,12 +144,12 @@ impl Approvals {
             return Err(ApprovalError::Malformed);
         };
         let expiry: u64 = expiry.parse().map_err(|_| ApprovalError::Malformed)?;
-        let tag: [u8; 32] = unhex(tag)
-            .and_then(|bytes| bytes.try_into().ok())
-            .ok_or(ApprovalError::Malformed)?;
+        let mut decoded = [0u8; 32];
+        hex::decode_to_slice(tag, &mut decoded).map_err(|_| ApprovalError::Malformed)?;
+        let tag = decoded;
         // One spelling per approval: `+`, leading zeros or upper-case hex would
         // parse to the same values and pass the MAC, under a different string.
-        if id != format!("{VERSION}.{expiry}.{}", hex(&tag)) {
+        if id != format!("{VERSION}.{expiry}.{}", hex::encode(tag)) {
             return Err(ApprovalError::Malformed);
         }
         self.mac(chat_id, call_id, tool, args_hash, expiry)

@@ -11,7 +11,6 @@
 //! from the environment are ignored. Bodies are capped; errors never echo the URL.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Once;
 use std::time::Duration;
 
 use ai_core::CancellationToken;
@@ -29,15 +28,6 @@ use url::Host;
 /// Most redirects followed.
 pub const MAX_REDIRECTS: u32 = 5;
 
-/// Installs the ring crypto provider for rustls once per process (idempotent; a
-/// provider installed by someone else is kept).
-pub fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}
-
 /// Fetches http(s) URLs, refusing non-public addresses unless allowlisted.
 #[derive(Debug, Clone, Default)]
 pub struct GuardedHttpFetch {
@@ -47,7 +37,6 @@ pub struct GuardedHttpFetch {
 impl GuardedHttpFetch {
     /// A fetcher that lets through refused addresses only when `allowlist` names them.
     pub fn new(allowlist: NetAllowlist) -> Self {
-        install_crypto_provider();
         Self { allowlist }
     }
 
@@ -112,7 +101,10 @@ impl GuardedHttpFetch {
             Url::parse(&request.url).map_err(|_| FetchError::InvalidUrl("malformed URL"))?;
         for redirects in 0..=MAX_REDIRECTS {
             let (addr, domain) = self.check_url(&url).await?;
+            let tls =
+                client_tls::client_config().map_err(|e| FetchError::Network(e.to_string()))?;
             let mut builder = reqwest::Client::builder()
+                .tls_backend_preconfigured(tls)
                 .redirect(Policy::none())
                 .no_proxy()
                 .user_agent("agent-web-fetch/0.1")

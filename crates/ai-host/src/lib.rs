@@ -51,7 +51,7 @@ use ai_tools::capability::{
 use ai_tools::{ContractError, bind};
 
 pub use clock::SystemClock;
-pub use http::{GuardedHttpFetch, MAX_REDIRECTS, install_crypto_provider};
+pub use http::{GuardedHttpFetch, MAX_REDIRECTS};
 pub use memory::{BUSY_TIMEOUT, MemoryOpenError, SqliteMemory};
 pub use process::{
     Hardening, become_child_subreaper, drop_introspection_capabilities, harden_process,

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use agent_graph::{RunDeps, RunRequest};
+use ai_core::policy::ToolPattern;
 use ai_core::{CompletionPort, RunContext, ToolRunner, policy::PolicyDecision};
 use clap::{Args, Parser, Subcommand};
 use futures::StreamExt;
@@ -408,7 +409,8 @@ fn list_graphs(config: &AgentConfig, json: bool) -> ExitCode {
             );
         } else {
             println!("{:<20} {}", graph.name, graph.description);
-            println!("{:<20} tools: {}", "", graph.tools.join(", "));
+            let tools: Vec<&str> = graph.tools.iter().map(ToolPattern::as_str).collect();
+            println!("{:<20} tools: {}", "", tools.join(", "));
             if !graph.subagents.is_empty() {
                 println!("{:<20} subagents: {}", "", graph.subagents.join(", "));
             }

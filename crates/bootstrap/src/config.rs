@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use agent_graph::{RunLimits, SubagentBudget};
-use ai_core::{ToolEffect, ToolId, ToolPolicy, policy::Budgets};
+use ai_core::policy::{Budgets, ToolPattern};
+use ai_core::{ToolEffect, ToolId, ToolPolicy};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -173,9 +174,9 @@ impl Default for WorkspaceConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct PolicyConfig {
     /// Allowed tool ids or `prefix*` patterns.
-    pub allow: Vec<String>,
+    pub allow: Vec<ToolPattern>,
     /// Denied ids or patterns (win over `allow`).
-    pub deny: Vec<String>,
+    pub deny: Vec<ToolPattern>,
     /// Effects that need approval.
     pub require_approval: Vec<ToolEffect>,
     /// Per-call budgets.
@@ -245,7 +246,7 @@ pub struct GraphConfig {
     pub system: Option<String>,
     /// Tool ids or `prefix*` patterns offered (default: every tool policy allows).
     /// Policy still decides: a tool listed here that policy denies is not offered.
-    pub tools: Option<Vec<String>>,
+    pub tools: Option<Vec<ToolPattern>>,
     /// Graphs this graph may call as `graph__<name>` tools (depth 1: a subagent has
     /// no subagents of its own).
     pub subagents: Vec<String>,
@@ -649,7 +650,12 @@ fn validate_graphs(graphs: &BTreeMap<String, GraphConfig>) -> Result<(), ConfigE
                 ));
             }
         }
-        if graph.tools.iter().flatten().any(|t| t.trim().is_empty()) {
+        if graph
+            .tools
+            .iter()
+            .flatten()
+            .any(|t| t.as_str().trim().is_empty())
+        {
             return Err(invalid(
                 name,
                 "tools must not contain an empty pattern".into(),
@@ -761,7 +767,7 @@ mod tests {
     #[test]
     fn defaults_allow_builtins_and_require_approval_for_side_effects() {
         let policy = PolicyConfig::default().to_policy();
-        assert!(policy.allow.contains("core__*"));
+        assert!(policy.allow.contains(&"core__*".into()));
         assert!(policy.require_approval.contains(&ToolEffect::StateChange));
         assert!(
             policy

@@ -7,6 +7,7 @@
 
 use agent_graph::{Graph, GraphRegistry, ToolFilter};
 use ai_core::ToolPolicy;
+use ai_core::policy::ToolPattern;
 
 use crate::config::{AgentConfig, GraphConfig};
 
@@ -18,17 +19,9 @@ pub struct GraphListing {
     /// One line.
     pub description: String,
     /// Tool ids or `prefix*` patterns as configured (`*`: every tool policy allows).
-    pub tools: Vec<String>,
+    pub tools: Vec<ToolPattern>,
     /// Graphs it may call as subagents.
     pub subagents: Vec<String>,
-}
-
-/// Whether `id` matches an id or `prefix*` pattern.
-fn matches(pattern: &str, id: &str) -> bool {
-    match pattern.strip_suffix('*') {
-        Some(prefix) => id.starts_with(prefix),
-        None => pattern == id,
-    }
 }
 
 fn graph_from(name: &str, config: &GraphConfig, tool_ids: &[&str]) -> Graph {
@@ -41,7 +34,7 @@ fn graph_from(name: &str, config: &GraphConfig, tool_ids: &[&str]) -> Graph {
         Some(patterns) => ToolFilter::Ids(
             tool_ids
                 .iter()
-                .filter(|id| patterns.iter().any(|p| matches(p, id)))
+                .filter(|id| patterns.iter().any(|p| p.matches(id)))
                 .map(|id| (*id).to_owned())
                 .collect(),
         ),
@@ -88,7 +81,7 @@ pub fn registry(config: &AgentConfig, tool_ids: &[&str]) -> GraphRegistry {
 pub fn policy_for(config: &AgentConfig, graph: &Graph) -> ToolPolicy {
     let mut policy = config.file.policy.to_policy();
     for name in &graph.subagents {
-        policy.allow.insert(format!("graph__{name}"));
+        policy.allow.insert(format!("graph__{name}").into());
     }
     policy
 }
@@ -106,21 +99,8 @@ pub fn listing(config: &AgentConfig) -> Vec<GraphListing> {
                 .graphs
                 .get(&graph.name)
                 .and_then(|g| g.tools.clone())
-                .unwrap_or_else(|| vec!["*".to_owned()]),
+                .unwrap_or_else(|| vec!["*".into()]),
             subagents: graph.subagents.clone(),
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn patterns_match_ids_and_prefixes() {
-        assert!(matches("core__read_file", "core__read_file"));
-        assert!(!matches("core__read", "core__read_file"));
-        assert!(matches("core__read*", "core__read_file"));
-        assert!(matches("*", "core__x"));
-    }
 }

@@ -23,17 +23,10 @@ const DRAIN: Duration = Duration::from_secs(30);
 /// (accepted besides the per-process secret).
 fn token_hashes(config: &AgentConfig) -> Result<Vec<[u8; 32]>, String> {
     let mut hashes = Vec::new();
-    for (i, hex) in config.file.server.tokens_sha256.iter().enumerate() {
-        let bytes: Option<Vec<u8>> = (0..hex.len())
-            .step_by(2)
-            .map(|j| {
-                hex.get(j..j + 2)
-                    .and_then(|b| u8::from_str_radix(b, 16).ok())
-            })
-            .collect();
-        let hash: [u8; 32] = bytes
-            .and_then(|b| b.try_into().ok())
-            .ok_or_else(|| format!("server.tokens_sha256[{i}] must be 64 hex digits"))?;
+    for (i, text) in config.file.server.tokens_sha256.iter().enumerate() {
+        let mut hash = [0u8; 32];
+        hex::decode_to_slice(text, &mut hash)
+            .map_err(|_| format!("server.tokens_sha256[{i}] must be 64 hex digits"))?;
         hashes.push(hash);
     }
     if let Some(token) = std::env::var("AGENT_SERVER_TOKEN")

@@ -35,10 +35,10 @@
 //! calls [`enforce`] on the config file before anything in it is used.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use ai_core::ToolEffect;
+use ai_core::policy::ToolPattern;
 use sha2::{Digest, Sha256};
 
 use crate::config::{FileConfig, ModelConfig, PolicyConfig};
@@ -99,12 +99,7 @@ impl UserDirs {
 
 /// Lowercase hex sha256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut hex = String::with_capacity(64);
-    for byte in digest {
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// The folder name of a workspace's state: the first 32 hex digits of the sha256 of
@@ -140,8 +135,8 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
         .policy
         .allow
         .iter()
-        .filter(|pattern| !within_default_allow(pattern, &policy_defaults.allow))
-        .map(String::as_str)
+        .filter(|pattern| !policy_defaults.allow.iter().any(|d| d.covers(pattern)))
+        .map(ToolPattern::as_str)
         .collect();
     if !beyond.is_empty() {
         keys.push(format!(
@@ -295,16 +290,6 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
         ));
     }
     keys
-}
-
-/// Whether an allow pattern grants nothing the default patterns do not.
-fn within_default_allow(pattern: &str, defaults: &[String]) -> bool {
-    let pattern_prefix = pattern.strip_suffix('*');
-    defaults.iter().any(|d| match d.strip_suffix('*') {
-        // `core__*` covers `core__x` and `core__x*`, not `*` or `cor*`.
-        Some(prefix) => pattern_prefix.unwrap_or(pattern).starts_with(prefix),
-        None => pattern_prefix.is_none() && pattern == d,
-    })
 }
 
 /// Why a config file may not be used, or trust could not be recorded.
@@ -479,17 +464,6 @@ pub fn trust_file(path: &Path, dirs: &UserDirs) -> Result<(PathBuf, Vec<String>)
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn allow_patterns_within_the_default_need_no_trust() {
-        let defaults = vec!["core__*".to_owned()];
-        for ok in ["core__*", "core__read_file", "core__read*"] {
-            assert!(within_default_allow(ok, &defaults), "{ok}");
-        }
-        for loose in ["*", "cor*", "app__*", "mcp__x__y", "core_*", ""] {
-            assert!(!within_default_allow(loose, &defaults), "{loose}");
-        }
-    }
 
     #[test]
     fn graphs_loosen_nothing_unless_they_raise_a_limit_or_budget() {

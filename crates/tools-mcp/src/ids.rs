@@ -42,12 +42,8 @@ pub fn id_name(server: &str, name: &str) -> (String, bool) {
     let room = budget.saturating_sub(SUFFIX_HEX + 1).max(1);
     sanitized.truncate(room);
     let digest = Sha256::digest(name.as_bytes());
-    let hex: String = digest
-        .iter()
-        .take(SUFFIX_HEX / 2)
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    (format!("{sanitized}_{hex}"), true)
+    let suffix = hex::encode(&digest[..SUFFIX_HEX / 2]);
+    (format!("{sanitized}_{suffix}"), true)
 }
 
 /// Two tool names of one server that map to the same id.

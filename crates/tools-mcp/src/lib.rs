@@ -53,12 +53,3 @@ pub use pin::{Definition, PinState, Pins, PinsError, definition_hash, legacy_def
 pub use schema::{Dialect, SchemaTranslation, Untranslatable, translate_schema};
 pub use server::{SERVER_MARKER_VAR, ServerStatus};
 pub use source::{McpSources, McpWarning, ServerReport, ToolReport};
-
-/// Installs the ring crypto provider for rustls once per process (idempotent; a
-/// provider installed by someone else is kept), for `https` servers.
-pub fn install_crypto_provider() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-}

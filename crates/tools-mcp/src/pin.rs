@@ -33,8 +33,7 @@ pub struct Definition<'a> {
 
 fn sha256_of(value: &Value) -> String {
     let digest = Sha256::digest(canonical_json(value).as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    format!("sha256:{}", hex::encode(digest))
 }
 
 /// `sha256:<hex>` of the canonical JSON of a definition (key order and whitespace

@@ -514,8 +514,9 @@ impl Server {
                         }
                     }
                 }
-                crate::install_crypto_provider();
+                let tls = client_tls::client_config().map_err(|e| e.to_string())?;
                 let client = reqwest::Client::builder()
+                    .tls_backend_preconfigured(tls)
                     .redirect(reqwest::redirect::Policy::none())
                     .build()
                     .map_err(|e| format!("HTTP client: {e}"))?;

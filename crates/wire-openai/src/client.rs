@@ -496,9 +496,9 @@ impl OpenAiClient {
             value.set_sensitive(true);
             headers.insert(header::AUTHORIZATION, value);
         }
-        // Idempotent: keeps a provider someone else installed first.
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        let tls = client_tls::client_config().map_err(|e| invalid(e.to_string()))?;
         let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
             .connect_timeout(config.timeouts.connect)
             // Never follow a redirect: see the module docs.
             .redirect(reqwest::redirect::Policy::none())

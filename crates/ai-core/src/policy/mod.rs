@@ -4,9 +4,11 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 mod catalog;
+mod pattern;
 
 pub use catalog::{CatalogError, ToolCatalog};
 pub(crate) use catalog::{check_collisions, check_subset};
+pub use pattern::ToolPattern;
 
 use serde::{Deserialize, Serialize};
 
@@ -79,9 +81,9 @@ impl PolicyDecision {
 #[serde(default, deny_unknown_fields)]
 pub struct ToolPolicy {
     /// Allowed tool ids or `prefix*` patterns.
-    pub allow: BTreeSet<String>,
+    pub allow: BTreeSet<ToolPattern>,
     /// Denied tool ids or `prefix*` patterns (win over `allow`).
-    pub deny: BTreeSet<String>,
+    pub deny: BTreeSet<ToolPattern>,
     /// Effects whose calls need an approval.
     pub require_approval: BTreeSet<ToolEffect>,
     /// Per-call budgets.
@@ -103,13 +105,8 @@ impl Default for ToolPolicy {
     }
 }
 
-fn matches(patterns: &BTreeSet<String>, id: &str) -> bool {
-    patterns
-        .iter()
-        .any(|pattern| match pattern.strip_suffix('*') {
-            Some(prefix) => id.starts_with(prefix),
-            None => pattern == id,
-        })
+fn matches(patterns: &BTreeSet<ToolPattern>, id: &str) -> bool {
+    patterns.iter().any(|pattern| pattern.matches(id))
 }
 
 impl ToolPolicy {
@@ -118,7 +115,7 @@ impl ToolPolicy {
     pub fn allowing<I, S>(ids: I) -> Self
     where
         I: IntoIterator<Item = S>,
-        S: Into<String>,
+        S: Into<ToolPattern>,
     {
         Self {
             allow: ids.into_iter().map(Into::into).collect(),

@@ -154,13 +154,7 @@ pub fn args_hash(args: &Value) -> String {
 }
 
 pub(crate) fn sha256_hex(digest: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut out = String::with_capacity(7 + digest.len() * 2);
-    out.push_str("sha256:");
-    for byte in digest {
-        let _ = write!(out, "{byte:02x}");
-    }
-    out
+    format!("sha256:{}", hex::encode(digest))
 }
 
 #[cfg(test)]

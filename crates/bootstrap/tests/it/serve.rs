@@ -24,8 +24,10 @@ async fn serve_streams_a_tool_run_to_a_web_client_and_stops_on_ctrl_c() {
     .unwrap();
     let home = Home::new(KEY);
     let (mut child, url, token) = serve(&home, &model.base_url(), &[]).await;
-    ai_host::install_crypto_provider();
-    let client = reqwest::Client::new();
+    let client = reqwest::Client::builder()
+        .tls_backend_preconfigured(client_tls::client_config().unwrap())
+        .build()
+        .unwrap();
     // Without the printed token: refused, loopback or not.
     let anonymous = client.get(format!("{url}/api/tools")).send().await.unwrap();
     assert_eq!(anonymous.status().as_u16(), 401);

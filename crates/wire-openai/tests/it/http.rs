@@ -907,3 +907,31 @@ async fn split_names_azure_empty_models_and_refusals_survive_the_wire() {
     );
     assert_eq!(hits(&server), 3);
 }
+
+/// The client brings its own TLS configuration: an https request is made (here
+/// against a listener that answers a TLS hello with plain text, so the handshake
+/// fails with a typed error) without a process-wide rustls provider, which a
+/// library must leave to its user (before, building a client installed one).
+#[tokio::test]
+async fn https_needs_no_process_wide_tls_provider() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut hello = [0u8; 512];
+            let _ = socket.read(&mut hello).await;
+            let _ = socket.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+        }
+    });
+    let mut config = ClientConfig::new(format!("https://127.0.0.1:{port}/v1")).with_api_key(KEY);
+    config.max_retries = 0;
+    let client = OpenAiClient::new(config).unwrap();
+    let (_, result) = bounded(collect(&client, CancellationToken::new())).await;
+    let error = result.unwrap_err();
+    assert!(!error.to_string().contains(KEY), "{error}");
+    assert!(
+        rustls::crypto::CryptoProvider::get_default().is_none(),
+        "a process-wide provider was installed"
+    );
+}
