@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use agent_graph::{Agent, RunError};
+use agent_graph::{Agent, run::RunError};
 use agent_testing::{ScriptedModel, Turn, echo_tool};
 use ai_core::{Message, RunContext};
 

@@ -6,13 +6,15 @@ use std::sync::Arc;
 use ai_core::{
     CompletionPort, Message, RunContext, ToolCatalog, ToolEffect, ToolId, ToolPolicy, ToolRunner,
     ToolSpec,
-    approval::Approver,
+    approval::{Approver, GrantLedger},
     completion::ToolChoice,
     policy::{CatalogError, PolicyDecision},
     tool::RegisteredTool,
 };
 
-use crate::run::{RunDeps, RunError, RunHandle, RunLimits, RunRequest, ToolChoiceScope, run};
+use crate::graph::Graph;
+use crate::prompt::Params;
+use crate::run::{Decision, PausedRun, RunError, RunHandle, RunLimits, ToolChoiceScope, fail};
 
 /// Model id sent when the builder was given none. Servers that host one model
 /// (llama.cpp, a single-model vLLM) accept any id; hosted APIs need
@@ -44,13 +46,11 @@ pub enum AgentError {
 pub struct AgentBuilder {
     model: Arc<dyn CompletionPort>,
     model_name: String,
-    system: Option<String>,
+    graph: Graph,
     tools: Vec<RegisteredTool>,
     policy: Option<ToolPolicy>,
     approver: Option<Arc<dyn Approver>>,
-    limits: RunLimits,
-    tool_choice: ToolChoice,
-    tool_choice_scope: ToolChoiceScope,
+    defer_approvals: bool,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -60,9 +60,13 @@ impl std::fmt::Debug for AgentBuilder {
             .field("tools", &self.tools)
             .field("policy", &self.policy)
             .field("approver", &self.approver.is_some())
+            .field("defer_approvals", &self.defer_approvals)
             .finish_non_exhaustive()
     }
 }
+
+/// The name of an agent's graph (events and tool contexts carry it).
+pub const AGENT_GRAPH: &str = "agent";
 
 impl AgentBuilder {
     /// The model id sent with every request (default [`DEFAULT_MODEL_NAME`]).
@@ -73,7 +77,7 @@ impl AgentBuilder {
 
     /// The system prompt placed before every conversation.
     pub fn system(mut self, prompt: impl Into<String>) -> Self {
-        self.system = Some(prompt.into());
+        self.graph.system_prompt = prompt.into();
         self
     }
 
@@ -94,8 +98,9 @@ impl AgentBuilder {
     ///
     /// Without this, the policy allows exactly the tools handed to the builder:
     /// `read_only` tools run, tools with any other effect need approval (and then an
-    /// approver is required). With an explicit policy, tools it marks as needing
-    /// approval are not offered to the model unless the agent has an approver.
+    /// approver, or deferred approvals, is required). With an explicit policy, tools
+    /// it marks as needing approval are not offered to the model unless the agent
+    /// has an approver or defers approvals.
     pub fn policy(mut self, policy: ToolPolicy) -> Self {
         self.policy = Some(policy);
         self
@@ -107,9 +112,18 @@ impl AgentBuilder {
         self
     }
 
+    /// Pauses a run on calls that need an approval instead of asking an approver:
+    /// the run's output then holds a [`PausedRun`] (serializable), which
+    /// [`Agent::resume`] continues with the user's decisions, in this process or
+    /// another.
+    pub fn defer_approvals(mut self) -> Self {
+        self.defer_approvals = true;
+        self
+    }
+
     /// Limits of every run (turns, model requests, tokens, tool concurrency).
     pub fn limits(mut self, limits: RunLimits) -> Self {
-        self.limits = limits;
+        self.graph.limits = limits;
         self
     }
 
@@ -118,14 +132,14 @@ impl AgentBuilder {
     /// [`AgentBuilder::tool_choice_scope`] says otherwise, so the model can answer
     /// after the forced call.
     pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
-        self.tool_choice = choice;
+        self.graph.tool_choice = choice;
         self
     }
 
     /// Which model turns a forced tool choice applies to (default
     /// [`ToolChoiceScope::FirstTurn`]).
     pub fn tool_choice_scope(mut self, scope: ToolChoiceScope) -> Self {
-        self.tool_choice_scope = scope;
+        self.graph.tool_choice_scope = scope;
         self
     }
 
@@ -135,7 +149,7 @@ impl AgentBuilder {
         let policy = self.policy.unwrap_or_else(|| {
             ToolPolicy::allowing(self.tools.iter().map(|t| t.spec.id.as_str().to_owned()))
         });
-        if !explicit && self.approver.is_none() {
+        if !explicit && self.approver.is_none() && !self.defer_approvals {
             let ctx = RunContext::new("build", "build");
             if let Some(spec) = self.tools.iter().map(|t| &t.spec).find(|spec| {
                 policy.decide(&ctx, &spec.id, spec.effect) == PolicyDecision::RequireApproval
@@ -146,19 +160,24 @@ impl AgentBuilder {
                 });
             }
         }
+        // Deferred approvals are given as decisions when the run resumes; until
+        // then every call is denied, and the loop never asks (it pauses first).
+        let approver = match (self.approver, self.defer_approvals) {
+            (Some(approver), _) => Some(approver),
+            (None, true) => Some(Arc::new(GrantLedger::new()) as Arc<dyn Approver>),
+            (None, false) => None,
+        };
         let mut runner = ToolRunner::new(self.tools, policy)?;
-        if let Some(approver) = self.approver {
+        if let Some(approver) = approver {
             runner = runner.with_approver(approver);
         }
         Ok(Agent {
             inner: Arc::new(Inner {
                 model: self.model,
                 model_name: self.model_name,
-                system: self.system,
+                graph: self.graph,
                 runner: Arc::new(runner),
-                limits: self.limits,
-                tool_choice: self.tool_choice,
-                tool_choice_scope: self.tool_choice_scope,
+                defer_approvals: self.defer_approvals,
             }),
         })
     }
@@ -167,11 +186,9 @@ impl AgentBuilder {
 struct Inner {
     model: Arc<dyn CompletionPort>,
     model_name: String,
-    system: Option<String>,
+    graph: Graph,
     runner: Arc<ToolRunner>,
-    limits: RunLimits,
-    tool_choice: ToolChoice,
-    tool_choice_scope: ToolChoiceScope,
+    defer_approvals: bool,
 }
 
 /// A model with tools, a policy and limits: the short way to run the loop.
@@ -215,13 +232,11 @@ impl Agent {
         AgentBuilder {
             model: Arc::new(model),
             model_name: DEFAULT_MODEL_NAME.to_owned(),
-            system: None,
+            graph: Graph::new(AGENT_GRAPH, "An agent built with Agent::builder.", ""),
             tools: Vec::new(),
             policy: None,
             approver: None,
-            limits: RunLimits::default(),
-            tool_choice: ToolChoice::Auto,
-            tool_choice_scope: ToolChoiceScope::FirstTurn,
+            defer_approvals: false,
         }
     }
 
@@ -244,28 +259,43 @@ impl Agent {
         self.run_with(RunContext::generate(), vec![Message::user(prompt.into())])
     }
 
-    /// Runs the loop on a conversation (without the system prompt, which is put in
-    /// front of it) under the caller's correlation ids.
+    /// Runs the loop on a conversation under the caller's correlation ids. The
+    /// agent's system prompt is put in front; system messages at the start of
+    /// `conversation` are dropped, so a previous run's `messages` can be passed
+    /// back as they are.
     pub fn run_with(&self, context: RunContext, conversation: Vec<Message>) -> RunHandle {
         let inner = &self.inner;
-        let mut messages = Vec::with_capacity(conversation.len() + 1);
-        if let Some(system) = &inner.system {
-            messages.push(Message::system(system.clone()));
+        let prepared = inner.graph.prepare(
+            context.clone(),
+            &inner.runner,
+            &inner.model_name,
+            conversation,
+            &Params::new(),
+        );
+        match prepared {
+            Ok(mut prepared) => {
+                prepared.request.defer_approvals = inner.defer_approvals;
+                prepared.start(Arc::clone(&inner.model), Arc::clone(&inner.runner))
+            }
+            Err(error) => fail(context, RunError::Internal(error.to_string())),
         }
-        messages.extend(conversation);
-        let catalog = self.catalog(&context);
-        let mut request = RunRequest::new(context, inner.model_name.clone(), messages);
-        request.limits = inner.limits.clone();
-        request.tool_choice = inner.tool_choice.clone();
-        request.tool_choice_scope = inner.tool_choice_scope;
-        run(
-            request,
-            RunDeps {
-                model: Arc::clone(&inner.model),
-                runner: Arc::clone(&inner.runner),
-                catalog: Arc::new(catalog),
-            },
-        )
+    }
+
+    /// Continues a run that paused on approvals (an agent built with
+    /// [`AgentBuilder::defer_approvals`]), with the user's decisions: approved
+    /// calls run inside the run, on its event stream and in its records. The paused
+    /// run may come from another process (it is serializable); this agent must offer
+    /// the same tools.
+    pub fn resume(&self, paused: PausedRun, decisions: Vec<Decision>) -> RunHandle {
+        let inner = &self.inner;
+        let context = paused.request.context.clone();
+        let resumed = inner.graph.resume(
+            paused,
+            decisions,
+            Arc::clone(&inner.model),
+            Arc::clone(&inner.runner),
+        );
+        resumed.unwrap_or_else(|error| fail(context, RunError::InvalidResume(error.to_string())))
     }
 
     /// Runs the loop on `prompt` and returns the final answer.

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use ai_core::AiEvent;
 use futures::{Stream, StreamExt};
 
-use crate::queue::{Queue, Slot};
+use crate::run::{Queue, Slot};
 
 /// Delivers each event to every subscriber's own queue.
 #[derive(Default)]

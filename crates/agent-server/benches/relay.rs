@@ -99,13 +99,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use agent_graph::RunLimits;
 use agent_server::{Access, ChatService, ChatSetup};
 use ai_core::{
     CancellationToken, CompletionPort, ToolPolicy,
     completion::{
         CompletionDelta, CompletionError, CompletionFinal, CompletionItem, CompletionRequest,
-        CompletionStream, FinishReason, ModelSettings,
+        CompletionStream, FinishReason,
     },
     event::UsageFact,
 };
@@ -208,10 +207,11 @@ fn serve_agent(deltas: usize, interval: Duration) {
             model_id: "paced".into(),
             tools: Vec::new(),
             policy: ToolPolicy::default(),
-            system_prompt: "You are a benchmark.".into(),
-            limits: RunLimits::default(),
-            settings: ModelSettings::default(),
-            select: None,
+            graph: agent_graph::Graph::new(
+                "bench",
+                "The benchmark's graph.",
+                "You are a benchmark.",
+            ),
         })
         .expect("the chat service");
         let socket = tokio::net::TcpSocket::new_v4().expect("a socket");

@@ -27,15 +27,15 @@ pub const MAX_MESSAGES: usize = 1000;
 /// A rejected request: the JSON path of the offending field and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
 #[error("{path}: {message}")]
-pub struct ContractError {
+pub struct RequestError {
     /// Where, e.g. `messages[2].parts[0].toolCallId` (empty for the body itself).
     pub path: String,
     /// What is wrong (never echoes the value).
     pub message: String,
 }
 
-fn err(path: impl Into<String>, message: impl Into<String>) -> ContractError {
-    ContractError {
+fn err(path: impl Into<String>, message: impl Into<String>) -> RequestError {
+    RequestError {
         path: path.into(),
         message: message.into(),
     }
@@ -51,9 +51,10 @@ pub enum Trigger {
     RegenerateMessage,
 }
 
-/// The user's decision on one call that waited for an approval.
+/// The user's answer about one call that waited for an approval (a tool part in
+/// state `approval-responded`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Decision {
+pub struct ApprovalResponse {
     /// The call id.
     pub tool_call_id: String,
     /// The tool id.
@@ -83,7 +84,7 @@ pub struct ChatRequest {
     /// (the response continues it), and the tool call ids it already has.
     pub continuing: Option<(String, Vec<String>)>,
     /// The decisions of that message, in part order.
-    pub decisions: Vec<Decision>,
+    pub decisions: Vec<ApprovalResponse>,
     /// `messageId` of the body, when sent.
     pub message_id: Option<String>,
 }
@@ -103,7 +104,7 @@ impl Transcript for () {
     }
 }
 
-fn check_finite(value: &Value, path: &str) -> Result<(), ContractError> {
+fn check_finite(value: &Value, path: &str) -> Result<(), RequestError> {
     match value {
         Value::Number(n) if n.as_f64().is_some_and(|f| !f.is_finite()) => {
             Err(err(path, "numbers must be finite"))
@@ -119,11 +120,7 @@ fn check_finite(value: &Value, path: &str) -> Result<(), ContractError> {
     }
 }
 
-fn string<'a>(
-    map: &'a Map<String, Value>,
-    key: &str,
-    path: &str,
-) -> Result<&'a str, ContractError> {
+fn string<'a>(map: &'a Map<String, Value>, key: &str, path: &str) -> Result<&'a str, RequestError> {
     match map.get(key) {
         Some(Value::String(s)) => Ok(s),
         Some(_) => Err(err(format!("{path}.{key}"), "must be a string")),
@@ -135,7 +132,7 @@ fn optional_string<'a>(
     map: &'a Map<String, Value>,
     key: &str,
     path: &str,
-) -> Result<Option<&'a str>, ContractError> {
+) -> Result<Option<&'a str>, RequestError> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -164,7 +161,7 @@ const STATES: &[&str] = &[
     "output-denied",
 ];
 
-fn tool_part(kind: &str, part: &Map<String, Value>, path: &str) -> Result<ToolPart, ContractError> {
+fn tool_part(kind: &str, part: &Map<String, Value>, path: &str) -> Result<ToolPart, RequestError> {
     let tool_name = match kind.strip_prefix("tool-") {
         Some(name) => name.to_owned(),
         None => string(part, "toolName", path)?.to_owned(),
@@ -291,14 +288,75 @@ pub const DENIED: &str = "The user denied this call.";
 
 /// Parses and checks a request body. `transcript` supplies what the model saw of
 /// calls the server ran.
-pub fn parse(body: &[u8], transcript: &dyn Transcript) -> Result<ChatRequest, ContractError> {
+pub fn parse(body: &[u8], transcript: &dyn Transcript) -> Result<ChatRequest, RequestError> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| err("", format!("not valid JSON: {e}")))?;
     check_finite(&value, "")?;
     let Value::Object(body) = value else {
         return Err(err("", "must be a JSON object"));
     };
-    let chat_id = string(&body, "id", "")
+    let (chat_id, trigger, message_id) = header(&body)?;
+    let messages = message_list(&body)?;
+    let mut chat = ChatRequest {
+        chat_id: chat_id.clone(),
+        trigger,
+        history: Vec::new(),
+        continuing: None,
+        decisions: Vec::new(),
+        message_id,
+    };
+    let mut seen_calls = HashSet::new();
+    let last = messages.len() - 1;
+    for (index, message) in messages.iter().enumerate() {
+        let path = format!("messages[{index}]");
+        let Value::Object(message) = message else {
+            return Err(err(path, "must be an object"));
+        };
+        let id = string(message, "id", &path)?;
+        let role = string(message, "role", &path)?;
+        let Some(Value::Array(parts)) = message.get("parts") else {
+            return Err(err(format!("{path}.parts"), "must be an array"));
+        };
+        match role {
+            "user" => chat.history.push(user_message(parts, &path)?),
+            "assistant" => {
+                let turn = AssistantParts {
+                    chat_id: &chat_id,
+                    transcript,
+                    last: index == last,
+                    path: &path,
+                };
+                let decided = turn.read(parts, &mut seen_calls, &mut chat)?;
+                if index == last {
+                    if !decided.has_decision {
+                        return Err(err(
+                            format!("{path}.role"),
+                            "the last message must be the user's, or carry approval decisions",
+                        ));
+                    }
+                    chat.continuing = Some((id.to_owned(), decided.call_ids));
+                }
+            }
+            "system" => {
+                return Err(err(
+                    format!("{path}.role"),
+                    "system messages are set by the server, not the client",
+                ));
+            }
+            _ => {
+                return Err(err(
+                    format!("{path}.role"),
+                    "must be \"user\" or \"assistant\"",
+                ));
+            }
+        }
+    }
+    Ok(chat)
+}
+
+/// The body's `id`, `trigger` and `messageId`.
+fn header(body: &Map<String, Value>) -> Result<(String, Trigger, Option<String>), RequestError> {
+    let chat_id = string(body, "id", "")
         .map_err(|e| err("id", e.message))?
         .to_owned();
     if chat_id.is_empty() || chat_id.len() > MAX_CHAT_ID_LEN {
@@ -328,6 +386,11 @@ pub fn parse(body: &[u8], transcript: &dyn Transcript) -> Result<ChatRequest, Co
             ));
         }
     };
+    Ok((chat_id, trigger, message_id))
+}
+
+/// The body's `messages`: a non-empty array of at most [`MAX_MESSAGES`].
+fn message_list(body: &Map<String, Value>) -> Result<&Vec<Value>, RequestError> {
     let Some(Value::Array(messages)) = body.get("messages") else {
         return Err(err("messages", "must be an array"));
     };
@@ -340,199 +403,181 @@ pub fn parse(body: &[u8], transcript: &dyn Transcript) -> Result<ChatRequest, Co
             format!("has more than {MAX_MESSAGES} messages"),
         ));
     }
-    let mut history = Vec::new();
-    let mut seen_calls = HashSet::new();
-    let mut decisions = Vec::new();
-    let mut continuing = None;
-    let last = messages.len() - 1;
-    for (index, message) in messages.iter().enumerate() {
-        let path = format!("messages[{index}]");
-        let Value::Object(message) = message else {
-            return Err(err(path, "must be an object"));
+    Ok(messages)
+}
+
+/// A user message: its text parts, joined.
+fn user_message(parts: &[Value], path: &str) -> Result<Message, RequestError> {
+    let mut text = Vec::new();
+    for (p, part) in parts.iter().enumerate() {
+        let ppath = format!("{path}.parts[{p}]");
+        let Value::Object(part) = part else {
+            return Err(err(ppath, "must be an object"));
         };
-        let id = string(message, "id", &path)?;
-        let role = string(message, "role", &path)?;
-        let Some(Value::Array(parts)) = message.get("parts") else {
-            return Err(err(format!("{path}.parts"), "must be an array"));
-        };
-        match role {
-            "user" => {
-                let mut text = Vec::new();
-                for (p, part) in parts.iter().enumerate() {
-                    let ppath = format!("{path}.parts[{p}]");
-                    let Value::Object(part) = part else {
-                        return Err(err(ppath, "must be an object"));
-                    };
-                    match string(part, "type", &ppath)? {
-                        "text" => text.push(string(part, "text", &ppath)?),
-                        kind if kind.starts_with("data-") || kind.starts_with("source-") => {}
-                        "step-start" | "reasoning" => {}
-                        _ => {
-                            return Err(err(
-                                format!("{ppath}.type"),
-                                "is not a part type this server accepts from a user",
-                            ));
-                        }
-                    }
-                }
-                if text.is_empty() {
-                    return Err(err(format!("{path}.parts"), "has no text part"));
-                }
-                history.push(Message::user(text.join("\n")));
-            }
-            "assistant" => {
-                let mut step_text: Vec<String> = Vec::new();
-                let mut step_calls: Vec<ToolPart> = Vec::new();
-                let mut has_decision = false;
-                let mut calls_here = Vec::new();
-                let flush = |text: &mut Vec<String>,
-                             calls: &mut Vec<ToolPart>,
-                             history: &mut Vec<Message>,
-                             decisions: &mut Vec<Decision>|
-                 -> Result<(), ContractError> {
-                    if text.is_empty() && calls.is_empty() {
-                        return Ok(());
-                    }
-                    let content = (!text.is_empty()).then(|| text.join(""));
-                    let mut tool_calls = Vec::new();
-                    let mut results = Vec::new();
-                    for call in calls.drain(..) {
-                        let recalled = transcript.recall(&chat_id, &call.call_id);
-                        let input = call.input.clone().unwrap_or(Value::Object(Map::new()));
-                        let arguments = recalled
-                            .as_ref()
-                            .map_or_else(|| canonical_json(&input), |(args, _)| args.clone());
-                        tool_calls.push(MessageToolCall {
-                            id: call.call_id.clone(),
-                            name: call.tool_name.clone(),
-                            arguments,
-                            raw: None,
-                        });
-                        let content = match call.state.as_str() {
-                            "output-available" => Some(recalled.map_or_else(
-                                || canonical_json(call.output.as_ref().unwrap_or(&Value::Null)),
-                                |(_, result)| result,
-                            )),
-                            "output-error" => Some(recalled.map_or_else(
-                                || call.error_text.clone().unwrap_or_default(),
-                                |(_, r)| r,
-                            )),
-                            "output-denied" => Some(DENIED.to_owned()),
-                            "approval-responded" => {
-                                let Some((approval_id, Some(approved), reason)) =
-                                    call.approval.clone()
-                                else {
-                                    return Err(err("", "approval without a decision"));
-                                };
-                                decisions.push(Decision {
-                                    tool_call_id: call.call_id.clone(),
-                                    tool_name: call.tool_name.clone(),
-                                    args_hash: args_hash(&input),
-                                    args: input,
-                                    approval_id,
-                                    approved,
-                                    reason,
-                                });
-                                None
-                            }
-                            _ => Some(NOT_RUN.to_owned()),
-                        };
-                        if let Some(content) = content {
-                            results.push(Message::tool(call.call_id.clone(), content));
-                        }
-                    }
-                    history.push(Message::Assistant {
-                        content,
-                        reasoning: None,
-                        tool_calls,
-                    });
-                    history.extend(results);
-                    text.clear();
-                    Ok(())
-                };
-                for (p, part) in parts.iter().enumerate() {
-                    let ppath = format!("{path}.parts[{p}]");
-                    let Value::Object(part) = part else {
-                        return Err(err(ppath, "must be an object"));
-                    };
-                    let kind = string(part, "type", &ppath)?;
-                    match kind {
-                        "text" => step_text.push(string(part, "text", &ppath)?.to_owned()),
-                        "step-start" => {
-                            flush(
-                                &mut step_text,
-                                &mut step_calls,
-                                &mut history,
-                                &mut decisions,
-                            )?;
-                        }
-                        "reasoning" => {}
-                        k if k.starts_with("data-") || k.starts_with("source-") => {}
-                        k if k.starts_with("tool-") || k == "dynamic-tool" => {
-                            let call = tool_part(k, part, &ppath)?;
-                            if !seen_calls.insert(call.call_id.clone()) {
-                                return Err(err(
-                                    format!("{ppath}.toolCallId"),
-                                    "appears twice (one result per tool call)",
-                                ));
-                            }
-                            if call.state == "approval-responded" {
-                                if index != last {
-                                    return Err(err(
-                                        format!("{ppath}.state"),
-                                        "an approval decision is only accepted in the last message",
-                                    ));
-                                }
-                                has_decision = true;
-                            }
-                            calls_here.push(call.call_id.clone());
-                            step_calls.push(call);
-                        }
-                        _ => {
-                            return Err(err(
-                                format!("{ppath}.type"),
-                                "is not a part type this server understands",
-                            ));
-                        }
-                    }
-                }
-                flush(
-                    &mut step_text,
-                    &mut step_calls,
-                    &mut history,
-                    &mut decisions,
-                )?;
-                if index == last {
-                    if !has_decision {
-                        return Err(err(
-                            format!("{path}.role"),
-                            "the last message must be the user's, or carry approval decisions",
-                        ));
-                    }
-                    continuing = Some((id.to_owned(), calls_here));
-                }
-            }
-            "system" => {
-                return Err(err(
-                    format!("{path}.role"),
-                    "system messages are set by the server, not the client",
-                ));
-            }
+        match string(part, "type", &ppath)? {
+            "text" => text.push(string(part, "text", &ppath)?),
+            kind if kind.starts_with("data-") || kind.starts_with("source-") => {}
+            "step-start" | "reasoning" => {}
             _ => {
                 return Err(err(
-                    format!("{path}.role"),
-                    "must be \"user\" or \"assistant\"",
+                    format!("{ppath}.type"),
+                    "is not a part type this server accepts from a user",
                 ));
             }
         }
     }
-    Ok(ChatRequest {
-        chat_id,
-        trigger,
-        history,
-        continuing,
-        decisions,
-        message_id,
+    if text.is_empty() {
+        return Err(err(format!("{path}.parts"), "has no text part"));
+    }
+    Ok(Message::user(text.join("\n")))
+}
+
+/// What an assistant message held besides its history.
+struct Decided {
+    /// It carries approval decisions.
+    has_decision: bool,
+    /// Its tool call ids, in part order.
+    call_ids: Vec<String>,
+}
+
+/// Reads one assistant message into the history: each step (split by
+/// `step-start`) becomes an assistant turn with its calls and one tool message per
+/// call that has an outcome; approval decisions become [`ApprovalResponse`]s.
+struct AssistantParts<'a> {
+    chat_id: &'a str,
+    transcript: &'a dyn Transcript,
+    last: bool,
+    path: &'a str,
+}
+
+impl AssistantParts<'_> {
+    fn read(
+        &self,
+        parts: &[Value],
+        seen_calls: &mut HashSet<String>,
+        chat: &mut ChatRequest,
+    ) -> Result<Decided, RequestError> {
+        let mut step_text: Vec<String> = Vec::new();
+        let mut step_calls: Vec<ToolPart> = Vec::new();
+        let mut decided = Decided {
+            has_decision: false,
+            call_ids: Vec::new(),
+        };
+        for (p, part) in parts.iter().enumerate() {
+            let ppath = format!("{}.parts[{p}]", self.path);
+            let Value::Object(part) = part else {
+                return Err(err(ppath, "must be an object"));
+            };
+            match string(part, "type", &ppath)? {
+                "text" => step_text.push(string(part, "text", &ppath)?.to_owned()),
+                "step-start" => self.flush(&mut step_text, &mut step_calls, chat)?,
+                "reasoning" => {}
+                k if k.starts_with("data-") || k.starts_with("source-") => {}
+                k if k.starts_with("tool-") || k == "dynamic-tool" => {
+                    let call = tool_part(k, part, &ppath)?;
+                    if !seen_calls.insert(call.call_id.clone()) {
+                        return Err(err(
+                            format!("{ppath}.toolCallId"),
+                            "appears twice (one result per tool call)",
+                        ));
+                    }
+                    if call.state == "approval-responded" {
+                        if !self.last {
+                            return Err(err(
+                                format!("{ppath}.state"),
+                                "an approval decision is only accepted in the last message",
+                            ));
+                        }
+                        decided.has_decision = true;
+                    }
+                    decided.call_ids.push(call.call_id.clone());
+                    step_calls.push(call);
+                }
+                _ => {
+                    return Err(err(
+                        format!("{ppath}.type"),
+                        "is not a part type this server understands",
+                    ));
+                }
+            }
+        }
+        self.flush(&mut step_text, &mut step_calls, chat)?;
+        Ok(decided)
+    }
+
+    /// Ends a step: its assistant turn and its calls' tool messages.
+    fn flush(
+        &self,
+        text: &mut Vec<String>,
+        calls: &mut Vec<ToolPart>,
+        chat: &mut ChatRequest,
+    ) -> Result<(), RequestError> {
+        if text.is_empty() && calls.is_empty() {
+            return Ok(());
+        }
+        let content = (!text.is_empty()).then(|| text.join(""));
+        let mut tool_calls = Vec::new();
+        let mut results = Vec::new();
+        for call in calls.drain(..) {
+            let recalled = self.transcript.recall(self.chat_id, &call.call_id);
+            let input = call.input.clone().unwrap_or(Value::Object(Map::new()));
+            let arguments = recalled
+                .as_ref()
+                .map_or_else(|| canonical_json(&input), |(args, _)| args.clone());
+            tool_calls.push(MessageToolCall {
+                id: call.call_id.clone(),
+                name: call.tool_name.clone(),
+                arguments,
+                raw: None,
+            });
+            if let Some(content) = outcome(&call, input, recalled, &mut chat.decisions)? {
+                results.push(Message::tool(call.call_id.clone(), content));
+            }
+        }
+        chat.history.push(Message::Assistant {
+            content,
+            reasoning: None,
+            tool_calls,
+        });
+        chat.history.extend(results);
+        text.clear();
+        Ok(())
+    }
+}
+
+/// What the model reads for `call`: its result (the server's own record when it
+/// has one), or nothing for a call waiting on a decision (which joins `decisions`).
+fn outcome(
+    call: &ToolPart,
+    input: Value,
+    recalled: Option<(String, String)>,
+    decisions: &mut Vec<ApprovalResponse>,
+) -> Result<Option<String>, RequestError> {
+    Ok(match call.state.as_str() {
+        "output-available" => Some(recalled.map_or_else(
+            || canonical_json(call.output.as_ref().unwrap_or(&Value::Null)),
+            |(_, result)| result,
+        )),
+        "output-error" => {
+            Some(recalled.map_or_else(|| call.error_text.clone().unwrap_or_default(), |(_, r)| r))
+        }
+        "output-denied" => Some(DENIED.to_owned()),
+        "approval-responded" => {
+            let Some((approval_id, Some(approved), reason)) = call.approval.clone() else {
+                return Err(err("", "approval without a decision"));
+            };
+            decisions.push(ApprovalResponse {
+                tool_call_id: call.call_id.clone(),
+                tool_name: call.tool_name.clone(),
+                args_hash: args_hash(&input),
+                args: input,
+                approval_id,
+                approved,
+                reason,
+            });
+            None
+        }
+        _ => Some(NOT_RUN.to_owned()),
     })
 }
 
@@ -541,7 +586,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn parse_json(value: Value) -> Result<ChatRequest, ContractError> {
+    fn parse_json(value: Value) -> Result<ChatRequest, RequestError> {
         parse(value.to_string().as_bytes(), &())
     }
 

@@ -64,7 +64,9 @@ use std::collections::HashSet;
 use ai_core::{AiEvent, event::AiEventKind};
 use serde_json::{Value, json};
 
-use crate::ui_stream::{Activity, Outcome, StepFlags, tool_error_text};
+use axum::body::Bytes;
+
+use crate::stream::{Activity, FailureView, Outcome, StepFlags, StreamEncoder, failure_view};
 
 /// The response headers of a data stream.
 pub const HEADERS: &[(&str, &str)] = &[
@@ -136,7 +138,7 @@ impl DataStreamEncoder {
         event: &AiEvent,
         approval_id: &dyn Fn(&str, &str, &str) -> String,
     ) -> Vec<String> {
-        if self.finished || event.parent_tool_call_id.is_some() {
+        if self.finished || !crate::stream::shown(event) {
             return Vec::new();
         }
         let mut out = Vec::new();
@@ -175,10 +177,11 @@ impl DataStreamEncoder {
                         "result": result.clone().unwrap_or(Value::Null),
                     })
                 } else {
-                    error_result(
-                        tool_call_id,
-                        &tool_error_text(*error_code, message.as_deref()),
-                    )
+                    let text = match failure_view(*error_code, message.as_deref()) {
+                        FailureView::Denied => DENIED_RESULT.to_owned(),
+                        FailureView::Error(text) => text,
+                    };
+                    error_result(tool_call_id, &text)
                 };
                 out.push(line('a', &value));
                 self.saw_result();
@@ -342,6 +345,28 @@ fn error_result(tool_call_id: &str, error_text: &str) -> Value {
 
 fn usage_json(prompt: u64, completion: u64) -> Value {
     json!({"promptTokens": prompt, "completionTokens": completion})
+}
+
+impl StreamEncoder for DataStreamEncoder {
+    fn headers(&self) -> &'static [(&'static str, &'static str)] {
+        HEADERS
+    }
+
+    fn frames(
+        &mut self,
+        event: &AiEvent,
+        approval_id: &dyn Fn(&str, &str, &str) -> String,
+    ) -> Vec<Bytes> {
+        crate::stream::frames(self.event(event, approval_id))
+    }
+
+    fn end(&mut self) -> Vec<Bytes> {
+        crate::stream::frames(self.finish())
+    }
+
+    fn heartbeat(&self) -> Option<Bytes> {
+        None
+    }
 }
 
 #[cfg(test)]

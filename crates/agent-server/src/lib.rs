@@ -7,14 +7,17 @@
 //!   5, 6 and 7 reads; `?protocol=data` for the AI SDK 4 data stream v1) and
 //!   `GET /api/tools`. [`serve`] runs it with graceful shutdown.
 //! - [`ui_stream`] and [`data_stream`] are the sans-IO encoders from
-//!   [`ai_core::AiEvent`]s to each protocol (invariant STREAM_TO_UI_BY_PROTOCOL).
+//!   [`ai_core::AiEvent`]s to each protocol (invariant STREAM_TO_UI_BY_PROTOCOL),
+//!   behind one [`StreamEncoder`] trait; [`stream`] holds what they share.
 //! - [`contract`] checks the request body and rebuilds the conversation: JSON values
 //!   only, bounded ids, arguments and results, one result per call; a rejection is
 //!   a 400 naming the field path and nothing reaches the model.
 //! - [`approval`]: a call that policy puts behind an approval pauses the run; the
 //!   client gets an HMAC-bound approval id, and the next request's decision is
 //!   honoured only for exactly that call and those arguments, once, before it
-//!   expires (invariant APPROVAL_BOUND_BY_SERVER).
+//!   expires (invariant APPROVAL_BOUND_BY_SERVER). The server only issues and
+//!   redeems ids: the loop itself resumes the run with the decisions
+//!   (`agent_graph::run::resume`).
 //! - A client that disconnects cancels its run (model stream and tools).
 //! - [`page`]: the chat page (built from `web/`, embedded) served at `/`.
 //! - [`access`]: `Host` and `Origin` must name the loopback address on loopback
@@ -36,6 +39,7 @@ pub mod data_stream;
 mod listener;
 pub mod page;
 mod server;
+pub mod stream;
 #[cfg(test)]
 mod test_events;
 pub mod transcript;
@@ -46,4 +50,5 @@ pub use access::{
     DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_STREAMS, ServerSecret,
 };
 pub use listener::{ConnectionLimits, FD_RESERVE, serve};
-pub use server::{ChatService, ChatSetup, ToolSelection};
+pub use server::{ChatService, ChatSetup};
+pub use stream::StreamEncoder;

@@ -5,19 +5,18 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_graph::{RunDeps, RunLimits, RunRequest};
+use agent_graph::Graph;
+use agent_graph::prompt::Params;
+use agent_graph::run::{Decision, PAUSED_RUN_VERSION, PausedRun, PendingApproval, RunHandle};
 use ai_core::{
-    AiEvent, CompletionPort, Message, RunContext, ToolCatalog, ToolPolicy, ToolRunner,
-    approval::{ApprovalGrant, GrantLedger},
-    completion::ModelSettings,
-    event::EventSink,
+    CompletionPort, Message, RunContext, ToolCatalog, ToolPolicy, ToolRunner,
+    approval::{Approver, GrantLedger},
     policy::{CatalogError, PolicyDecision},
-    runner::ToolCall,
-    tool::{RegisteredTool, canonical_json},
+    tool::RegisteredTool,
 };
 use axum::body::{Body, Bytes};
-use axum::extract::{ConnectInfo, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::extract::{ConnectInfo, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router, middleware};
@@ -27,15 +26,12 @@ use tokio::sync::mpsc;
 
 use crate::access::Access;
 use crate::approval::Approvals;
-use crate::contract::{self, ChatRequest, ContractError, DENIED};
+use crate::contract::{self, ChatRequest, RequestError};
 use crate::data_stream::DataStreamEncoder;
 use crate::listener::{ClientKey, ClientSlots};
+use crate::stream::StreamEncoder;
 use crate::transcript::TranscriptStore;
 use crate::ui_stream::UiStreamEncoder;
-
-/// Narrows the catalog a chat offers (a graph's selection); `None`: every tool the
-/// policy allows.
-pub type ToolSelection = Arc<dyn Fn(ToolCatalog) -> ToolCatalog + Send + Sync>;
 
 /// What the service runs.
 pub struct ChatSetup {
@@ -48,14 +44,8 @@ pub struct ChatSetup {
     /// The policy. Calls it puts behind an approval pause the run and ask the
     /// user through the stream (server-bound approvals).
     pub policy: ToolPolicy,
-    /// The system prompt of every run.
-    pub system_prompt: String,
-    /// Limits of every run.
-    pub limits: RunLimits,
-    /// Model settings of every run.
-    pub settings: ModelSettings,
-    /// Which tools are offered.
-    pub select: Option<ToolSelection>,
+    /// The graph every chat runs: its prompt, tool selection, limits and settings.
+    pub graph: Graph,
 }
 
 /// A JSON refusal: `{"error": error, "message": message}` with `status`.
@@ -68,7 +58,7 @@ pub(crate) fn refuse(status: StatusCode, error: &str, message: &str) -> Response
         .into_response()
 }
 
-fn invalid(error: &ContractError) -> Response {
+fn invalid(error: &RequestError) -> Response {
     (
         StatusCode::BAD_REQUEST,
         [(header::CONTENT_TYPE, "application/json")],
@@ -78,16 +68,12 @@ fn invalid(error: &ContractError) -> Response {
         .into_response()
 }
 
-/// The chat service: one model, one runner, one policy, shared by every request.
+/// The chat service: one model, one runner, one graph, shared by every request.
 pub struct ChatService {
     model: Arc<dyn CompletionPort>,
     model_id: String,
     runner: Arc<ToolRunner>,
-    ledger: Arc<GrantLedger>,
-    system_prompt: String,
-    limits: RunLimits,
-    settings: ModelSettings,
-    select: Option<ToolSelection>,
+    graph: Graph,
     approvals: Approvals,
     transcript: TranscriptStore,
 }
@@ -97,108 +83,23 @@ impl std::fmt::Debug for ChatService {
         f.debug_struct("ChatService")
             .field("model_id", &self.model_id)
             .field("runner", &self.runner)
+            .field("graph", &self.graph.name)
             .finish_non_exhaustive()
     }
 }
 
-/// Forwards a call's events into a channel of events.
-struct Forward(std::sync::Mutex<Vec<AiEvent>>);
-
-impl EventSink for Forward {
-    fn emit(&self, event: AiEvent) {
-        if let Ok(mut events) = self.0.lock() {
-            events.push(event);
-        }
-    }
-}
-
-/// One response's encoder.
-enum Wire {
-    Ui(UiStreamEncoder),
-    Data(DataStreamEncoder),
-}
-
-/// UI message stream chunks as SSE frames.
-fn sse_frames(chunks: Vec<Value>) -> Vec<Bytes> {
-    chunks
-        .iter()
-        .map(|chunk| Bytes::from(UiStreamEncoder::sse(chunk)))
-        .collect()
-}
-
-/// Data stream lines as frames.
-fn line_frames(lines: Vec<String>) -> Vec<Bytes> {
-    lines.into_iter().map(Bytes::from).collect()
-}
-
-impl Wire {
-    fn frames(
-        &mut self,
-        event: &AiEvent,
-        approval: &dyn Fn(&str, &str, &str) -> String,
-    ) -> Vec<Bytes> {
-        match self {
-            Self::Ui(encoder) => sse_frames(encoder.event(event, approval)),
-            Self::Data(encoder) => line_frames(encoder.event(event, approval)),
-        }
-    }
-
-    fn denied(&mut self, call_id: &str) -> Vec<Bytes> {
-        match self {
-            Self::Ui(encoder) => sse_frames(encoder.denied(call_id)),
-            Self::Data(encoder) => line_frames(encoder.denied(call_id)),
-        }
-    }
-
-    fn tool_error(&mut self, call_id: &str, text: &str) -> Vec<Bytes> {
-        match self {
-            Self::Ui(encoder) => sse_frames(encoder.tool_error(call_id, text)),
-            Self::Data(encoder) => line_frames(encoder.tool_error(call_id, text)),
-        }
-    }
-
-    fn finish(&mut self) -> Vec<Bytes> {
-        match self {
-            Self::Ui(encoder) => {
-                let mut frames = sse_frames(encoder.finish());
-                frames.push(Bytes::from_static(crate::ui_stream::DONE.as_bytes()));
-                frames
-            }
-            Self::Data(encoder) => line_frames(encoder.finish()),
-        }
-    }
-
-    fn heartbeat(&self) -> Option<Bytes> {
-        match self {
-            Self::Ui(_) => Some(Bytes::from_static(b": keep-alive\n\n")),
-            Self::Data(_) => None,
-        }
-    }
-
-    fn headers(&self) -> &'static [(&'static str, &'static str)] {
-        match self {
-            Self::Ui(_) => crate::ui_stream::HEADERS,
-            Self::Data(_) => crate::data_stream::HEADERS,
-        }
-    }
-}
-
 impl ChatService {
-    /// Builds the service: the runner gets a grant ledger as its approver, so calls
-    /// that need an approval are offered and run only with a server-checked grant.
+    /// Builds the service. Runs defer approvals: a call that needs one pauses the
+    /// run and the client is asked; the runner's approver (a ledger that holds no
+    /// grant) only makes such tools part of the catalog.
     pub fn new(setup: ChatSetup) -> Result<Self, CatalogError> {
-        let ledger = Arc::new(GrantLedger::new());
-        let runner = ToolRunner::new(setup.tools, setup.policy)?
-            .with_approver(Arc::clone(&ledger) as Arc<dyn ai_core::approval::Approver>);
+        let deferred: Arc<dyn Approver> = Arc::new(GrantLedger::new());
+        let runner = ToolRunner::new(setup.tools, setup.policy)?.with_approver(deferred);
         Ok(Self {
             model: setup.model,
             model_id: setup.model_id,
             runner: Arc::new(runner),
-            ledger,
-            system_prompt: setup.system_prompt,
-            limits: setup.limits,
-            settings: setup.settings,
-            select: setup.select,
+            graph: setup.graph,
             approvals: Approvals::random(),
             transcript: TranscriptStore::default(),
         })
@@ -212,11 +113,7 @@ impl ChatService {
     }
 
     fn catalog(&self, ctx: &RunContext) -> ToolCatalog {
-        let catalog = self.runner.catalog(ctx);
-        match &self.select {
-            Some(select) => select(catalog),
-            None => catalog,
-        }
+        self.graph.select_tools(self.runner.catalog(ctx))
     }
 
     /// The tools offered, with effect and decision, for UIs.
@@ -267,135 +164,103 @@ impl ChatService {
         page.merge(api).with_state(state)
     }
 
-    /// Streams one checked request's response into `tx` until it ends or the
-    /// client goes away (then the run is cancelled).
+    /// Starts the run a checked request asks for: the graph prepared on its
+    /// history; continued with the user's decisions when it answers approvals
+    /// (each approval id checked against the server's key: a forged, expired,
+    /// used or edited one is an invalid decision, and nothing of it runs).
+    fn start_run(
+        &self,
+        chat: &mut ChatRequest,
+    ) -> Result<RunHandle, agent_graph::graph::GraphError> {
+        let context = RunContext::generate();
+        let history = std::mem::take(&mut chat.history);
+        let mut prepared = self.graph.prepare(
+            context,
+            &self.runner,
+            &self.model_id,
+            history,
+            &Params::new(),
+        )?;
+        prepared.request.defer_approvals = true;
+        let deps = prepared.deps(Arc::clone(&self.model), Arc::clone(&self.runner));
+        if chat.decisions.is_empty() {
+            return Ok(agent_graph::run(prepared.request, deps));
+        }
+        let (pending, decisions) = self.redeem(chat);
+        let paused = PausedRun {
+            version: PAUSED_RUN_VERSION,
+            request: prepared.request,
+            pending,
+            usage: Vec::new(),
+            records: Vec::new(),
+            model_turns: 0,
+        };
+        Ok(agent_graph::run::resume(paused, decisions, deps))
+    }
+
+    /// The calls a continuation answers, and the user's decisions about them as
+    /// this server checked them.
+    fn redeem(&self, chat: &ChatRequest) -> (Vec<PendingApproval>, Vec<Decision>) {
+        chat.decisions
+            .iter()
+            .map(|answer| {
+                let pending = PendingApproval {
+                    tool_call_id: answer.tool_call_id.clone(),
+                    tool_name: answer.tool_name.clone(),
+                    args: answer.args.clone(),
+                    args_hash: answer.args_hash.clone(),
+                    raw: None,
+                };
+                let checked = self.approvals.redeem(
+                    &answer.approval_id,
+                    &chat.chat_id,
+                    &answer.tool_call_id,
+                    &answer.tool_name,
+                    &answer.args_hash,
+                );
+                let decision = match checked {
+                    Err(error) => {
+                        tracing::warn!(chat = %ai_core::text::log_field(&chat.chat_id), error = %error, "approval refused");
+                        Decision::invalid(&answer.tool_call_id, error.to_string())
+                    }
+                    Ok(()) if answer.approved => Decision::approve(&answer.tool_call_id),
+                    Ok(()) => Decision::deny(&answer.tool_call_id, answer.reason.clone()),
+                };
+                (pending, decision)
+            })
+            .unzip()
+    }
+
+    /// Streams a run's events into `tx` through `encoder` until the run ends or the
+    /// client goes away (then the run is cancelled); records the model-facing
+    /// arguments and results of the calls it ran.
     async fn respond(
         self: Arc<Self>,
-        chat: ChatRequest,
-        mut wire: Wire,
+        chat_id: String,
+        handle: RunHandle,
+        mut encoder: Box<dyn StreamEncoder>,
         tx: mpsc::Sender<Bytes>,
         heartbeat: Duration,
     ) {
-        let context = RunContext::generate();
-        let catalog = self.catalog(&context);
-        let chat_id = chat.chat_id.clone();
         let approval =
             |call: &str, tool: &str, hash: &str| self.approvals.issue(&chat_id, call, tool, hash);
-        let mut history = vec![Message::system(self.system_prompt.clone())];
-        history.extend(chat.history);
-        let cancel = ai_core::CancellationToken::new();
-        // The decisions of a continuation, in order: a refused approval runs nothing.
-        for decision in &chat.decisions {
-            let frames = match self.approvals.redeem(
-                &decision.approval_id,
-                &chat.chat_id,
-                &decision.tool_call_id,
-                &decision.tool_name,
-                &decision.args_hash,
-            ) {
-                Err(error) => {
-                    tracing::warn!(chat = %ai_core::text::log_field(&chat.chat_id), error = %error, "approval refused");
-                    history.push(Message::tool(
-                        decision.tool_call_id.clone(),
-                        format!("The call did not run: {error}."),
-                    ));
-                    wire.tool_error(
-                        &decision.tool_call_id,
-                        &format!("approval refused: {error}"),
-                    )
-                }
-                Ok(()) if !decision.approved => {
-                    let content = match &decision.reason {
-                        Some(reason) => format!("{DENIED} Reason: {reason}"),
-                        None => DENIED.to_owned(),
-                    };
-                    history.push(Message::tool(decision.tool_call_id.clone(), content));
-                    wire.denied(&decision.tool_call_id)
-                }
-                Ok(()) => {
-                    self.ledger.insert(ApprovalGrant {
-                        run_id: context.run_id.clone(),
-                        tool_call_id: decision.tool_call_id.clone(),
-                        tool_id: decision.tool_name.clone(),
-                        args_hash: decision.args_hash.clone(),
-                    });
-                    let sink = Forward(std::sync::Mutex::new(Vec::new()));
-                    let arguments = canonical_json(&decision.args);
-                    let exec = self
-                        .runner
-                        .exec(
-                            &context,
-                            &catalog,
-                            ToolCall::new(&decision.tool_call_id, &decision.tool_name, &arguments),
-                            &cancel,
-                            &sink,
-                        )
-                        .await;
-                    self.transcript.store(
-                        &chat.chat_id,
-                        &decision.tool_call_id,
-                        arguments,
-                        exec.model_content.clone(),
-                    );
-                    history.push(Message::tool(
-                        decision.tool_call_id.clone(),
-                        exec.model_content,
-                    ));
-                    let events = sink.0.into_inner().unwrap_or_default();
-                    events
-                        .iter()
-                        .flat_map(|e| wire.frames(e, &approval))
-                        .collect()
-                }
-            };
-            for frame in frames {
-                if tx.send(frame).await.is_err() {
-                    return;
-                }
-            }
-        }
-        let mut request = RunRequest::new(context, self.model_id.clone(), history);
-        request.limits = self.limits.clone();
-        request.settings = self.settings.clone();
-        request.defer_approvals = true;
-        let handle = agent_graph::run(
-            request,
-            RunDeps {
-                model: Arc::clone(&self.model),
-                runner: Arc::clone(&self.runner),
-                catalog: Arc::new(catalog),
-            },
-        );
         let stop = handle.cancel_token();
         let (mut events, outcome) = handle.into_parts();
-        let mut gone = false;
         let mut beat = tokio::time::interval(heartbeat.max(Duration::from_millis(10)));
         beat.tick().await;
-        loop {
-            let event = tokio::select! {
-                event = events.next() => event,
-                () = tx.closed() => { gone = true; break; }
-                _ = beat.tick() => {
-                    if let Some(frame) = wire.heartbeat()
-                        && tx.send(frame).await.is_err()
-                    {
-                        gone = true;
-                        break;
-                    }
-                    continue;
-                }
+        let gone = loop {
+            let frames = tokio::select! {
+                event = events.next() => match event {
+                    Some(event) => encoder.frames(&event, &approval),
+                    None => break false,
+                },
+                () = tx.closed() => break true,
+                _ = beat.tick() => encoder.heartbeat().into_iter().collect(),
             };
-            let Some(event) = event else { break };
-            for frame in wire.frames(&event, &approval) {
-                if tx.send(frame).await.is_err() {
-                    gone = true;
-                    break;
-                }
+            if send_all(&tx, frames).await.is_err() {
+                break true;
             }
-            if gone {
-                break;
-            }
-        }
+        };
         // A client that went away cancels the run (model stream and tools); the run
         // still ends with its one `done`, which nobody reads.
         if gone {
@@ -403,16 +268,20 @@ impl ChatService {
         }
         drop(events);
         if let Ok(output) = outcome.await {
-            remember(&self.transcript, &chat.chat_id, &output.messages);
+            remember(&self.transcript, &chat_id, &output.messages);
         }
         if !gone {
-            for frame in wire.finish() {
-                if tx.send(frame).await.is_err() {
-                    break;
-                }
-            }
+            let _ = send_all(&tx, encoder.end()).await;
         }
     }
+}
+
+/// Sends `frames` in order; `Err` when the client is gone.
+async fn send_all(tx: &mpsc::Sender<Bytes>, frames: Vec<Bytes>) -> Result<(), ()> {
+    for frame in frames {
+        tx.send(frame).await.map_err(|_| ())?;
+    }
+    Ok(())
 }
 
 /// Records the model-facing arguments and results of every call in `messages`.
@@ -443,13 +312,6 @@ struct AppState {
     service: Arc<ChatService>,
     access: Arc<Access>,
     streams: Arc<ClientSlots>,
-}
-
-/// The `protocol` query parameter (`None` when absent).
-fn protocol(uri: &Uri) -> Option<&str> {
-    uri.query()?
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("protocol="))
 }
 
 async fn index(headers: HeaderMap) -> Response {
@@ -490,38 +352,18 @@ async fn read_body(access: &Access, body: Body) -> Result<Bytes, Response> {
     }
 }
 
-async fn chat(
-    State(state): State<AppState>,
-    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
-    uri: Uri,
-    body: Body,
-) -> Response {
-    let data = match protocol(&uri) {
-        None | Some("ui") => false,
-        Some("data") => true,
-        Some(_) => {
-            return invalid(&ContractError {
-                path: "?protocol".into(),
-                message: "must be \"ui\" or \"data\"".into(),
-            });
-        }
-    };
-    let bytes = match read_body(&state.access, body).await {
-        Ok(bytes) => bytes,
-        Err(refused) => return refused,
-    };
-    let chat = match contract::parse(&bytes, &state.service.transcript) {
-        Ok(chat) => chat,
-        Err(error) => return invalid(&error),
-    };
-    let client = peer.map(|Extension(ConnectInfo(addr))| ClientKey::of(addr.ip()));
-    let Some(permit) = state.streams.try_acquire(client) else {
-        return refuse(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "busy",
-            "too many open streams; try again",
-        );
-    };
+/// The chat endpoint's query: which stream protocol to answer in.
+#[derive(Debug, serde::Deserialize)]
+struct ChatQuery {
+    /// `ui` (the UI message stream, the default) or `data` (AI SDK 4's data stream).
+    protocol: Option<String>,
+}
+
+/// The encoder of a response to `chat` in `protocol`.
+fn encoder(
+    protocol: Option<&str>,
+    chat: &ChatRequest,
+) -> Result<Box<dyn StreamEncoder>, RequestError> {
     let message_id = chat
         .continuing
         .as_ref()
@@ -533,18 +375,65 @@ async fn chat(
         .as_ref()
         .map(|(_, calls)| calls.clone())
         .unwrap_or_default();
-    let wire = match (data, chat.continuing.is_some()) {
-        (false, false) => Wire::Ui(UiStreamEncoder::new(message_id)),
-        (false, true) => Wire::Ui(UiStreamEncoder::continuing(message_id, known)),
-        (true, false) => Wire::Data(DataStreamEncoder::new(message_id)),
-        (true, true) => Wire::Data(DataStreamEncoder::continuing(message_id, known)),
+    match protocol {
+        None | Some("ui") => Ok(Box::new(UiStreamEncoder::continuing(message_id, known))),
+        Some("data") => Ok(Box::new(DataStreamEncoder::continuing(message_id, known))),
+        Some(_) => Err(RequestError {
+            path: "?protocol".into(),
+            message: "must be \"ui\" or \"data\"".into(),
+        }),
+    }
+}
+
+async fn chat(
+    State(state): State<AppState>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    query: Result<Query<ChatQuery>, axum::extract::rejection::QueryRejection>,
+    body: Body,
+) -> Response {
+    let protocol = match &query {
+        Ok(Query(query)) => query.protocol.clone(),
+        Err(_) => Some(String::new()),
     };
-    let headers = wire.headers();
+    let bytes = match read_body(&state.access, body).await {
+        Ok(bytes) => bytes,
+        Err(refused) => return refused,
+    };
+    let mut chat = match contract::parse(&bytes, &state.service.transcript) {
+        Ok(chat) => chat,
+        Err(error) => return invalid(&error),
+    };
+    let encoder = match encoder(protocol.as_deref(), &chat) {
+        Ok(encoder) => encoder,
+        Err(error) => return invalid(&error),
+    };
+    let client = peer.map(|Extension(ConnectInfo(addr))| ClientKey::of(addr.ip()));
+    let Some(permit) = state.streams.try_acquire(client) else {
+        return refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "busy",
+            "too many open streams; try again",
+        );
+    };
+    let handle = match state.service.start_run(&mut chat) {
+        Ok(handle) => handle,
+        Err(error) => {
+            tracing::error!(%error, "the graph could not be prepared");
+            return refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "graph_unavailable",
+                "the server's graph could not be prepared for this chat",
+            );
+        }
+    };
+    let headers = encoder.headers();
     let (tx, mut rx) = mpsc::channel::<Bytes>(64);
     let service = Arc::clone(&state.service);
     let heartbeat = state.access.heartbeat;
     tokio::spawn(async move {
-        service.respond(chat, wire, tx, heartbeat).await;
+        service
+            .respond(chat.chat_id, handle, encoder, tx, heartbeat)
+            .await;
         drop(permit);
     });
     let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx))

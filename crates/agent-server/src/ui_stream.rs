@@ -84,8 +84,11 @@
 
 use std::collections::HashSet;
 
-use ai_core::{AiEvent, event::AiEventKind, tool::ToolErrorCode};
-use serde_json::{Map, Value, json};
+use ai_core::{AiEvent, event::AiEventKind};
+use axum::body::Bytes;
+
+use crate::stream::{Activity, FailureView, Outcome, StepFlags, StreamEncoder, failure_view};
+use serde_json::{Value, json};
 
 /// The response headers of a UI message stream (as the AI SDK sends them).
 pub const HEADERS: &[(&str, &str)] = &[
@@ -161,7 +164,7 @@ impl UiStreamEncoder {
         event: &AiEvent,
         approval_id: &dyn Fn(&str, &str, &str) -> String,
     ) -> Vec<Value> {
-        if self.finished || event.parent_tool_call_id.is_some() {
+        if self.finished || !crate::stream::shown(event) {
             return Vec::new();
         }
         if matches!(event.kind, AiEventKind::Done) {
@@ -206,11 +209,16 @@ impl UiStreamEncoder {
                         "output": result.clone().unwrap_or(Value::Null),
                     })
                 } else {
-                    json!({
-                        "type": "tool-output-error",
-                        "toolCallId": tool_call_id,
-                        "errorText": tool_error_text(*error_code, message.as_deref()),
-                    })
+                    match failure_view(*error_code, message.as_deref()) {
+                        FailureView::Denied => {
+                            json!({"type": "tool-output-denied", "toolCallId": tool_call_id})
+                        }
+                        FailureView::Error(text) => json!({
+                            "type": "tool-output-error",
+                            "toolCallId": tool_call_id,
+                            "errorText": text,
+                        }),
+                    }
                 });
                 self.saw_result();
             }
@@ -397,160 +405,34 @@ impl PartKind {
     }
 }
 
-/// The text of a failed call's result: `<code>: <message>`.
-pub(crate) fn tool_error_text(code: Option<ToolErrorCode>, message: Option<&str>) -> String {
-    match (code, message) {
-        (Some(code), Some(message)) => format!("{code}: {message}"),
-        (Some(code), None) => code.to_string(),
-        (None, Some(message)) => message.to_owned(),
-        (None, None) => "tool call failed".to_owned(),
-    }
-}
-
-// State shared with the data stream encoder.
-
-/// What an event does to the step structure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Activity {
-    /// A text or reasoning delta: streamed by a model call.
-    Delta,
-    /// A model call's usage report: the end of its stream.
-    Usage,
-    /// A tool call starts or asks for approval.
-    Call,
-    /// A tool call's result (or a denial or refusal in its place).
-    Result,
-}
-
-/// What the open step has seen.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct StepFlags {
-    /// The step's model call reported its usage.
-    pub(crate) saw_usage: bool,
-    /// A tool result (or denial, or refusal) arrived in the step.
-    pub(crate) saw_result: bool,
-}
-
-impl StepFlags {
-    /// Whether `activity` begins a new step, given the open step (if any).
-    pub(crate) fn needs_new(step: Option<&Self>, activity: Activity) -> bool {
-        match (step, activity) {
-            (None, _) => true,
-            (Some(step), Activity::Delta | Activity::Usage) => step.saw_usage || step.saw_result,
-            (Some(_), Activity::Call | Activity::Result) => false,
-        }
-    }
-}
-
-/// How the response ends, and its usage.
-#[derive(Debug, Default)]
-pub(crate) struct Outcome {
-    /// `assistant_final`'s finish reason, when the run answered.
-    pub(crate) final_reason: Option<String>,
-    /// The run failed (`error`).
-    pub(crate) error: bool,
-    /// The run paused for an approval.
-    pub(crate) paused: bool,
-    /// Summed usage of the response's model calls.
-    pub(crate) usage: UsageTotals,
-}
-
-impl Outcome {
-    /// The AI SDK finish reason of the response.
-    pub(crate) fn finish_reason(&self) -> &'static str {
-        if self.error {
-            "error"
-        } else if let Some(reason) = &self.final_reason {
-            map_finish_reason(reason)
-        } else if self.paused {
-            "tool-calls"
-        } else {
-            "other"
-        }
-    }
-}
-
-/// Our `finish_reason` as one of the AI SDK's finish reasons.
-pub(crate) fn map_finish_reason(reason: &str) -> &'static str {
-    match reason {
-        "stop" => "stop",
-        "length" => "length",
-        "content_filter" | "refusal" => "content-filter",
-        "tool_calls" => "tool-calls",
-        "error" => "error",
-        _ => "other",
-    }
-}
-
-/// Usage summed over `usage_report`s.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct UsageTotals {
-    /// How many reports were summed.
-    pub(crate) reports: u32,
-    /// Prompt tokens.
-    pub(crate) prompt: u64,
-    /// Completion tokens.
-    pub(crate) completion: u64,
-    /// Total tokens.
-    pub(crate) total: u64,
-    /// Cached prompt tokens, when any report gave them.
-    pub(crate) cached: Option<u64>,
-    /// Reasoning tokens, when any report gave them.
-    pub(crate) reasoning: Option<u64>,
-    /// The model of the last report.
-    pub(crate) model: Option<String>,
-}
-
-impl UsageTotals {
-    /// Adds a `usage_report` (other events are ignored).
-    pub(crate) fn add(&mut self, kind: &AiEventKind) {
-        let AiEventKind::UsageReport {
-            model,
-            prompt_tokens,
-            completion_tokens,
-            total_tokens,
-            cached_tokens,
-            reasoning_tokens,
-            ..
-        } = kind
-        else {
-            return;
-        };
-        let sum = |acc: Option<u64>, more: Option<u64>| match (acc, more) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
-        };
-        self.reports += 1;
-        self.prompt = self.prompt.saturating_add(*prompt_tokens);
-        self.completion = self.completion.saturating_add(*completion_tokens);
-        self.total = self.total.saturating_add(*total_tokens);
-        self.cached = sum(self.cached, *cached_tokens);
-        self.reasoning = sum(self.reasoning, *reasoning_tokens);
-        self.model = Some(model.clone());
+impl StreamEncoder for UiStreamEncoder {
+    fn headers(&self) -> &'static [(&'static str, &'static str)] {
+        HEADERS
     }
 
-    /// The message metadata `{usage, model}`, when any usage was reported.
-    fn metadata(&self) -> Option<Value> {
-        if self.reports == 0 {
-            return None;
-        }
-        let mut usage = Map::new();
-        usage.insert("inputTokens".into(), self.prompt.into());
-        usage.insert("outputTokens".into(), self.completion.into());
-        usage.insert("totalTokens".into(), self.total.into());
-        if let Some(cached) = self.cached {
-            usage.insert(
-                "inputTokenDetails".into(),
-                json!({"cacheReadTokens": cached}),
-            );
-        }
-        if let Some(reasoning) = self.reasoning {
-            usage.insert(
-                "outputTokenDetails".into(),
-                json!({"reasoningTokens": reasoning}),
-            );
-        }
-        Some(json!({"usage": usage, "model": self.model}))
+    fn frames(
+        &mut self,
+        event: &AiEvent,
+        approval_id: &dyn Fn(&str, &str, &str) -> String,
+    ) -> Vec<Bytes> {
+        self.event(event, approval_id)
+            .iter()
+            .map(|chunk| Bytes::from(Self::sse(chunk)))
+            .collect()
+    }
+
+    fn end(&mut self) -> Vec<Bytes> {
+        let mut frames: Vec<Bytes> = self
+            .finish()
+            .iter()
+            .map(|chunk| Bytes::from(Self::sse(chunk)))
+            .collect();
+        frames.push(Bytes::from_static(DONE.as_bytes()));
+        frames
+    }
+
+    fn heartbeat(&self) -> Option<Bytes> {
+        Some(Bytes::from_static(b": keep-alive\n\n"))
     }
 }
 

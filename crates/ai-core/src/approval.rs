@@ -67,13 +67,72 @@ impl ApprovalGrant {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ApprovalDecision {
-    /// Approved; the runner checks the grant matches the request before running.
+    /// Approved; the runner checks the grant matches the request before running
+    /// (`approval_invalid` when it does not).
     Approved(ApprovalGrant),
-    /// Refused.
+    /// The user said no (`approval_denied`).
     Denied {
         /// Safe reason shown to the model.
         reason: String,
     },
+    /// No one could answer (no user at a terminal, no approval given ahead):
+    /// `approval_required`.
+    Unavailable {
+        /// Safe reason shown to the model.
+        reason: String,
+    },
+}
+
+/// An answer given ahead of the call it is for (the decisions a paused run is
+/// resumed with): the runner takes it instead of asking the approver. The call still
+/// goes through every other step of the pipeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum PriorDecision {
+    /// Approved: the call runs only when the grant matches it exactly (run, call,
+    /// tool, argument hash); otherwise it fails with `approval_invalid`.
+    Approved {
+        /// The grant.
+        grant: ApprovalGrant,
+    },
+    /// The user said no (`approval_denied`; the model reads the reason).
+    Denied {
+        /// The call.
+        tool_call_id: String,
+        /// Why, in the user's words.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// The approval sent for the call does not hold (forged, expired, used before):
+    /// `approval_invalid`, nothing runs.
+    Invalid {
+        /// The call.
+        tool_call_id: String,
+        /// Why, safe to show.
+        reason: String,
+    },
+}
+
+impl PriorDecision {
+    /// The call it decides.
+    pub fn tool_call_id(&self) -> &str {
+        match self {
+            Self::Approved { grant } => &grant.tool_call_id,
+            Self::Denied { tool_call_id, .. } | Self::Invalid { tool_call_id, .. } => tool_call_id,
+        }
+    }
+}
+
+/// What the model is told when the user denied a call: the sentence, and the
+/// user's reason when there is one.
+pub fn denial_message(reason: Option<&str>) -> String {
+    match reason {
+        Some(reason) if !reason.trim().is_empty() => {
+            format!("The user denied this call. Reason: {reason}")
+        }
+        _ => "The user denied this call.".to_owned(),
+    }
 }
 
 /// Decides whether a call that policy marks as needing approval may run.
@@ -83,8 +142,9 @@ pub trait Approver: Send + Sync {
 }
 
 /// An approver holding grants issued ahead of time (e.g. by a UI), each used at most
-/// once. A call with no matching grant is denied; grants are looked up by run id and
-/// call id, so a call of another run neither uses nor consumes them.
+/// once. A call with no grant gets no approval (`approval_required`), one whose grant
+/// is for other arguments an invalid one (`approval_invalid`); grants are looked up
+/// by run id and call id, so a call of another run neither uses nor consumes them.
 #[derive(Debug, Default)]
 pub struct GrantLedger {
     grants: Mutex<HashMap<(String, String), ApprovalGrant>>,
@@ -121,11 +181,9 @@ impl Approver for GrantLedger {
         let key = (request.run_id.clone(), request.tool_call_id.clone());
         let grant = self.grants.lock().ok().and_then(|mut g| g.remove(&key));
         let decision = match grant {
-            Some(grant) if grant.matches(&request) => ApprovalDecision::Approved(grant),
-            Some(_) => ApprovalDecision::Denied {
-                reason: "the approval was given for different arguments".into(),
-            },
-            None => ApprovalDecision::Denied {
+            // The runner checks the grant against the call (and refuses a mismatch).
+            Some(grant) => ApprovalDecision::Approved(grant),
+            None => ApprovalDecision::Unavailable {
                 reason: "no approval was given for this call".into(),
             },
         };

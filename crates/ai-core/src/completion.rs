@@ -191,8 +191,10 @@ impl FinishReason {
     }
 }
 
-/// A whole assembled model turn.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// A whole assembled model turn. Serializable, so a recorded turn can be stored
+/// and replayed without calling the model again.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct CompletionFinal {
     /// All assistant text of the turn.
     pub text: String,

@@ -102,14 +102,14 @@ impl Approver for CliApprover {
             };
             if approved {
                 ApprovalDecision::Approved(ApprovalGrant::for_request(&request))
+            } else if mode == ApprovalMode::DenyAll {
+                // Nobody was asked: the model is told no approval could be given.
+                ApprovalDecision::Unavailable {
+                    reason: "not on a terminal and --approve was not given".into(),
+                }
             } else {
                 ApprovalDecision::Denied {
-                    reason: match mode {
-                        ApprovalMode::DenyAll => {
-                            "not on a terminal and --approve was not given".into()
-                        }
-                        _ => "the user declined".into(),
-                    },
+                    reason: "the user declined".into(),
                 }
             }
         })

@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use agent_graph::{RunDeps, RunRequest};
 use ai_core::policy::ToolPattern;
 use ai_core::{CompletionPort, RunContext, ToolRunner, policy::PolicyDecision};
 use clap::{Args, Parser, Subcommand};
@@ -471,23 +470,24 @@ async fn chat_with(
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let context = RunContext::generate();
-    let catalog = graph.select_tools(runner.catalog(&context));
-    let model_id = config.file.model.model.clone();
-    let hash = agent_graph::prompt_hash(&graph.system_prompt, catalog.specs(), &model_id);
-    let mut request = RunRequest::new(context, model_id, graph.messages(prompt));
-    request.limits = graph.limits.clone();
-    request.settings = graph.settings.clone();
-    request.graph = Some(graph.name.clone());
-    request.prompt_hash = Some(hash);
-    let handle = agent_graph::run(
-        request,
-        RunDeps {
-            model,
-            runner: Arc::new(runner),
-            catalog: Arc::new(catalog),
-        },
-    );
+    let runner = Arc::new(runner);
+    let conversation = vec![ai_core::Message::user(prompt)];
+    let model_id = &config.file.model.model;
+    let params = agent_graph::prompt::Params::new();
+    let prepared = match graph.prepare(
+        RunContext::generate(),
+        &runner,
+        model_id,
+        conversation,
+        &params,
+    ) {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let handle = prepared.start(model, runner);
     let cancel = handle.cancel_token();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {

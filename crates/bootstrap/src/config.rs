@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use agent_graph::{RunLimits, SubagentBudget};
+use agent_graph::{graph::SubagentBudget, run::RunLimits};
 use ai_core::policy::{Budgets, ToolPattern};
 use ai_core::{ToolEffect, ToolId, ToolPolicy};
 use serde::Deserialize;

@@ -1,11 +1,14 @@
-//! The graphs of `[graphs]` as an `agent_graph::GraphRegistry`, and their listing.
+//! The graphs of `[graphs]` as an `agent_graph::graph::GraphRegistry`, and their listing.
 //!
 //! Every graph's limits are `[limits]` with its own `[graphs.NAME.limits]` over
 //! them, and its model settings are `[model]`'s. `tools` patterns are resolved
 //! against the bound tools; the `graph__` tools of a graph's subagents are offered
 //! by its `subagents` list, not by `tools`.
 
-use agent_graph::{Graph, GraphRegistry, ToolFilter};
+use agent_graph::{
+    Graph,
+    graph::{GraphRegistry, ToolFilter},
+};
 use ai_core::ToolPolicy;
 use ai_core::policy::ToolPattern;
 

@@ -157,16 +157,12 @@ async fn serve_with(
     tokens: Vec<[u8; 32]>,
     no_auth: bool,
 ) -> ExitCode {
-    let graph = session.graph.clone();
     let service = match ChatService::new(ChatSetup {
         model: Arc::clone(&session.model),
         model_id: config.file.model.model.clone(),
         tools: std::mem::take(&mut session.tools),
         policy: session.policy.clone(),
-        system_prompt: graph.system_prompt.clone(),
-        limits: graph.limits.clone(),
-        settings: graph.settings.clone(),
-        select: Some(Arc::new(move |catalog| graph.select_tools(catalog))),
+        graph: session.graph.clone(),
     }) {
         Ok(service) => Arc::new(service),
         Err(e) => {

@@ -178,7 +178,7 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
             keys.push(format!("policy.budgets.{name} (raised above the default)"));
         }
     }
-    let run_defaults = agent_graph::RunLimits::default();
+    let run_defaults = agent_graph::run::RunLimits::default();
     if file.limits.max_iterations > run_defaults.max_iterations {
         keys.push("limits.max_iterations (raised above the default)".to_owned());
     }
@@ -200,7 +200,7 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
     // `[graphs]` selects among the tools policy allows and adds `graph__` tools whose
     // own calls policy checks one by one, so it loosens nothing by itself; only
     // raising a graph's turn limit or a subagent's budget does, as `[limits]` does.
-    let budget_defaults = agent_graph::SubagentBudget::default();
+    let budget_defaults = agent_graph::graph::SubagentBudget::default();
     for (name, graph) in &file.graphs {
         if graph
             .limits

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use agent_graph::{Agent, AgentError, RunError};
+use agent_graph::{Agent, agent::AgentError, run::RunError};
 use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
     AiEvent, Message, RunContext, ToolEffect, ToolPolicy,

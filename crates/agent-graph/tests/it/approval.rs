@@ -98,7 +98,7 @@ async fn a_denied_call_does_not_run_and_the_model_is_told() {
         labels(&events),
         strs(&[
             "tool_call_start:core__write",
-            "tool_call_result:core__write:approval_required",
+            "tool_call_result:core__write:approval_denied",
             "text_delta",
             "assistant_final",
             "done",
@@ -108,7 +108,7 @@ async fn a_denied_call_does_not_run_and_the_model_is_told() {
     assert_eq!(kit.write.calls(), 0);
     outcome.unwrap();
     let seen = crate::support::tool_messages(&model.requests()[1].messages);
-    assert!(seen[0].1.contains("approval_required"));
+    assert!(seen[0].1.contains("approval_denied"));
 }
 
 #[tokio::test(start_paused = true)]
@@ -141,8 +141,8 @@ async fn a_grant_for_other_arguments_is_refused() {
     let (events, outcome) = run_to_end(request(), deps).await;
     let (_, ok, code, message) = results(&events).remove(0);
     assert!(!ok);
-    assert_eq!(code, Some(ToolErrorCode::ApprovalRequired));
-    assert!(message.contains("different arguments"), "{message}");
+    assert_eq!(code, Some(ToolErrorCode::ApprovalInvalid));
+    assert!(message.contains("exact arguments"), "{message}");
     assert_eq!(kit.write.calls(), 0);
     assert!(ledger.is_empty(), "the grant was consumed by the attempt");
     outcome.unwrap();
@@ -281,8 +281,8 @@ async fn with_deferred_approvals_the_run_pauses_and_runs_only_what_needs_no_appr
     );
     let output = outcome.unwrap();
     assert_eq!(kit.write.calls(), 0, "nothing that needs approval ran");
-    assert_eq!(output.pending_approvals.len(), 1);
-    let pending = &output.pending_approvals[0];
+    assert_eq!(output.pending_approvals().len(), 1);
+    let pending = &output.pending_approvals()[0];
     assert_eq!(pending.tool_call_id, "w1");
     assert_eq!(pending.tool_name, "core__write");
     assert_eq!(pending.args, json!({"key": "k", "value": 1}));

@@ -2,7 +2,10 @@
 //! text deltas a reader is behind on, and drops nothing else; a fan-out's lossless
 //! subscribers get every event, its lossy ones mark each gap where it happened.
 
-use agent_graph::{Fanout, SubscriberItem, run};
+use agent_graph::{
+    fanout::{Fanout, SubscriberItem},
+    run,
+};
 use agent_testing::{ScriptedModel, Turn};
 use ai_core::{AiEvent, event::AiEventKind};
 use futures::StreamExt;

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use agent_graph::{RunError, ToolChoiceScope};
+use agent_graph::run::{RunError, ToolChoiceScope};
 use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
     Message, ToolEffect, ToolId, ToolPolicy,

@@ -1,6 +1,11 @@
 //! Fan-out to slow and fast subscribers; the graph registry.
 
-use agent_graph::{Fanout, Graph, GraphRegistry, SubscriberItem, ToolFilter, run};
+use agent_graph::{
+    Graph,
+    fanout::{Fanout, SubscriberItem},
+    graph::{GraphRegistry, ToolFilter},
+    run,
+};
 use agent_testing::{ScriptedModel, Turn};
 use ai_core::{AiEvent, Message, ToolEffect};
 use serde_json::json;
@@ -89,17 +94,37 @@ fn the_registry_lists_chat_and_graphs_select_their_tools() {
     let chat = registry.get("chat").unwrap();
     assert_eq!(chat.tools, ToolFilter::All);
     assert!(!chat.system_prompt.is_empty());
+    assert!(registry.get("missing").is_none());
+
+    let kit = Kit::new();
+    let model = ScriptedModel::new([]);
+    // A run of the graph: its system prompt, then the conversation (a system
+    // message at its head is the graph's to give, so it is dropped).
+    let runner = kit.deps(&model).runner;
+    let prepared = chat
+        .prepare(
+            ai_core::RunContext::new("r", "t"),
+            &runner,
+            "m",
+            vec![Message::system("stale"), Message::user("hello")],
+            &agent_graph::prompt::Params::new(),
+        )
+        .unwrap();
     assert_eq!(
-        chat.messages("hello"),
+        prepared.request.messages,
         vec![
             Message::system(chat.system_prompt.clone()),
             Message::user("hello")
         ]
     );
-    assert!(registry.get("missing").is_none());
-
-    let kit = Kit::new();
-    let model = ScriptedModel::new([]);
+    assert_eq!(prepared.request.graph.as_deref(), Some("chat"));
+    assert!(
+        prepared
+            .request
+            .prompt_hash
+            .as_deref()
+            .is_some_and(|h| h.starts_with("sha256:"))
+    );
     let catalog = (*kit.deps(&model).catalog).clone();
     let ids = |graph: &Graph| -> Vec<String> {
         graph

@@ -4,7 +4,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agent_graph::{RunDeps, RunError, run};
+use agent_graph::{
+    run,
+    run::{RunDeps, RunError},
+};
 use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
     CancellationToken, CompletionPort, ToolCatalog, ToolPolicy, ToolRunner,

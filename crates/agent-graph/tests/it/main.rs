@@ -17,6 +17,7 @@ mod conformance;
 mod fanout_graph;
 mod lifecycle;
 mod prompt;
+mod resume;
 mod spans;
 mod subagent;
 mod support;

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use agent_graph::{Params, Prompt, PromptError, Section, ToolOverride, prompt_hash};
+use agent_graph::prompt::{Params, Prompt, PromptError, Section, ToolOverride, prompt_hash};
 use agent_testing::Echo;
 use ai_core::{ToolEffect, tool::RegisteredTool};
 use serde_json::{Value, json};

@@ -5,7 +5,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use agent_graph::{Graph, GraphError, GraphRegistry, RunDeps, RunError, SubagentBudget, run};
+use agent_graph::{
+    Graph,
+    graph::{GraphError, GraphRegistry, SubagentBudget},
+    run,
+    run::{RunDeps, RunError},
+};
 use agent_testing::{ScriptedModel, Turn};
 use ai_core::{AiEvent, ToolPolicy, event::AiEventKind, tool::ToolErrorCode};
 use futures::StreamExt;

@@ -6,7 +6,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_graph::{RunDeps, RunError, RunOutput, RunRequest, SubscriberItem, run};
+use agent_graph::{
+    RunOutput,
+    fanout::SubscriberItem,
+    run,
+    run::{RunDeps, RunError, RunRequest},
+};
 use agent_testing::{Echo, ScriptedModel};
 use ai_core::{
     AiEvent, Message, RunContext, ToolEffect, ToolId, ToolPolicy, ToolRunner, ToolSpec,
@@ -478,7 +483,7 @@ pub(crate) fn check_invariants(events: &[AiEvent], outcome: &Outcome) {
     match outcome {
         // A paused run (deferred approvals) has no final; its last turn's pending
         // calls are its last events before `done`.
-        Ok(output) if !output.pending_approvals.is_empty() => {
+        Ok(output) if !output.pending_approvals().is_empty() => {
             assert!(finals.is_empty(), "no final while paused: {labels:?}");
             assert!(errors.is_empty(), "no error while paused: {labels:?}");
             assert!(matches!(

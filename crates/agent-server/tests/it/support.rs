@@ -7,12 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use agent_graph::RunLimits;
 use agent_server::{Access, ChatService, ChatSetup};
 use agent_testing::{ScriptedModel, echo_tool};
 use ai_core::{
     CompletionPort, ToolEffect, ToolId, ToolPolicy, ToolSpec,
-    completion::ModelSettings,
     tool::{Redaction, RegisteredTool, ToolCallContext, ToolExecutor, ToolFailure, ToolOutput},
 };
 use futures::future::BoxFuture;
@@ -131,10 +129,7 @@ pub(crate) async fn start_with(
         model_id: "test-model".into(),
         tools,
         policy: ToolPolicy::allowing(["app__*"]).with_approval_for([ToolEffect::StateChange]),
-        system_prompt: "You are a test.".into(),
-        limits: RunLimits::default(),
-        settings: ModelSettings::default(),
-        select: None,
+        graph: agent_graph::Graph::new("test", "The tests' graph.", "You are a test."),
     })
     .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -45,7 +45,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::approval::{ApprovalDecision, ApprovalRequest, Approver};
+use crate::approval::{ApprovalDecision, ApprovalRequest, Approver, PriorDecision, denial_message};
 use crate::completion::ToolCallOutcome;
 use crate::context::RunContext;
 use crate::event::{AiEvent, AiEventKind, EventSink, ToolCallRef};
@@ -72,6 +72,10 @@ pub struct CallScope {
     pub events: Option<Arc<dyn EventSink>>,
     /// The run's completion port and runner, for nested prompts.
     pub nested: Option<NestedPort>,
+    /// Decisions given ahead of the calls (a paused run's, when it is resumed): a
+    /// call that needs an approval and has one is decided by it, not by the
+    /// approver.
+    pub decisions: Vec<PriorDecision>,
 }
 
 impl std::fmt::Debug for CallScope {
@@ -81,6 +85,7 @@ impl std::fmt::Debug for CallScope {
             .field("prompt_hash", &self.prompt_hash)
             .field("events", &self.events.is_some())
             .field("nested", &self.nested)
+            .field("decisions", &self.decisions)
             .finish()
     }
 }
@@ -618,7 +623,11 @@ impl ToolRunner {
         let decision = self.policy.decide(run, &spec.id, spec.effect);
         // A tool that needs an approval no one can give is left out of the catalog
         // (see `catalog`); a model that calls it anyway is told why.
-        if decision == PolicyDecision::RequireApproval && self.approver.is_none() {
+        let granted = scope
+            .decisions
+            .iter()
+            .any(|d| d.tool_call_id() == tool_call_id);
+        if decision == PolicyDecision::RequireApproval && self.approver.is_none() && !granted {
             return Err(Failure::new(
                 ToolErrorCode::ApprovalRequired,
                 format!(
@@ -662,7 +671,7 @@ impl ToolRunner {
                         "the run was cancelled while the call awaited approval",
                     ));
                 }
-                approval = self.approve(run, spec, tool_call_id, &args) => approval?,
+                approval = self.approve(run, spec, tool_call_id, &args, &scope.decisions) => approval?,
             }
         }
 
@@ -761,10 +770,8 @@ impl ToolRunner {
         spec: &ToolSpec,
         tool_call_id: &str,
         args: &Value,
+        decisions: &[PriorDecision],
     ) -> Result<(), Failure> {
-        let Some(approver) = &self.approver else {
-            return Err(Failure::new(ToolErrorCode::ApprovalRequired, "no approver"));
-        };
         let canonical_args = canonical_json(args);
         let args_hash = crate::tool::args_hash(args);
         let request = ApprovalRequest {
@@ -774,6 +781,26 @@ impl ToolRunner {
             effect: spec.effect,
             canonical_args,
             args_hash,
+        };
+        // A decision given ahead for this call decides it.
+        if let Some(decision) = decisions.iter().find(|d| d.tool_call_id() == tool_call_id) {
+            return match decision {
+                PriorDecision::Approved { grant } if grant.matches(&request) => Ok(()),
+                PriorDecision::Approved { .. } => Err(Failure::new(
+                    ToolErrorCode::ApprovalInvalid,
+                    "the approval does not match this run, this call and its exact arguments",
+                )),
+                PriorDecision::Denied { reason, .. } => Err(Failure::new(
+                    ToolErrorCode::ApprovalDenied,
+                    denial_message(reason.as_deref()),
+                )),
+                PriorDecision::Invalid { reason, .. } => {
+                    Err(Failure::new(ToolErrorCode::ApprovalInvalid, reason.clone()))
+                }
+            };
+        }
+        let Some(approver) = &self.approver else {
+            return Err(Failure::new(ToolErrorCode::ApprovalRequired, "no approver"));
         };
         // `review` is called inside the caught future: an approver that panics, before
         // or after returning its future, refuses the call instead of ending the run.
@@ -790,12 +817,16 @@ impl ToolRunner {
         match decision {
             ApprovalDecision::Approved(grant) if grant.matches(&request) => Ok(()),
             ApprovalDecision::Approved(_) => Err(Failure::new(
-                ToolErrorCode::ApprovalRequired,
+                ToolErrorCode::ApprovalInvalid,
                 "the approval does not match this run, this call and its exact arguments",
             )),
             ApprovalDecision::Denied { reason } => Err(Failure::new(
-                ToolErrorCode::ApprovalRequired,
+                ToolErrorCode::ApprovalDenied,
                 format!("approval was refused: {reason}"),
+            )),
+            ApprovalDecision::Unavailable { reason } => Err(Failure::new(
+                ToolErrorCode::ApprovalRequired,
+                format!("no approval: {reason}"),
             )),
         }
     }

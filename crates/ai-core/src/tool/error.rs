@@ -14,8 +14,14 @@ pub enum ToolErrorCode {
     InvalidArgs,
     /// Policy does not allow this tool in this run.
     PolicyDenied,
-    /// The tool needs approval and none was given.
+    /// The tool needs approval and none was given (no approver, or none asked).
     ApprovalRequired,
+    /// The user (or the approver for them) said no: the model is told the user
+    /// refused, not that an approval was missing.
+    ApprovalDenied,
+    /// The approval given does not hold: forged, expired, used before, or given for
+    /// another run, call or other arguments.
+    ApprovalInvalid,
     /// No tool with this name exists.
     UnknownTool,
     /// The tool ran and failed (including a panic).
@@ -41,11 +47,13 @@ pub enum ToolErrorCode {
 
 impl ToolErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ToolErrorCode; 14] = [
+    pub const ALL: [ToolErrorCode; 16] = [
         Self::InvalidJson,
         Self::InvalidArgs,
         Self::PolicyDenied,
         Self::ApprovalRequired,
+        Self::ApprovalDenied,
+        Self::ApprovalInvalid,
         Self::UnknownTool,
         Self::ExecutionFailed,
         Self::Timeout,
@@ -65,6 +73,8 @@ impl ToolErrorCode {
             Self::InvalidArgs => "invalid_args",
             Self::PolicyDenied => "policy_denied",
             Self::ApprovalRequired => "approval_required",
+            Self::ApprovalDenied => "approval_denied",
+            Self::ApprovalInvalid => "approval_invalid",
             Self::UnknownTool => "unknown_tool",
             Self::ExecutionFailed => "execution_failed",
             Self::Timeout => "timeout",

@@ -88,7 +88,7 @@ pub struct ToolCallContext {
     pub cancel: CancellationToken,
     /// The graph whose run made the call, when the caller named one.
     pub graph: Option<String>,
-    /// The prompt hash of that run (see `agent_graph::prompt_hash`), when known.
+    /// The prompt hash of that run (see `agent_graph::prompt::prompt_hash`), when known.
     pub prompt_hash: Option<String>,
     /// Where the execution may emit nested events (e.g. a subagent's): into the
     /// run's one event queue, tagged with this call's id. Discards them when the

@@ -1,4 +1,5 @@
-//! `approval_required` in every form: no approver, a refusal, a grant for another
+//! Approvals in every form: no approver (`approval_required`), a refusal
+//! (`approval_denied`), a grant for another
 //! run, call or other arguments (replay), a ledger grant used twice, and an approver
 //! that panics.
 
@@ -111,18 +112,18 @@ async fn approved_call_runs_and_the_request_binds_call_tool_and_canonical_args()
 }
 
 #[tokio::test]
-async fn approval_required_when_the_approver_refuses() {
+async fn approval_denied_when_the_approver_refuses() {
     let (h, calls) = approved_by(Arc::new(DenyAll("the user declined")));
     let exec = h.exec(ToolCall::new("call-1", TOOL, ARGS)).await;
     assert_eq!(
-        expect_failure(&exec, ToolErrorCode::ApprovalRequired),
+        expect_failure(&exec, ToolErrorCode::ApprovalDenied),
         "approval was refused: the user declined"
     );
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]
-async fn approval_required_when_a_grant_is_replayed_for_another_call_or_arguments() {
+async fn approval_invalid_when_a_grant_is_replayed_for_another_call_or_arguments() {
     // A genuine grant, issued for call-1 with ARGS.
     let grant = ApprovalGrant {
         run_id: "run-1".into(),
@@ -136,7 +137,7 @@ async fn approval_required_when_a_grant_is_replayed_for_another_call_or_argument
     // Another call id with the same arguments.
     let exec = h.exec(ToolCall::new("call-2", TOOL, ARGS)).await;
     assert_eq!(
-        expect_failure(&exec, ToolErrorCode::ApprovalRequired),
+        expect_failure(&exec, ToolErrorCode::ApprovalInvalid),
         refused
     );
     // The same call id with other arguments.
@@ -148,7 +149,7 @@ async fn approval_required_when_a_grant_is_replayed_for_another_call_or_argument
         ))
         .await;
     assert_eq!(
-        expect_failure(&exec, ToolErrorCode::ApprovalRequired),
+        expect_failure(&exec, ToolErrorCode::ApprovalInvalid),
         refused
     );
     // A grant naming another tool.
@@ -158,7 +159,7 @@ async fn approval_required_when_a_grant_is_replayed_for_another_call_or_argument
     })));
     let exec = other.exec(ToolCall::new("call-1", TOOL, ARGS)).await;
     assert_eq!(
-        expect_failure(&exec, ToolErrorCode::ApprovalRequired),
+        expect_failure(&exec, ToolErrorCode::ApprovalInvalid),
         refused
     );
     assert_eq!(
@@ -196,7 +197,7 @@ async fn grant_ledger_grant_is_used_once() {
     let exec = h.exec(ToolCall::new("call-1", TOOL, ARGS)).await;
     assert_eq!(
         expect_failure(&exec, ToolErrorCode::ApprovalRequired),
-        "approval was refused: no approval was given for this call"
+        "no approval: no approval was given for this call"
     );
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
@@ -214,8 +215,8 @@ async fn grant_ledger_refuses_and_consumes_a_grant_for_other_arguments() {
     let (h, calls) = approved_by(ledger.clone());
     let exec = h.exec(ToolCall::new("call-1", TOOL, ARGS)).await;
     assert_eq!(
-        expect_failure(&exec, ToolErrorCode::ApprovalRequired),
-        "approval was refused: the approval was given for different arguments"
+        expect_failure(&exec, ToolErrorCode::ApprovalInvalid),
+        "the approval does not match this run, this call and its exact arguments"
     );
     assert!(ledger.is_empty(), "a grant is good for one attempt only");
     assert_eq!(calls.load(Ordering::SeqCst), 0);
@@ -257,7 +258,7 @@ async fn a_grant_issued_for_another_run_is_refused() {
     assert_eq!(
         expect_failure(
             &h.exec(ToolCall::new("call-1", TOOL, ARGS)).await,
-            ToolErrorCode::ApprovalRequired
+            ToolErrorCode::ApprovalInvalid
         ),
         "the approval does not match this run, this call and its exact arguments"
     );
@@ -272,7 +273,7 @@ async fn a_grant_issued_for_another_run_is_refused() {
             &h.exec(ToolCall::new("call-1", TOOL, ARGS)).await,
             ToolErrorCode::ApprovalRequired
         ),
-        "approval was refused: no approval was given for this call"
+        "no approval: no approval was given for this call"
     );
     assert_eq!(calls.load(Ordering::SeqCst), 0);
     assert_eq!(ledger.len(), 1, "run-0's grant is still there for run-0");
@@ -335,7 +336,7 @@ impl Approver for Verbose {
 async fn an_approvers_long_reason_is_bounded() {
     let (h, _) = approved_by(Arc::new(Verbose));
     let exec = h.exec(ToolCall::new("call-1", TOOL, ARGS)).await;
-    let message = expect_failure(&exec, ToolErrorCode::ApprovalRequired);
+    let message = expect_failure(&exec, ToolErrorCode::ApprovalDenied);
     assert!(
         message.len() <= ai_core::text::MAX_FAILURE_MESSAGE_BYTES,
         "{}",
@@ -343,4 +344,87 @@ async fn an_approvers_long_reason_is_bounded() {
     );
     assert!(message.starts_with("approval was refused: éé"));
     assert!(message.ends_with(ai_core::text::TRUNCATION_MARKER));
+}
+
+/// Decisions given ahead of a call (a paused run's, when it resumes) decide it
+/// instead of the approver: an exact grant runs it, a grant for other arguments is
+/// `approval_invalid`, a denial `approval_denied` with the user's reason, an
+/// invalid approval `approval_invalid`; the approver is never asked.
+#[tokio::test]
+async fn prior_decisions_decide_without_asking_the_approver() {
+    use ai_core::approval::PriorDecision;
+    use ai_core::runner::CallScope;
+    let asked = Arc::new(AtomicUsize::new(0));
+    struct Counting(Arc<AtomicUsize>);
+    impl Approver for Counting {
+        fn review(
+            &self,
+            _request: ai_core::approval::ApprovalRequest,
+        ) -> futures::future::BoxFuture<'static, ai_core::approval::ApprovalDecision> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(std::future::ready(
+                ai_core::approval::ApprovalDecision::Denied {
+                    reason: "asked".into(),
+                },
+            ))
+        }
+    }
+    let (h, calls) = approved_by(Arc::new(Counting(asked.clone())));
+    let grant = |args: &str| ApprovalGrant {
+        run_id: "run-1".into(),
+        tool_call_id: "call-1".into(),
+        tool_id: TOOL.into(),
+        args_hash: sha256(args),
+    };
+    let cases = [
+        (
+            PriorDecision::Approved {
+                grant: grant(CANONICAL),
+            },
+            None,
+            "",
+        ),
+        (
+            PriorDecision::Approved { grant: grant("{}") },
+            Some(ToolErrorCode::ApprovalInvalid),
+            "the approval does not match this run, this call and its exact arguments",
+        ),
+        (
+            PriorDecision::Denied {
+                tool_call_id: "call-1".into(),
+                reason: Some("not today".into()),
+            },
+            Some(ToolErrorCode::ApprovalDenied),
+            "The user denied this call. Reason: not today",
+        ),
+        (
+            PriorDecision::Invalid {
+                tool_call_id: "call-1".into(),
+                reason: "the approval expired".into(),
+            },
+            Some(ToolErrorCode::ApprovalInvalid),
+            "the approval expired",
+        ),
+    ];
+    for (decision, code, message) in cases {
+        let scope = CallScope {
+            decisions: vec![decision],
+            ..CallScope::default()
+        };
+        let exec = h
+            .exec_scoped(ToolCall::new("call-1", TOOL, ARGS), &scope)
+            .await;
+        match code {
+            None => {
+                expect_ok(&exec);
+            }
+            Some(code) => assert_eq!(expect_failure(&exec, code), message),
+        }
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "only the exact grant ran");
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        0,
+        "the approver was never asked"
+    );
 }

@@ -2,10 +2,12 @@
 //! redacted views in events, and the serde shape of the event table in ARCHITECTURE.md.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ai_core::{
-    AiEvent, RunContext, ToolEffect,
+    AiEvent, RunContext, ToolEffect, ToolRunner,
+    approval::{ApprovalGrant, Approver},
     completion::ToolCallOutcome,
     event::{AiEventKind, UsageFact},
     policy::Budgets,
@@ -15,8 +17,8 @@ use ai_core::{
 use serde_json::{Value, json};
 
 use crate::support::{
-    Echo, Fixed, Harness, Panic, Sleep, ab_schema, allow_all, any_object, bare_spec, expect_ok,
-    fail, registered, spec,
+    DenyAll, Echo, Fixed, Harness, Panic, Replay, Sleep, ab_schema, allow_all, any_object,
+    bare_spec, expect_ok, fail, registered, spec,
 };
 
 /// One harness whose tools reach every error code.
@@ -189,6 +191,40 @@ async fn every_path_emits_exactly_one_start_and_one_result_with_one_id() {
     assert_eq!(exec.result.error_code, Some(ToolErrorCode::Timeout));
     covered.insert(Some("timeout"));
     assert_eq!(timeout.events.all().len(), 2);
+
+    // Approvals answered no, or with a grant for something else, need an approver.
+    for (approver, code) in [
+        (
+            Arc::new(DenyAll("no")) as Arc<dyn Approver>,
+            ToolErrorCode::ApprovalDenied,
+        ),
+        (
+            Arc::new(Replay(ApprovalGrant {
+                run_id: "another run".into(),
+                tool_call_id: "call-approval".into(),
+                tool_id: "core__write".into(),
+                args_hash: "sha256:00".into(),
+            })),
+            ToolErrorCode::ApprovalInvalid,
+        ),
+    ] {
+        let harness = Harness::from_runner(
+            ToolRunner::new(
+                vec![registered(
+                    spec("core__write", any_object(), ToolEffect::StateChange),
+                    Echo,
+                )],
+                allow_all(),
+            )
+            .unwrap()
+            .with_approver(approver),
+        );
+        let exec = harness
+            .exec(ToolCall::new("call-approval", "core__write", "{}"))
+            .await;
+        assert_eq!(exec.result.error_code, Some(code));
+        covered.insert(Some(code.as_str()));
+    }
 
     let all: BTreeSet<Option<&str>> = ToolErrorCode::ALL
         .iter()

@@ -461,16 +461,35 @@ impl Harness {
         self.exec_in_events(catalog, call).await.0
     }
 
+    /// Runs `call` under `scope` and checks its two events.
+    pub(crate) async fn exec_scoped(
+        &self,
+        call: ToolCall,
+        scope: &ai_core::runner::CallScope,
+    ) -> ToolExecution {
+        self.exec_scoped_events(&self.catalog, call, scope).await.0
+    }
+
     async fn exec_in_events(
         &self,
         catalog: &ToolCatalog,
         call: ToolCall,
     ) -> (ToolExecution, CallEvents) {
+        self.exec_scoped_events(catalog, call, &ai_core::runner::CallScope::default())
+            .await
+    }
+
+    async fn exec_scoped_events(
+        &self,
+        catalog: &ToolCatalog,
+        call: ToolCall,
+        scope: &ai_core::runner::CallScope,
+    ) -> (ToolExecution, CallEvents) {
         let name = call.name.clone();
         let before = self.events.len();
         let exec = self
             .runner
-            .exec(&self.run, catalog, call, &self.cancel, &self.events)
+            .exec_scoped(&self.run, catalog, call, &self.cancel, &self.events, scope)
             .await;
         let events = check_call_events(&self.events.since(before), &self.run, &name, &exec);
         (exec, events)

@@ -8,6 +8,7 @@ use std::task::{Context, Poll};
 use ai_core::{
     AiEvent, CancellationToken, CompletionPort, Message, RunContext, ToolCatalog, ToolEffect,
     ToolRunner,
+    approval::{ApprovalGrant, PriorDecision},
     completion::{
         CompletionDelta, CompletionError, CompletionFinal, CompletionItem, CompletionRequest,
         FinishReason, ModelSettings, ToolChoice,
@@ -17,6 +18,7 @@ use ai_core::{
     runner::{CallScope, ToolCall, ToolExecution, ToolInvocationRecord},
     text::log_field,
     tool::NestedPort,
+    tool::canonical_json,
 };
 use futures::{FutureExt, Stream, StreamExt};
 use serde_json::Value;
@@ -24,7 +26,11 @@ use tokio::sync::oneshot;
 use tokio_util::sync::DropGuard;
 use tracing::Instrument;
 
-use crate::queue::{Queue, Slot};
+mod queue;
+
+pub(crate) use queue::{Queue, Slot};
+
+use crate::prompt::Params;
 
 /// Limits of one run. Every limit is explicit and its error says which was hit.
 ///
@@ -82,8 +88,9 @@ impl ToolChoiceScope {
     }
 }
 
-/// What to run.
-#[derive(Debug, Clone)]
+/// What to run. Built by [`crate::Graph::prepare`] (the one place a run is made
+/// from a graph); serializable, as part of a [`PausedRun`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunRequest {
     /// Correlation ids; they appear on every event and span.
     pub context: RunContext,
@@ -108,18 +115,22 @@ pub struct RunRequest {
     pub prompt_hash: Option<String>,
     /// Deferred approvals: a call that policy puts behind an approval is not sent
     /// to the runner's approver; it is reported (`tool_approval_requested`) and the
-    /// run pauses after the turn's other calls, with the call in
-    /// [`RunOutput::pending_approvals`] and its assistant message in the history
-    /// without a tool message. The caller gets the user's decision however it can
-    /// (a web UI's next request) and continues the conversation, running the
-    /// approved call itself with a grant ([`ai_core::approval::GrantLedger`]). Off by default:
+    /// run pauses after the turn's other calls, its output holding a [`PausedRun`]
+    /// (the assistant message with every call in the history, no tool message for
+    /// the waiting ones). The caller gets the user's decision however it can (a web
+    /// UI's next request) and continues the run with [`resume`]. Off by default:
     /// the runner's approver is asked and the run waits.
+    #[serde(default)]
     pub defer_approvals: bool,
+    /// The parameters the graph's prompt was rendered with, kept so that a paused
+    /// run is resumed with the same tools.
+    #[serde(default, skip_serializing_if = "Params::is_empty")]
+    pub prompt_params: Params,
 }
 
 /// A call a run with deferred approvals did not execute (see
 /// [`RunRequest::defer_approvals`]).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PendingApproval {
     /// The call id, as the runner settled it.
     pub tool_call_id: String,
@@ -129,10 +140,130 @@ pub struct PendingApproval {
     pub args: Value,
     /// `sha256:<hex>` of the canonical arguments (`ai_core::tool::args_hash`).
     pub args_hash: String,
+    /// The provider-native payload of the call, kept for its record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<Value>,
+}
+
+/// The version of [`PausedRun`]'s serialized form.
+pub const PAUSED_RUN_VERSION: u32 = 1;
+
+/// A run paused on approvals: all it needs to go on, in this process or another
+/// (it is serializable, with a version). Continue it with [`resume`] (or
+/// `Graph::resume`, `Agent::resume`) and the user's [`Decision`]s.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PausedRun {
+    /// [`PAUSED_RUN_VERSION`] when it was written.
+    pub version: u32,
+    /// The run: its ids, model, settings, limits, graph and prompt hash, and in
+    /// `messages` the history up to the pause (the assistant turn with every call,
+    /// and the tool messages of the calls that ran).
+    pub request: RunRequest,
+    /// The calls waiting for a decision, in call order.
+    pub pending: Vec<PendingApproval>,
+    /// Usage of every model call so far.
+    pub usage: Vec<UsageFact>,
+    /// The record of every tool call so far, in call order.
+    pub records: Vec<ToolInvocationRecord>,
+    /// Model turns taken so far (they count against `limits`).
+    pub model_turns: u32,
+}
+
+/// The user's answer about one pending call of a [`PausedRun`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Decision {
+    /// Run it, exactly as it was asked for.
+    Approve {
+        /// The call.
+        tool_call_id: String,
+    },
+    /// Do not run it; the model is told the user said no (`approval_denied`).
+    Deny {
+        /// The call.
+        tool_call_id: String,
+        /// The user's reason, for the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// The approval sent for it does not hold (forged, expired, used before):
+    /// nothing runs (`approval_invalid`).
+    Invalid {
+        /// The call.
+        tool_call_id: String,
+        /// Why, safe to show the user and the model.
+        reason: String,
+    },
+}
+
+impl Decision {
+    /// Approves the call `tool_call_id`.
+    pub fn approve(tool_call_id: impl Into<String>) -> Self {
+        Self::Approve {
+            tool_call_id: tool_call_id.into(),
+        }
+    }
+
+    /// Denies the call `tool_call_id`, with the user's reason if any.
+    pub fn deny(tool_call_id: impl Into<String>, reason: Option<String>) -> Self {
+        Self::Deny {
+            tool_call_id: tool_call_id.into(),
+            reason,
+        }
+    }
+
+    /// Refuses the call `tool_call_id` because its approval does not hold.
+    pub fn invalid(tool_call_id: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::Invalid {
+            tool_call_id: tool_call_id.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The call it is about.
+    pub fn tool_call_id(&self) -> &str {
+        match self {
+            Self::Approve { tool_call_id }
+            | Self::Deny { tool_call_id, .. }
+            | Self::Invalid { tool_call_id, .. } => tool_call_id,
+        }
+    }
+
+    /// What the runner takes instead of asking its approver: an approval becomes a
+    /// grant bound to this run, this call, its tool and its argument hash.
+    fn prior(&self, run: &RunContext, pending: &PendingApproval) -> PriorDecision {
+        match self {
+            Self::Approve { tool_call_id } => PriorDecision::Approved {
+                grant: ApprovalGrant {
+                    run_id: run.run_id.clone(),
+                    tool_call_id: tool_call_id.clone(),
+                    tool_id: pending.tool_name.clone(),
+                    args_hash: pending.args_hash.clone(),
+                },
+            },
+            Self::Deny {
+                tool_call_id,
+                reason,
+            } => PriorDecision::Denied {
+                tool_call_id: tool_call_id.clone(),
+                reason: reason.clone(),
+            },
+            Self::Invalid {
+                tool_call_id,
+                reason,
+            } => PriorDecision::Invalid {
+                tool_call_id: tool_call_id.clone(),
+                reason: reason.clone(),
+            },
+        }
+    }
 }
 
 impl RunRequest {
-    /// A request with default limits and `auto` tool choice.
+    /// A request with default limits and `auto` tool choice. Runs are made by
+    /// [`crate::Graph::prepare`]; this is for tests and tools that drive the loop
+    /// with a hand-made conversation.
     pub fn new(context: RunContext, model: impl Into<String>, messages: Vec<Message>) -> Self {
         Self {
             context,
@@ -145,6 +276,7 @@ impl RunRequest {
             graph: None,
             prompt_hash: None,
             defer_approvals: false,
+            prompt_params: Params::new(),
         }
     }
 }
@@ -160,8 +292,8 @@ pub struct RunDeps {
     pub catalog: Arc<ToolCatalog>,
 }
 
-/// A finished run.
-#[derive(Debug, Clone, PartialEq)]
+/// A finished (or paused) run. Serializable.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunOutput {
     /// The final answer (the refusal text when the model refused).
     pub content: String,
@@ -175,14 +307,20 @@ pub struct RunOutput {
     pub messages: Vec<Message>,
     /// Usage of every model call, in order.
     pub usage: Vec<UsageFact>,
-    /// The audit record of every tool call of the run, in execution order.
+    /// The audit record of every tool call of the run, in call order.
     pub records: Vec<ToolInvocationRecord>,
-    /// Calls waiting for an approval (a paused run with deferred approvals); empty
-    /// when the run ended with an answer.
-    pub pending_approvals: Vec<PendingApproval>,
+    /// Set when the run paused on approvals (deferred approvals) instead of
+    /// answering: continue it with [`resume`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<Box<PausedRun>>,
 }
 
 impl RunOutput {
+    /// The calls waiting for an approval (empty unless the run paused).
+    pub fn pending_approvals(&self) -> &[PendingApproval] {
+        self.paused.as_ref().map_or(&[], |p| p.pending.as_slice())
+    }
+
     /// The answer, or a typed error when the last turn did not end normally (cut by
     /// the token limit, filtered, or refused): for callers that need a complete
     /// answer.
@@ -257,6 +395,10 @@ pub enum RunError {
         /// `length`, `content_filter`, `refusal` or the provider's reason.
         reason: String,
     },
+    /// A paused run could not be resumed (written by another version, or resumed
+    /// with another graph); the message says why.
+    #[error("the paused run cannot be resumed: {0}")]
+    InvalidResume(String),
     /// The run failed in an unexpected way (a bug); the message is safe.
     #[error("internal error: {0}")]
     Internal(String),
@@ -289,6 +431,7 @@ impl RunError {
             Self::UsageLimit { .. } => "usage_limit_exceeded",
             Self::Cancelled => "cancelled",
             Self::Incomplete { .. } => "incomplete_answer",
+            Self::InvalidResume(_) => "invalid_resume",
             Self::Internal(_) => "internal_error",
         }
     }
@@ -368,20 +511,20 @@ impl Drop for EventStream {
 ///
 /// Dropping it cancels the run only when it came from [`RunHandle::into_parts`];
 /// otherwise the [`EventStream`] decides (see [`RunHandle`]).
-pub struct RunOutcome {
+pub struct OutputFuture {
     rx: oneshot::Receiver<Result<RunOutput, RunError>>,
     cancel_on_drop: Option<DropGuard>,
 }
 
-impl std::fmt::Debug for RunOutcome {
+impl std::fmt::Debug for OutputFuture {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RunOutcome")
+        f.debug_struct("OutputFuture")
             .field("cancels_on_drop", &self.cancel_on_drop.is_some())
             .finish_non_exhaustive()
     }
 }
 
-impl Future for RunOutcome {
+impl Future for OutputFuture {
     type Output = Result<RunOutput, RunError>;
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.rx.poll_unpin(cx).map(|r| {
@@ -396,7 +539,7 @@ impl Future for RunOutcome {
 /// - as returned by [`run`] (and `Agent::run`): the [`EventStream`]. Dropping the
 ///   events (or the whole handle) cancels the run; dropping only the outcome does
 ///   not, so `let events = agent.run(..).events;` streams the whole run.
-/// - after [`RunHandle::into_parts`]: the [`RunOutcome`]. Dropping the events does
+/// - after [`RunHandle::into_parts`]: the [`OutputFuture`]. Dropping the events does
 ///   not stop the run; dropping the outcome does (for callers that only want the
 ///   result, or that may stop reading events early).
 /// - after [`RunHandle::detach`]: nobody; the run ends on its own (answer, error or
@@ -405,7 +548,7 @@ pub struct RunHandle {
     /// Events of the run. Dropping them cancels the run unless detached.
     pub events: EventStream,
     /// Final result.
-    pub outcome: RunOutcome,
+    pub outcome: OutputFuture,
     cancel: CancellationToken,
 }
 
@@ -432,7 +575,7 @@ impl RunHandle {
 
     /// Splits the handle; dropping the event stream does not stop the run, dropping
     /// the outcome does.
-    pub fn into_parts(mut self) -> (EventStream, RunOutcome) {
+    pub fn into_parts(mut self) -> (EventStream, OutputFuture) {
         if let Some(guard) = self.events.cancel_on_drop.take() {
             self.outcome.cancel_on_drop = Some(guard);
         }
@@ -521,6 +664,48 @@ impl Drop for Emitter {
     }
 }
 
+/// Where a run starts: a request, what earlier parts of the run already did (for
+/// a resumed run), and the decisions about the calls it paused on.
+pub(crate) struct Start {
+    request: RunRequest,
+    usage: Vec<UsageFact>,
+    records: Vec<ToolInvocationRecord>,
+    model_turns: u32,
+    resume: Option<(Vec<PendingApproval>, Vec<Decision>)>,
+    /// Set when the run cannot start: it ends with this error at once.
+    refused: Option<RunError>,
+}
+
+impl Start {
+    fn new(request: RunRequest) -> Self {
+        Self {
+            request,
+            usage: Vec::new(),
+            records: Vec::new(),
+            model_turns: 0,
+            resume: None,
+            refused: None,
+        }
+    }
+
+    fn resumed(paused: PausedRun, decisions: Vec<Decision>) -> Self {
+        let refused = (paused.version != PAUSED_RUN_VERSION).then(|| {
+            RunError::InvalidResume(format!(
+                "it was written in version {} of the format; this build reads version {PAUSED_RUN_VERSION}",
+                paused.version
+            ))
+        });
+        Self {
+            request: paused.request,
+            usage: paused.usage,
+            records: paused.records,
+            model_turns: paused.model_turns,
+            resume: Some((paused.pending, decisions)),
+            refused,
+        }
+    }
+}
+
 /// Runs a subagent's loop inside a tool call of its parent: the same loop, with its
 /// events forwarded to `sink` tagged with `parent_tool_call_id` and `graph`, and no
 /// `assistant_final`, `error` or `done` of its own (the caller turns the outcome into
@@ -537,15 +722,64 @@ pub(crate) async fn run_nested(
         ctx: request.context.clone(),
         nested: Some((parent_tool_call_id.to_owned(), request.graph.clone())),
     };
-    drive(request, deps, &emitter, cancel, 1).await
+    drive(Start::new(request), deps, &emitter, cancel, 1).await
 }
 
 /// Starts a run on the current tokio runtime.
 pub fn run(request: RunRequest, deps: RunDeps) -> RunHandle {
+    start(Start::new(request), deps)
+}
+
+/// A run that ends at once with `error` (its events: `error`, `done`), for a
+/// caller that must hand back a handle but could not prepare the run.
+pub(crate) fn fail(context: RunContext, error: RunError) -> RunHandle {
+    let queue = Arc::new(Queue::lossless());
+    let emitter = Emitter {
+        target: Target::Queue(Arc::clone(&queue)),
+        ctx: context,
+        nested: None,
+    };
+    emitter.emit(AiEventKind::Error {
+        code: error.code().to_owned(),
+        message: error.to_string(),
+    });
+    emitter.emit(AiEventKind::Done);
+    drop(emitter);
+    let (final_tx, final_rx) = oneshot::channel();
+    let _ = final_tx.send(Err(error));
+    RunHandle {
+        events: EventStream {
+            queue,
+            cancel_on_drop: None,
+        },
+        outcome: OutputFuture {
+            rx: final_rx,
+            cancel_on_drop: None,
+        },
+        cancel: CancellationToken::new(),
+    }
+}
+
+/// Resumes a paused run with the user's decisions, on the current tokio runtime.
+///
+/// Inside the run, before its next model turn, every pending call goes through
+/// `ToolRunner::exec` in call order: an approved one runs under a grant bound to
+/// this run, this call, its tool and its argument hash (the runner still checks
+/// policy, arguments and everything else); a denied one ends `approval_denied`
+/// and an invalid one `approval_invalid`, without running. A pending call without
+/// a decision counts as invalid; a decision about no pending call is ignored. Their
+/// events are the run's own, their records join the run's records in call order,
+/// and the model then reads their results. `deps` must offer the tools the run
+/// was prepared with (`Graph::resume` makes sure of it).
+pub fn resume(paused: PausedRun, decisions: Vec<Decision>, deps: RunDeps) -> RunHandle {
+    start(Start::resumed(paused, decisions), deps)
+}
+
+fn start(start: Start, deps: RunDeps) -> RunHandle {
     let queue = Arc::new(Queue::lossless());
     let (final_tx, final_rx) = oneshot::channel();
     let cancel = CancellationToken::new();
-    let context = &request.context;
+    let context = &start.request.context;
     let span = tracing::info_span!(
         "run",
         run_id = %log_field(&context.run_id),
@@ -554,22 +788,22 @@ pub fn run(request: RunRequest, deps: RunDeps) -> RunHandle {
     );
     let emitter = Emitter {
         target: Target::Queue(Arc::clone(&queue)),
-        ctx: request.context.clone(),
+        ctx: context.clone(),
         nested: None,
     };
     let task_cancel = cancel.clone();
-    let prompt_hash = request.prompt_hash.clone();
+    let prompt_hash = start.request.prompt_hash.clone();
     tokio::spawn(
         async move {
             let body =
-                AssertUnwindSafe(drive(request, &deps, &emitter, &task_cancel, 0)).catch_unwind();
+                AssertUnwindSafe(drive(start, &deps, &emitter, &task_cancel, 0)).catch_unwind();
             let result = match body.await {
                 Ok(result) => result,
                 Err(_) => Err(RunError::Internal("the run panicked".into())),
             };
             match &result {
                 // A paused run has no answer yet.
-                Ok(output) if !output.pending_approvals.is_empty() => {}
+                Ok(output) if output.paused.is_some() => {}
                 Ok(output) => emitter.emit(AiEventKind::AssistantFinal {
                     content: output.content.clone(),
                     finish_reason: output.final_reason().to_owned(),
@@ -593,7 +827,7 @@ pub fn run(request: RunRequest, deps: RunDeps) -> RunHandle {
             queue,
             cancel_on_drop: Some(cancel.clone().drop_guard()),
         },
-        outcome: RunOutcome {
+        outcome: OutputFuture {
             rx: final_rx,
             cancel_on_drop: None,
         },
@@ -601,38 +835,119 @@ pub fn run(request: RunRequest, deps: RunDeps) -> RunHandle {
     }
 }
 
+/// Runs the calls a paused run waits on (see [`resume`]) and puts the turn's tool
+/// messages and records in call order, as if it had never paused.
+async fn settle_pending(
+    deps: &RunDeps,
+    (context, scope): (&RunContext, &CallScope),
+    (pending, decisions): (Vec<PendingApproval>, Vec<Decision>),
+    emitter: &Emitter,
+    cancel: &CancellationToken,
+    (messages, records): (&mut Vec<Message>, &mut Vec<ToolInvocationRecord>),
+) {
+    for decision in &decisions {
+        if !pending
+            .iter()
+            .any(|p| p.tool_call_id == decision.tool_call_id())
+        {
+            tracing::warn!(tool_call_id = %log_field(decision.tool_call_id()), "a decision about no pending call; ignored");
+        }
+    }
+    let mut scope = scope.clone();
+    scope.decisions = pending
+        .iter()
+        .map(|call| {
+            decisions
+                .iter()
+                .find(|d| d.tool_call_id() == call.tool_call_id)
+                .map_or_else(
+                    || PriorDecision::Invalid {
+                        tool_call_id: call.tool_call_id.clone(),
+                        reason: "no decision was given for this call".into(),
+                    },
+                    |d| d.prior(context, call),
+                )
+        })
+        .collect();
+    for call in pending {
+        let call = ToolCall {
+            id: Some(call.tool_call_id),
+            name: call.tool_name,
+            arguments: canonical_json(&call.args),
+            outcome: ai_core::completion::ToolCallOutcome::Complete,
+            raw: call.raw,
+        };
+        let exec = deps
+            .runner
+            .exec_scoped(context, &deps.catalog, call, cancel, emitter, &scope)
+            .await;
+        messages.push(Message::tool(
+            exec.result.tool_call_id.clone(),
+            exec.model_content,
+        ));
+        records.push(exec.record);
+    }
+    in_call_order(messages, records);
+}
+
+/// Orders the tool messages after the last assistant turn, and the records of its
+/// calls, by the turn's call order.
+fn in_call_order(messages: &mut [Message], records: &mut Vec<ToolInvocationRecord>) {
+    let Some(turn) = messages.iter().rposition(
+        |m| matches!(m, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty()),
+    ) else {
+        return;
+    };
+    let order: Vec<String> = match &messages[turn] {
+        Message::Assistant { tool_calls, .. } => tool_calls.iter().map(|c| c.id.clone()).collect(),
+        _ => return,
+    };
+    let position = |id: &str| order.iter().position(|o| o == id).unwrap_or(usize::MAX);
+    messages[turn + 1..].sort_by_key(|m| match m {
+        Message::Tool { tool_call_id, .. } => position(tool_call_id),
+        _ => usize::MAX,
+    });
+    let (mut turn_records, earlier): (Vec<_>, Vec<_>) = std::mem::take(records)
+        .into_iter()
+        .partition(|r| order.contains(&r.tool_call_id));
+    turn_records.sort_by_key(|r| position(&r.tool_call_id));
+    *records = earlier;
+    records.extend(turn_records);
+}
+
 /// The loop. `depth` is 0 for a top-level run and 1 for a subagent.
 async fn drive(
-    request: RunRequest,
+    start: Start,
     deps: &RunDeps,
     emitter: &Emitter,
     cancel: &CancellationToken,
     depth: u32,
 ) -> Result<RunOutput, RunError> {
-    let RunRequest {
-        context,
-        model,
-        mut messages,
-        tool_choice,
-        tool_choice_scope,
-        settings,
-        limits,
-        graph,
-        prompt_hash,
-        defer_approvals,
-    } = request;
-    let hash = prompt_hash.clone();
+    let Start {
+        mut request,
+        mut usage,
+        mut records,
+        model_turns,
+        resume,
+        refused,
+    } = start;
+    if let Some(error) = refused {
+        return Err(error);
+    }
+    let hash = request.prompt_hash.clone();
     let scope = CallScope {
-        graph,
-        prompt_hash,
+        graph: request.graph.clone(),
+        prompt_hash: request.prompt_hash.clone(),
         events: Some(emitter.nested_sink()),
         nested: Some(NestedPort {
             model: Arc::clone(&deps.model),
             runner: Arc::clone(&deps.runner),
-            model_id: model.clone(),
+            model_id: request.model.clone(),
             depth,
         }),
+        decisions: Vec::new(),
     };
+    let context = request.context.clone();
     if depth == 0 {
         // Tools policy allows but their source withholds right now (e.g. an MCP tool
         // whose definition changed since it was pinned): said once, up front.
@@ -643,13 +958,19 @@ async fn drive(
             });
         }
     }
+    if let Some(resume) = resume {
+        let history = (&mut request.messages, &mut records);
+        settle_pending(deps, (&context, &scope), resume, emitter, cancel, history).await;
+        if cancel.is_cancelled() {
+            return Err(RunError::Cancelled);
+        }
+    }
+    let limits = request.limits.clone();
     let max_iterations = limits.max_iterations.max(1);
     let tools: Arc<[ai_core::ToolSpec]> = deps.catalog.specs().into();
-    let mut usage = Vec::new();
-    let mut records = Vec::new();
-    let mut total_tokens: u64 = 0;
+    let mut total_tokens: u64 = usage.iter().map(|u| u.total_tokens).sum();
 
-    for iteration in 0..max_iterations {
+    for iteration in model_turns..max_iterations {
         if let Some(limit) = limits.max_model_requests
             && iteration >= limit
         {
@@ -669,12 +990,14 @@ async fn drive(
             });
         }
         let completion = CompletionRequest {
-            model: model.clone(),
-            messages: messages.clone(),
+            model: request.model.clone(),
+            messages: request.messages.clone(),
             tools: Arc::clone(&tools),
-            tool_choice: tool_choice_scope.choice_for(&tool_choice, iteration),
+            tool_choice: request
+                .tool_choice_scope
+                .choice_for(&request.tool_choice, iteration),
             context: context.clone(),
-            settings: settings.clone(),
+            settings: request.settings.clone(),
         };
         let turn = model_turn(deps, completion, emitter, cancel).await?;
         if let Some(fact) = &turn.usage {
@@ -687,15 +1010,15 @@ async fn drive(
                 (Some(refusal), true) => refusal.clone(),
                 _ => turn.text.clone(),
             };
-            messages.push(Message::assistant(content.clone()));
+            request.messages.push(Message::assistant(content.clone()));
             return Ok(RunOutput {
                 content,
                 finish_reason: turn.finish_reason,
                 refusal: turn.refusal,
-                messages,
+                messages: request.messages,
                 usage,
                 records,
-                pending_approvals: Vec::new(),
+                paused: None,
             });
         }
         // No tool runs whose result no model would see: when no further turn is
@@ -715,68 +1038,16 @@ async fn drive(
             });
             return Err(error);
         }
-        let pending: Vec<Option<PendingApproval>> = turn
-            .tool_calls
-            .iter()
-            .map(|call| {
-                defer_approvals
-                    .then(|| deferred(deps, &context, call))
-                    .flatten()
-            })
-            .collect();
-        let to_run: Vec<ToolCall> = turn
-            .tool_calls
-            .iter()
-            .zip(&pending)
-            .filter(|(_, p)| p.is_none())
-            .map(|(call, _)| as_tool_call(call))
-            .collect();
-        let mut executions = run_tools(
+        let waiting = tool_turn(
             deps,
             (&context, &scope),
-            to_run,
+            &turn,
+            (request.defer_approvals, limits.tool_concurrency),
             emitter,
             cancel,
-            limits.tool_concurrency,
+            (&mut request.messages, &mut records),
         )
-        .await
-        .into_iter();
-        // History stays balanced: one assistant message with every call, then one
-        // tool message per executed call, in call order, ids as the runner settled
-        // them (a deferred call gets its tool message from the continuation).
-        let mut calls = Vec::with_capacity(turn.tool_calls.len());
-        let mut tool_messages = Vec::new();
-        let mut waiting = Vec::new();
-        for (call, pending) in turn.tool_calls.iter().zip(pending) {
-            let id = match pending {
-                Some(pending) => {
-                    let id = pending.tool_call_id.clone();
-                    waiting.push(pending);
-                    id
-                }
-                None => match executions.next() {
-                    Some(exec) => {
-                        let id = exec.result.tool_call_id.clone();
-                        tool_messages.push(Message::tool(id.clone(), exec.model_content));
-                        records.push(exec.record);
-                        id
-                    }
-                    None => deps.runner.call_ref(&as_tool_call(call)).tool_call_id,
-                },
-            };
-            calls.push(MessageToolCall {
-                id,
-                name: call.name.clone(),
-                arguments: history_arguments(call),
-                raw: call.raw.clone(),
-            });
-        }
-        messages.push(Message::Assistant {
-            content: (!turn.text.is_empty()).then(|| turn.text.clone()),
-            reasoning: turn.reasoning.clone(),
-            tool_calls: calls,
-        });
-        messages.extend(tool_messages);
+        .await;
         if cancel.is_cancelled() {
             return Err(RunError::Cancelled);
         }
@@ -789,14 +1060,22 @@ async fn drive(
                     args_hash: pending.args_hash.clone(),
                 });
             }
+            let paused = PausedRun {
+                version: PAUSED_RUN_VERSION,
+                request: request.clone(),
+                pending: waiting,
+                usage: usage.clone(),
+                records: records.clone(),
+                model_turns: iteration + 1,
+            };
             return Ok(RunOutput {
                 content: turn.text.clone(),
                 finish_reason: turn.finish_reason,
                 refusal: None,
-                messages,
+                messages: request.messages,
                 usage,
                 records,
-                pending_approvals: waiting,
+                paused: Some(Box::new(paused)),
             });
         }
     }
@@ -806,6 +1085,74 @@ async fn drive(
         limit: max_iterations,
         not_executed: Vec::new(),
     })
+}
+
+/// Runs one turn's tool calls (all but those deferred for an approval) and appends
+/// the assistant message with every call and one tool message per executed call,
+/// in call order, ids as the runner settled them. Returns the deferred calls (a
+/// deferred call gets its tool message when the run resumes).
+async fn tool_turn(
+    deps: &RunDeps,
+    (context, scope): (&RunContext, &CallScope),
+    turn: &CompletionFinal,
+    (defer_approvals, concurrency): (bool, usize),
+    emitter: &Emitter,
+    cancel: &CancellationToken,
+    (messages, records): (&mut Vec<Message>, &mut Vec<ToolInvocationRecord>),
+) -> Vec<PendingApproval> {
+    let pending: Vec<Option<PendingApproval>> = turn
+        .tool_calls
+        .iter()
+        .map(|call| {
+            defer_approvals
+                .then(|| deferred(deps, context, call))
+                .flatten()
+        })
+        .collect();
+    let to_run: Vec<ToolCall> = turn
+        .tool_calls
+        .iter()
+        .zip(&pending)
+        .filter(|(_, p)| p.is_none())
+        .map(|(call, _)| as_tool_call(call))
+        .collect();
+    let mut executions = run_tools(deps, (context, scope), to_run, emitter, cancel, concurrency)
+        .await
+        .into_iter();
+    let mut calls = Vec::with_capacity(turn.tool_calls.len());
+    let mut tool_messages = Vec::new();
+    let mut waiting = Vec::new();
+    for (call, pending) in turn.tool_calls.iter().zip(pending) {
+        let id = match pending {
+            Some(pending) => {
+                let id = pending.tool_call_id.clone();
+                waiting.push(pending);
+                id
+            }
+            None => match executions.next() {
+                Some(exec) => {
+                    let id = exec.result.tool_call_id.clone();
+                    tool_messages.push(Message::tool(id.clone(), exec.model_content));
+                    records.push(exec.record);
+                    id
+                }
+                None => deps.runner.call_ref(&as_tool_call(call)).tool_call_id,
+            },
+        };
+        calls.push(MessageToolCall {
+            id,
+            name: call.name.clone(),
+            arguments: history_arguments(call),
+            raw: call.raw.clone(),
+        });
+    }
+    messages.push(Message::Assistant {
+        content: (!turn.text.is_empty()).then(|| turn.text.clone()),
+        reasoning: turn.reasoning.clone(),
+        tool_calls: calls,
+    });
+    messages.extend(tool_messages);
+    waiting
 }
 
 /// The `usage_report` of one model call of a run with `prompt_hash`.
@@ -976,6 +1323,7 @@ fn deferred(
         tool_name: spec.id.as_str().to_owned(),
         args_hash: ai_core::tool::args_hash(&args),
         args,
+        raw: call.raw.clone(),
     })
 }
 

@@ -32,15 +32,15 @@ use ai_core::{
     text::bound_text,
     tool::{
         ModelView, Redaction, RegisteredTool, ToolCallContext, ToolErrorCode, ToolExecutor,
-        ToolFailure, ToolOutput, ToolSource,
+        ToolFailure, ToolOutput,
     },
 };
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
-use crate::graph::{Graph, GraphRegistry};
-use crate::prompt::{Params, PromptError};
-use crate::run::{RunDeps, RunError, RunLimits, RunRequest, run_nested};
+use super::{Graph, GraphError, GraphRegistry};
+use crate::prompt::Params;
+use crate::run::{RunError, RunLimits, run_nested};
 
 /// Budgets of one subagent call. Plain data (loadable from configuration).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -65,39 +65,6 @@ impl Default for SubagentBudget {
             max_result_bytes: 4096,
         }
     }
-}
-
-/// Why subagent tools cannot be built.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum GraphError {
-    /// The graph is not in the registry.
-    #[error("no graph named `{0}`")]
-    UnknownGraph(String),
-    /// A graph's subagent allowlist names a graph that does not exist.
-    #[error("graph `{parent}` lists subagent `{child}`, which is not a graph")]
-    UnknownSubagent {
-        /// The graph with the allowlist.
-        parent: String,
-        /// The missing name.
-        child: String,
-    },
-    /// A subagent has subagents of its own: graphs nest one level deep.
-    #[error(
-        "graph `{child}` is a subagent of `{parent}` but has subagents of its own; subagents nest at most one level deep"
-    )]
-    DepthExceeded {
-        /// The calling graph.
-        parent: String,
-        /// The subagent that lists subagents.
-        child: String,
-    },
-    /// The graph's name is not usable as a tool id.
-    #[error("graph name `{0}` cannot be a tool id (graph__<name>)")]
-    InvalidName(String),
-    /// A graph's prompt cannot be rendered.
-    #[error(transparent)]
-    Prompt(#[from] PromptError),
 }
 
 impl GraphRegistry {
@@ -168,15 +135,6 @@ impl Graph {
             }),
         })
     }
-
-    /// The system text of a run with `params`: the rendered prompt sections, or the
-    /// plain system prompt.
-    pub fn system_text(&self, params: &Params) -> Result<String, PromptError> {
-        match &self.prompt {
-            Some(prompt) => Ok(prompt.render(params)?.text),
-            None => Ok(self.system_prompt.clone()),
-        }
-    }
 }
 
 /// The executor of a `graph__` tool.
@@ -219,68 +177,43 @@ async fn run_subagent(
     let task = args["task"].as_str().unwrap_or_default().to_owned();
     let input = args.get("input").and_then(Value::as_object).cloned();
     let params: Params = input.clone().unwrap_or_default();
-
-    let mut catalog = graph
-        .select_tools(port.runner.catalog(&cx.run))
-        .select(|id| *id.source() != ToolSource::Graph);
-    let system = match &graph.prompt {
-        Some(prompt) => {
-            let rendered = prompt
-                .render(&params)
-                .map_err(|e| failure(ToolErrorCode::InvalidArgs, e.to_string()))?;
-            // Offer the enabled sections' tools the runner allows, as overridden.
-            let offered = port.runner.catalog(&cx.run);
-            let mut specs: Vec<ToolSpec> = catalog.specs().to_vec();
-            for spec in rendered.specs() {
-                if offered.contains(spec.id.as_str()) && *spec.id.source() != ToolSource::Graph {
-                    specs.retain(|s| s.id != spec.id);
-                    specs.push(spec);
-                }
-            }
-            catalog = ai_core::ToolCatalog::build(specs, port.runner.policy(), &cx.run)
-                .map_err(|e| failure(ToolErrorCode::ExecutionFailed, e.to_string()))?;
-            rendered.text
-        }
-        None => graph.system_prompt.clone(),
-    };
-    let hash = crate::prompt::prompt_hash(&system, catalog.specs(), &port.model_id);
-
     let mut user = task;
     if let Some(input) = &input {
         user.push_str("\n\nInput:\n");
         user.push_str(&Value::Object(input.clone()).to_string());
     }
+    let mut prepared = graph
+        .prepare(
+            cx.run.clone(),
+            &port.runner,
+            &port.model_id,
+            vec![Message::user(user)],
+            &params,
+        )
+        .map_err(|e| match e {
+            GraphError::Prompt(e) => failure(ToolErrorCode::InvalidArgs, e.to_string()),
+            e => failure(ToolErrorCode::ExecutionFailed, e.to_string()),
+        })?;
+    // The budget caps the graph's own limits.
     let budget = &graph.budget;
-    let mut request = RunRequest::new(
-        cx.run.clone(),
-        port.model_id.clone(),
-        vec![Message::system(system), Message::user(user)],
-    );
-    request.settings = graph.settings.clone();
-    request.limits = RunLimits {
+    let limits = &mut prepared.request.limits;
+    *limits = RunLimits {
         max_model_requests: Some(
-            graph
-                .limits
+            limits
                 .max_model_requests
                 .map_or(budget.max_model_requests, |l| {
                     l.min(budget.max_model_requests)
                 }),
         ),
         max_total_tokens: Some(
-            graph
-                .limits
+            limits
                 .max_total_tokens
                 .map_or(budget.max_total_tokens, |l| l.min(budget.max_total_tokens)),
         ),
-        ..graph.limits.clone()
+        ..limits.clone()
     };
-    request.graph = Some(graph.name.clone());
-    request.prompt_hash = Some(hash);
-    let deps = RunDeps {
-        model: port.model,
-        runner: port.runner,
-        catalog: Arc::new(catalog),
-    };
+    let deps = prepared.deps(port.model, port.runner);
+    let request = prepared.request;
     let sink: Arc<dyn EventSink> = Arc::new(cx.events.clone());
     let wall = Duration::from_millis(budget.max_wall_ms);
     // Over its wall time the child is cancelled, not dropped: it winds down on its
