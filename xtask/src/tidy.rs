@@ -10,7 +10,13 @@
 //!   `std::process`, `tokio::net`, `reqwest`): ai-core does no IO;
 //! - every `pub enum` is `#[non_exhaustive]` (a variant added later is then not a
 //!   breaking change for the crates that match on it), unless the line right above
-//!   its attributes and docs says `// tidy: exhaustive: <why the set is closed>`.
+//!   its attributes and docs says `// tidy: exhaustive: <why the set is closed>`;
+//! - no two public types (`pub struct`, `enum`, `trait`, `type`) share a name, in
+//!   one crate or across crates: a name says which thing it is;
+//! - no crate but the composition root (`bootstrap`) and the test harness
+//!   (`agent-testing`) reads environment variables (`env::var`, `env::vars`,
+//!   `env::var_os`, `env::vars_os` outside comments): library crates are handed
+//!   what they need.
 //!
 //! Check of the repository's text files (`.rs`, `.md`, `.toml`, `.sh`, `.ts`, `.json`
 //! except under a `fixtures` directory, and `.ci/run`): no dangling document
@@ -32,12 +38,19 @@
 //! (tracked plus untracked-but-not-ignored files that exist), or, outside a git work
 //! tree, every file except under `.git` and `target` directories.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// The crates that may read environment variables: the composition root, and the
+/// test harness (which detects CI to refuse snapshot updates there).
+const ENV_READERS: &[&str] = &["bootstrap", "agent-testing"];
+
+/// Reads of environment variables.
+const ENV_READS: &[&str] = &["env::var(", "env::vars(", "env::var_os(", "env::vars_os("];
 
 /// Text that must not appear in code lines of any crate.
 const LEFTOVERS: &[(&str, &str)] = &[
@@ -123,10 +136,27 @@ pub(crate) fn check(root: &Path) -> io::Result<Report> {
     }
     let mut violations = Vec::new();
     let mut read: BTreeSet<String> = BTreeSet::new();
+    let mut types: BTreeMap<String, Vec<(String, usize)>> = BTreeMap::new();
     for file in &files {
         let text = fs::read_to_string(file)?;
         check_file(root, file, &text, &mut violations);
-        read.insert(display_path(root, file));
+        let path = display_path(root, file);
+        for (line, name) in public_types(&text) {
+            types.entry(name).or_default().push((path.clone(), line));
+        }
+        read.insert(path);
+    }
+    for (name, places) in types.iter().filter(|(_, places)| places.len() > 1) {
+        let (first, first_line) = &places[0];
+        for (path, line) in &places[1..] {
+            violations.push(Violation {
+                path: path.clone(),
+                line: Some(*line),
+                message: format!(
+                    "public type `{name}` is also declared at {first}:{first_line}; give one of them another name"
+                ),
+            });
+        }
     }
 
     let repo_files = repo_files(root)?;
@@ -388,6 +418,15 @@ fn check_file(root: &Path, file: &Path, text: &str, violations: &mut Vec<Violati
                 report((*message).to_owned());
             }
         }
+        if !ENV_READERS.contains(&crate_name) {
+            for needle in ENV_READS {
+                if line.contains(needle) {
+                    report(format!(
+                        "only bootstrap (and the test harness) reads environment variables: found `{needle}`"
+                    ));
+                }
+            }
+        }
         if crate_name == NO_IO_CRATE {
             for needle in IO_TEXT {
                 if line.contains(needle) {
@@ -396,6 +435,24 @@ fn check_file(root: &Path, file: &Path, text: &str, violations: &mut Vec<Violati
             }
         }
     }
+}
+
+/// The public types a file declares: (line, name) of each `pub struct`, `pub enum`,
+/// `pub trait` and `pub type` outside comments.
+fn public_types(text: &str) -> Vec<(usize, String)> {
+    text.lines()
+        .enumerate()
+        .filter_map(|(index, line)| {
+            let rest = ["pub struct ", "pub enum ", "pub trait ", "pub type "]
+                .iter()
+                .find_map(|kw| line.trim_start().strip_prefix(kw))?;
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            (!name.is_empty()).then_some((index + 1, name))
+        })
+        .collect()
 }
 
 /// Whether the `pub enum` at `lines[at]` is `#[non_exhaustive]` or marked as closed:
@@ -510,7 +567,7 @@ mod tests {
         write(
             &root,
             "crates/ai-tools/src/lib.rs",
-            "//! Docs.\n\nfn h() { unimplemented!() }\nfn i() { std::net::Ipv4Addr::LOCALHOST; }\n",
+            "//! Docs.\n\nfn h() { unimplemented!() }\nfn i() { std::net::Ipv4Addr::LOCALHOST; }\nfn j() { std::env::var(\"HOME\"); }\n",
         );
         write(&root, "crates/ai-tools/src/notes.txt", "todo!()");
         write(
@@ -522,7 +579,11 @@ mod tests {
              pub(crate) enum Private { A }\n",
         );
         write(&root, "crates/bootstrap/src/main.rs", "fn main() {}\n");
-        write(&root, "crates/bootstrap/src/lib.rs", "//! Docs.\n");
+        write(
+            &root,
+            "crates/bootstrap/src/lib.rs",
+            "//! Docs.\npub struct Closed;\n// pub struct Open;\n",
+        );
 
         let report = check(&root).unwrap();
         let lines: Vec<String> = report.violations.iter().map(ToString::to_string).collect();
@@ -536,6 +597,8 @@ mod tests {
                 "crates/ai-core/src/wire/mod.rs:2: ai-core does no IO: found `reqwest`",
                 "crates/ai-tools/src/kinds.rs:3: a public enum must be `#[non_exhaustive]` (or say `// tidy: exhaustive: <why>` above it)",
                 "crates/ai-tools/src/lib.rs:3: `unimplemented!` left in code",
+                "crates/ai-tools/src/lib.rs:5: only bootstrap (and the test harness) reads environment variables: found `env::var(`",
+                "crates/bootstrap/src/lib.rs:2: public type `Closed` is also declared at crates/ai-tools/src/kinds.rs:13; give one of them another name",
                 "crates/bootstrap/src/main.rs: crate root must start with a `//!` doc",
             ]
         );

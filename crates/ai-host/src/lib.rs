@@ -93,6 +93,9 @@ pub struct BuiltinConfig {
     /// Run each shell command in its own PID namespace (see [`PidNamespace`]);
     /// `None`: commands see every process of the machine.
     pub shell_pid_namespace: Option<PidNamespace>,
+    /// The variables shell commands get (only [`ENV_ALLOWLIST`] names are kept):
+    /// the caller reads them from its environment; ai-host reads none.
+    pub shell_env: Vec<(String, String)>,
 }
 
 impl BuiltinConfig {
@@ -111,6 +114,7 @@ impl BuiltinConfig {
             memory_max_entries: DEFAULT_MAX_ENTRIES_PER_NAMESPACE,
             shell_claims_orphans: false,
             shell_pid_namespace: None,
+            shell_env: Vec::new(),
         }
     }
 }
@@ -138,7 +142,7 @@ pub fn bind_builtin_tools(cfg: &BuiltinConfig) -> Result<Vec<RegisteredTool>, Bi
     let local = LocalWorkspace::new(&cfg.workspace_root)
         .map_err(|e| BindError::Workspace(e.kind().to_string()))?
         .with_protected(cfg.protected.iter().cloned());
-    let mut shell = LocalShell::new(local.root());
+    let mut shell = LocalShell::with_env(local.root(), cfg.shell_env.clone());
     if cfg.shell_claims_orphans {
         shell = shell.claiming_orphans();
     }

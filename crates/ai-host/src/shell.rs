@@ -115,14 +115,6 @@ impl PidNamespace {
 }
 
 impl LocalShell {
-    /// A shell running in `cwd` with the allowlisted variables of this process.
-    pub fn new(cwd: impl Into<PathBuf>) -> Self {
-        let env = std::env::vars()
-            .filter(|(k, _)| ENV_ALLOWLIST.contains(&k.as_str()))
-            .collect();
-        Self::with_env(cwd, env)
-    }
-
     /// A shell running in `cwd` with exactly `env` (allowlisted names only).
     pub fn with_env(cwd: impl Into<PathBuf>, env: Vec<(String, String)>) -> Self {
         let env = env

@@ -15,6 +15,7 @@ use ai_core::policy::{Budgets, ToolPattern};
 use ai_core::{ToolEffect, ToolId, ToolPolicy};
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use wire_openai::encode::{MaxTokensField, NamedToolChoice};
 
 /// Why configuration could not be loaded. Maps to exit code 2.
 #[derive(Debug, thiserror::Error)]
@@ -39,31 +40,6 @@ pub enum ConfigError {
     /// A value is out of range or inconsistent.
     #[error("invalid configuration: {0}")]
     Invalid(String),
-}
-
-/// Which request field carries `model.max_tokens`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum MaxTokensField {
-    /// `max_tokens`: understood by every OpenAI-compatible server.
-    #[default]
-    MaxTokens,
-    /// `max_completion_tokens`: what OpenAI's reasoning models require.
-    MaxCompletionTokens,
-}
-
-/// How a choice of one named tool is sent.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum NamedToolChoice {
-    /// OpenAI's object form `{"type": "function", "function": {"name": ...}}`.
-    #[default]
-    Object,
-    /// `"required"` with only that tool offered, for servers that ignore the object
-    /// form (llama.cpp's server).
-    Required,
 }
 
 /// The model endpoint, and the settings of every model call.
@@ -275,14 +251,14 @@ pub struct FileConfig {
     /// Credentials by connection id, for MCP servers that name one.
     pub connections: BTreeMap<String, ConnectionConfig>,
     /// `agent serve`.
-    pub server: ServerConfig,
+    pub server: ServeConfig,
 }
 
 /// `[server]`: the chat endpoint of `agent serve`. Raising a limit above its
 /// default needs `agent trust` in a project config.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct ServerConfig {
+pub struct ServeConfig {
     /// Address to bind (default `127.0.0.1`).
     pub host: String,
     /// Port (default 8787; 0 picks a free one).
@@ -308,7 +284,7 @@ pub struct ServerConfig {
     pub header_read_timeout_ms: u64,
 }
 
-impl Default for ServerConfig {
+impl Default for ServeConfig {
     fn default() -> Self {
         let connections = agent_server::ConnectionLimits::default();
         Self {
@@ -330,7 +306,7 @@ fn millis(duration: std::time::Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-impl ServerConfig {
+impl ServeConfig {
     /// The limits that are above their defaults, as `server.<key>`.
     pub fn raised_limits(&self) -> Vec<&'static str> {
         let d = Self::default();
@@ -801,7 +777,10 @@ stop = ["</s>"]
         assert_eq!(model.seed, Some(-3));
         assert_eq!(model.reasoning_effort.as_deref(), Some("low"));
         assert_eq!(model.total_timeout_ms, 0);
-        assert_eq!(model.named_tool_choice, NamedToolChoice::Required);
+        assert_eq!(
+            model.named_tool_choice,
+            NamedToolChoice::RequiredWithOnlyThatTool
+        );
         assert_eq!(
             Value::Object(model.extra_body),
             serde_json::json!({"top_k": 40, "chat_template_kwargs": {"enable_thinking": false}, "stop": ["</s>"]})

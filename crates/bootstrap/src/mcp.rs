@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tools_mcp::{ConnectionBroker, ConnectionError, Credential, McpSources, Pins, Secret};
+use tools_mcp::{
+    ConnectionBroker, ConnectionError, Credential, McpSources, Pins, Secret, ServerHost,
+};
 
 use crate::config::{AgentConfig, ConfigSource, ConnectionConfig, ConnectionType};
 use crate::tools::LOCK_FILE;
@@ -86,7 +88,11 @@ pub async fn start(config: &AgentConfig) -> Result<Option<McpSources>, String> {
     let pins = read_pins(&path)?;
     let broker: Arc<dyn ConnectionBroker> =
         Arc::new(EnvBroker::new(config.file.connections.clone()));
-    let sources = McpSources::start(&config.file.mcp.servers, &pins, Some(broker))
+    let host = ServerHost {
+        broker: Some(broker),
+        inherited_env: tools_mcp::inherited_env(std::env::vars_os()),
+    };
+    let sources = McpSources::start(&config.file.mcp.servers, &pins, host)
         .await
         .map_err(|e| e.to_string())?;
     for warning in sources.warnings() {

@@ -12,9 +12,8 @@ use std::time::Duration;
 use agent_testing::TestModel;
 use ai_core::{CompletionPort, completion::ModelSettings};
 use wire_openai::client::{ClientConfig, OpenAiClient, Timeouts};
-use wire_openai::encode::{MaxTokensField, NamedToolChoice};
 
-use crate::config::{self, AgentConfig};
+use crate::config::AgentConfig;
 
 /// Why the model could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -44,14 +43,8 @@ pub fn client_config(config: &AgentConfig) -> Option<ClientConfig> {
     if m.strict_tools {
         client.encode.strict = wire_openai::encode::StrictMode::WhenPossible;
     }
-    client.encode.named_tool_choice = match m.named_tool_choice {
-        config::NamedToolChoice::Object => NamedToolChoice::Object,
-        config::NamedToolChoice::Required => NamedToolChoice::RequiredWithOnlyThatTool,
-    };
-    client.encode.max_tokens_field = match m.max_tokens_field {
-        config::MaxTokensField::MaxTokens => MaxTokensField::MaxTokens,
-        config::MaxTokensField::MaxCompletionTokens => MaxTokensField::MaxCompletionTokens,
-    };
+    client.encode.named_tool_choice = m.named_tool_choice;
+    client.encode.max_tokens_field = m.max_tokens_field;
     client.encode.extra_body = m.extra_body.clone();
     Some(client)
 }
@@ -86,6 +79,7 @@ pub fn build(config: &AgentConfig) -> Result<Arc<dyn CompletionPort>, ModelError
 mod tests {
     use super::*;
     use crate::config::{ConfigSource, FileConfig};
+    use wire_openai::encode::{MaxTokensField, NamedToolChoice};
 
     fn config(base_url: Option<&str>) -> AgentConfig {
         let mut file = FileConfig::default();
@@ -129,8 +123,8 @@ mod tests {
 
         let mut config = config(Some("http://127.0.0.1:1/v1"));
         config.file.model.total_timeout_ms = 0;
-        config.file.model.named_tool_choice = config::NamedToolChoice::Required;
-        config.file.model.max_tokens_field = config::MaxTokensField::MaxCompletionTokens;
+        config.file.model.named_tool_choice = NamedToolChoice::RequiredWithOnlyThatTool;
+        config.file.model.max_tokens_field = MaxTokensField::MaxCompletionTokens;
         config
             .file
             .model
@@ -195,7 +189,7 @@ seed = 1
 "#,
             server.base_url()
         );
-        let file = config::parse(&text, std::path::Path::new("agent.toml")).unwrap();
+        let file = crate::config::parse(&text, std::path::Path::new("agent.toml")).unwrap();
         let config = AgentConfig {
             file,
             api_key: None,

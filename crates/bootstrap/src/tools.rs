@@ -47,6 +47,9 @@ pub fn builtin_config_in(config: &AgentConfig, dirs: &UserDirs, cwd: &Path) -> B
     let mut builtin = BuiltinConfig::new(root.clone(), memory_db.clone());
     builtin.protected = protected_paths(config, dirs, cwd, &memory_db);
     builtin.shell_claims_orphans = true;
+    builtin.shell_env = std::env::vars()
+        .filter(|(name, _)| ai_host::ENV_ALLOWLIST.contains(&name.as_str()))
+        .collect();
     builtin.web_allowlist = config.file.workspace.web_allow.clone();
     let budget = config.file.policy.budgets.max_runtime();
     builtin.shell_timeout = budget

@@ -267,7 +267,7 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
         );
     }
     // Serving beyond loopback, or accepting tokens, changes who may run tools.
-    let default_server = crate::config::ServerConfig::default();
+    let default_server = crate::config::ServeConfig::default();
     if file.server.host != default_server.host {
         keys.push("server.host (who can reach the chat endpoint)".to_owned());
     }

@@ -164,7 +164,11 @@ async fn start(python: &Path) -> McpSources {
         ..Default::default()
     };
     let configs = BTreeMap::from([(SERVER_ID.to_owned(), config)]);
-    McpSources::start(&configs, &Pins::default(), None)
+    let host = tools_mcp::ServerHost {
+        broker: None,
+        inherited_env: tools_mcp::inherited_env(std::env::vars_os()),
+    };
+    McpSources::start(&configs, &Pins::default(), host)
         .await
         .expect("the server config is valid")
 }

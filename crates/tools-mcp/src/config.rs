@@ -23,6 +23,21 @@ pub const MAX_SERVER_ID_LEN: usize = 16;
 /// other variable it sees comes from its `env` map.
 pub const INHERITED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER"];
 
+/// The [`INHERITED_ENV`] variables among `vars` (the caller's environment, which
+/// the caller reads: tools-mcp reads none), for [`crate::McpSources::start`].
+pub fn inherited_env(
+    vars: impl IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(String, std::ffi::OsString)> {
+    vars.into_iter()
+        .filter_map(|(name, value)| {
+            let name = name.into_string().ok()?;
+            INHERITED_ENV
+                .contains(&name.as_str())
+                .then_some((name, value))
+        })
+        .collect()
+}
+
 /// One `[mcp.servers.NAME]` table.
 #[derive(Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

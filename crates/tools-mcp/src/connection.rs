@@ -69,3 +69,24 @@ mod tests {
         assert!(!shown.contains("s3cret"), "{shown}");
     }
 }
+
+/// What the process that runs the servers gives them: credentials on demand, and
+/// the variables a stdio server inherits (the caller reads its own environment;
+/// tools-mcp reads none).
+#[derive(Clone, Default)]
+pub struct ServerHost {
+    /// Resolves a server's `connection` when it connects (`None`: no connections).
+    pub broker: Option<std::sync::Arc<dyn ConnectionBroker>>,
+    /// The caller's values of [`crate::INHERITED_ENV`] (see [`crate::inherited_env`]).
+    pub inherited_env: Vec<(String, std::ffi::OsString)>,
+}
+
+impl std::fmt::Debug for ServerHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.inherited_env.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("ServerHost")
+            .field("broker", &self.broker.is_some())
+            .field("inherited_env", &names)
+            .finish()
+    }
+}

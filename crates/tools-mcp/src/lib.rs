@@ -44,9 +44,9 @@ mod tool;
 
 pub use config::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, INHERITED_ENV, MAX_SERVER_ID_LEN,
-    McpConfigError, ServerConfig, ToolConfig, Transport, validate_server_id,
+    McpConfigError, ServerConfig, ToolConfig, Transport, inherited_env, validate_server_id,
 };
-pub use connection::{ConnectionBroker, ConnectionError, Credential, Secret};
+pub use connection::{ConnectionBroker, ConnectionError, Credential, Secret, ServerHost};
 pub use content::MAX_ERROR_TEXT_BYTES;
 pub use ids::{IdCollision, NameTable, id_name};
 pub use pin::{Definition, PinState, Pins, PinsError, definition_hash, legacy_definition_hash};

@@ -22,8 +22,8 @@ use serde_json::Value;
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 
-use crate::config::{INHERITED_ENV, ServerConfig, Transport};
-use crate::connection::{ConnectionBroker, Credential};
+use crate::config::{ServerConfig, Transport};
+use crate::connection::{Credential, ServerHost};
 use crate::pin::{Definition, PinState, definition_hash, legacy_definition_hash};
 
 /// First wait before reconnecting after a failed connect; doubles per failure.
@@ -198,7 +198,7 @@ pub(crate) struct Server {
     id: String,
     config: ServerConfig,
     transport: Transport,
-    broker: Option<Arc<dyn ConnectionBroker>>,
+    host: ServerHost,
     slot: tokio::sync::Mutex<Slot>,
     state: Mutex<State>,
     /// Bumped whenever the tool table changes (calls in flight watch it).
@@ -263,14 +263,14 @@ impl Server {
         id: String,
         config: ServerConfig,
         transport: Transport,
-        broker: Option<Arc<dyn ConnectionBroker>>,
+        host: ServerHost,
         pins: Option<BTreeMap<String, String>>,
     ) -> Arc<Self> {
         Arc::new(Self {
             id,
             config,
             transport,
-            broker,
+            host,
             slot: tokio::sync::Mutex::new(Slot::default()),
             state: Mutex::new(State {
                 status: ServerStatus::Idle,
@@ -452,11 +452,7 @@ impl Server {
             Transport::Stdio { command, args, cwd } => {
                 let mut cmd = tokio::process::Command::new(command);
                 cmd.args(args).env_clear();
-                for key in INHERITED_ENV {
-                    if let Some(value) = std::env::var_os(key) {
-                        cmd.env(key, value);
-                    }
-                }
+                cmd.envs(self.host.inherited_env.iter().map(|(k, v)| (k, v)));
                 cmd.envs(&self.config.env);
                 let marker = process_scope::Marker::new(SERVER_MARKER_VAR);
                 cmd.env(marker.name(), marker.value());
@@ -505,6 +501,7 @@ impl Server {
                 config = config.custom_headers(headers);
                 if let Some(connection) = &self.config.connection {
                     let broker = self
+                        .host
                         .broker
                         .as_ref()
                         .ok_or_else(|| format!("connection `{connection}` cannot be resolved: no connections are configured"))?;

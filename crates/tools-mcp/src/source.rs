@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::{McpConfigError, ServerConfig, ToolConfig};
-use crate::connection::ConnectionBroker;
+use crate::connection::ServerHost;
 use crate::ids::NameTable;
 use crate::pin::{PinState, Pins};
 use crate::schema::{Dialect, translate_schema};
@@ -143,7 +143,7 @@ impl McpSources {
     pub async fn start(
         configs: &BTreeMap<String, ServerConfig>,
         pins: &Pins,
-        broker: Option<Arc<dyn ConnectionBroker>>,
+        host: ServerHost,
     ) -> Result<Self, McpConfigError> {
         let mut servers = Vec::new();
         for (id, config) in configs {
@@ -152,7 +152,7 @@ impl McpSources {
                 id.clone(),
                 config.clone(),
                 transport,
-                broker.clone(),
+                host.clone(),
                 pins.servers.get(id).cloned(),
             ));
         }

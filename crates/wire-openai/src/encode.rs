@@ -29,8 +29,10 @@ pub enum StrictMode {
     WhenPossible,
 }
 
-/// Which field carries [`ai_core::completion::ModelSettings::max_tokens`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Which field carries [`ai_core::completion::ModelSettings::max_tokens`]. In
+/// configuration: `max_tokens` or `max_completion_tokens`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum MaxTokensField {
     /// `max_tokens`: understood by every OpenAI-compatible server.
@@ -40,8 +42,10 @@ pub enum MaxTokensField {
     MaxCompletionTokens,
 }
 
-/// How [`ToolChoice::Tool`] (a call of one named tool) goes on the wire.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// How [`ToolChoice::Tool`] (a call of one named tool) goes on the wire. In
+/// configuration: `object` or `required`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum NamedToolChoice {
     /// OpenAI's object form, `{"type": "function", "function": {"name": ...}}`,
@@ -51,6 +55,7 @@ pub enum NamedToolChoice {
     /// `"required"`, with `tools` narrowed to the named tool: the same constraint
     /// for servers that ignore the object form (llama.cpp's server runs it as
     /// `auto`).
+    #[serde(rename = "required")]
     RequiredWithOnlyThatTool,
 }
 

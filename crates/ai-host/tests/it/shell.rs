@@ -103,7 +103,7 @@ async fn the_environment_is_scrubbed() {
         );
     }
     // The real constructor inherits only allowlisted names from this process.
-    let shell = LocalShell::new(dir.path());
+    let shell = LocalShell::with_env(dir.path(), std::env::vars().collect());
     let out = shell
         .run(
             ShellRequest {

@@ -82,9 +82,13 @@ fn config(port: u16) -> ServerConfig {
 async fn start(port: u16, token: Option<&'static str>) -> McpSources {
     let configs = BTreeMap::from([("t".to_owned(), config(port))]);
     let broker: Arc<dyn ConnectionBroker> = Arc::new(Broker(token));
-    McpSources::start(&configs, &Pins::default(), Some(broker))
-        .await
-        .unwrap()
+    McpSources::start(
+        &configs,
+        &Pins::default(),
+        crate::support::host(Some(broker)),
+    )
+    .await
+    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

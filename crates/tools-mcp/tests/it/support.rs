@@ -82,13 +82,23 @@ pub(crate) fn stdio(state: &State, args: &[&str]) -> ServerConfig {
 }
 
 /// Starts one server named `t`.
+/// What a test process gives its servers: `broker`, and its own environment.
+pub(crate) fn host(
+    broker: Option<std::sync::Arc<dyn tools_mcp::ConnectionBroker>>,
+) -> tools_mcp::ServerHost {
+    tools_mcp::ServerHost {
+        broker,
+        inherited_env: tools_mcp::inherited_env(std::env::vars_os()),
+    }
+}
+
 pub(crate) async fn start(config: ServerConfig, pins: &Pins) -> McpSources {
     start_named("t", config, pins).await
 }
 
 pub(crate) async fn start_named(id: &str, config: ServerConfig, pins: &Pins) -> McpSources {
     let configs = BTreeMap::from([(id.to_owned(), config)]);
-    McpSources::start(&configs, pins, None).await.unwrap()
+    McpSources::start(&configs, pins, host(None)).await.unwrap()
 }
 
 /// A runner over the sources' tools, allowing `mcp__t__*` without approvals.
