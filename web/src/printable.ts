@@ -3,7 +3,7 @@
 // embeddings, overrides and isolates, invisible format characters) that the CLI
 // escapes too, read from the same file at build time. Each is written as
 // \u{hex}, exactly as `agent chat` shows it.
-import { ranges } from '../../crates/ai-core/src/hidden_characters.json';
+import { ranges } from '../../crates/ai-core/src/text/hidden_characters.json';
 
 const hex = (code: number) => `\\u{${code.toString(16)}}`;
 const CLASS = ranges.map(([from, to]) => `${hex(parseInt(from, 16))}-${hex(parseInt(to, 16))}`).join('');

@@ -8,8 +8,8 @@
 //! - `layer-lint`: the layer table in layers.toml, checked against the workspace,
 //!   deny.toml and ARCHITECTURE.md ([`layer_lint`], [`layers`], [`deny`],
 //!   [`architecture`]);
-//! - `tidy`: text checks over `crates/*/src` and dangling Markdown references
-//!   ([`tidy`]);
+//! - `tidy`: text checks over `crates/*/src`, dangling Markdown references and the
+//!   citations of the invariants tables ([`tidy`], [`citations`]);
 //! - `test-env` and `test`: what the tests need beyond cargo (the Python venv of
 //!   the MCP test servers, the Node parsers of the chat endpoint), then README's
 //!   test command ([`test_env`]);
@@ -18,6 +18,7 @@
 //! Exit codes: 0 when clean, 1 on violations, 2 on usage or other errors.
 
 mod architecture;
+mod citations;
 mod deny;
 mod layer_lint;
 mod layers;
@@ -45,7 +46,8 @@ tasks:
                    and `# layer-lint: end` lines)
   tidy           check crates/*/src for crate docs, leftover dbg!/todo!/unimplemented!
                  and IO in ai-core, and that every Markdown file named in the repo's
-                 text files exists
+                 text files exists, and that every path, Rust path and type the
+                 invariants tables of ARCHITECTURE.md and SECURITY.md cite exists
   test-env       build target/test-venv (the MCP test servers' Python packages,
                  pinned in crates/tools-mcp/tests/servers/requirements.txt) and run
                  `npm ci` in tests/js (the AI SDK parsers), unless up to date

@@ -34,6 +34,12 @@
 //!   bare name may live anywhere, and `openai/README.md` matches
 //!   `fixtures/openai/README.md`).
 //!
+//! Check of the invariants tables (ARCHITECTURE.md, SECURITY.md): every path, Rust
+//! path and type name they cite exists ([`crate::citations`]).
+//!
+//! Check of README.md, when `crates/` holds crates: its crate table (the first table whose header's first cell is
+//! `crate`) has exactly one row per crate under `crates/`, named in backticks.
+//!
 //! "The repository's files" are `git ls-files --cached --others --exclude-standard`
 //! (tracked plus untracked-but-not-ignored files that exist), or, outside a git work
 //! tree, every file except under `.git` and `target` directories.
@@ -161,6 +167,8 @@ pub(crate) fn check(root: &Path) -> io::Result<Report> {
 
     let repo_files = repo_files(root)?;
     let known: HashSet<&str> = repo_files.iter().map(String::as_str).collect();
+    crate::citations::check(root, &repo_files, &mut violations)?;
+    check_readme_crates(root, &repo_files, &mut violations);
     for path in repo_files.iter().filter(|path| searched_for_doc_refs(path)) {
         // A file that is not UTF-8 text holds no references this check can read.
         let Ok(text) = fs::read_to_string(root.join(path)) else {
@@ -338,6 +346,61 @@ fn check_doc_refs(
                 });
             }
         }
+    }
+}
+
+/// The file whose crate table [`check_readme_crates`] reads.
+const README: &str = "README.md";
+
+/// Reports the crates under `crates/` (a directory with a `Cargo.toml`) that
+/// README.md's crate table misses, and its rows that name no such crate.
+fn check_readme_crates(root: &Path, files: &[String], violations: &mut Vec<Violation>) {
+    let Ok(text) = fs::read_to_string(root.join(README)) else {
+        return;
+    };
+    let crates: BTreeSet<&str> = files
+        .iter()
+        .filter_map(|file| file.strip_prefix("crates/")?.strip_suffix("/Cargo.toml"))
+        .filter(|name| !name.contains('/'))
+        .collect();
+    if crates.is_empty() {
+        return;
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    let first_cell = |line: &str| {
+        line.strip_prefix('|')
+            .and_then(|rest| rest.split('|').next())
+            .map(|cell| cell.trim().trim_matches('`').to_owned())
+    };
+    let Some(header) = lines
+        .iter()
+        .position(|line| first_cell(line).is_some_and(|cell| cell == "crate"))
+    else {
+        violations.push(Violation {
+            path: README.to_owned(),
+            line: None,
+            message: "has no crate table (a table whose first column is `crate`)".to_owned(),
+        });
+        return;
+    };
+    let mut listed = BTreeSet::new();
+    for (index, line) in lines.iter().enumerate().skip(header + 2) {
+        let Some(name) = first_cell(line) else { break };
+        if !crates.contains(name.as_str()) {
+            violations.push(Violation {
+                path: README.to_owned(),
+                line: Some(index + 1),
+                message: format!("the crate table names `{name}`, which is no crate under crates/"),
+            });
+        }
+        listed.insert(name);
+    }
+    for name in crates.iter().filter(|name| !listed.contains(**name)) {
+        violations.push(Violation {
+            path: README.to_owned(),
+            line: Some(header + 1),
+            message: format!("the crate table misses `{name}`"),
+        });
     }
 }
 
@@ -579,6 +642,13 @@ mod tests {
              pub(crate) enum Private { A }\n",
         );
         write(&root, "crates/bootstrap/src/main.rs", "fn main() {}\n");
+        write(&root, "crates/bootstrap/Cargo.toml", "[package]\n");
+        write(&root, "crates/ai-core/Cargo.toml", "[package]\n");
+        write(
+            &root,
+            "README.md",
+            "# R\n\n| crate | what |\n|---|---|\n| `ai-core` | types |\n| `gone` | was |\n\nText.\n",
+        );
         write(
             &root,
             "crates/bootstrap/src/lib.rs",
@@ -590,6 +660,8 @@ mod tests {
         assert_eq!(
             lines,
             [
+                "README.md:3: the crate table misses `bootstrap`",
+                "README.md:6: the crate table names `gone`, which is no crate under crates/",
                 "crates/ai-core/src/lib.rs: crate root must start with a `//!` doc",
                 "crates/ai-core/src/lib.rs:2: ai-core does no IO: found `std::fs`",
                 "crates/ai-core/src/lib.rs:4: `dbg!` left in code",
@@ -602,7 +674,7 @@ mod tests {
                 "crates/bootstrap/src/main.rs: crate root must start with a `//!` doc",
             ]
         );
-        assert_eq!(report.files, 6);
+        assert_eq!(report.files, 9);
         fs::remove_dir_all(&root).unwrap();
     }
 }
