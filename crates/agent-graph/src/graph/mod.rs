@@ -201,7 +201,11 @@ impl PreparedRun {
     /// Starts the run with `model`, running tools through `runner` (the runner the
     /// run was prepared with).
     pub fn start(self, model: Arc<dyn CompletionPort>, runner: Arc<ToolRunner>) -> RunHandle {
-        let deps = self.deps(model, runner);
+        let deps = RunDeps {
+            model,
+            runner,
+            catalog: Arc::new(self.catalog),
+        };
         crate::run::run(self.request, deps)
     }
 
@@ -287,10 +291,10 @@ impl Graph {
         params: &Params,
     ) -> Result<(ToolCatalog, String), GraphError> {
         let offered = runner.catalog(context);
-        let catalog = self.select_tools(offered.clone());
         let Some(prompt) = &self.prompt else {
-            return Ok((catalog, self.system_prompt.clone()));
+            return Ok((self.select_tools(offered), self.system_prompt.clone()));
         };
+        let catalog = self.select_tools(offered.clone());
         let rendered = prompt.render(params)?;
         // The enabled sections' tools that the runner offers, as overridden.
         let mut specs: Vec<ToolSpec> = catalog.specs().to_vec();
@@ -321,35 +325,18 @@ impl Graph {
     /// Narrows `catalog` to this graph's selection: the filter over the non-graph
     /// tools, plus the `graph__` tools of its subagent allowlist.
     pub fn select_tools(&self, catalog: ToolCatalog) -> ToolCatalog {
-        let all = catalog.clone();
-        let subagents = catalog.clone().select(|id| {
-            *id.source() == ToolSource::Graph && self.subagents.iter().any(|s| s == id.name())
-        });
-        let catalog = catalog.select(|id| *id.source() != ToolSource::Graph);
-        let selected = match &self.tools {
-            ToolFilter::All => catalog,
-            ToolFilter::None => ToolCatalog::empty(),
-            ToolFilter::Ids(ids) => catalog.select(|id| ids.iter().any(|i| i == id.as_str())),
-            ToolFilter::Effects(effects) => {
-                let keep: Vec<String> = catalog
-                    .specs()
-                    .iter()
-                    .filter(|s| effects.contains(&s.effect))
-                    .map(|s| s.id.as_str().to_owned())
-                    .collect();
-                catalog.select(|id| keep.iter().any(|k| k == id.as_str()))
+        catalog.select(|spec| {
+            let id = &spec.id;
+            if *id.source() == ToolSource::Graph {
+                return self.subagents.iter().any(|s| s == id.name());
             }
-        };
-        if subagents.is_empty() {
-            return selected;
-        }
-        let keep: Vec<String> = selected
-            .specs()
-            .iter()
-            .chain(subagents.specs())
-            .map(|s| s.id.as_str().to_owned())
-            .collect();
-        all.select(|id| keep.iter().any(|k| k == id.as_str()))
+            match &self.tools {
+                ToolFilter::All => true,
+                ToolFilter::None => false,
+                ToolFilter::Ids(ids) => ids.iter().any(|i| i == id.as_str()),
+                ToolFilter::Effects(effects) => effects.contains(&spec.effect),
+            }
+        })
     }
 }
 

@@ -140,9 +140,10 @@ impl ToolCatalog {
         Self::default()
     }
 
-    /// Keeps only the tools whose id satisfies `keep` (e.g. a graph's tool selection).
-    pub fn select(self, mut keep: impl FnMut(&ToolId) -> bool) -> Self {
-        Self::from_sorted(self.specs.into_iter().filter(|s| keep(&s.id)).collect())
+    /// Keeps only the tools whose spec satisfies `keep` (e.g. a graph's tool
+    /// selection, by id or effect), in one pass without copying a spec.
+    pub fn select(self, mut keep: impl FnMut(&ToolSpec) -> bool) -> Self {
+        Self::from_sorted(self.specs.into_iter().filter(|s| keep(s)).collect())
     }
 
     /// The specs, sorted by id.

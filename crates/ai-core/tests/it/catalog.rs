@@ -117,7 +117,7 @@ fn build_keeps_allowed_and_approval_tools_sorted_by_id_whatever_the_input_order(
     assert!(forward.get("core__denied").is_none());
 
     // Selecting keeps the order.
-    let selected = forward.select(|id| id.as_str() != "core__read");
+    let selected = forward.select(|spec| spec.id.as_str() != "core__read");
     assert_eq!(
         ids(&selected),
         ["core__fetch", "core__write", "mcp__srv__zeta"]
