@@ -255,7 +255,10 @@ async fn policy_denied_for_an_allowed_tool_left_out_of_the_catalog() {
             },
         ),
     ]);
-    let selected = h.catalog.clone().select(|spec| spec.id.as_str() == "core__echo");
+    let selected = h
+        .catalog
+        .clone()
+        .select(|spec| spec.id.as_str() == "core__echo");
     assert_eq!(selected.len(), 1);
     let exec = h.exec_in(&selected, call("core__other", "{}")).await;
     assert_eq!(
