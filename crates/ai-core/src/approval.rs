@@ -27,6 +27,28 @@ pub struct ApprovalRequest {
     pub args_hash: String,
 }
 
+impl ApprovalRequest {
+    /// The arguments as the tool's argument type (or any type they deserialize
+    /// into), to decide on their values:
+    ///
+    /// ```
+    /// # use ai_core::approval::{ApprovalDecision, ApprovalRequest};
+    /// #[derive(serde::Deserialize)]
+    /// struct Refund { amount: u32 }
+    ///
+    /// fn decide(request: &ApprovalRequest) -> ApprovalDecision {
+    ///     match request.args::<Refund>() {
+    ///         Ok(refund) if refund.amount <= 100 => ApprovalDecision::approve(request),
+    ///         Ok(_) => ApprovalDecision::deny("refunds over 100 need a manager"),
+    ///         Err(_) => ApprovalDecision::deny("unexpected arguments"),
+    ///     }
+    /// }
+    /// ```
+    pub fn args<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(&self.canonical_args)
+    }
+}
+
 /// An approval, valid in one run for one call of one tool with one argument hash,
 /// used once. A grant issued in one run never approves a call of another run, even
 /// one that reuses the call id.
@@ -81,6 +103,20 @@ pub enum ApprovalDecision {
         /// Safe reason shown to the model.
         reason: String,
     },
+}
+
+impl ApprovalDecision {
+    /// Approves exactly `request` (this run, call, tool and arguments).
+    pub fn approve(request: &ApprovalRequest) -> Self {
+        Self::Approved(ApprovalGrant::for_request(request))
+    }
+
+    /// The user says no; the model reads `reason` (`approval_denied`).
+    pub fn deny(reason: impl Into<String>) -> Self {
+        Self::Denied {
+            reason: reason.into(),
+        }
+    }
 }
 
 /// An answer given ahead of the call it is for (the decisions a paused run is
@@ -188,5 +224,61 @@ impl Approver for GrantLedger {
             },
         };
         Box::pin(std::future::ready(decision))
+    }
+}
+
+/// An approver from a closure that decides at once (a rule on the arguments, a
+/// lookup): `approver_fn(|request| ...)`. For one that waits (a person, a
+/// service), see [`approver_fn_async`].
+///
+/// ```
+/// use ai_core::approval::{ApprovalDecision, approver_fn};
+///
+/// let approver = approver_fn(|request| {
+///     if request.tool_id.name() == "refund" {
+///         ApprovalDecision::deny("refunds are handled by a person")
+///     } else {
+///         ApprovalDecision::approve(request)
+///     }
+/// });
+/// # let _: std::sync::Arc<dyn ai_core::approval::Approver> = approver;
+/// ```
+pub fn approver_fn<F>(decide: F) -> std::sync::Arc<dyn Approver>
+where
+    F: Fn(&ApprovalRequest) -> ApprovalDecision + Send + Sync + 'static,
+{
+    std::sync::Arc::new(FnApprover(decide))
+}
+
+/// An approver from an async closure, given each request by value:
+/// `approver_fn_async(|request| async move { ... })`.
+pub fn approver_fn_async<F, Fut>(decide: F) -> std::sync::Arc<dyn Approver>
+where
+    F: Fn(ApprovalRequest) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ApprovalDecision> + Send + 'static,
+{
+    std::sync::Arc::new(AsyncFnApprover(decide))
+}
+
+struct FnApprover<F>(F);
+
+impl<F> Approver for FnApprover<F>
+where
+    F: Fn(&ApprovalRequest) -> ApprovalDecision + Send + Sync + 'static,
+{
+    fn review(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalDecision> {
+        Box::pin(std::future::ready((self.0)(&request)))
+    }
+}
+
+struct AsyncFnApprover<F>(F);
+
+impl<F, Fut> Approver for AsyncFnApprover<F>
+where
+    F: Fn(ApprovalRequest) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ApprovalDecision> + Send + 'static,
+{
+    fn review(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalDecision> {
+        Box::pin((self.0)(request))
     }
 }

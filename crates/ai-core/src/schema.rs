@@ -188,6 +188,180 @@ pub fn check_schema_subset(schema: &Value) -> Result<(), Vec<SchemaViolation>> {
     finish(violations)
 }
 
+/// A schema derived from a Rust type (by schemars, in the crates that derive
+/// them) in the form this project sends and checks: `$schema` dropped,
+/// `anyOf: [X, {"type": "null"}]` (how schemars spells `Option<T>` of a complex `T`)
+/// folded into a nullable `X`, and every `$ref` local and resolving (with the one
+/// resolver). Pure JSON: ai-core derives no schema itself.
+pub fn normalize_derived(mut schema: Value) -> Result<Value, Vec<SchemaViolation>> {
+    if let Value::Object(map) = &mut schema {
+        map.remove("$schema");
+    }
+    fold_nullable(&mut schema);
+    check_schema_refs(&schema)?;
+    Ok(schema)
+}
+
+fn is_null_schema(value: &Value) -> bool {
+    value
+        .as_object()
+        .is_some_and(|m| m.len() == 1 && m.get("type") == Some(&Value::String("null".into())))
+}
+
+fn add_null_type(map: &mut Map<String, Value>) -> bool {
+    match map.get_mut("type") {
+        Some(Value::String(t)) => {
+            let t = std::mem::take(t);
+            map.insert(
+                "type".into(),
+                Value::Array(vec![Value::String(t), "null".into()]),
+            );
+            true
+        }
+        Some(Value::Array(types)) => {
+            if !types.iter().any(|t| t == "null") {
+                types.push("null".into());
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
+fn fold_nullable(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for keyword in ["anyOf", "oneOf"] {
+                let Some(Value::Array(branches)) = map.get(keyword) else {
+                    continue;
+                };
+                if branches.len() != 2 {
+                    continue;
+                }
+                let other = if is_null_schema(&branches[1]) {
+                    branches[0].clone()
+                } else if is_null_schema(&branches[0]) {
+                    branches[1].clone()
+                } else {
+                    continue;
+                };
+                let Value::Object(mut other) = other else {
+                    continue;
+                };
+                if other.contains_key("enum") {
+                    if let Some(Value::Array(values)) = other.get_mut("enum")
+                        && !values.contains(&Value::Null)
+                    {
+                        values.push(Value::Null);
+                    }
+                    add_null_type(&mut other);
+                } else if !add_null_type(&mut other) {
+                    continue;
+                }
+                map.remove(keyword);
+                for (k, v) in other {
+                    map.entry(k).or_insert(v);
+                }
+            }
+            map.values_mut().for_each(fold_nullable);
+        }
+        Value::Array(items) => items.iter_mut().for_each(fold_nullable),
+        _ => {}
+    }
+}
+
+/// A compiled schema for checking values, such as a model's structured answer.
+pub struct ValueSchema {
+    validator: jsonschema::Validator,
+}
+
+impl std::fmt::Debug for ValueSchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValueSchema").finish_non_exhaustive()
+    }
+}
+
+impl ValueSchema {
+    /// Compiles `schema` (draft-07, local references only).
+    pub fn compile(schema: &Value) -> Result<Self, SchemaViolation> {
+        compile(schema)
+            .map(|validator| Self { validator })
+            .map_err(|message| SchemaViolation {
+                pointer: String::new(),
+                message,
+            })
+    }
+
+    /// Checks `value`; the error lists where it differs (path and keyword), never
+    /// the values themselves.
+    pub fn check(&self, value: &Value) -> Result<(), String> {
+        match describe_mismatch(&self.validator, value) {
+            Some(message) => Err(message),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Compiles a draft-07 validator that resolves nothing outside the schema.
+pub(crate) fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
+    jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft7)
+        .build(schema)
+        .map_err(|e| e.to_string())
+}
+
+/// Describes how `value` fails `validator` by path and keyword, never by value: at
+/// most eight places, then how many more.
+pub(crate) fn describe_mismatch(
+    validator: &jsonschema::Validator,
+    value: &Value,
+) -> Option<String> {
+    const MAX_LISTED: usize = 8;
+    let mut parts = Vec::new();
+    let mut total = 0;
+    for error in validator.iter_errors(value) {
+        total += 1;
+        if parts.len() == MAX_LISTED {
+            continue;
+        }
+        let path = match error.instance_path().as_str() {
+            "" => "/".to_owned(),
+            p => p.to_owned(),
+        };
+        let detail = match error.kind() {
+            jsonschema::error::ValidationErrorKind::Required { property } => {
+                format!("missing required property {property}")
+            }
+            jsonschema::error::ValidationErrorKind::AdditionalProperties { .. } => {
+                "has properties the schema does not allow".to_owned()
+            }
+            jsonschema::error::ValidationErrorKind::Type { kind } => {
+                format!("wrong type (expected {})", type_names(kind))
+            }
+            kind => format!("fails `{}`", kind.keyword()),
+        };
+        parts.push(format!("{path}: {detail}"));
+    }
+    if total == 0 {
+        return None;
+    }
+    if total > parts.len() {
+        parts.push(format!("and {} more", total - parts.len()));
+    }
+    Some(parts.join("; "))
+}
+
+fn type_names(kind: &jsonschema::error::TypeKind) -> String {
+    match kind {
+        jsonschema::error::TypeKind::Single(t) => t.to_string(),
+        jsonschema::error::TypeKind::Multiple(set) => set
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join(" or "),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,6 +28,12 @@ pub struct Budgets {
     pub max_argument_bytes: usize,
     /// Longest tool call id accepted from a model (default 128).
     pub max_tool_call_id_len: usize,
+    /// How long a stopped call (its run cancelled, or over `max_runtime_ms`) may take
+    /// to finish after its cancellation token fires, in milliseconds (default 500):
+    /// time to observe the token and clean up before its future is dropped. The same
+    /// for every tool; a subagent (`graph__`) gets twice as long, so that its own
+    /// calls end within their grace first.
+    pub stop_grace_ms: u64,
 }
 
 impl Default for Budgets {
@@ -37,6 +43,7 @@ impl Default for Budgets {
             max_result_bytes: 64 * 1024,
             max_argument_bytes: 8 * 1024,
             max_tool_call_id_len: 128,
+            stop_grace_ms: 500,
         }
     }
 }
@@ -45,6 +52,11 @@ impl Budgets {
     /// `max_runtime_ms` as a duration.
     pub fn max_runtime(&self) -> Duration {
         Duration::from_millis(self.max_runtime_ms)
+    }
+
+    /// `stop_grace_ms` as a duration.
+    pub fn stop_grace(&self) -> Duration {
+        Duration::from_millis(self.stop_grace_ms)
     }
 }
 

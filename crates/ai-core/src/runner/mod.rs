@@ -54,8 +54,8 @@ use crate::policy::{PolicyDecision, ToolPolicy};
 use crate::text::{BoundedValue, MAX_FAILURE_MESSAGE_BYTES, bound_text, bound_value, log_field};
 use crate::tool::ToolErrorCode;
 use crate::tool::{
-    Allowlist, ModelView, NestedEvents, NestedPort, RegisteredTool, SUBAGENT_STOP_GRACE,
-    ToolCallContext, ToolExecutor, ToolOutput,
+    Allowlist, ModelView, NestedEvents, NestedPort, RegisteredTool, ToolCallContext, ToolExecutor,
+    ToolOutput,
 };
 use crate::tool::{ToolId, ToolSource};
 use crate::tool::{ToolSpec, canonical_json};
@@ -152,14 +152,11 @@ fn compile(
     schema: &Value,
     which: &'static str,
 ) -> Result<jsonschema::Validator, CatalogError> {
-    jsonschema::options()
-        .with_draft(jsonschema::Draft::Draft7)
-        .build(schema)
-        .map_err(|e| CatalogError::InvalidSchema {
-            id: spec.id.clone(),
-            which,
-            message: e.to_string(),
-        })
+    crate::schema::compile(schema).map_err(|message| CatalogError::InvalidSchema {
+        id: spec.id.clone(),
+        which,
+        message,
+    })
 }
 
 /// The tool pipeline over a fixed set of tools and one policy.
@@ -211,53 +208,8 @@ fn unix_ms() -> u64 {
 
 /// Describes schema validation failures by path and keyword, never by value.
 fn describe_validation(validator: &jsonschema::Validator, args: &Value) -> Option<String> {
-    const MAX_LISTED: usize = 8;
-    let mut parts = Vec::new();
-    let mut total = 0;
-    for error in validator.iter_errors(args) {
-        total += 1;
-        if parts.len() == MAX_LISTED {
-            continue;
-        }
-        let path = match error.instance_path().as_str() {
-            "" => "/".to_owned(),
-            p => p.to_owned(),
-        };
-        let detail = match error.kind() {
-            jsonschema::error::ValidationErrorKind::Required { property } => {
-                format!("missing required property {property}")
-            }
-            jsonschema::error::ValidationErrorKind::AdditionalProperties { .. } => {
-                "has properties the schema does not allow".to_owned()
-            }
-            jsonschema::error::ValidationErrorKind::Type { kind } => {
-                format!("wrong type (expected {})", type_names(kind))
-            }
-            kind => format!("fails `{}`", kind.keyword()),
-        };
-        parts.push(format!("{path}: {detail}"));
-    }
-    if total == 0 {
-        return None;
-    }
-    if total > parts.len() {
-        parts.push(format!("and {} more", total - parts.len()));
-    }
-    Some(format!(
-        "arguments do not match the schema: {}",
-        parts.join("; ")
-    ))
-}
-
-fn type_names(kind: &jsonschema::error::TypeKind) -> String {
-    match kind {
-        jsonschema::error::TypeKind::Single(t) => t.to_string(),
-        jsonschema::error::TypeKind::Multiple(set) => set
-            .iter()
-            .map(|t| t.to_string())
-            .collect::<Vec<_>>()
-            .join(" or "),
-    }
+    crate::schema::describe_mismatch(validator, args)
+        .map(|places| format!("arguments do not match the schema: {places}"))
 }
 
 fn failure_content(code: ToolErrorCode, message: &str) -> String {
@@ -690,17 +642,26 @@ impl ToolRunner {
         };
         let call_cancel = cx.cancel.clone();
         // `execute` is called inside `catch_unwind` and only when first polled: a tool
-        // that panics before returning its future is caught too, and a run cancelled
-        // before the call (biased select below) never starts the tool.
+        // that panics before returning its future is caught too.
         let executor = &entry.executor;
         let future =
             AssertUnwindSafe(async move { executor.execute(cx, args).await }).catch_unwind();
         let mut future = std::pin::pin!(future);
-        // A subagent (`graph__`) is not dropped mid-flight when it is stopped: it
-        // winds down on its token, so its own calls still end with their result
-        // events (bounded by `SUBAGENT_STOP_GRACE`).
-        let winds_down = *spec.id.source() == ToolSource::Graph;
+        // A stopped call is not dropped mid-flight: its token fires and it gets the
+        // policy's grace to finish (a subagent twice that, so its own calls end with
+        // their result events first).
+        let grace = match spec.id.source() {
+            ToolSource::Graph => self.policy.budgets.stop_grace() * 2,
+            _ => self.policy.budgets.stop_grace(),
+        };
         let budget = self.policy.budgets.max_runtime();
+        // A run cancelled before the call never starts the tool (and gets no grace).
+        if cancel.is_cancelled() {
+            return Err(Failure::new(
+                ToolErrorCode::Cancelled,
+                "the run was cancelled before the tool ran",
+            ));
+        }
         let outcome = tokio::select! {
             biased;
             _ = cancel.cancelled() => None,
@@ -708,9 +669,7 @@ impl ToolRunner {
         };
         let Some(outcome) = outcome else {
             call_cancel.cancel();
-            if winds_down {
-                let _ = tokio::time::timeout(SUBAGENT_STOP_GRACE, future.as_mut()).await;
-            }
+            let _ = tokio::time::timeout(grace, future.as_mut()).await;
             return Err(Failure::new(
                 ToolErrorCode::Cancelled,
                 "the run was cancelled while the tool ran",
@@ -719,9 +678,7 @@ impl ToolRunner {
         let output = match outcome {
             Err(_elapsed) => {
                 call_cancel.cancel();
-                if winds_down {
-                    let _ = tokio::time::timeout(SUBAGENT_STOP_GRACE, future.as_mut()).await;
-                }
+                let _ = tokio::time::timeout(grace, future.as_mut()).await;
                 return Err(Failure::new(
                     ToolErrorCode::Timeout,
                     format!(

@@ -14,10 +14,6 @@ use crate::event::{AiEvent, EventSink};
 use crate::runner::ToolRunner;
 use crate::tool::{ToolErrorCode, ToolId, ToolSpec};
 
-/// How long a stopped subagent call (cancelled or over its runtime budget) may take
-/// to wind down on its cancellation token before it is dropped.
-pub const SUBAGENT_STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// How a successful output is shown to the model.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -72,6 +68,54 @@ impl ToolFailure {
             message: message.into(),
         }
     }
+
+    /// The tool ran and failed (`execution_failed`).
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self::new(ToolErrorCode::ExecutionFailed, message)
+    }
+
+    /// Something the call names does not exist (`not_found`).
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ToolErrorCode::NotFound, message)
+    }
+
+    /// The call is not allowed to do this (`permission_denied`).
+    pub fn permission_denied(message: impl Into<String>) -> Self {
+        Self::new(ToolErrorCode::PermissionDenied, message)
+    }
+
+    /// The arguments passed the schema but the tool's own checks refused them
+    /// (`invalid_args`): the model is told to correct them.
+    pub fn invalid_args(message: impl Into<String>) -> Self {
+        Self::new(ToolErrorCode::InvalidArgs, message)
+    }
+}
+
+/// `execution_failed` with the text as its message, so `Err("out of stock")?` and
+/// `Err(format!(..))?` work in a tool. The text reaches the model: keep secrets out.
+impl From<String> for ToolFailure {
+    fn from(message: String) -> Self {
+        Self::failed(message)
+    }
+}
+
+/// See `From<String>`.
+impl From<&str> for ToolFailure {
+    fn from(message: &str) -> Self {
+        Self::failed(message)
+    }
+}
+
+/// By kind only: `not_found`, `permission_denied`, or `execution_failed` naming the
+/// kind. The error's own text (which may hold a path) is not passed on.
+impl From<std::io::Error> for ToolFailure {
+    fn from(error: std::io::Error) -> Self {
+        match error.kind() {
+            std::io::ErrorKind::NotFound => Self::not_found("not found"),
+            std::io::ErrorKind::PermissionDenied => Self::permission_denied("permission denied"),
+            kind => Self::failed(format!("the operation failed: {kind}")),
+        }
+    }
 }
 
 /// What an executor knows about the call it runs: an immutable snapshot made for
@@ -84,7 +128,10 @@ pub struct ToolCallContext {
     pub tool_call_id: String,
     /// The tool being run.
     pub tool_id: ToolId,
-    /// Fires when the run is cancelled or the call times out.
+    /// Fires when the run is cancelled or the call times out. The tool then has the
+    /// policy's stop grace (`Budgets::stop_grace_ms`, default 500 ms) to observe it
+    /// (`select!` on `cancel.cancelled()`) and clean up before its future is dropped;
+    /// the call ends `cancelled` or `timeout` whatever it returns.
     pub cancel: CancellationToken,
     /// The graph whose run made the call, when the caller named one.
     pub graph: Option<String>,

@@ -83,6 +83,18 @@ pub struct Redaction {
 }
 
 impl Redaction {
+    /// Shows every argument and output field in events, logs and UIs: for
+    /// development only. A production tool lists the fields it may show
+    /// ([`Redaction::new`]); everything else is removed, so a tool without a list
+    /// shows `{}`.
+    pub fn dev_only_show_everything() -> Self {
+        let root = FieldPath(FieldPath::ROOT.to_owned());
+        Self {
+            args: vec![root.clone()],
+            output: vec![root],
+        }
+    }
+
     /// Builds a config from path strings.
     pub fn new<A, O>(args: A, output: O) -> Result<Self, RedactionError>
     where
