@@ -146,6 +146,14 @@ pub enum ContractError {
         /// Which rule.
         reason: String,
     },
+    /// A field path given to `show_args` or `show_output` is not a path.
+    #[error("redaction of tool `{name}` is invalid: {source}")]
+    Redaction {
+        /// The tool.
+        name: String,
+        /// The bad path.
+        source: ai_core::tool::RedactionError,
+    },
     /// A schema could not be derived.
     #[error("schema of tool `{name}` is unusable: {source}")]
     Schema {
@@ -282,16 +290,17 @@ fn registered<C: ToolContract>(
     }
 }
 
-/// A tool made from an async closure by [`tool_fn`]: its spec is already checked;
+/// A tool made from an async closure by [`tool_fn`] or [`tool_fn_with_context`]: its
+/// spec is already checked; [`ToolFn::show_args`], [`ToolFn::show_output`],
 /// [`ToolFn::redact`] and [`ToolFn::namespace`] adjust it before it is handed to a
 /// runner or an agent (it converts into a [`RegisteredTool`]).
-pub struct ToolFn<A, O, F> {
-    contract: FnContract<A, O, F>,
-    /// The checked spec; its redaction is the one `redact` set.
+pub struct ToolFn<A, O> {
+    contract: FnContract<A, O>,
+    /// The checked spec; its redaction is the one the builder methods set.
     spec: ToolSpec,
 }
 
-impl<A, O, F> std::fmt::Debug for ToolFn<A, O, F> {
+impl<A, O> std::fmt::Debug for ToolFn<A, O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolFn")
             .field("id", &self.spec.id)
@@ -299,20 +308,22 @@ impl<A, O, F> std::fmt::Debug for ToolFn<A, O, F> {
     }
 }
 
-struct FnContract<A, O, F> {
+/// A closure tool's function, with the call's context whether or not the closure
+/// takes it.
+type CallFn<A, O> =
+    Arc<dyn Fn(A, &ToolCallContext) -> BoxFuture<'static, Result<O, ToolFailure>> + Send + Sync>;
+
+struct FnContract<A, O> {
     name: String,
     description: String,
     effect: ToolEffect,
-    f: F,
-    _marker: PhantomData<fn(A) -> O>,
+    f: CallFn<A, O>,
 }
 
-impl<A, O, F, Fut> ToolContract for FnContract<A, O, F>
+impl<A, O> ToolContract for FnContract<A, O>
 where
     A: DeserializeOwned + JsonSchema + Send + 'static,
     O: Serialize + JsonSchema + Send + 'static,
-    F: Fn(A) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<O, ToolFailure>> + Send + 'static,
 {
     type Args = A;
     type Output = O;
@@ -333,10 +344,10 @@ where
     fn execute(
         &self,
         _caps: &(),
-        _cx: &ToolCallContext,
+        cx: &ToolCallContext,
         args: A,
     ) -> impl Future<Output = Result<O, ToolFailure>> + Send {
-        (self.f)(args)
+        (self.f)(args, cx)
     }
 }
 
@@ -345,8 +356,15 @@ where
 /// never by hand), the name and description follow the contract rules, and the id is
 /// `app__<name>` (see [`ToolFn::namespace`]).
 ///
-/// By default no argument or output field reaches events, logs or UIs (the model
-/// still gets the full, bounded output); [`ToolFn::redact`] lists the fields that may.
+/// **Events show `{}` until you list fields.** By default no argument or output
+/// field reaches events, logs or UIs (the model still gets the full, bounded
+/// output): an allowlist is the safe default for values that may hold personal data
+/// or secrets. [`ToolFn::show_args`] and [`ToolFn::show_output`] list the fields that
+/// may be shown; `Redaction::dev_only_show_everything()` shows all of them while you
+/// develop.
+///
+/// A closure that needs the call's context (its cancellation token, run id, graph)
+/// is made with [`tool_fn_with_context`].
 ///
 /// ```
 /// use ai_core::ToolEffect;
@@ -359,7 +377,9 @@ where
 /// struct Sum { sum: i64 }
 ///
 /// let add = ai_tools::tool_fn("add", "Add two integers.", ToolEffect::ReadOnly,
-///     |args: AddArgs| async move { Ok(Sum { sum: args.a + args.b }) })?;
+///     |args: AddArgs| async move { Ok(Sum { sum: args.a + args.b }) })?
+///     .show_args(["a", "b"])?
+///     .show_output(["sum"])?;
 /// assert_eq!(add.spec().id.as_str(), "app__add");
 /// # Ok::<(), ai_tools::ContractError>(())
 /// ```
@@ -368,32 +388,130 @@ pub fn tool_fn<A, O, F, Fut>(
     description: impl Into<String>,
     effect: ToolEffect,
     f: F,
-) -> Result<ToolFn<A, O, F>, ContractError>
+) -> Result<ToolFn<A, O>, ContractError>
 where
     A: DeserializeOwned + JsonSchema + Send + 'static,
     O: Serialize + JsonSchema + Send + 'static,
     F: Fn(A) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<O, ToolFailure>> + Send + 'static,
 {
-    let contract = FnContract {
-        name: name.into(),
-        description: description.into(),
-        effect,
-        f,
-        _marker: PhantomData,
-    };
-    let spec = spec_in(&contract, &Namespace::default(), Redaction::default())?;
-    Ok(ToolFn { contract, spec })
+    let f: CallFn<A, O> = Arc::new(move |args, _cx| Box::pin(f(args)));
+    ToolFn::new(name.into(), description.into(), effect, f)
 }
 
-impl<A, O, F, Fut> ToolFn<A, O, F>
+/// [`tool_fn`] for a closure that also takes the call's [`ToolCallContext`]: its
+/// cancellation token (fires when the run is cancelled or the call times out; the
+/// tool then has the policy's stop grace, 500 ms by default, to finish before its
+/// future is dropped), the run's ids, the graph and the call id.
+///
+/// ```
+/// use ai_core::{ToolEffect, tool::{ToolCallContext, ToolFailure}};
+/// use schemars::JsonSchema;
+/// use serde::Deserialize;
+/// use std::time::Duration;
+///
+/// #[derive(Deserialize, JsonSchema)]
+/// struct Wait { seconds: u64 }
+///
+/// let wait = ai_tools::tool_fn_with_context("wait", "Wait a while.", ToolEffect::ReadOnly,
+///     |args: Wait, cx: ToolCallContext| async move {
+///         tokio::select! {
+///             _ = tokio::time::sleep(Duration::from_secs(args.seconds)) => Ok("waited".to_owned()),
+///             _ = cx.cancel.cancelled() => Err(ToolFailure::failed("stopped early")),
+///         }
+///     })?;
+/// # Ok::<(), ai_tools::ContractError>(())
+/// ```
+pub fn tool_fn_with_context<A, O, F, Fut>(
+    name: impl Into<String>,
+    description: impl Into<String>,
+    effect: ToolEffect,
+    f: F,
+) -> Result<ToolFn<A, O>, ContractError>
 where
     A: DeserializeOwned + JsonSchema + Send + 'static,
     O: Serialize + JsonSchema + Send + 'static,
-    F: Fn(A) -> Fut + Send + Sync + 'static,
+    F: Fn(A, ToolCallContext) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<O, ToolFailure>> + Send + 'static,
 {
-    /// Which argument and output fields may reach events, logs and UIs.
+    let f: CallFn<A, O> = Arc::new(move |args, cx| Box::pin(f(args, cx.clone())));
+    ToolFn::new(name.into(), description.into(), effect, f)
+}
+
+impl<A, O> ToolFn<A, O>
+where
+    A: DeserializeOwned + JsonSchema + Send + 'static,
+    O: Serialize + JsonSchema + Send + 'static,
+{
+    fn new(
+        name: String,
+        description: String,
+        effect: ToolEffect,
+        f: CallFn<A, O>,
+    ) -> Result<Self, ContractError> {
+        let contract = FnContract {
+            name,
+            description,
+            effect,
+            f,
+        };
+        let spec = spec_in(&contract, &Namespace::default(), Redaction::default())?;
+        Ok(Self { contract, spec })
+    }
+
+    /// The argument fields that may reach events, logs and UIs (paths such as
+    /// `order_id` or `items.sku`; `$` is everything). Others are removed.
+    pub fn show_args<I>(self, paths: I) -> Result<Self, ContractError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let output = self.redaction().output;
+        self.with_paths(Redaction::new(paths, Vec::<String>::new()), output, true)
+    }
+
+    /// The output fields that may reach events, logs and UIs (see
+    /// [`ToolFn::show_args`]).
+    pub fn show_output<I>(self, paths: I) -> Result<Self, ContractError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let args = self.redaction().args;
+        self.with_paths(Redaction::new(Vec::<String>::new(), paths), args, false)
+    }
+
+    fn redaction(&self) -> Redaction {
+        self.spec.redaction.clone().unwrap_or_default()
+    }
+
+    fn with_paths(
+        mut self,
+        parsed: Result<Redaction, ai_core::tool::RedactionError>,
+        kept: Vec<ai_core::tool::FieldPath>,
+        args: bool,
+    ) -> Result<Self, ContractError> {
+        let parsed = parsed.map_err(|source| ContractError::Redaction {
+            name: self.contract.name.clone(),
+            source,
+        })?;
+        let redaction = if args {
+            Redaction {
+                args: parsed.args,
+                output: kept,
+            }
+        } else {
+            Redaction {
+                args: kept,
+                output: parsed.output,
+            }
+        };
+        self.spec.redaction = Some(redaction);
+        Ok(self)
+    }
+
+    /// Which argument and output fields may reach events, logs and UIs, as one
+    /// config (see [`ToolFn::show_args`] for the usual way).
     pub fn redact(mut self, redaction: Redaction) -> Self {
         self.spec.redaction = Some(redaction);
         self
@@ -402,7 +520,7 @@ where
     /// Moves the tool into another application namespace (`billing` gives
     /// `billing__<name>`); `core`, `mcp` and `graph` are refused.
     pub fn namespace(mut self, namespace: &str) -> Result<Self, ContractError> {
-        let redaction = self.spec.redaction.clone().unwrap_or_default();
+        let redaction = self.redaction();
         self.spec = spec_in(&self.contract, &Namespace::app(namespace), redaction)?;
         Ok(self)
     }
@@ -413,14 +531,12 @@ where
     }
 }
 
-impl<A, O, F, Fut> From<ToolFn<A, O, F>> for RegisteredTool
+impl<A, O> From<ToolFn<A, O>> for RegisteredTool
 where
     A: DeserializeOwned + JsonSchema + Send + 'static,
     O: Serialize + JsonSchema + Send + 'static,
-    F: Fn(A) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<O, ToolFailure>> + Send + 'static,
 {
-    fn from(tool: ToolFn<A, O, F>) -> Self {
+    fn from(tool: ToolFn<A, O>) -> Self {
         registered(tool.spec, tool.contract, ())
     }
 }

@@ -4,12 +4,15 @@
 //! derived with schemars (never written by hand), a name, a description, an effect,
 //! a redaction allowlist and an `execute` that reaches the outside world only through
 //! capability traits ([`capability`]). [`bind`] joins a contract with its
-//! capabilities into the runner's executor object; only the composition root
-//! (`bootstrap`) binds real capabilities.
+//! capabilities into the runner's executor object. [`tool_fn`] and
+//! [`tool_fn_with_context`] make a tool from an async closure with the same derived
+//! schemas and rules.
 //!
 //! ai-tools depends on `ai-core` only. It must not depend on any `wire-*` crate,
-//! `agent-graph`, `bootstrap` or an HTTP client, and it does no IO of its own: real
-//! file, process, network and database adapters live in `bootstrap`.
+//! `agent-graph`, `ai-host`, `bootstrap` or an HTTP client, and it does no IO of its
+//! own: the real file, process, network and database adapters of the capability
+//! traits live in `ai-host` (`ai_host::bind_builtin_tools`), and an application binds
+//! them where it composes its agent.
 
 pub mod builtin;
 pub mod capability;
@@ -18,6 +21,6 @@ mod schema;
 
 pub use contract::{
     ContractError, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, Namespace, ToolContract, ToolFn, bind,
-    to_tool_spec, tool_fn,
+    to_tool_spec, tool_fn, tool_fn_with_context,
 };
 pub use schema::{SchemaError, args_schema, output_schema};

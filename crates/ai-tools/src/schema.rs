@@ -2,7 +2,7 @@
 
 use schemars::JsonSchema;
 use schemars::generate::{Contract, SchemaSettings};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// Why a derived schema cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,84 +51,10 @@ pub fn output_schema<T: JsonSchema>() -> Result<Value, SchemaError> {
     normalize(schema.to_value())
 }
 
-/// Drops `$schema`, folds `anyOf: [X, {"type": "null"}]` (how schemars spells
-/// `Option<T>` of a complex `T`) into a nullable `X`, and checks that every `$ref` is
-/// local and resolves (with ai-core's one resolver).
-fn normalize(mut schema: Value) -> Result<Value, SchemaError> {
-    if let Value::Object(map) = &mut schema {
-        map.remove("$schema");
-    }
-    fold_nullable(&mut schema);
-    ai_core::schema::check_schema_refs(&schema).map_err(|v| SchemaError::Ref(join(&v)))?;
-    Ok(schema)
-}
-
-fn is_null_schema(value: &Value) -> bool {
-    value
-        .as_object()
-        .is_some_and(|m| m.len() == 1 && m.get("type") == Some(&Value::String("null".into())))
-}
-
-fn add_null_type(map: &mut Map<String, Value>) -> bool {
-    match map.get_mut("type") {
-        Some(Value::String(t)) => {
-            let t = std::mem::take(t);
-            map.insert(
-                "type".into(),
-                Value::Array(vec![Value::String(t), "null".into()]),
-            );
-            true
-        }
-        Some(Value::Array(types)) => {
-            if !types.iter().any(|t| t == "null") {
-                types.push("null".into());
-            }
-            true
-        }
-        _ => false,
-    }
-}
-
-fn fold_nullable(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            for keyword in ["anyOf", "oneOf"] {
-                let Some(Value::Array(branches)) = map.get(keyword) else {
-                    continue;
-                };
-                if branches.len() != 2 {
-                    continue;
-                }
-                let other = if is_null_schema(&branches[1]) {
-                    branches[0].clone()
-                } else if is_null_schema(&branches[0]) {
-                    branches[1].clone()
-                } else {
-                    continue;
-                };
-                let Value::Object(mut other) = other else {
-                    continue;
-                };
-                if other.contains_key("enum") {
-                    if let Some(Value::Array(values)) = other.get_mut("enum")
-                        && !values.contains(&Value::Null)
-                    {
-                        values.push(Value::Null);
-                    }
-                    add_null_type(&mut other);
-                } else if !add_null_type(&mut other) {
-                    continue;
-                }
-                map.remove(keyword);
-                for (k, v) in other {
-                    map.entry(k).or_insert(v);
-                }
-            }
-            map.values_mut().for_each(fold_nullable);
-        }
-        Value::Array(items) => items.iter_mut().for_each(fold_nullable),
-        _ => {}
-    }
+/// The derived schema in the form every crate reads: see
+/// [`ai_core::schema::normalize_derived`].
+fn normalize(schema: Value) -> Result<Value, SchemaError> {
+    ai_core::schema::normalize_derived(schema).map_err(|v| SchemaError::Ref(join(&v)))
 }
 
 #[cfg(test)]

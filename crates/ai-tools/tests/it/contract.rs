@@ -230,14 +230,7 @@ struct Sum {
     sum: i64,
 }
 
-fn add_tool() -> ai_tools::ToolFn<
-    AddArgs,
-    Sum,
-    impl Fn(AddArgs) -> std::future::Ready<Result<Sum, ai_core::tool::ToolFailure>>
-    + Send
-    + Sync
-    + 'static,
-> {
+fn add_tool() -> ai_tools::ToolFn<AddArgs, Sum> {
     ai_tools::tool_fn(
         String::from("add"),
         format!("Add two integers ({}).", "runtime text"),
