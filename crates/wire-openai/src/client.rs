@@ -567,6 +567,9 @@ struct Call {
     model: String,
     /// Tools sent with a strict schema, with their original schema.
     strict_tools: Vec<(String, Value)>,
+    /// The original schema of an answer asked for with a strict JSON schema that
+    /// was sent strict.
+    strict_answer: Option<Value>,
     /// The total deadline, set when the request is first sent.
     deadline: Option<Instant>,
     phase: Phase,
@@ -581,8 +584,16 @@ impl Call {
         let mut options = inner.config.encode.clone();
         options.stream = inner.config.stream;
         let mut strict_tools = Vec::new();
+        let mut strict_answer = None;
         let body = match encode_request(request, &options) {
             Ok(encoded) => {
+                if let (
+                    Some(Ok(())),
+                    Some(ai_core::completion::ResponseFormat::JsonSchema { schema, .. }),
+                ) = (&encoded.response_strict, &request.settings.response_format)
+                {
+                    strict_answer = Some(schema.clone());
+                }
                 for report in &encoded.strict {
                     if report.outcome.is_ok()
                         && let Some(spec) =
@@ -606,6 +617,7 @@ impl Call {
             cancel,
             model: request.model.clone(),
             strict_tools,
+            strict_answer,
             deadline: None,
             phase: Phase::Start(body),
             queue: VecDeque::new(),
@@ -762,6 +774,13 @@ impl Call {
 
     fn queue_final(&mut self, mut turn: ai_core::completion::CompletionFinal) {
         self.relax_strict(&mut turn.tool_calls);
+        // A strict answer has `null` for the properties that were optional: the
+        // final content gets them back as absent (streamed text deltas keep them).
+        if let Some(schema) = &self.strict_answer
+            && let Some(relaxed) = relax_strict_arguments(&turn.text, schema)
+        {
+            turn.text = relaxed;
+        }
         tracing::debug!(
             finish_reason = ?turn.finish_reason,
             tool_calls = turn.tool_calls.len(),
@@ -1159,6 +1178,7 @@ mod tests {
             cancel: CancellationToken::new(),
             model: String::new(),
             strict_tools: Vec::new(),
+            strict_answer: None,
             deadline: None,
             phase: Phase::Finished,
             queue: VecDeque::new(),

@@ -103,6 +103,12 @@ pub struct EncodedRequest {
     /// One entry per tool, in request order, when strict mode was asked for; empty
     /// otherwise.
     pub strict: Vec<StrictReport>,
+    /// When the request asks for a strict JSON-schema answer
+    /// (`ResponseFormat::JsonSchema { strict: true, .. }`): `Ok` when its schema was
+    /// sent rewritten to the strict rules ([`strict_schema`]) with `strict: true`;
+    /// otherwise why it was sent as given, without `strict`. `None` for other
+    /// requests.
+    pub response_strict: Option<Result<(), NotStrict>>,
 }
 
 /// Whether one tool was sent strict.
@@ -425,8 +431,11 @@ pub fn encode_request(
     if let Some(effort) = &settings.reasoning_effort {
         body.insert("reasoning_effort".into(), Value::String(effort.clone()));
     }
+    let mut response_strict = None;
     if let Some(format) = &settings.response_format {
-        body.insert("response_format".into(), response_format(format)?);
+        let (value, strict) = response_format(format)?;
+        body.insert("response_format".into(), value);
+        response_strict = strict;
     }
     body.insert("stream".into(), Value::Bool(options.stream));
     if options.stream && options.include_usage {
@@ -441,22 +450,55 @@ pub fn encode_request(
     Ok(EncodedRequest {
         body: Value::Object(body),
         strict: strict_reports,
+        response_strict,
     })
 }
 
-/// OpenAI's `response_format`.
-fn response_format(format: &ResponseFormat) -> Result<Value, EncodeError> {
+/// OpenAI's `response_format`, and for a strict JSON schema whether it could be sent
+/// strict. A strict schema is rewritten to OpenAI's strict rules (every property
+/// required, optional ones nullable, no additional properties); one that cannot be
+/// is sent as given with `strict: false`, since the answer is still checked by
+/// whoever asked for it.
+fn response_format(
+    format: &ResponseFormat,
+) -> Result<(Value, Option<Result<(), NotStrict>>), EncodeError> {
     Ok(match format {
-        ResponseFormat::Text => json!({"type": "text"}),
-        ResponseFormat::JsonObject => json!({"type": "json_object"}),
+        ResponseFormat::Text => (json!({"type": "text"}), None),
+        ResponseFormat::JsonObject => (json!({"type": "json_object"}), None),
         ResponseFormat::JsonSchema {
             name,
             schema,
-            strict,
-        } => json!({
-            "type": "json_schema",
-            "json_schema": {"name": name, "schema": schema, "strict": strict}
-        }),
+            strict: false,
+        } => (
+            json!({
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": schema, "strict": false}
+            }),
+            None,
+        ),
+        ResponseFormat::JsonSchema {
+            name,
+            schema,
+            strict: true,
+        } => match strict_schema(schema) {
+            Ok(strict) => (
+                json!({
+                    "type": "json_schema",
+                    "json_schema": {"name": name, "schema": strict, "strict": true}
+                }),
+                Some(Ok(())),
+            ),
+            Err(why) => {
+                tracing::warn!(schema = %name, %why, "answer schema sent without strict");
+                (
+                    json!({
+                        "type": "json_schema",
+                        "json_schema": {"name": name, "schema": schema, "strict": false}
+                    }),
+                    Some(Err(why)),
+                )
+            }
+        },
         _ => return Err(EncodeError::Unsupported("this response format")),
     })
 }
