@@ -18,7 +18,8 @@
 //!   that bypass it), child
 //!   subreaper; for the application's `main` (see the `process` module docs).
 //! - [`bind_builtin_tools`]: every built-in tool of `ai_tools::builtin` bound to
-//!   these adapters from a plain [`BuiltinConfig`].
+//!   these adapters from a plain [`BuiltinConfig`]; [`bind_in_dir`]: one file tool
+//!   bound to one folder.
 //!
 //! This crate defines adapters; it never instantiates them on its own. The
 //! application's composition root (its `main`, or this project's `bootstrap`) calls
@@ -135,6 +136,28 @@ pub enum BindError {
     /// A contract is invalid (a bug in ai-tools).
     #[error(transparent)]
     Contract(#[from] ContractError),
+}
+
+/// Binds one built-in file tool ([`ReadFile`], [`ListDirectory`], [`WriteFile`],
+/// [`EditFile`], or any contract over a [`Workspace`]) to the folder `dir`, sandboxed
+/// beneath it like every file tool: the one-call way to give an agent a folder.
+///
+/// ```no_run
+/// use ai_tools::builtin::{ListDirectory, ReadFile};
+///
+/// let read = ai_host::bind_in_dir(ReadFile::default(), "./docs")?;
+/// let list = ai_host::bind_in_dir(ListDirectory, "./docs")?;
+/// # Ok::<(), ai_host::BindError>(())
+/// ```
+pub fn bind_in_dir<C>(contract: C, dir: impl Into<PathBuf>) -> Result<RegisteredTool, BindError>
+where
+    C: ai_tools::ToolContract<Capabilities = Arc<dyn Workspace>>,
+{
+    let dir = dir.into();
+    let local =
+        LocalWorkspace::new(&dir).map_err(|e| BindError::Workspace(e.kind().to_string()))?;
+    let workspace: Arc<dyn Workspace> = Arc::new(local);
+    Ok(bind(contract, workspace)?)
 }
 
 /// Binds every built-in tool to the real adapters.
