@@ -49,7 +49,7 @@ fn loop_overhead(c: &mut Criterion) {
                 let output = runtime.block_on(async {
                     agent
                         .run_with(RunContext::new("run", "trace"), vec![Message::user("go")])
-                        .outcome
+                        .into_outcome()
                         .await
                 });
                 total += started.elapsed();

@@ -61,7 +61,7 @@ fn main() {
             handle.cancel();
         }
         for handle in warm {
-            assert_eq!(handle.outcome.await, Err(RunError::Cancelled));
+            assert_eq!(handle.into_outcome().await, Err(RunError::Cancelled));
         }
         let parked_before = model.calls();
 
@@ -83,7 +83,7 @@ fn main() {
         }
         let mut cancelled = 0;
         for handle in handles {
-            if handle.outcome.await == Err(RunError::Cancelled) {
+            if handle.into_outcome().await == Err(RunError::Cancelled) {
                 cancelled += 1;
             }
         }

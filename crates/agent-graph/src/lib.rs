@@ -5,9 +5,11 @@
 //! crate, `bootstrap` or an HTTP client, and it knows no wire format.
 //!
 //! The modules, by concept (the root re-exports the entry points):
-//! - [`agent`]: [`Agent`], the front door: a model, tools, a policy and limits,
-//!   built once and run many times (`agent.run(prompt)` streams events,
-//!   `agent.prompt(prompt)` returns the final text).
+//! - [`agent`]: [`Agent`], the front door: a model, tools, a policy, settings and
+//!   limits, built once and run many times (`agent.run(prompt)` streams events,
+//!   `agent.prompt(prompt)` returns the final text, `agent.chat(&mut conversation,
+//!   text)` keeps a [`Conversation`], `agent.prompt_typed::<T>(prompt)` returns a
+//!   `T` read from a strict JSON-schema answer).
 //! - [`graph`]: [`Graph`], what a run starts from, and [`Graph::prepare`], the one
 //!   place a graph becomes a run ([`graph::PreparedRun`]); graphs offered to another
 //!   as subagent tools `graph__<name>` ([`graph::GraphRegistry::subagent_tools`]).
@@ -27,6 +29,6 @@ pub mod graph;
 pub mod prompt;
 pub mod run;
 
-pub use agent::Agent;
+pub use agent::{Agent, Conversation};
 pub use graph::Graph;
 pub use run::{RunHandle, RunOutput, run};

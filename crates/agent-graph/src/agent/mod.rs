@@ -1,5 +1,9 @@
-//! The front door: an [`Agent`] owns a model, tools, a policy and limits, and starts
-//! runs of the loop with one call.
+//! The front door: an [`Agent`] owns a model, tools, a policy, settings and
+//! limits, and starts runs of the loop with one call: a prompt, a turn of a
+//! [`Conversation`], or a typed answer ([`Typed`]).
+
+mod conversation;
+mod typed;
 
 use std::sync::Arc;
 
@@ -7,14 +11,22 @@ use ai_core::{
     CompletionPort, Message, RunContext, ToolCatalog, ToolEffect, ToolId, ToolPolicy, ToolRunner,
     ToolSpec,
     approval::{Approver, GrantLedger},
-    completion::ToolChoice,
+    completion::{ModelSettings, ToolChoice},
     policy::{CatalogError, PolicyDecision},
     tool::RegisteredTool,
 };
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+
+pub use conversation::Conversation;
+pub use typed::{DEFAULT_OUTPUT_RETRIES, Typed};
 
 use crate::graph::Graph;
 use crate::prompt::Params;
-use crate::run::{Decision, PausedRun, RunError, RunHandle, RunLimits, ToolChoiceScope, fail};
+use crate::run::{
+    Decision, PausedRun, RunError, RunHandle, RunLimits, RunOutput, ToolChoiceScope, fail,
+};
+use typed::{AnswerSchema, retry_prompt};
 
 /// Model id sent when the builder was given none. Servers that host one model
 /// (llama.cpp, a single-model vLLM) accept any id; hosted APIs need
@@ -51,6 +63,7 @@ pub struct AgentBuilder {
     policy: Option<ToolPolicy>,
     approver: Option<Arc<dyn Approver>>,
     defer_approvals: bool,
+    output_retries: u32,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -83,6 +96,11 @@ impl AgentBuilder {
 
     /// Adds a tool: a closure tool (`ai_tools::tool_fn`), a bound contract
     /// (`ai_tools::bind`), or any [`RegisteredTool`].
+    ///
+    /// Events and records show a call's arguments and result as `{}` until the tool
+    /// lists the fields that may be shown (`tool_fn(..)?.show_args(["order_id"])?`,
+    /// `.show_output(["status"])?`): values that may hold personal data or secrets
+    /// stay out of logs and UIs by default. The model always gets the full result.
     pub fn tool(mut self, tool: impl Into<RegisteredTool>) -> Self {
         self.tools.push(tool.into());
         self
@@ -118,6 +136,22 @@ impl AgentBuilder {
     /// another.
     pub fn defer_approvals(mut self) -> Self {
         self.defer_approvals = true;
+        self
+    }
+
+    /// Sampling and output settings of every run (temperature, token limit, seed,
+    /// reasoning effort, response format, provider extras); [`Agent::with_settings`]
+    /// changes them for some runs.
+    pub fn settings(mut self, settings: ModelSettings) -> Self {
+        self.graph.settings = settings;
+        self
+    }
+
+    /// How many times a typed call ([`Agent::prompt_typed`]) asks again, telling
+    /// the model what was wrong, when an answer does not match the type (default
+    /// [`DEFAULT_OUTPUT_RETRIES`]).
+    pub fn output_retries(mut self, retries: u32) -> Self {
+        self.output_retries = retries;
         self
     }
 
@@ -178,17 +212,20 @@ impl AgentBuilder {
                 graph: self.graph,
                 runner: Arc::new(runner),
                 defer_approvals: self.defer_approvals,
+                output_retries: self.output_retries,
             }),
         })
     }
 }
 
+#[derive(Clone)]
 struct Inner {
     model: Arc<dyn CompletionPort>,
     model_name: String,
     graph: Graph,
     runner: Arc<ToolRunner>,
     defer_approvals: bool,
+    output_retries: u32,
 }
 
 /// A model with tools, a policy and limits: the short way to run the loop.
@@ -237,6 +274,34 @@ impl Agent {
             policy: None,
             approver: None,
             defer_approvals: false,
+            output_retries: DEFAULT_OUTPUT_RETRIES,
+        }
+    }
+
+    /// The settings every run of this agent sends.
+    pub fn settings(&self) -> &ModelSettings {
+        &self.inner.graph.settings
+    }
+
+    /// This agent with other settings, for some runs: the same model, tools,
+    /// policy and approver (shared, not rebuilt).
+    ///
+    /// ```
+    /// # use agent_graph::Agent;
+    /// # use agent_testing::{ScriptedModel, Turn};
+    /// use ai_core::completion::ModelSettings;
+    /// # let agent = Agent::builder(ScriptedModel::new([Turn::text("ok")])).build().unwrap();
+    /// let exact = agent.with_settings(ModelSettings {
+    ///     temperature: Some(0.0),
+    ///     ..agent.settings().clone()
+    /// });
+    /// # drop(exact);
+    /// ```
+    pub fn with_settings(&self, settings: ModelSettings) -> Agent {
+        let mut inner = (*self.inner).clone();
+        inner.graph.settings = settings;
+        Agent {
+            inner: Arc::new(inner),
         }
     }
 
@@ -300,7 +365,120 @@ impl Agent {
 
     /// Runs the loop on `prompt` and returns the final answer.
     pub async fn prompt(&self, prompt: impl Into<String>) -> Result<String, RunError> {
-        let (_, outcome) = self.run(prompt).into_parts();
-        outcome.await.map(|output| output.content)
+        self.prompt_output(prompt)
+            .await
+            .map(|output| output.content)
+    }
+
+    /// Runs the loop on `prompt` to its end and returns the whole output: the
+    /// answer, the messages, usage, the tool records (events discarded).
+    pub async fn prompt_output(&self, prompt: impl Into<String>) -> Result<RunOutput, RunError> {
+        self.run(prompt).into_outcome().await
+    }
+
+    /// Runs one turn of `conversation`: `text` as the user's next message, after
+    /// the history and this agent's system prompt. Streams like [`Agent::run`];
+    /// add the turn to the conversation with [`Conversation::record`] when it ends.
+    pub fn run_turn(&self, conversation: &Conversation, text: impl Into<String>) -> RunHandle {
+        self.run_with(RunContext::generate(), conversation.with_user(text.into()))
+    }
+
+    /// Runs one turn of `conversation` to its end and records it there (the user's
+    /// message, the tool calls and results, the answer). On an error the
+    /// conversation is left as it was.
+    pub async fn chat(
+        &self,
+        conversation: &mut Conversation,
+        text: impl Into<String>,
+    ) -> Result<RunOutput, RunError> {
+        let output = self.run_turn(conversation, text).into_outcome().await?;
+        conversation.record(&output);
+        Ok(output)
+    }
+
+    /// Asks for an answer of type `T`: `T`'s JSON schema is sent as a strict
+    /// response format, the answer is checked against it and read as `T`. An answer
+    /// that does not match is sent back with what is wrong, up to
+    /// [`AgentBuilder::output_retries`] times, before
+    /// [`RunError::InvalidOutput`].
+    ///
+    /// ```
+    /// # use agent_graph::Agent;
+    /// # use agent_testing::{ScriptedModel, Turn};
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// struct City { name: String, population: u64 }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let model = ScriptedModel::new([Turn::text(r#"{"name":"Oslo","population":709000}"#)]);
+    /// # let agent = Agent::builder(model).build()?;
+    /// let city: City = agent.prompt_typed("The capital of Norway?").await?;
+    /// assert_eq!(city.name, "Oslo");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn prompt_typed<T>(&self, prompt: impl Into<String>) -> Result<T, RunError>
+    where
+        T: JsonSchema + DeserializeOwned,
+    {
+        let conversation = vec![Message::user(prompt.into())];
+        Ok(self
+            .run_typed::<T>(RunContext::generate(), conversation)
+            .await?
+            .value)
+    }
+
+    /// [`Agent::prompt_typed`] on a conversation under the caller's ids, returning
+    /// the runs too. A retry is a new run of the same trace (run id `<id>.<n>`)
+    /// whose history holds the rejected answer and what was wrong with it.
+    pub async fn run_typed<T>(
+        &self,
+        context: RunContext,
+        conversation: Vec<Message>,
+    ) -> Result<Typed<T>, RunError>
+    where
+        T: JsonSchema + DeserializeOwned,
+    {
+        let answer = AnswerSchema::of::<T>()?;
+        let agent = self.with_settings(ModelSettings {
+            response_format: Some(answer.format()),
+            ..self.settings().clone()
+        });
+        let attempts = self.inner.output_retries.saturating_add(1);
+        let mut history = conversation;
+        let mut rejected = Vec::new();
+        let mut problem = String::new();
+        for attempt in 0..attempts {
+            let mut run = context.clone();
+            if attempt > 0 {
+                run.run_id = format!("{}.{attempt}", context.run_id);
+            }
+            let output = agent.run_with(run, history).into_outcome().await?;
+            if output.paused.is_some() {
+                return Err(RunError::Incomplete {
+                    reason: "paused on approvals before answering".into(),
+                });
+            }
+            output.complete()?;
+            match answer.read::<T>(&output.content) {
+                Ok(value) => {
+                    return Ok(Typed {
+                        value,
+                        output,
+                        rejected,
+                    });
+                }
+                Err(why) => {
+                    history = output.conversation().to_vec();
+                    history.push(Message::user(retry_prompt(&why)));
+                    problem = why;
+                    rejected.push(output);
+                }
+            }
+        }
+        Err(RunError::InvalidOutput {
+            attempts,
+            message: problem,
+        })
     }
 }

@@ -303,8 +303,14 @@ pub struct RunOutput {
     pub finish_reason: FinishReason,
     /// The refusal, when the model declined to answer.
     pub refusal: Option<String>,
-    /// The whole conversation, including tool calls and results.
+    /// The whole conversation the model saw and answered, including the system
+    /// prompt, tool calls and results.
     pub messages: Vec<Message>,
+    /// Where this turn starts in `messages`: the user's new message (the trailing
+    /// user messages of the input) and everything the run added after it; for a
+    /// resumed run, what it added since the pause. See [`RunOutput::new_messages`].
+    #[serde(default)]
+    pub new_from: usize,
     /// Usage of every model call, in order.
     pub usage: Vec<UsageFact>,
     /// The audit record of every tool call of the run, in call order.
@@ -316,6 +322,25 @@ pub struct RunOutput {
 }
 
 impl RunOutput {
+    /// This turn's messages: the user's new message and what the run added (the
+    /// assistant's calls, the tool results, the answer). Appending them to a
+    /// history keeps it whole without copying the system prompt (see
+    /// `agent_graph::Conversation`).
+    pub fn new_messages(&self) -> &[Message] {
+        self.messages.get(self.new_from..).unwrap_or_default()
+    }
+
+    /// The conversation without its leading system messages: what to pass back as
+    /// the next run's history (the graph supplies its own system prompt).
+    pub fn conversation(&self) -> &[Message] {
+        let system = self
+            .messages
+            .iter()
+            .take_while(|m| matches!(m, Message::System { .. }))
+            .count();
+        &self.messages[system..]
+    }
+
     /// The calls waiting for an approval (empty unless the run paused).
     pub fn pending_approvals(&self) -> &[PendingApproval] {
         self.paused.as_ref().map_or(&[], |p| p.pending.as_slice())
@@ -395,6 +420,14 @@ pub enum RunError {
         /// `length`, `content_filter`, `refusal` or the provider's reason.
         reason: String,
     },
+    /// A typed answer did not match its type, after every retry.
+    #[error("the answer did not match the requested type after {attempts} attempts: {message}")]
+    InvalidOutput {
+        /// How many answers were asked for.
+        attempts: u32,
+        /// What was wrong with the last one (where, never the values).
+        message: String,
+    },
     /// A paused run could not be resumed (written by another version, or resumed
     /// with another graph); the message says why.
     #[error("the paused run cannot be resumed: {0}")]
@@ -431,6 +464,7 @@ impl RunError {
             Self::UsageLimit { .. } => "usage_limit_exceeded",
             Self::Cancelled => "cancelled",
             Self::Incomplete { .. } => "incomplete_answer",
+            Self::InvalidOutput { .. } => "invalid_output",
             Self::InvalidResume(_) => "invalid_resume",
             Self::Internal(_) => "internal_error",
         }
@@ -533,23 +567,58 @@ impl Future for OutputFuture {
     }
 }
 
-/// A started run: its events, its outcome and its cancel token.
+/// A started run: a stream of its events, its outcome and its cancel token.
+///
+/// The handle is itself the event stream. Read the events, then the outcome:
+///
+/// ```
+/// # use agent_graph::Agent;
+/// # use agent_testing::{ScriptedModel, Turn};
+/// use ai_core::event::AiEventKind;
+/// use futures::StreamExt;
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let agent = Agent::builder(ScriptedModel::new([Turn::text("Hi!")])).build()?;
+/// let mut run = agent.run("Hello");
+/// while let Some(event) = run.next().await {
+///     if let AiEventKind::TextDelta { delta } = &event.kind {
+///         print!("{delta}");
+///     }
+/// }
+/// let output = run.into_outcome().await?;
+/// assert_eq!(output.content, "Hi!");
+/// # Ok(())
+/// # }
+/// ```
 ///
 /// Who may cancel the run by being dropped:
-/// - as returned by [`run`] (and `Agent::run`): the [`EventStream`]. Dropping the
-///   events (or the whole handle) cancels the run; dropping only the outcome does
-///   not, so `let events = agent.run(..).events;` streams the whole run.
-/// - after [`RunHandle::into_parts`]: the [`OutputFuture`]. Dropping the events does
-///   not stop the run; dropping the outcome does (for callers that only want the
-///   result, or that may stop reading events early).
+/// - the handle itself, and what [`RunHandle::into_events`] returns: dropping the
+///   events cancels the run (a UI that goes away stops it).
+/// - [`RunHandle::into_outcome`] (events not wanted) and the outcome half of
+///   [`RunHandle::into_parts`]: the run goes on whatever happens to the events, and
+///   dropping the outcome cancels it (a caller that only wants the result).
 /// - after [`RunHandle::detach`]: nobody; the run ends on its own (answer, error or
 ///   limit) or by [`RunHandle::cancel`] / [`RunHandle::cancel_token`].
+///
+/// The events and the outcome are not fields: moving one out would drop the other
+/// half and, with it, cancel the run.
+///
+/// ```compile_fail
+/// # async fn f(agent: agent_graph::Agent) {
+/// let outcome = agent.run("Hello").outcome; // use `into_outcome()`
+/// # }
+/// ```
 pub struct RunHandle {
-    /// Events of the run. Dropping them cancels the run unless detached.
-    pub events: EventStream,
-    /// Final result.
-    pub outcome: OutputFuture,
+    events: EventStream,
+    outcome: OutputFuture,
     cancel: CancellationToken,
+}
+
+impl Stream for RunHandle {
+    type Item = AiEvent;
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<AiEvent>> {
+        Pin::new(&mut self.events).poll_next(cx)
+    }
 }
 
 impl std::fmt::Debug for RunHandle {
@@ -580,6 +649,24 @@ impl RunHandle {
             self.outcome.cancel_on_drop = Some(guard);
         }
         (self.events, self.outcome)
+    }
+
+    /// The outcome alone: the events (read or not) are discarded and the run goes
+    /// on to its end; dropping the returned future cancels it.
+    pub fn into_outcome(self) -> OutputFuture {
+        self.into_parts().1
+    }
+
+    /// The events alone, as the handle streams them: dropping them cancels the run;
+    /// the outcome is discarded (the `assistant_final` or `error` event still says
+    /// how the run ended).
+    pub fn into_events(self) -> EventStream {
+        self.events
+    }
+
+    /// Events waiting to be read (see [`EventStream::pending`]).
+    pub fn pending(&self) -> usize {
+        self.events.pending()
     }
 
     /// Detaches the run from its handle: dropping the events, the outcome or the
@@ -668,6 +755,8 @@ impl Drop for Emitter {
 /// a resumed run), and the decisions about the calls it paused on.
 pub(crate) struct Start {
     request: RunRequest,
+    /// Where this part of the run's messages starts (see [`RunOutput::new_from`]).
+    new_from: usize,
     usage: Vec<UsageFact>,
     records: Vec<ToolInvocationRecord>,
     model_turns: u32,
@@ -678,7 +767,14 @@ pub(crate) struct Start {
 
 impl Start {
     fn new(request: RunRequest) -> Self {
+        let trailing_user = request
+            .messages
+            .iter()
+            .rev()
+            .take_while(|m| matches!(m, Message::User { .. }))
+            .count();
         Self {
+            new_from: request.messages.len() - trailing_user,
             request,
             usage: Vec::new(),
             records: Vec::new(),
@@ -696,6 +792,7 @@ impl Start {
             ))
         });
         Self {
+            new_from: paused.request.messages.len(),
             request: paused.request,
             usage: paused.usage,
             records: paused.records,
@@ -925,6 +1022,7 @@ async fn drive(
 ) -> Result<RunOutput, RunError> {
     let Start {
         mut request,
+        new_from,
         mut usage,
         mut records,
         model_turns,
@@ -1016,6 +1114,7 @@ async fn drive(
                 finish_reason: turn.finish_reason,
                 refusal: turn.refusal,
                 messages: request.messages,
+                new_from,
                 usage,
                 records,
                 paused: None,
@@ -1073,6 +1172,7 @@ async fn drive(
                 finish_reason: turn.finish_reason,
                 refusal: None,
                 messages: request.messages,
+                new_from,
                 usage,
                 records,
                 paused: Some(Box::new(paused)),

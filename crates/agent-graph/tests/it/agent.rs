@@ -28,11 +28,7 @@ struct Sum {
     sum: i64,
 }
 
-fn add() -> ai_tools::ToolFn<
-    AddArgs,
-    Sum,
-    impl Fn(AddArgs) -> std::future::Ready<Result<Sum, ToolFailure>> + Send + Sync + 'static,
-> {
+fn add() -> ai_tools::ToolFn<AddArgs, Sum> {
     ai_tools::tool_fn(
         "add",
         "Add two integers.",
@@ -57,13 +53,7 @@ struct Saved {
 }
 
 /// `app__save_note` (state_change): counts its executions.
-fn save_note(
-    count: Arc<AtomicUsize>,
-) -> ai_tools::ToolFn<
-    NoteArgs,
-    Saved,
-    impl Fn(NoteArgs) -> std::future::Ready<Result<Saved, ToolFailure>> + Send + Sync + 'static,
-> {
+fn save_note(count: Arc<AtomicUsize>) -> ai_tools::ToolFn<NoteArgs, Saved> {
     ai_tools::tool_fn(
         "save_note",
         "Save a note.",

@@ -35,12 +35,12 @@ fn chatty(n: usize) -> ScriptedModel {
 /// queued once the run ended, how many deltas were merged, and then all the events.
 async fn stalled_run(n: usize) -> (usize, u64, Vec<AiEvent>) {
     let kit = Kit::new();
-    let mut handle = run(request(), kit.deps(&chatty(n)));
+    let (events, outcome) = run(request(), kit.deps(&chatty(n))).into_parts();
     // Nobody reads the events until the run is over.
-    let output = (&mut handle.outcome).await;
-    let pending = handle.events.pending();
-    let coalesced = handle.events.coalesced();
-    let events: Vec<AiEvent> = handle.events.by_ref().collect().await;
+    let output = outcome.await;
+    let pending = events.pending();
+    let coalesced = events.coalesced();
+    let events: Vec<AiEvent> = events.collect().await;
     check_invariants(&events, &output);
     let output = output.unwrap();
     assert_eq!(output.content, words(n, n));
@@ -82,7 +82,7 @@ async fn a_consumer_that_keeps_up_gets_every_delta_as_it_came() {
         Turn::text(words(0, 500)).delay_between(std::time::Duration::from_millis(1))
     ]);
     let handle = run(request(), kit.deps(&model));
-    let events: Vec<AiEvent> = handle.events.collect().await;
+    let events: Vec<AiEvent> = handle.collect().await;
     let deltas = events
         .iter()
         .filter(|e| matches!(e.kind, AiEventKind::TextDelta { .. }))

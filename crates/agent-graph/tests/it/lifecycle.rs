@@ -238,23 +238,62 @@ fn dropping_the_event_stream_mid_tool_cancels_the_run_and_the_tool() {
         Turn::new().tool_call("w1", "core__wait", json!({})),
         Turn::text("never reached"),
     ]);
-    let outcome = runtime.block_on(async {
+    runtime.block_on(async {
+        // The handle is the event stream: dropping it mid-tool cancels the run.
         let handle = run(request(), kit.deps(&model));
-        let events = handle.events;
-        let outcome = handle.outcome;
         started(&kit.wait).await;
-        drop(events);
-        tokio::time::timeout(Duration::from_secs(5), outcome)
-            .await
-            .expect("dropping the events ended the run")
+        drop(handle);
     });
-    assert_eq!(outcome.unwrap_err(), RunError::Cancelled);
+    assert_eq!(settle(&runtime), 0, "no task left running");
     assert_eq!(model.calls(), 1, "no model call after the drop");
     // The tool's token fired: its future was dropped cancelled, and work it handed
-    // the token to saw it fire; no task is left.
+    // the token to saw it fire.
     assert!(kit.wait.dropped_cancelled.load(Ordering::SeqCst));
-    assert_eq!(settle(&runtime), 0, "no task left running");
     assert!(kit.wait.watcher_saw_cancel.load(Ordering::SeqCst));
+
+    // The same through `into_events`, with the outcome observed through the split.
+    let kit = Kit::new();
+    let model = ScriptedModel::new([
+        Turn::new().tool_call("w2", "core__wait", json!({})),
+        Turn::text("never reached"),
+    ]);
+    runtime.block_on(async {
+        let events = run(request(), kit.deps(&model)).into_events();
+        started(&kit.wait).await;
+        drop(events);
+    });
+    assert_eq!(settle(&runtime), 0);
+    assert_eq!(model.calls(), 1);
+    assert!(kit.wait.dropped_cancelled.load(Ordering::SeqCst));
+}
+
+#[test]
+fn the_outcome_alone_keeps_the_run_and_dropping_it_cancels() {
+    let runtime = current_thread_runtime();
+    let kit = Kit::new();
+    let model = ScriptedModel::new([
+        Turn::new().tool_call("s1", "core__slow", json!({"ms": 20})),
+        Turn::text("done"),
+    ]);
+    // Events discarded, run kept: the outcome resolves with the answer.
+    let output = runtime.block_on(async { run(request(), kit.deps(&model)).into_outcome().await });
+    assert_eq!(output.unwrap().content, "done");
+    assert_eq!(kit.slow.calls(), 1);
+    assert_eq!(model.calls(), 2);
+
+    // Dropping that outcome mid-tool cancels the run and the tool.
+    let model = ScriptedModel::new([
+        Turn::new().tool_call("w1", "core__wait", json!({})),
+        Turn::text("never reached"),
+    ]);
+    runtime.block_on(async {
+        let outcome = run(request(), kit.deps(&model)).into_outcome();
+        started(&kit.wait).await;
+        drop(outcome);
+    });
+    assert_eq!(settle(&runtime), 0);
+    assert_eq!(model.calls(), 1);
+    assert!(kit.wait.dropped_cancelled.load(Ordering::SeqCst));
 }
 
 #[test]
@@ -266,8 +305,8 @@ fn events_taken_out_of_the_handle_stream_the_whole_run() {
         Turn::text("Here it is."),
     ]);
     let events = runtime.block_on(async {
-        // The outcome is dropped right away: that alone does not cancel the run.
-        let events = run(request(), kit.deps(&model)).events;
+        // The outcome is discarded right away: that alone does not cancel the run.
+        let events = run(request(), kit.deps(&model)).into_events();
         events.collect::<Vec<_>>().await
     });
     assert_eq!(
@@ -299,10 +338,9 @@ fn a_detached_run_finishes_although_its_handle_is_dropped() {
         Turn::text("done"),
     ]);
     let output = runtime.block_on(async {
-        let handle = run(request(), kit.deps(&model));
-        let events = handle.events.detach();
+        let (events, outcome) = run(request(), kit.deps(&model)).detach().into_parts();
         drop(events);
-        handle.outcome.await
+        outcome.await
     });
     assert_eq!(output.unwrap().content, "done");
     assert_eq!(kit.slow.calls(), 2);
@@ -317,8 +355,8 @@ fn a_detached_run_still_stops_on_cancel() {
     let outcome = runtime.block_on(async {
         let handle = run(request(), kit.deps(&model)).detach();
         let cancel = handle.cancel_token();
-        let outcome = handle.outcome;
-        drop(handle.events);
+        let (events, outcome) = handle.into_parts();
+        drop(events);
         started(&kit.wait).await;
         cancel.cancel();
         outcome.await

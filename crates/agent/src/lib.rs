@@ -1,0 +1,120 @@
+//! One dependency for an agent that calls typed tools safely: the common path of
+//! this project's crates, re-exported.
+//!
+//! ```no_run
+//! use agent::prelude::*;
+//! use agent::openai::{ClientConfig, OpenAiClient};
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! struct AddArgs { a: i64, b: i64 }
+//!
+//! # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let add = tool_fn("add", "Add two integers.", ToolEffect::ReadOnly,
+//!     |args: AddArgs| async move { Ok(args.a + args.b) })?
+//!     .show_args(["a", "b"])?;
+//! let model = OpenAiClient::new(ClientConfig::new("http://127.0.0.1:8000/v1"))?;
+//! let agent = Agent::builder(model).system("Use the tools.").tool(add).build()?;
+//! println!("{}", agent.prompt("What is 2 + 40?").await?);
+//! # Ok(()) }
+//! ```
+//!
+//! What is here:
+//! - the [`prelude`]: [`Agent`], [`Conversation`], [`tool_fn`],
+//!   [`tool_fn_with_context`], [`ToolEffect`], [`ToolFailure`], [`ToolCallContext`],
+//!   [`Message`], [`AiEvent`], approvals ([`approver_fn`], [`ApprovalDecision`]),
+//!   `StreamExt` for the events, and the derives (`Deserialize`, `Serialize`,
+//!   `JsonSchema`);
+//! - the parts by concept: [`run`] (outputs, errors, limits, paused runs),
+//!   [`settings`] (model settings), [`tools`] (contracts, redaction, the built-in
+//!   tools' contracts), [`approval`], [`event`];
+//! - behind features: `openai` (default; `agent::openai`, the OpenAI-compatible
+//!   client), `host` (`agent::host`, the sandboxed built-in tools' adapters),
+//!   `testing` (`agent::testing`, test models and a loopback OpenAI-compatible
+//!   server).
+//!
+//! The derive macros of serde and schemars refer to their own crates, so a crate
+//! that derives `Deserialize` or `JsonSchema` also lists `serde` (with `derive`) and
+//! `schemars` among its dependencies (or points the derives at
+//! `agent::serde`/`agent::schemars` with `#[serde(crate = ..)]` and
+//! `#[schemars(crate = ..)]`).
+//!
+//! Every crate re-exported here stays usable on its own (`agent-graph`, `ai-core`,
+//! `ai-tools`, `wire-openai`, `ai-host`, `agent-testing`); this crate adds no
+//! behaviour and depends on nothing else of the project.
+
+pub use agent_graph::{Agent, Conversation};
+pub use ai_core::approval::{ApprovalDecision, ApprovalRequest, approver_fn, approver_fn_async};
+pub use ai_core::tool::{ToolCallContext, ToolFailure};
+pub use ai_core::{AiEvent, Message, ToolEffect};
+pub use ai_tools::{tool_fn, tool_fn_with_context};
+
+pub use futures;
+pub use schemars;
+pub use serde;
+pub use serde_json;
+
+/// The names almost every agent uses: `use agent::prelude::*;`.
+pub mod prelude {
+    pub use crate::{
+        Agent, AiEvent, ApprovalDecision, ApprovalRequest, Conversation, Message, ToolCallContext,
+        ToolEffect, ToolFailure, approver_fn, approver_fn_async, tool_fn, tool_fn_with_context,
+    };
+    pub use ai_core::event::AiEventKind;
+    pub use futures::StreamExt;
+    pub use schemars::JsonSchema;
+    pub use serde::{Deserialize, Serialize};
+}
+
+/// Runs: the handle, the output, errors, limits, paused runs and decisions.
+pub mod run {
+    pub use agent_graph::agent::{AgentBuilder, Typed};
+    pub use agent_graph::run::{
+        Decision, EventStream, OutputFuture, PausedRun, RunError, RunHandle, RunLimits, RunOutput,
+    };
+    pub use ai_core::RunContext;
+}
+
+/// Model settings: sampling, token limits, response formats.
+pub mod settings {
+    pub use ai_core::completion::{ModelSettings, ResponseFormat, ToolChoice};
+}
+
+/// Tools: typed contracts, closure tools, redaction, policy, and the built-in
+/// tools' contracts (bound to real adapters by `agent::host`, feature `host`).
+pub mod tools {
+    pub use ai_core::ToolPolicy;
+    pub use ai_core::tool::{Redaction, RegisteredTool, ToolErrorCode};
+    pub use ai_tools::builtin;
+    pub use ai_tools::{ContractError, ToolContract, ToolFn, bind};
+}
+
+/// Approvals: the approver trait, its requests and decisions.
+pub mod approval {
+    pub use ai_core::approval::*;
+}
+
+/// Events of a run.
+pub mod event {
+    pub use ai_core::event::{AiEvent, AiEventKind};
+}
+
+/// The OpenAI-compatible chat-completions client (feature `openai`).
+#[cfg(feature = "openai")]
+pub mod openai {
+    pub use wire_openai::client::{ClientConfig, OpenAiClient};
+}
+
+/// The sandboxed built-in tools' adapters (feature `host`): bind them all with
+/// [`host::bind_builtin_tools`](ai_host::bind_builtin_tools), or one file tool to a
+/// folder with [`host::bind_in_dir`](ai_host::bind_in_dir).
+#[cfg(feature = "host")]
+pub mod host {
+    pub use ai_host::{BindError, BuiltinConfig, bind_builtin_tools, bind_in_dir};
+}
+
+/// Test models and a loopback OpenAI-compatible server (feature `testing`).
+#[cfg(feature = "testing")]
+pub mod testing {
+    pub use agent_testing::server::{OpenAiServer, Reply};
+    pub use agent_testing::{ScriptedModel, TestModel, Turn};
+}
