@@ -1,6 +1,9 @@
-//! An external crate, outside the workspace and depending on the project crates by
-//! path, defines a closure tool and runs a streamed loop with the `Agent` builder
-//! against a loopback OpenAI-compatible server.
+//! An external crate, outside the workspace and depending on the project's front
+//! door (the `agent` facade) by path, does the six first tasks of a library user
+//! against a loopback OpenAI-compatible server: a stateful tool behind an approval
+//! closure, a multi-turn chat, streamed events, a typed answer, a sandboxed built-in
+//! tool and a cancelled run (see `tests/external-crate/src/main.rs`, which checks
+//! what the server received).
 //!
 //! The crate lives in `tests/external-crate/`. This test copies it to a temporary
 //! folder, points its path dependencies at this checkout, reuses the workspace's
@@ -30,7 +33,7 @@ fn target_dir() -> PathBuf {
 }
 
 #[test]
-fn an_external_crate_runs_a_streamed_loop_with_a_closure_tool() {
+fn an_external_crate_does_the_six_first_tasks_through_the_facade() {
     let root = workspace_root();
     let source = root.join("tests/external-crate");
     let copy = tempfile_dir();
@@ -63,9 +66,22 @@ fn an_external_crate_runs_a_streamed_loop_with_a_closure_tool() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
-    assert_eq!(kinds.first(), Some(&"usage_report"), "{kinds:?}");
     assert!(kinds.contains(&"tool_call_start") && kinds.contains(&"tool_call_result"));
     assert_eq!(kinds.last(), Some(&"done"));
+    let denied: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["error_code"] == "approval_denied")
+        .collect();
+    assert_eq!(denied.len(), 1, "{events:?}");
+    // The approval closure's reason, and the arguments the tool lets events show.
+    let start = events
+        .iter()
+        .find(|e| e["type"] == "tool_call_start" && e["tool_call_id"] == "r2")
+        .unwrap();
+    assert_eq!(
+        start["args"],
+        serde_json::json!({"order": 2, "amount": 250})
+    );
     std::fs::remove_dir_all(&copy).unwrap();
 }
 

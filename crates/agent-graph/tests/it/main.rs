@@ -15,6 +15,7 @@ mod backpressure;
 mod builtins;
 mod conformance;
 mod fanout_graph;
+mod front_door;
 mod lifecycle;
 mod prompt;
 mod resume;
