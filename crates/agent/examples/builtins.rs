@@ -1,19 +1,19 @@
 //! Embedding the sandboxed built-in tools in an application.
 //!
 //! ```sh
-//! cargo run -p ai-host --example builtins
+//! cargo run -p agent --example builtins --features host,testing
 //! ```
 //!
 //! Binds every built-in tool to the real adapters over a temporary workspace, lets a
 //! policy allow only the read-only ones, and drives the loop with a scripted model
 //! that lists the folder, reads a file and then tries to escape the sandbox.
 
-use agent_graph::Agent;
-use agent_testing::{ScriptedModel, Turn};
-use ai_core::{ToolPolicy, event::AiEventKind};
-use ai_host::{BuiltinConfig, bind_builtin_tools};
-use futures::StreamExt;
-use serde_json::json;
+use agent::host::{BuiltinConfig, bind_builtin_tools};
+use agent::prelude::*;
+use agent::run::RunContext;
+use agent::serde_json::json;
+use agent::testing::{ScriptedModel, Turn};
+use agent::tools::ToolPolicy;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -42,15 +42,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ]);
     let agent = Agent::builder(model).tools(tools).policy(policy).build()?;
     let offered: Vec<String> = agent
-        .catalog(&ai_core::RunContext::generate())
+        .catalog(&RunContext::generate())
         .specs()
         .iter()
         .map(|s| s.id.to_string())
         .collect();
     println!("offered to the model: {}", offered.join(", "));
 
-    let (mut events, outcome) = agent.run("What do my notes say?").into_parts();
-    while let Some(event) = events.next().await {
+    let mut run = agent.run("What do my notes say?");
+    while let Some(event) = run.next().await {
         if let AiEventKind::ToolCallResult {
             tool_name,
             ok,
@@ -71,7 +71,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    let output = outcome.await?;
+    let output = run.into_outcome().await?;
     println!("answer: {}", output.content);
     Ok(())
 }

@@ -2,19 +2,15 @@
 //!
 //! ```sh
 //! OPENAI_BASE_URL=https://api.openai.com/v1 OPENAI_API_KEY=sk-... AGENT_MODEL=gpt-4o-mini \
-//!   cargo run -p agent-graph --example closure_tool
+//!   cargo run -p agent --example closure_tool --features testing
 //! ```
 //!
 //! Without `OPENAI_BASE_URL` it says so and talks to a loopback server that plays a
 //! tool call and an answer, through exactly the same client code.
 
-use agent_graph::Agent;
-use agent_testing::server::{OpenAiServer, Reply};
-use ai_core::{ToolEffect, event::AiEventKind};
-use futures::StreamExt;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use wire_openai::client::{ClientConfig, OpenAiClient};
+use agent::openai::{ClientConfig, OpenAiClient};
+use agent::prelude::*;
+use agent::testing::{OpenAiServer, Reply};
 
 /// The arguments the model fills in; their schema is derived from this type.
 #[derive(Deserialize, JsonSchema)]
@@ -39,7 +35,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Err(_) => {
             eprintln!("OPENAI_BASE_URL is not set: using a loopback server with a scripted reply");
             let server = OpenAiServer::start([
-                Reply::tool_calls(&[("call_1", "app__add", serde_json::json!({"a": 2, "b": 40}))]),
+                Reply::tool_calls(&[(
+                    "call_1",
+                    "app__add",
+                    agent::serde_json::json!({"a": 2, "b": 40}),
+                )]),
                 Reply::text("2 + 40 = 42."),
             ])
             .await?;
@@ -54,7 +54,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let model_name = std::env::var("AGENT_MODEL").unwrap_or_else(|_| "gpt-4o-mini".into());
 
-    let add = ai_tools::tool_fn(
+    let add = tool_fn(
         "add",
         "Add two integers.",
         ToolEffect::ReadOnly,
@@ -63,15 +63,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 sum: args.a + args.b,
             })
         },
-    )?;
+    )?
+    // Events show no argument or result field a tool does not list.
+    .show_args(["a", "b"])?
+    .show_output(["sum"])?;
     let agent = Agent::builder(OpenAiClient::new(config)?)
         .model_name(model_name)
         .system("You are a careful assistant. Use the add tool for arithmetic.")
         .tool(add)
         .build()?;
 
-    let (mut events, outcome) = agent.run("What is 2 + 40?").into_parts();
-    while let Some(event) = events.next().await {
+    let mut run = agent.run("What is 2 + 40?");
+    while let Some(event) = run.next().await {
         match event.kind {
             AiEventKind::TextDelta { delta } => print!("{delta}"),
             AiEventKind::ToolCallStart { tool_name, .. } => eprintln!("[calling {tool_name}]"),
@@ -83,7 +86,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     println!();
-    let output = outcome.await?;
+    let output = run.into_outcome().await?;
     eprintln!(
         "{} model calls, {} tokens",
         output.usage.len(),

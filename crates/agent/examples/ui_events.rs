@@ -2,22 +2,18 @@
 //! live state, usage, and errors, built from `AiEvent`s alone.
 //!
 //! ```sh
-//! cargo run -p agent-graph --example ui_events
+//! cargo run -p agent --example ui_events --features testing
 //! ```
 //!
 //! The model is a `ScriptedModel`, so this runs offline; swap in any
-//! `CompletionPort` (e.g. `wire_openai::client::OpenAiClient`).
+//! model (e.g. `agent::openai::OpenAiClient`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use agent_graph::Agent;
-use agent_testing::{ScriptedModel, Turn};
-use ai_core::{AiEvent, ToolEffect, event::AiEventKind};
-use futures::StreamExt;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use serde_json::json;
+use agent::prelude::*;
+use agent::serde_json::{self, json};
+use agent::testing::{ScriptedModel, Turn};
 
 #[derive(Deserialize, JsonSchema)]
 struct WeatherArgs {
@@ -105,7 +101,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .usage(80, 14)
             .delay_between(Duration::from_millis(20)),
     ]);
-    let weather = ai_tools::tool_fn(
+    let weather = tool_fn(
         "weather",
         "Current temperature in a city.",
         ToolEffect::ReadOnly,
@@ -118,15 +114,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
     )?
     // Let the city and the temperature reach events (and so the UI).
-    .redact(ai_core::tool::Redaction::new(
-        ["city"],
-        ["city", "celsius"],
-    )?);
+    .show_args(["city"])?
+    .show_output(["city", "celsius"])?;
     let agent = Agent::builder(model).tool(weather).build()?;
 
     let mut view = AnswerView::default();
-    let (mut events, outcome) = agent.run("Which is warmer, Lisbon or Oslo?").into_parts();
-    while let Some(event) = events.next().await {
+    let mut run = agent.run("Which is warmer, Lisbon or Oslo?");
+    while let Some(event) = run.next().await {
         view.apply(&event);
         let cards: Vec<String> = view
             .cards
@@ -140,7 +134,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             view.text
         );
     }
-    outcome.await?;
+    run.into_outcome().await?;
     println!(
         "finished={} tokens={} error={:?}",
         view.finished, view.tokens, view.error
