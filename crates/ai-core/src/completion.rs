@@ -49,7 +49,12 @@ pub enum ResponseFormat {
         name: String,
         /// The JSON Schema.
         schema: Value,
-        /// Whether the provider must enforce the schema exactly.
+        /// Whether the provider must enforce the schema exactly. A wire crate sends
+        /// the schema rewritten to its provider's strict rules when it can (for
+        /// OpenAI: every property required, optional ones nullable, no additional
+        /// properties) and gives the final text back with those `null`s removed, so
+        /// the answer matches `schema` as written; a schema that cannot be made
+        /// strict is sent as given, not strict.
         #[serde(default)]
         strict: bool,
     },

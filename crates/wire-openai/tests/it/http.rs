@@ -785,6 +785,56 @@ async fn model_settings_reach_the_request_body() {
     );
 }
 
+/// A strict JSON-schema answer: sent rewritten to the strict rules, and the final
+/// text has the `null`s strict mode forces on optional properties taken back out,
+/// so the answer matches the schema that was asked for. A schema that cannot be
+/// strict goes as given, without `strict`.
+#[tokio::test]
+async fn a_strict_answer_schema_is_sent_strict_and_its_nulls_read_back_as_absent() {
+    let schema = json!({"type": "object", "properties": {
+        "id": {"type": "integer"}, "note": {"type": "string"}}, "required": ["id"]});
+    let open = json!({"type": "object", "properties": {"id": {"type": "integer"}},
+        "additionalProperties": true});
+    let server = server([
+        Reply::text(r#"{"id":7,"note":null}"#),
+        Reply::text(r#"{"id":7}"#),
+    ])
+    .await;
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    let mut finals = Vec::new();
+    for schema in [&schema, &open] {
+        let mut request = request();
+        request.settings.response_format = Some(ai_core::completion::ResponseFormat::JsonSchema {
+            name: "Order".into(),
+            schema: schema.clone(),
+            strict: true,
+        });
+        let mut stream = client.complete(request, CancellationToken::new());
+        while let Some(item) = stream.next().await {
+            if let CompletionItem::Final(turn) = item.unwrap() {
+                finals.push(turn.text);
+            }
+        }
+    }
+    assert_eq!(finals, [r#"{"id":7}"#, r#"{"id":7}"#]);
+    let requests = server.requests();
+    let sent = &requests[0].body["response_format"]["json_schema"];
+    assert_eq!(sent["strict"], json!(true));
+    assert_eq!(sent["schema"]["required"], json!(["id", "note"]));
+    assert_eq!(sent["schema"]["additionalProperties"], json!(false));
+    assert_eq!(
+        sent["schema"]["properties"]["note"]["type"],
+        json!(["string", "null"])
+    );
+    let sent = &requests[1].body["response_format"]["json_schema"];
+    assert_eq!(
+        sent["strict"],
+        json!(false),
+        "an open object cannot be strict"
+    );
+    assert_eq!(sent["schema"], open);
+}
+
 /// Reads one HTTP/1.1 request (head and `content-length` body) from `stream`.
 async fn read_request(stream: &tokio::net::TcpStream) {
     let mut buf = Vec::new();
