@@ -15,7 +15,9 @@ use agent::tools::{ToolErrorCode, builtin::ReadFile};
 type Error = Box<dyn std::error::Error>;
 
 fn client(server: &OpenAiServer) -> Result<OpenAiClient, Error> {
-    Ok(OpenAiClient::new(ClientConfig::new(server.base_url()).with_api_key("sk-external"))?)
+    Ok(OpenAiClient::new(
+        ClientConfig::new(server.base_url()).with_api_key("sk-external"),
+    )?)
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -36,11 +38,15 @@ async fn refunds() -> Result<(), Error> {
     .await?;
     let total = Arc::new(AtomicU32::new(0));
     let ledger = Arc::clone(&total);
-    let refund = tool_fn("refund", "Refund an order.", ToolEffect::ExternalSideEffect,
+    let refund = tool_fn(
+        "refund",
+        "Refund an order.",
+        ToolEffect::ExternalSideEffect,
         move |args: Refund| {
             let total = ledger.fetch_add(args.amount, Ordering::SeqCst) + args.amount;
             async move { Ok(json!({"order": args.order, "refunded_so_far": total})) }
-        })?
+        },
+    )?
     .show_args(["order", "amount"])?;
     let agent = Agent::builder(client(&server)?)
         .tool(refund)
@@ -56,7 +62,11 @@ async fn refunds() -> Result<(), Error> {
     let output = run.into_outcome().await?;
     let errors: Vec<_> = output.records.iter().map(|r| r.error).collect();
     assert_eq!(errors, [None, Some(ToolErrorCode::ApprovalDenied)]);
-    assert_eq!(total.load(Ordering::SeqCst), 40, "only the small refund ran");
+    assert_eq!(
+        total.load(Ordering::SeqCst),
+        40,
+        "only the small refund ran"
+    );
     let denied = tool_message(&server.requests()[1].body, "r2");
     assert!(denied.contains("approval_denied"), "{denied}");
     Ok(())
@@ -64,15 +74,19 @@ async fn refunds() -> Result<(), Error> {
 
 /// 2: a multi-turn chat with a system prompt.
 async fn chat() -> Result<(), Error> {
-    let server =
-        OpenAiServer::start([Reply::text("Hi Ada."), Reply::text("You are Ada.")]).await?;
-    let agent = Agent::builder(client(&server)?).system("Be brief.").build()?;
+    let server = OpenAiServer::start([Reply::text("Hi Ada."), Reply::text("You are Ada.")]).await?;
+    let agent = Agent::builder(client(&server)?)
+        .system("Be brief.")
+        .build()?;
     let mut conversation = Conversation::new();
     agent.chat(&mut conversation, "I am Ada.").await?;
     let answer = agent.chat(&mut conversation, "Who am I?").await?.content;
     assert_eq!(answer, "You are Ada.");
     for request in server.requests() {
-        let messages = request.body["messages"].as_array().cloned().unwrap_or_default();
+        let messages = request.body["messages"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         let systems = messages.iter().filter(|m| m["role"] == "system").count();
         assert_eq!(systems, 1, "one system prompt per request: {messages:?}");
     }
@@ -92,11 +106,21 @@ async fn typed() -> Result<(), Error> {
         OpenAiServer::start([Reply::text(r#"{"id":7,"status":"shipped","note":null}"#)]).await?;
     let agent = Agent::builder(client(&server)?).build()?;
     let order: Order = agent.prompt_typed("Where is order 7?").await?;
-    assert_eq!(order, Order { id: 7, status: "shipped".into(), note: None });
+    assert_eq!(
+        order,
+        Order {
+            id: 7,
+            status: "shipped".into(),
+            note: None
+        }
+    );
     let format = &server.requests()[0].body["response_format"];
     assert_eq!(format["type"], "json_schema");
     assert_eq!(format["json_schema"]["strict"], true);
-    assert_eq!(format["json_schema"]["schema"]["additionalProperties"], false);
+    assert_eq!(
+        format["json_schema"]["schema"]["additionalProperties"],
+        false
+    );
     Ok(())
 }
 
@@ -120,7 +144,10 @@ async fn read_a_file() -> Result<(), Error> {
     std::fs::remove_dir_all(&dir)?;
     let second = &server.requests()[1].body;
     assert!(tool_message(second, "f1").contains("Buy milk."));
-    assert_eq!(output.records[1].error, Some(ToolErrorCode::PermissionDenied));
+    assert_eq!(
+        output.records[1].error,
+        Some(ToolErrorCode::PermissionDenied)
+    );
     Ok(())
 }
 
@@ -131,12 +158,21 @@ struct Wait {
 
 /// 6: cancelling a run; the running tool sees its token.
 async fn cancel() -> Result<(), Error> {
-    let server =
-        OpenAiServer::start([Reply::tool_calls(&[("w1", "app__wait", json!({"seconds": 60}))])])
-            .await?;
-    let (observed, started) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let server = OpenAiServer::start([Reply::tool_calls(&[(
+        "w1",
+        "app__wait",
+        json!({"seconds": 60}),
+    )])])
+    .await?;
+    let (observed, started) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
     let (seen, running) = (Arc::clone(&observed), Arc::clone(&started));
-    let wait = tool_fn_with_context("wait", "Wait a while.", ToolEffect::ReadOnly,
+    let wait = tool_fn_with_context(
+        "wait",
+        "Wait a while.",
+        ToolEffect::ReadOnly,
         move |args: Wait, cx: ToolCallContext| {
             let (seen, running) = (Arc::clone(&seen), Arc::clone(&running));
             async move {
@@ -150,7 +186,8 @@ async fn cancel() -> Result<(), Error> {
                     }
                 }
             }
-        })?;
+        },
+    )?;
     let agent = Agent::builder(client(&server)?).tool(wait).build()?;
     let run = agent.run("Wait a minute.");
     while !started.load(Ordering::SeqCst) {
@@ -158,16 +195,27 @@ async fn cancel() -> Result<(), Error> {
     }
     run.cancel();
     let outcome = run.into_outcome().await;
-    assert!(matches!(outcome, Err(agent::run::RunError::Cancelled)), "{outcome:?}");
-    assert!(observed.load(Ordering::SeqCst), "the tool observed its token");
+    assert!(
+        matches!(outcome, Err(agent::run::RunError::Cancelled)),
+        "{outcome:?}"
+    );
+    assert!(
+        observed.load(Ordering::SeqCst),
+        "the tool observed its token"
+    );
     Ok(())
 }
 
 /// The content of the tool message answering `call` in a recorded request body.
 fn tool_message(body: &Value, call: &str) -> String {
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
-    let message = messages.iter().find(|m| m["role"] == "tool" && m["tool_call_id"] == call);
-    message.and_then(|m| m["content"].as_str()).unwrap_or_default().to_owned()
+    let message = messages
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == call);
+    message
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned()
 }
 
 #[tokio::main]
