@@ -105,8 +105,8 @@ pub mod openai {
 }
 
 /// The sandboxed built-in tools' adapters (feature `host`): bind them all with
-/// [`host::bind_builtin_tools`](ai_host::bind_builtin_tools), or one file tool to a
-/// folder with [`host::bind_in_dir`](ai_host::bind_in_dir).
+/// [`host::bind_builtin_tools`], or one file tool to a folder with
+/// [`host::bind_in_dir`].
 #[cfg(feature = "host")]
 pub mod host {
     pub use ai_host::{BindError, BuiltinConfig, bind_builtin_tools, bind_in_dir};
