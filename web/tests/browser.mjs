@@ -451,7 +451,14 @@ async function reloadScenario(context) {
     await page.reload({ waitUntil: 'domcontentloaded', timeout: T });
     await page.locator(sel.prompt).waitFor({ state: 'visible', timeout: T });
     await page.locator(sel.user).first().waitFor({ timeout: T });
-    const after = await conversation(page);
+    // The tool list (effect badges on the cards) arrives with its own request:
+    // wait for it as the first load does, then give the render a moment.
+    await page.locator(sel.tools).waitFor({ state: 'attached', timeout: T });
+    let after = await conversation(page);
+    for (let waited = 0; waited < T && JSON.stringify(after.items) !== JSON.stringify(before.items); waited += 50) {
+      await page.waitForTimeout(50);
+      after = await conversation(page);
+    }
     if (JSON.stringify(after.items) !== JSON.stringify(before.items))
       throw new Error(
         `restored conversation differs: before ${JSON.stringify(before.items).slice(0, 300)} after ${JSON.stringify(after.items).slice(0, 300)}`,
