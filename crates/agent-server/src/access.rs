@@ -64,6 +64,11 @@ pub struct Access {
     /// (and its run cancelled) while the run is busy (a long tool call, a slow
     /// model). The data stream has no comment syntax and gets none.
     pub heartbeat: std::time::Duration,
+    /// Origins of pages elsewhere (a dev server, an app) that may call the API
+    /// from a browser: exact `scheme://host[:port]`, compared case-insensitively.
+    /// Their preflight is answered and their responses carry CORS headers; they
+    /// still need a token. Empty by default: only the server's own page.
+    pub allowed_origins: Vec<String>,
 }
 
 impl Access {
@@ -91,6 +96,7 @@ impl Access {
             max_streams: DEFAULT_MAX_STREAMS,
             client_stream_share: DEFAULT_CLIENT_STREAM_SHARE,
             heartbeat: DEFAULT_HEARTBEAT,
+            allowed_origins: Vec::new(),
         }
     }
 
@@ -134,11 +140,21 @@ impl Access {
                     .strip_prefix("http://")
                     .is_some_and(|o| o.eq_ignore_ascii_case(h))
             });
-            if !ok {
+            if !ok && self.allowed_origin(headers).is_none() {
                 return Err(Refusal::Origin);
             }
         }
         Ok(())
+    }
+
+    /// The request's `Origin` when it is one of [`Access::allowed_origins`].
+    pub(crate) fn allowed_origin<'h>(&self, headers: &'h HeaderMap) -> Option<&'h HeaderValue> {
+        let value = headers.get(header::ORIGIN)?;
+        let origin = value.to_str().ok()?;
+        self.allowed_origins
+            .iter()
+            .any(|allowed| allowed.trim_end_matches('/').eq_ignore_ascii_case(origin))
+            .then_some(value)
     }
 
     /// The bearer token (see the module docs).
@@ -225,6 +241,63 @@ pub(crate) async fn page_layer(
         Ok(()) => next.run(request).await,
         Err(refused) => refused.into_response(),
     }
+}
+
+/// The headers a browser may send cross-origin, and those it may read back.
+const CORS_ALLOW_HEADERS: &str = "authorization, content-type";
+const CORS_EXPOSE_HEADERS: &str = "x-vercel-ai-ui-message-stream, x-vercel-ai-data-stream";
+
+/// CORS for [`Access::allowed_origins`], outside every other `/api` check: a
+/// preflight (`OPTIONS` with `Access-Control-Request-Method`) from an allowed
+/// origin is answered `204` (from any other, `403`); every response to an allowed
+/// origin, refusals included, carries `Access-Control-Allow-Origin` so the page
+/// can read it. The host and token checks are unchanged.
+pub(crate) async fn cors_layer(
+    State(access): State<std::sync::Arc<Access>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let allowed = access.allowed_origin(request.headers()).cloned();
+    let preflight = request.method() == axum::http::Method::OPTIONS
+        && request
+            .headers()
+            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+    if preflight {
+        let Some(origin) = allowed else {
+            return Refusal::Origin.into_response();
+        };
+        if let Err(refused) = access.check_host(request.headers()) {
+            return refused.into_response();
+        }
+        let mut response = StatusCode::NO_CONTENT.into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        headers.insert(
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            HeaderValue::from_static("GET, POST"),
+        );
+        headers.insert(
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static(CORS_ALLOW_HEADERS),
+        );
+        headers.insert(
+            header::ACCESS_CONTROL_MAX_AGE,
+            HeaderValue::from_static("600"),
+        );
+        headers.insert(header::VARY, HeaderValue::from_static("Origin"));
+        return response;
+    }
+    let mut response = next.run(request).await;
+    if let Some(origin) = allowed {
+        let headers = response.headers_mut();
+        headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        headers.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static(CORS_EXPOSE_HEADERS),
+        );
+        headers.append(header::VARY, HeaderValue::from_static("Origin"));
+    }
+    response
 }
 
 /// The checks of every `/api` route: the host, then the token.

@@ -80,12 +80,15 @@ pub struct ChatRequest {
     pub trigger: Trigger,
     /// The conversation for the model (without a system prompt).
     pub history: Vec<Message>,
-    /// When the last message is the assistant's with approval decisions: its id
-    /// (the response continues it), and the tool call ids it already has.
+    /// When the last message is the assistant's (approval decisions, a client
+    /// tool's output, or a continue after a stop): its id (the response continues
+    /// it), and the tool call ids it already has.
     pub continuing: Option<(String, Vec<String>)>,
     /// The decisions of that message, in part order.
     pub decisions: Vec<ApprovalResponse>,
-    /// `messageId` of the body, when sent.
+    /// `messageId` of the body, when sent: the message the client edits or
+    /// regenerates. Never the id of the response (the AI SDK's server does not
+    /// take it either: an edited user message would be replaced by the answer).
     pub message_id: Option<String>,
 }
 
@@ -283,6 +286,12 @@ fn tool_part(kind: &str, part: &Map<String, Value>, path: &str) -> Result<ToolPa
 
 /// What the model is told about a call it will not get a result for.
 pub const NOT_RUN: &str = "The call did not run (no result was recorded).";
+/// What the model is told about a call whose approval was answered in a message
+/// that is not the last (the decision never reached the server).
+pub const STALE_DECISION: &str =
+    "The call did not run: the user's decision about it was never sent.";
+/// The internal state of such a call.
+const STALE_STATE: &str = "stale-decision";
 /// What the model is told about a call the user denied.
 pub const DENIED: &str = "The user denied this call.";
 
@@ -328,12 +337,9 @@ pub fn parse(body: &[u8], transcript: &dyn Transcript) -> Result<ChatRequest, Re
                 };
                 let decided = turn.read(parts, &mut seen_calls, &mut chat)?;
                 if index == last {
-                    if !decided.has_decision {
-                        return Err(err(
-                            format!("{path}.role"),
-                            "the last message must be the user's, or carry approval decisions",
-                        ));
-                    }
+                    // A continuation: approval decisions, a client tool's output, or
+                    // a plain "continue" after a stop. The response continues this
+                    // message.
                     chat.continuing = Some((id.to_owned(), decided.call_ids));
                 }
             }
@@ -434,8 +440,6 @@ fn user_message(parts: &[Value], path: &str) -> Result<Message, RequestError> {
 
 /// What an assistant message held besides its history.
 struct Decided {
-    /// It carries approval decisions.
-    has_decision: bool,
     /// Its tool call ids, in part order.
     call_ids: Vec<String>,
 }
@@ -446,6 +450,7 @@ struct Decided {
 struct AssistantParts<'a> {
     chat_id: &'a str,
     transcript: &'a dyn Transcript,
+    /// It is the request's last message (the only one whose decisions count).
     last: bool,
     path: &'a str,
 }
@@ -460,7 +465,6 @@ impl AssistantParts<'_> {
         let mut step_text: Vec<String> = Vec::new();
         let mut step_calls: Vec<ToolPart> = Vec::new();
         let mut decided = Decided {
-            has_decision: false,
             call_ids: Vec::new(),
         };
         for (p, part) in parts.iter().enumerate() {
@@ -481,14 +485,11 @@ impl AssistantParts<'_> {
                             "appears twice (one result per tool call)",
                         ));
                     }
-                    if call.state == "approval-responded" {
-                        if !self.last {
-                            return Err(err(
-                                format!("{ppath}.state"),
-                                "an approval decision is only accepted in the last message",
-                            ));
-                        }
-                        decided.has_decision = true;
+                    let mut call = call;
+                    if call.state == "approval-responded" && !self.last {
+                        // A decision the client kept but never sent (a stop, an
+                        // error, a reload): settled as not run, and the chat goes on.
+                        call.state = STALE_STATE.to_owned();
                     }
                     decided.call_ids.push(call.call_id.clone());
                     step_calls.push(call);
@@ -562,6 +563,7 @@ fn outcome(
             Some(recalled.map_or_else(|| call.error_text.clone().unwrap_or_default(), |(_, r)| r))
         }
         "output-denied" => Some(DENIED.to_owned()),
+        STALE_STATE => Some(STALE_DECISION.to_owned()),
         "approval-responded" => {
             let Some((approval_id, Some(approved), reason)) = call.approval.clone() else {
                 return Err(err("", "approval without a decision"));
@@ -723,12 +725,6 @@ mod tests {
             ),
             (
                 tool(
-                    json!({"type": "tool-a", "toolCallId": "c", "state": "approval-responded", "input": {}, "approval": {"id": "x", "approved": true}}),
-                ),
-                "messages[1].parts[0].state",
-            ),
-            (
-                tool(
                     json!({"type": "tool-a", "toolCallId": "c", "state": "output-denied", "input": {}, "approval": {"id": "x", "approved": true}}),
                 ),
                 "messages[1].parts[0].approval.approved",
@@ -754,10 +750,33 @@ mod tests {
             path_of(body(vec![user("x"), twice, user("y")])),
             "messages[1].parts[1].toolCallId"
         );
-        // The last message is the user's, or carries decisions.
-        let answered =
-            json!({"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": "hi"}]});
-        assert_eq!(path_of(body(vec![user("x"), answered])), "messages[1].role");
         assert_eq!(parse(b"{not json", &()).unwrap_err().path, "");
+    }
+
+    #[test]
+    fn a_decision_that_was_never_sent_is_settled_and_the_chat_goes_on() {
+        let stale = json!({"id": "a1", "role": "assistant", "parts": [
+            {"type": "tool-core__write_file", "toolCallId": "c1", "state": "approval-responded",
+             "input": {"path": "a"}, "approval": {"id": "apv1.1.00", "approved": true}}
+        ]});
+        let chat = parse_json(body(vec![user("write"), stale, user("never mind")])).unwrap();
+        assert!(chat.decisions.is_empty());
+        assert!(chat.continuing.is_none());
+        assert_eq!(chat.history[2], Message::tool("c1", STALE_DECISION));
+        assert_eq!(chat.history[3], Message::user("never mind"));
+    }
+
+    #[test]
+    fn a_last_assistant_message_without_decisions_is_continued() {
+        // `stop()` then `sendMessage()`: the client continues its last message.
+        let cut = json!({"id": "a1", "role": "assistant", "parts": [
+            {"type": "text", "text": "Half an ans"},
+            {"type": "tool-core__write_file", "toolCallId": "c1", "state": "approval-requested",
+             "input": {"path": "a"}, "approval": {"id": "apv1.1.00"}}
+        ]});
+        let chat = parse_json(body(vec![user("x"), cut])).unwrap();
+        assert_eq!(chat.continuing, Some(("a1".into(), vec!["c1".into()])));
+        assert!(chat.decisions.is_empty());
+        assert_eq!(chat.history[2], Message::tool("c1", NOT_RUN));
     }
 }

@@ -19,6 +19,8 @@
 //!   redeems ids: the loop itself resumes the run with the decisions
 //!   (`agent_graph::run::resume`).
 //! - A client that disconnects cancels its run (model stream and tools).
+//! - [`resume`]: `GET /api/chat/{id}/stream` reattaches to a chat's running
+//!   response (what was sent so far, then live), or answers `204`.
 //! - [`page`]: the chat page (built from `web/`, embedded) served at `/`.
 //! - [`access`]: `Host` and `Origin` must name the loopback address on loopback
 //!   (DNS-rebinding protection), and every API request carries a bearer token
@@ -38,6 +40,7 @@ pub mod contract;
 pub mod data_stream;
 mod listener;
 pub mod page;
+pub mod resume;
 mod server;
 pub mod stream;
 #[cfg(test)]

@@ -29,6 +29,7 @@ use crate::approval::Approvals;
 use crate::contract::{self, ChatRequest, RequestError};
 use crate::data_stream::DataStreamEncoder;
 use crate::listener::{ClientKey, ClientSlots};
+use crate::resume::{ActiveStreams, Replay};
 use crate::stream::StreamEncoder;
 use crate::transcript::TranscriptStore;
 use crate::ui_stream::UiStreamEncoder;
@@ -76,6 +77,7 @@ pub struct ChatService {
     graph: Graph,
     approvals: Approvals,
     transcript: TranscriptStore,
+    active: ActiveStreams,
 }
 
 impl std::fmt::Debug for ChatService {
@@ -102,6 +104,7 @@ impl ChatService {
             graph: setup.graph,
             approvals: Approvals::random(),
             transcript: TranscriptStore::default(),
+            active: ActiveStreams::default(),
         })
     }
 
@@ -156,10 +159,15 @@ impl ChatService {
             ));
         let api = Router::new()
             .route("/api/chat", post(chat))
+            .route("/api/chat/{id}/stream", get(reattach))
             .route("/api/tools", get(tools))
             .route_layer(middleware::from_fn_with_state(
-                access,
+                Arc::clone(&access),
                 crate::access::api_layer,
+            ))
+            .layer(middleware::from_fn_with_state(
+                access,
+                crate::access::cors_layer,
             ));
         page.merge(api).with_state(state)
     }
@@ -231,8 +239,9 @@ impl ChatService {
             .unzip()
     }
 
-    /// Streams a run's events into `tx` through `encoder` until the run ends or the
-    /// client goes away (then the run is cancelled); records the model-facing
+    /// Streams a run's events into `tx` through `encoder` until the run ends, and
+    /// into `replay` for clients that reattach; a client that goes away cancels
+    /// the run (its last frames still reach the replay). Records the model-facing
     /// arguments and results of the calls it ran.
     async fn respond(
         self: Arc<Self>,
@@ -240,7 +249,7 @@ impl ChatService {
         handle: RunHandle,
         mut encoder: Box<dyn StreamEncoder>,
         tx: mpsc::Sender<Bytes>,
-        heartbeat: Duration,
+        (heartbeat, replay): (Duration, Arc<Replay>),
     ) {
         let approval =
             |call: &str, tool: &str, hash: &str| self.approvals.issue(&chat_id, call, tool, hash);
@@ -248,32 +257,65 @@ impl ChatService {
         let (mut events, outcome) = handle.into_parts();
         let mut beat = tokio::time::interval(heartbeat.max(Duration::from_millis(10)));
         beat.tick().await;
-        let gone = loop {
+        let mut client = Some(tx);
+        loop {
+            let gone = async {
+                match &client {
+                    Some(tx) => tx.closed().await,
+                    None => std::future::pending().await,
+                }
+            };
             let frames = tokio::select! {
                 event = events.next() => match event {
                     Some(event) => encoder.frames(&event, &approval),
-                    None => break false,
+                    None => break,
                 },
-                () = tx.closed() => break true,
-                _ = beat.tick() => encoder.heartbeat().into_iter().collect(),
+                () = gone => {
+                    client = None;
+                    stop.cancel();
+                    continue;
+                }
+                _ = beat.tick(), if client.is_some() => {
+                    if let (Some(tx), Some(frame)) = (&client, encoder.heartbeat())
+                        && tx.send(frame).await.is_err()
+                    {
+                        client = None;
+                        stop.cancel();
+                    }
+                    continue;
+                }
             };
-            if send_all(&tx, frames).await.is_err() {
-                break true;
+            if !deliver(&mut client, &replay, frames).await {
+                stop.cancel();
             }
-        };
-        // A client that went away cancels the run (model stream and tools); the run
-        // still ends with its one `done`, which nobody reads.
-        if gone {
-            stop.cancel();
         }
         drop(events);
         if let Ok(output) = outcome.await {
             remember(&self.transcript, &chat_id, &output.messages);
         }
-        if !gone {
-            let _ = send_all(&tx, encoder.end()).await;
-        }
+        deliver(&mut client, &replay, encoder.end()).await;
+        self.active.close(&chat_id, &replay);
     }
+}
+
+/// Keeps `frames` for reattaching clients and sends them to the client while it is
+/// there; `false` when it went away just now.
+async fn deliver(
+    client: &mut Option<mpsc::Sender<Bytes>>,
+    replay: &Replay,
+    frames: Vec<Bytes>,
+) -> bool {
+    for frame in &frames {
+        replay.push(frame);
+    }
+    let Some(tx) = client else {
+        return true;
+    };
+    if send_all(tx, frames).await.is_err() {
+        *client = None;
+        return false;
+    }
+    true
 }
 
 /// Sends `frames` in order; `Err` when the client is gone.
@@ -364,12 +406,12 @@ fn encoder(
     protocol: Option<&str>,
     chat: &ChatRequest,
 ) -> Result<Box<dyn StreamEncoder>, RequestError> {
-    let message_id = chat
-        .continuing
-        .as_ref()
-        .map(|(id, _)| id.clone())
-        .or_else(|| chat.message_id.clone())
-        .unwrap_or_else(|| format!("msg-{}", uuid::Uuid::new_v4()));
+    // As the AI SDK's own server: the response continues the last message only
+    // when the request continues it; anything else is a new message.
+    let message_id = chat.continuing.as_ref().map_or_else(
+        || format!("msg-{}", uuid::Uuid::new_v4()),
+        |(id, _)| id.clone(),
+    );
     let known: Vec<String> = chat
         .continuing
         .as_ref()
@@ -429,16 +471,25 @@ async fn chat(
     let headers = encoder.headers();
     let (tx, mut rx) = mpsc::channel::<Bytes>(64);
     let service = Arc::clone(&state.service);
+    let replay = service.active.open(&chat.chat_id, headers);
     let heartbeat = state.access.heartbeat;
     tokio::spawn(async move {
         service
-            .respond(chat.chat_id, handle, encoder, tx, heartbeat)
+            .respond(chat.chat_id, handle, encoder, tx, (heartbeat, replay))
             .await;
         drop(permit);
     });
-    let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
-        .map(Ok::<Bytes, std::convert::Infallible>);
-    let mut response = Response::new(Body::from_stream(stream));
+    let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    streaming(headers, stream)
+}
+
+/// A streaming response with a protocol's `headers`.
+fn streaming(
+    headers: &[(&str, &str)],
+    frames: impl futures::Stream<Item = Bytes> + Send + 'static,
+) -> Response {
+    let body = Body::from_stream(frames.map(Ok::<Bytes, std::convert::Infallible>));
+    let mut response = Response::new(body);
     for (name, value) in headers {
         if let (Ok(name), Ok(value)) = (
             header::HeaderName::from_bytes(name.as_bytes()),
@@ -448,4 +499,28 @@ async fn chat(
         }
     }
     response
+}
+
+/// `GET /api/chat/{id}/stream`: the running response of the chat, from its first
+/// frame, or `204` when there is none (see [`crate::resume`]).
+async fn reattach(
+    State(state): State<AppState>,
+    axum::extract::Path(chat_id): axum::extract::Path<String>,
+) -> Response {
+    if chat_id.is_empty() || chat_id.len() > contract::MAX_CHAT_ID_LEN {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "the chat id must be 1 to 128 characters",
+        );
+    }
+    let attached = state
+        .service
+        .active
+        .get(&chat_id)
+        .and_then(|replay| Some((replay.headers(), replay.reader()?)));
+    match attached {
+        Some((headers, frames)) => streaming(headers, frames),
+        None => StatusCode::NO_CONTENT.into_response(),
+    }
 }

@@ -282,6 +282,9 @@ pub struct ServeConfig {
     /// How long a client may take to send a request head, in milliseconds, from
     /// when its connection opened or its previous response ended.
     pub header_read_timeout_ms: u64,
+    /// Origins of pages elsewhere that may call the API from a browser (CORS),
+    /// exact `scheme://host[:port]`; they still need a token. Default none.
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for ServeConfig {
@@ -298,6 +301,7 @@ impl Default for ServeConfig {
             max_connections: connections.max_connections,
             max_connections_per_client: connections.max_connections_per_client,
             header_read_timeout_ms: millis(connections.header_read_timeout),
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -336,6 +340,7 @@ impl ServeConfig {
                 "server.header_read_timeout_ms",
                 self.header_read_timeout_ms > d.header_read_timeout_ms,
             ),
+            ("server.allowed_origins", !self.allowed_origins.is_empty()),
         ]
         .into_iter()
         .filter_map(|(key, raised)| raised.then_some(key))

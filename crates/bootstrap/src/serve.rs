@@ -84,6 +84,18 @@ pub async fn run(config: &AgentConfig, args: ServeArgs) -> ExitCode {
         );
         return ExitCode::from(EXIT_USAGE);
     }
+    if let Some(bad) = config
+        .file
+        .server
+        .allowed_origins
+        .iter()
+        .find(|o| !valid_origin(o))
+    {
+        eprintln!(
+            "agent: server.allowed_origins takes exact origins like \"http://localhost:5173\" (scheme and host, no path; got {bad:?})"
+        );
+        return ExitCode::from(EXIT_USAGE);
+    }
     let tokens = match token_hashes(config) {
         Ok(tokens) => tokens,
         Err(e) => {
@@ -104,6 +116,14 @@ pub async fn run(config: &AgentConfig, args: ServeArgs) -> ExitCode {
     let code = serve_with(config, &mut session, ip, port, tokens, args.no_auth).await;
     session.close().await;
     code
+}
+
+/// An exact origin: `http(s)://host[:port]`, nothing after it, no wildcard.
+fn valid_origin(origin: &str) -> bool {
+    let rest = origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"));
+    rest.is_some_and(|host| !host.is_empty() && !host.contains(['/', '*', '?', '#', '@', ' ']))
 }
 
 /// The access of a server bound to `bound`: host checks on loopback, the
@@ -128,6 +148,7 @@ fn access(
     access.body_timeout = Duration::from_millis(server.body_timeout_ms);
     access.max_streams = server.max_streams;
     access.client_stream_share = server.client_stream_share;
+    access.allowed_origins.clone_from(&server.allowed_origins);
     access
 }
 

@@ -1,0 +1,216 @@
+//! Reattaching to a response that is still streaming: `GET /api/chat/{id}/stream`,
+//! the reconnect of `useChat`'s `resume: true` (and of `resumeStream()`).
+//!
+//! While a chat's response streams, every frame it writes (not the heartbeats) is
+//! also kept in a [`Replay`], up to a byte bound. A reattaching client gets the
+//! frames written so far, then the live ones, until the response ends; the response
+//! headers are those of the original (UI message stream or data stream). When no
+//! response of that chat is running, or its replay outgrew the bound (its start is
+//! gone), the answer is `204 No Content`, which the AI SDK's transport reads as
+//! "nothing to resume".
+//!
+//! A newer request of the same chat replaces the older one's replay. Reattached
+//! readers never cancel the run: only the request that started it does, by going
+//! away (a reload does exactly that, so a reload of the page that started a
+//! response finds nothing to resume; another tab, or a client that keeps its
+//! request open, does).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::body::Bytes;
+use futures::Stream;
+use tokio::sync::watch;
+
+/// Bytes of frames kept per running response by default.
+pub const DEFAULT_REPLAY_BYTES: usize = 1024 * 1024;
+
+/// The frames of one running response, for reattaching clients.
+#[derive(Debug)]
+pub struct Replay {
+    headers: &'static [(&'static str, &'static str)],
+    max_bytes: usize,
+    state: Mutex<ReplayState>,
+    /// Bumped on every change, so readers wake up.
+    changed: watch::Sender<u64>,
+}
+
+#[derive(Debug, Default)]
+struct ReplayState {
+    frames: Vec<Bytes>,
+    bytes: usize,
+    overflowed: bool,
+    done: bool,
+}
+
+impl Replay {
+    fn state(&self) -> std::sync::MutexGuard<'_, ReplayState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps `frame` (or, past the bound, drops everything: the replay can no
+    /// longer be attached to).
+    pub fn push(&self, frame: &Bytes) {
+        {
+            let mut state = self.state();
+            if state.overflowed || state.done {
+                return;
+            }
+            state.bytes = state.bytes.saturating_add(frame.len());
+            if state.bytes > self.max_bytes {
+                state.overflowed = true;
+                state.frames = Vec::new();
+            } else {
+                state.frames.push(frame.clone());
+            }
+        }
+        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// The response ended: readers get what is left, then the end.
+    pub fn finish(&self) {
+        self.state().done = true;
+        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+    }
+
+    /// The response's protocol headers.
+    pub fn headers(&self) -> &'static [(&'static str, &'static str)] {
+        self.headers
+    }
+
+    /// Every frame from the first, then the live ones, until the end; `None` when
+    /// the replay outgrew its bound.
+    pub fn reader(self: &Arc<Self>) -> Option<impl Stream<Item = Bytes> + Send + use<>> {
+        if self.state().overflowed {
+            return None;
+        }
+        let changes = self.changed.subscribe();
+        let start = (Arc::clone(self), changes, 0usize);
+        Some(futures::stream::unfold(
+            start,
+            |(replay, mut changes, next)| async move {
+                loop {
+                    {
+                        let state = replay.state();
+                        if state.overflowed {
+                            return None;
+                        }
+                        if let Some(frame) = state.frames.get(next) {
+                            let frame = frame.clone();
+                            drop(state);
+                            return Some((frame, (replay, changes, next + 1)));
+                        }
+                        if state.done {
+                            return None;
+                        }
+                    }
+                    if changes.changed().await.is_err() {
+                        return None;
+                    }
+                }
+            },
+        ))
+    }
+}
+
+/// The replays of the running responses, by chat id.
+#[derive(Debug)]
+pub struct ActiveStreams {
+    max_bytes: usize,
+    by_chat: Mutex<HashMap<String, Arc<Replay>>>,
+}
+
+impl Default for ActiveStreams {
+    fn default() -> Self {
+        Self::new(DEFAULT_REPLAY_BYTES)
+    }
+}
+
+impl ActiveStreams {
+    /// Replays of at most `max_bytes` each.
+    pub fn new(max_bytes: usize) -> Self {
+        Self {
+            max_bytes,
+            by_chat: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Replay>>> {
+        self.by_chat.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A new replay for `chat_id`'s response (replacing an older one's).
+    pub fn open(
+        &self,
+        chat_id: &str,
+        headers: &'static [(&'static str, &'static str)],
+    ) -> Arc<Replay> {
+        let (changed, _) = watch::channel(0);
+        let replay = Arc::new(Replay {
+            headers,
+            max_bytes: self.max_bytes,
+            state: Mutex::new(ReplayState::default()),
+            changed,
+        });
+        if let Some(older) = self.map().insert(chat_id.to_owned(), Arc::clone(&replay)) {
+            older.finish();
+        }
+        replay
+    }
+
+    /// `replay` ended: finished, and forgotten unless a newer one replaced it.
+    pub fn close(&self, chat_id: &str, replay: &Arc<Replay>) {
+        replay.finish();
+        let mut map = self.map();
+        if map.get(chat_id).is_some_and(|r| Arc::ptr_eq(r, replay)) {
+            map.remove(chat_id);
+        }
+    }
+
+    /// The running response of `chat_id`, when there is one to attach to.
+    pub fn get(&self, chat_id: &str) -> Option<Arc<Replay>> {
+        self.map().get(chat_id).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+
+    const H: &[(&str, &str)] = &[("x", "y")];
+
+    #[tokio::test]
+    async fn a_reader_gets_what_was_sent_then_the_live_frames_then_the_end() {
+        let streams = ActiveStreams::new(1024);
+        let replay = streams.open("c", H);
+        replay.push(&Bytes::from_static(b"a"));
+        let reader = streams.get("c").unwrap().reader().unwrap();
+        let collect = tokio::spawn(reader.collect::<Vec<Bytes>>());
+        tokio::task::yield_now().await;
+        replay.push(&Bytes::from_static(b"b"));
+        streams.close("c", &replay);
+        let frames = collect.await.unwrap();
+        assert_eq!(frames, [Bytes::from_static(b"a"), Bytes::from_static(b"b")]);
+        assert!(streams.get("c").is_none());
+    }
+
+    #[test]
+    fn past_its_bound_a_replay_cannot_be_attached_to() {
+        let streams = ActiveStreams::new(4);
+        let replay = streams.open("c", H);
+        replay.push(&Bytes::from_static(b"abc"));
+        assert!(replay.reader().is_some());
+        replay.push(&Bytes::from_static(b"de"));
+        assert!(replay.reader().is_none());
+    }
+
+    #[test]
+    fn a_newer_response_replaces_the_older_and_the_older_close_keeps_it() {
+        let streams = ActiveStreams::new(64);
+        let old = streams.open("c", H);
+        let new = streams.open("c", H);
+        streams.close("c", &old);
+        assert!(Arc::ptr_eq(&streams.get("c").unwrap(), &new));
+    }
+}
