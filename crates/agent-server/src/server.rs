@@ -267,7 +267,7 @@ impl ChatService {
             };
             let frames = tokio::select! {
                 event = events.next() => match event {
-                    Some(event) => encoder.frames(&event, &approval),
+                    Some(event) => encoder.frames(&shown_error(event), &approval),
                     None => break,
                 },
                 () = gone => {
@@ -295,6 +295,36 @@ impl ChatService {
         }
         deliver(&mut client, &replay, encoder.end()).await;
         self.active.close(&chat_id, &replay);
+    }
+}
+
+/// A provider's error text stays in the server log: it may carry what the browser
+/// must not see (an upstream URL, an account name, a quota detail). The client
+/// gets what failed and the request id to find it by.
+fn shown_error(event: ai_core::AiEvent) -> ai_core::AiEvent {
+    let ai_core::event::AiEventKind::Error { code, message } = &event.kind else {
+        return event;
+    };
+    if !(code.starts_with("provider_") || code == "invalid_request") {
+        return event;
+    }
+    tracing::warn!(
+        run_id = %ai_core::text::log_field(&event.run_id),
+        code = %code,
+        message = %ai_core::text::log_field(message),
+        "the model provider failed"
+    );
+    let shown = format!(
+        "The model provider could not answer ({code}). Request id: {}.",
+        event.run_id
+    );
+    let code = code.clone();
+    ai_core::AiEvent {
+        kind: ai_core::event::AiEventKind::Error {
+            code,
+            message: shown,
+        },
+        ..event
     }
 }
 

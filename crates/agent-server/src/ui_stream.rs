@@ -39,7 +39,8 @@
 //! |---|---|
 //! | `text_delta` | `text-start {id}` (when no text part is open), `text-delta {id, delta}` |
 //! | `reasoning_delta` | `reasoning-start {id}`, `reasoning-delta {id, delta}` |
-//! | `tool_call_start` | `tool-input-start {toolCallId, toolName}`, `tool-input-available {toolCallId, toolName, input}` |
+//! | `tool_input_delta` | `tool-input-start {toolCallId, toolName}` (first of the call), `tool-input-delta {toolCallId, inputTextDelta}` |
+//! | `tool_call_start` | `tool-input-start {toolCallId, toolName}` (unless its input streamed), `tool-input-available {toolCallId, toolName, input}` |
 //! | `tool_call_result`, ok | `tool-output-available {toolCallId, output}` |
 //! | `tool_call_result`, failed | `tool-output-error {toolCallId, errorText: "<code>: <message>"}` |
 //! | `tool_approval_requested` | the two input chunks, then `tool-approval-request {approvalId, toolCallId}` |
@@ -112,6 +113,8 @@ pub struct UiStreamEncoder {
     message_id: String,
     /// Calls whose input the client already has (this response or an earlier one).
     inputs_sent: HashSet<String>,
+    /// Calls whose input is streaming (`tool-input-start` sent, not yet complete).
+    inputs_streaming: HashSet<String>,
     started: bool,
     finished: bool,
     step: Option<StepFlags>,
@@ -147,6 +150,7 @@ impl UiStreamEncoder {
         Self {
             message_id: message_id.into(),
             inputs_sent: known_tool_call_ids.into_iter().collect(),
+            inputs_streaming: HashSet::new(),
             started: false,
             finished: false,
             step: None,
@@ -180,6 +184,26 @@ impl UiStreamEncoder {
             AiEventKind::ReasoningDelta { delta } if !delta.is_empty() => {
                 self.step_for(Activity::Delta, &mut out);
                 self.delta(PartKind::Reasoning, delta, &mut out);
+            }
+            AiEventKind::ToolInputDelta {
+                tool_call_id,
+                tool_name,
+                delta,
+            } if !delta.is_empty() && !self.inputs_sent.contains(tool_call_id) => {
+                self.step_for(Activity::Delta, &mut out);
+                self.close_part(&mut out);
+                if self.inputs_streaming.insert(tool_call_id.clone()) {
+                    out.push(json!({
+                        "type": "tool-input-start",
+                        "toolCallId": tool_call_id,
+                        "toolName": tool_name,
+                    }));
+                }
+                out.push(json!({
+                    "type": "tool-input-delta",
+                    "toolCallId": tool_call_id,
+                    "inputTextDelta": delta,
+                }));
             }
             AiEventKind::ToolCallStart {
                 tool_call_id,
@@ -376,11 +400,13 @@ impl UiStreamEncoder {
         if !self.inputs_sent.insert(tool_call_id.to_owned()) {
             return;
         }
-        out.push(json!({
-            "type": "tool-input-start",
-            "toolCallId": tool_call_id,
-            "toolName": tool_name,
-        }));
+        if !self.inputs_streaming.remove(tool_call_id) {
+            out.push(json!({
+                "type": "tool-input-start",
+                "toolCallId": tool_call_id,
+                "toolName": tool_name,
+            }));
+        }
         out.push(json!({
             "type": "tool-input-available",
             "toolCallId": tool_call_id,

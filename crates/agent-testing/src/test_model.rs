@@ -386,7 +386,7 @@ impl TestModel {
                 .iter()
                 .rev()
                 .find_map(|m| match m {
-                    Message::User { content } => Some(content.as_str()),
+                    Message::User { content, .. } => Some(content.as_str()),
                     _ => None,
                 })
                 .unwrap_or_default();
@@ -426,7 +426,7 @@ fn words(text: &str) -> u64 {
 
 fn message_words(message: &Message) -> u64 {
     match message {
-        Message::System { content } | Message::User { content } => words(content),
+        Message::System { content } | Message::User { content, .. } => words(content),
         Message::Assistant {
             content,
             tool_calls,

@@ -105,8 +105,23 @@ pub enum AiEventKind {
         tool_call_id: String,
         /// The namespaced tool id the model named.
         tool_name: String,
-        /// Redacted view of the arguments.
+        /// Redacted view of the arguments (for a tool that does not exist: the
+        /// model's arguments when they are a JSON object, since no redaction
+        /// applies and nothing runs).
         args: Value,
+    },
+    /// A fragment of a tool call's argument text, as the model streams it, before
+    /// the call is complete: for UIs that show a long call as it is written.
+    /// Emitted only for tools whose arguments are shown unredacted (a tool with
+    /// an argument redaction streams nothing: the fragments would show what the
+    /// redaction hides).
+    ToolInputDelta {
+        /// The call id (the one `tool_call_start` will carry).
+        tool_call_id: String,
+        /// The namespaced tool id the model named.
+        tool_name: String,
+        /// The fragment of argument text.
+        delta: String,
     },
     /// A tool call finished.
     ToolCallResult {

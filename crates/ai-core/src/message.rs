@@ -33,6 +33,10 @@ pub enum Message {
     User {
         /// Text.
         content: String,
+        /// Files attached to it, in order: images the model sees, text files it
+        /// reads inline (see [`Attachment`]).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        attachments: Vec<Attachment>,
     },
     /// The model's turn: text and/or tool calls.
     Assistant {
@@ -68,6 +72,15 @@ impl Message {
     pub fn user(content: impl Into<String>) -> Self {
         Self::User {
             content: content.into(),
+            attachments: Vec::new(),
+        }
+    }
+
+    /// A user message with files attached.
+    pub fn user_with(content: impl Into<String>, attachments: Vec<Attachment>) -> Self {
+        Self::User {
+            content: content.into(),
+            attachments,
         }
     }
 
@@ -86,5 +99,232 @@ impl Message {
             tool_call_id: tool_call_id.into(),
             content: content.into(),
         }
+    }
+}
+
+/// The image types a user message may carry (what vision models accept).
+pub const IMAGE_MEDIA_TYPES: &[&str] = &["image/png", "image/jpeg", "image/webp", "image/gif"];
+
+/// A file attached to a user message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Attachment {
+    /// An image the model sees: one of [`IMAGE_MEDIA_TYPES`], base64-encoded.
+    Image {
+        /// Its media type.
+        media_type: String,
+        /// Its bytes, base64 (standard alphabet, padded).
+        data: String,
+        /// Its file name, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    /// A text file the model reads inline, under its name.
+    Text {
+        /// Its file name.
+        name: String,
+        /// Its media type (`text/plain` when unknown).
+        media_type: String,
+        /// Its text.
+        text: String,
+    },
+}
+
+/// Why bytes cannot be attached.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AttachmentError {
+    /// Over the size limit.
+    #[error("{name} is {size} bytes, over the limit of {limit} bytes")]
+    TooLarge {
+        /// The file.
+        name: String,
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Neither an accepted image nor UTF-8 text.
+    #[error("{name} is {media_type}, which is not accepted (images: png, jpeg, webp, gif; or UTF-8 text)")]
+    Unsupported {
+        /// The file.
+        name: String,
+        /// Its media type, as declared or detected.
+        media_type: String,
+    },
+    /// A data URL that is not one (or not base64).
+    #[error("{name}: {reason}")]
+    Malformed {
+        /// The file.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl Attachment {
+    /// Attaches `bytes` named `name`: an image when the bytes are one of
+    /// [`IMAGE_MEDIA_TYPES`] (by their signature, not the name), else text when
+    /// they are UTF-8 (`media_type` kept when it is a text type), else
+    /// [`AttachmentError::Unsupported`]. At most `limit` bytes.
+    pub fn from_bytes(
+        name: &str,
+        media_type: Option<&str>,
+        bytes: &[u8],
+        limit: usize,
+    ) -> Result<Self, AttachmentError> {
+        use base64::Engine as _;
+        if bytes.len() > limit {
+            return Err(AttachmentError::TooLarge {
+                name: name.to_owned(),
+                size: bytes.len(),
+                limit,
+            });
+        }
+        if let Some(image) = image_type(bytes) {
+            return Ok(Self::Image {
+                media_type: image.to_owned(),
+                data: base64::engine::general_purpose::STANDARD.encode(bytes),
+                name: Some(name.to_owned()),
+            });
+        }
+        let declared = media_type.unwrap_or("text/plain");
+        let textual = declared.starts_with("text/")
+            || matches!(
+                declared,
+                "application/json" | "application/xml" | "application/x-yaml" | "application/toml"
+            )
+            || media_type.is_none();
+        match std::str::from_utf8(bytes) {
+            Ok(text) if textual && !text.contains('\0') => Ok(Self::Text {
+                name: name.to_owned(),
+                media_type: declared.to_owned(),
+                text: text.to_owned(),
+            }),
+            _ => Err(AttachmentError::Unsupported {
+                name: name.to_owned(),
+                media_type: media_type.unwrap_or("binary data").to_owned(),
+            }),
+        }
+    }
+
+    /// Attaches the contents of a `data:<type>;base64,<data>` URL (the form
+    /// browsers send files in), as [`Attachment::from_bytes`] would; the size
+    /// limit is checked before decoding.
+    pub fn from_data_url(name: &str, url: &str, limit: usize) -> Result<Self, AttachmentError> {
+        use base64::Engine as _;
+        let malformed = |reason: &str| AttachmentError::Malformed {
+            name: name.to_owned(),
+            reason: reason.to_owned(),
+        };
+        let rest = url
+            .strip_prefix("data:")
+            .ok_or_else(|| malformed("only data: URLs are accepted (the server fetches nothing)"))?;
+        let (header, data) = rest
+            .split_once(',')
+            .ok_or_else(|| malformed("a data URL needs a comma before its data"))?;
+        let Some(media_type) = header.strip_suffix(";base64") else {
+            return Err(malformed("the data URL must be base64"));
+        };
+        let media_type = media_type.split(';').next().unwrap_or_default();
+        if data.len() / 4 * 3 > limit.saturating_add(3) {
+            return Err(AttachmentError::TooLarge {
+                name: name.to_owned(),
+                size: data.len() / 4 * 3,
+                limit,
+            });
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(data.trim())
+            .map_err(|_| malformed("its data is not valid base64"))?;
+        let declared = (!media_type.is_empty()).then_some(media_type);
+        if let Some(declared) = declared
+            && declared.starts_with("image/")
+            && !IMAGE_MEDIA_TYPES.contains(&declared)
+        {
+            return Err(AttachmentError::Unsupported {
+                name: name.to_owned(),
+                media_type: declared.to_owned(),
+            });
+        }
+        Self::from_bytes(name, declared, &bytes, limit)
+    }
+
+    /// Its size as the model receives it (base64 for an image, text for a file).
+    pub fn size(&self) -> usize {
+        match self {
+            Self::Image { data, .. } => data.len(),
+            Self::Text { text, .. } => text.len(),
+        }
+    }
+}
+
+/// The image type of `bytes`, by signature.
+fn image_type(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if bytes.starts_with(&[0xff, 0xd8, 0xff]) {
+        Some("image/jpeg")
+    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if bytes.len() >= 12 && &bytes[..4] == b"RIFF" && &bytes[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod attachment_tests {
+    use super::*;
+
+    const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+
+    #[test]
+    fn images_are_known_by_their_bytes_and_text_by_utf8() {
+        let image = Attachment::from_bytes("a.txt", Some("text/plain"), PNG, 100).unwrap();
+        assert!(matches!(image, Attachment::Image { ref media_type, .. } if media_type == "image/png"));
+        let text = Attachment::from_bytes("n.md", Some("text/markdown"), b"# hi", 100).unwrap();
+        assert_eq!(
+            text,
+            Attachment::Text {
+                name: "n.md".into(),
+                media_type: "text/markdown".into(),
+                text: "# hi".into()
+            }
+        );
+        let pdf = Attachment::from_bytes("a.pdf", Some("application/pdf"), b"%PDF-1.7", 100);
+        assert!(matches!(pdf, Err(AttachmentError::Unsupported { .. })));
+        let binary = Attachment::from_bytes("a.bin", None, &[0xff, 0xfe, 0x00], 100);
+        assert!(matches!(binary, Err(AttachmentError::Unsupported { .. })));
+        let big = Attachment::from_bytes("a.txt", None, &[b'a'; 101], 100);
+        assert!(matches!(big, Err(AttachmentError::TooLarge { size: 101, .. })));
+    }
+
+    #[test]
+    fn data_urls_are_decoded_and_checked() {
+        use base64::Engine as _;
+        let url = format!(
+            "data:image/png;base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(PNG)
+        );
+        assert!(matches!(
+            Attachment::from_data_url("a.png", &url, 100),
+            Ok(Attachment::Image { .. })
+        ));
+        for bad in [
+            "https://example.com/a.png",
+            "data:image/png,raw",
+            "data:image/png;base64,***",
+            "data:image/svg+xml;base64,PHN2Zz4=",
+        ] {
+            assert!(Attachment::from_data_url("a", bad, 100).is_err(), "{bad}");
+        }
+        let big = format!("data:text/plain;base64,{}", "YWFh".repeat(100));
+        assert!(matches!(
+            Attachment::from_data_url("a", &big, 100),
+            Err(AttachmentError::TooLarge { .. })
+        ));
     }
 }

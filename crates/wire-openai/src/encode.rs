@@ -6,6 +6,7 @@
 
 use ai_core::{
     Message, ToolSpec,
+    message::Attachment,
     completion::{CompletionRequest, ResponseFormat, ToolChoice},
 };
 use serde::{Deserialize, Serialize};
@@ -230,7 +231,7 @@ enum MessageDto<'a> {
         content: &'a str,
     },
     User {
-        content: &'a str,
+        content: UserContentDto<'a>,
     },
     Assistant {
         content: Option<&'a str>,
@@ -245,6 +246,59 @@ enum MessageDto<'a> {
         tool_call_id: &'a str,
         content: &'a str,
     },
+}
+
+/// A user message's content: its text alone, or (with attachments) an array of
+/// parts: the text, then each file (an image as a data URL, a text file inline
+/// under its name).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum UserContentDto<'a> {
+    Text(&'a str),
+    Parts(Vec<UserPartDto>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum UserPartDto {
+    Text { text: String },
+    ImageUrl { image_url: ImageUrlDto },
+}
+
+#[derive(Serialize)]
+struct ImageUrlDto {
+    url: String,
+}
+
+fn user_content<'a>(
+    content: &'a str,
+    attachments: &[Attachment],
+) -> Result<UserContentDto<'a>, EncodeError> {
+    if attachments.is_empty() {
+        return Ok(UserContentDto::Text(content));
+    }
+    let mut parts = Vec::with_capacity(attachments.len() + 1);
+    if !content.is_empty() {
+        parts.push(UserPartDto::Text {
+            text: content.to_owned(),
+        });
+    }
+    for attachment in attachments {
+        parts.push(match attachment {
+            Attachment::Image {
+                media_type, data, ..
+            } => UserPartDto::ImageUrl {
+                image_url: ImageUrlDto {
+                    url: format!("data:{media_type};base64,{data}"),
+                },
+            },
+            Attachment::Text { name, text, .. } => UserPartDto::Text {
+                text: format!("<file name={}>\n{text}\n</file>", serde_json::json!(name)),
+            },
+            _ => return Err(EncodeError::Unsupported("this kind of attachment")),
+        });
+    }
+    Ok(UserContentDto::Parts(parts))
 }
 
 #[derive(Serialize)]
@@ -269,7 +323,12 @@ struct FunctionCallDto<'a> {
 fn message_dto(message: &Message) -> Result<MessageDto<'_>, EncodeError> {
     Ok(match message {
         Message::System { content } => MessageDto::System { content },
-        Message::User { content } => MessageDto::User { content },
+        Message::User {
+            content,
+            attachments,
+        } => MessageDto::User {
+            content: user_content(content, attachments)?,
+        },
         Message::Assistant {
             content,
             reasoning,

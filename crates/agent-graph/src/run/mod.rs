@@ -1338,6 +1338,7 @@ async fn model_turn(
     cancel: &CancellationToken,
 ) -> Result<CompletionFinal, RunError> {
     let mut stream = deps.model.complete(request, cancel.child_token());
+    let mut arguments = ArgumentStreams::default();
     loop {
         let item = tokio::select! {
             biased;
@@ -1346,13 +1347,27 @@ async fn model_turn(
         };
         match item {
             Some(Ok(CompletionItem::Delta(CompletionDelta::Text(delta)))) => {
+                arguments.flush(emitter);
                 emitter.emit(AiEventKind::TextDelta { delta });
             }
             Some(Ok(CompletionItem::Delta(CompletionDelta::Reasoning(delta)))) => {
+                arguments.flush(emitter);
                 emitter.emit(AiEventKind::ReasoningDelta { delta });
             }
+            Some(Ok(CompletionItem::Delta(CompletionDelta::ToolCallStart { index, id, name }))) => {
+                arguments.flush(emitter);
+                let shown = deps.runner.streams_arguments(&name, &id)
+                    && deps.catalog.get(&name).is_some();
+                arguments.open(index, id, name, shown);
+            }
+            Some(Ok(CompletionItem::Delta(CompletionDelta::ToolCallArgs { index, fragment }))) => {
+                arguments.push(index, &fragment, emitter);
+            }
             Some(Ok(CompletionItem::Delta(_))) => {}
-            Some(Ok(CompletionItem::Final(turn))) => return Ok(turn),
+            Some(Ok(CompletionItem::Final(turn))) => {
+                arguments.flush(emitter);
+                return Ok(turn);
+            }
             // An item kind this loop does not know yet carries nothing it needs.
             Some(Ok(_)) => {}
             Some(Err(CompletionError::Cancelled)) => return Err(RunError::Cancelled),
@@ -1361,6 +1376,63 @@ async fn model_turn(
                 return Err(RunError::Model(CompletionError::Protocol {
                     message: "the model stream ended without a final turn".into(),
                 }));
+            }
+        }
+    }
+}
+
+/// How often a streaming call's argument text is passed on, at most.
+const ARGUMENT_DELTA_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The argument text of a model turn's calls, passed on as `tool_input_delta`
+/// events for the calls that may show it, throttled: providers stream arguments
+/// a few characters at a time, and a UI needs a fraction of that.
+#[derive(Default)]
+struct ArgumentStreams {
+    /// By the call's index in the turn: id, tool name, the text not yet passed
+    /// on, when it was last passed on. Only calls that may show their arguments.
+    calls: std::collections::HashMap<u32, (String, String, String, Option<std::time::Instant>)>,
+}
+
+impl ArgumentStreams {
+    fn open(&mut self, index: u32, id: String, name: String, shown: bool) {
+        if shown {
+            self.calls.insert(index, (id, name, String::new(), None));
+        } else {
+            self.calls.remove(&index);
+        }
+    }
+
+    fn push(&mut self, index: u32, fragment: &str, emitter: &Emitter) {
+        let Some((id, name, pending, last)) = self.calls.get_mut(&index) else {
+            return;
+        };
+        pending.push_str(fragment);
+        let due = last.is_none_or(|at| at.elapsed() >= ARGUMENT_DELTA_INTERVAL);
+        if due && !pending.is_empty() {
+            *last = Some(std::time::Instant::now());
+            emitter.emit(AiEventKind::ToolInputDelta {
+                tool_call_id: id.clone(),
+                tool_name: name.clone(),
+                delta: std::mem::take(pending),
+            });
+        }
+    }
+
+    /// Passes on what is pending of every call (before anything else is emitted).
+    fn flush(&mut self, emitter: &Emitter) {
+        let mut indices: Vec<u32> = self.calls.keys().copied().collect();
+        indices.sort_unstable();
+        for index in indices {
+            if let Some((id, name, pending, last)) = self.calls.get_mut(&index)
+                && !pending.is_empty()
+            {
+                *last = Some(std::time::Instant::now());
+                emitter.emit(AiEventKind::ToolInputDelta {
+                    tool_call_id: id.clone(),
+                    tool_name: name.clone(),
+                    delta: std::mem::take(pending),
+                });
             }
         }
     }

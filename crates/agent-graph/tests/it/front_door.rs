@@ -182,7 +182,7 @@ async fn a_typed_answer_is_asked_for_strict_checked_and_asked_again_once() {
     // wrong with it (by place, not by value).
     assert_eq!(requests[1].context.run_id, "run-t.1");
     assert_eq!(requests[1].context.trace_id, "trace-t");
-    let Some(Message::User { content }) = requests[1].messages.last() else {
+    let Some(Message::User { content, .. }) = requests[1].messages.last() else {
         panic!("the retry ends with a user message");
     };
     assert!(content.contains("/id: wrong type"), "{content}");

@@ -347,6 +347,20 @@ impl ToolRunner {
         }
     }
 
+    /// Whether a call of `tool_name` with the model's id `call_id` may show its
+    /// argument text as it streams (`tool_input_delta`): the tool exists, its
+    /// redaction shows the arguments whole, and the call keeps the model's id (so
+    /// the fragments and the later `tool_call_start` name the same call).
+    pub fn streams_arguments(&self, tool_name: &str, call_id: &str) -> bool {
+        let shown_whole = self.entries.get(tool_name).is_some_and(|entry| {
+            entry
+                .args_view
+                .as_ref()
+                .is_some_and(Allowlist::keeps_everything)
+        });
+        shown_whole && self.settle_call_id(Some(call_id)) == call_id
+    }
+
     /// The model's call id, or a UUID v4 when it gave none (or one over budget).
     fn settle_call_id(&self, id: Option<&str>) -> String {
         match id {
@@ -433,12 +447,15 @@ impl ToolRunner {
         let call_raw = call.raw.clone();
 
         // Parse once, before the start event, so the event shows the redacted view.
+        // A call of a tool that does not exist shows what the model sent (no tool's
+        // redaction applies, and nothing of it runs): the user sees the mistake.
         let parsed: Result<Value, Failure> = parse_arguments(&call, budgets.max_argument_bytes);
         let args_view = match (&entry, &parsed) {
             (Some(entry), Ok(args)) => entry
                 .args_view
                 .as_ref()
                 .map_or_else(|| json!({}), |view| view.apply(args)),
+            (None, Ok(args)) if args.is_object() => args.clone(),
             _ => json!({}),
         };
 

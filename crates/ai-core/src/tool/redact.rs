@@ -136,6 +136,11 @@ impl Allowlist {
         root
     }
 
+    /// Whether the view is the whole value (the root is allowlisted).
+    pub(crate) fn keeps_everything(&self) -> bool {
+        self.keep_all
+    }
+
     /// The redacted view of `value`: an object keeps only allowlisted keys; a scalar
     /// that is not allowlisted becomes `null`.
     pub(crate) fn apply(&self, value: &Value) -> Value {
