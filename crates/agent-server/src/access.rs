@@ -22,7 +22,10 @@ use subtle::ConstantTimeEq;
 use crate::server::refuse;
 
 /// Largest request body by default.
-pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+///
+/// Room for a request's attached files at their default limits (base64 adds a
+/// third) besides its history. Bodies are read only after the token check.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 /// Most responses streaming at once by default.
 pub const DEFAULT_MAX_STREAMS: usize = 256;
 /// The share of [`Access::max_streams`] one client address may hold, in percent, by

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 
 use ai_core::{
     Message,
+    message::Attachment,
     message::MessageToolCall,
     tool::{args_hash, canonical_json},
 };
@@ -23,6 +24,28 @@ pub const MAX_ARGUMENT_BYTES: usize = 8 * 1024;
 pub const MAX_RESULT_BYTES: usize = 32 * 1024;
 /// Most messages in one request.
 pub const MAX_MESSAGES: usize = 1000;
+/// [`Limits::max_file_bytes`] by default.
+pub const DEFAULT_MAX_FILE_BYTES: usize = 4 * 1024 * 1024;
+/// [`Limits::max_request_file_bytes`] by default.
+pub const DEFAULT_MAX_REQUEST_FILE_BYTES: usize = 5 * 1024 * 1024;
+
+/// The limits on what a request may attach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest attached file, decoded.
+    pub max_file_bytes: usize,
+    /// Largest sum of the files of one request (the whole history's), decoded.
+    pub max_request_file_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            max_request_file_bytes: DEFAULT_MAX_REQUEST_FILE_BYTES,
+        }
+    }
+}
 
 /// A rejected request: the JSON path of the offending field and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
@@ -296,8 +319,12 @@ const STALE_STATE: &str = "stale-decision";
 pub const DENIED: &str = "The user denied this call.";
 
 /// Parses and checks a request body. `transcript` supplies what the model saw of
-/// calls the server ran.
-pub fn parse(body: &[u8], transcript: &dyn Transcript) -> Result<ChatRequest, RequestError> {
+/// calls the server ran; files are held to `limits`.
+pub fn parse(
+    body: &[u8],
+    transcript: &dyn Transcript,
+    limits: &Limits,
+) -> Result<ChatRequest, RequestError> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| err("", format!("not valid JSON: {e}")))?;
     check_finite(&value, "")?;
@@ -315,6 +342,10 @@ pub fn parse(body: &[u8], transcript: &dyn Transcript) -> Result<ChatRequest, Re
         message_id,
     };
     let mut seen_calls = HashSet::new();
+    let mut files = FileBudget {
+        limits: *limits,
+        used: 0,
+    };
     let last = messages.len() - 1;
     for (index, message) in messages.iter().enumerate() {
         let path = format!("messages[{index}]");
@@ -327,7 +358,7 @@ pub fn parse(body: &[u8], transcript: &dyn Transcript) -> Result<ChatRequest, Re
             return Err(err(format!("{path}.parts"), "must be an array"));
         };
         match role {
-            "user" => chat.history.push(user_message(parts, &path)?),
+            "user" => chat.history.push(user_message(parts, &path, &mut files)?),
             "assistant" => {
                 let turn = AssistantParts {
                     chat_id: &chat_id,
@@ -412,9 +443,48 @@ fn message_list(body: &Map<String, Value>) -> Result<&Vec<Value>, RequestError> 
     Ok(messages)
 }
 
-/// A user message: its text parts, joined.
-fn user_message(parts: &[Value], path: &str) -> Result<Message, RequestError> {
+/// What the files of a request may still take.
+struct FileBudget {
+    limits: Limits,
+    used: usize,
+}
+
+impl FileBudget {
+    /// A `file` part (`{type, mediaType, filename?, url}`, `url` a data URL) as an
+    /// attachment, within the limits.
+    fn attach(
+        &mut self,
+        part: &Map<String, Value>,
+        path: &str,
+        index: usize,
+    ) -> Result<Attachment, RequestError> {
+        let url = string(part, "url", path)?;
+        let name = optional_string(part, "filename", path)?
+            .map_or_else(|| format!("file-{}", index + 1), str::to_owned);
+        let attachment = Attachment::from_data_url(&name, url, self.limits.max_file_bytes)
+            .map_err(|e| err(path, e.to_string()))?;
+        self.used = self.used.saturating_add(attachment.size() / 4 * 3);
+        if self.used > self.limits.max_request_file_bytes {
+            return Err(err(
+                path,
+                format!(
+                    "the request's files are over {} bytes together",
+                    self.limits.max_request_file_bytes
+                ),
+            ));
+        }
+        Ok(attachment)
+    }
+}
+
+/// A user message: its text parts, joined, and its files.
+fn user_message(
+    parts: &[Value],
+    path: &str,
+    files: &mut FileBudget,
+) -> Result<Message, RequestError> {
     let mut text = Vec::new();
+    let mut attachments = Vec::new();
     for (p, part) in parts.iter().enumerate() {
         let ppath = format!("{path}.parts[{p}]");
         let Value::Object(part) = part else {
@@ -422,6 +492,7 @@ fn user_message(parts: &[Value], path: &str) -> Result<Message, RequestError> {
         };
         match string(part, "type", &ppath)? {
             "text" => text.push(string(part, "text", &ppath)?),
+            "file" => attachments.push(files.attach(part, &ppath, attachments.len())?),
             kind if kind.starts_with("data-") || kind.starts_with("source-") => {}
             "step-start" | "reasoning" => {}
             _ => {
@@ -432,10 +503,10 @@ fn user_message(parts: &[Value], path: &str) -> Result<Message, RequestError> {
             }
         }
     }
-    if text.is_empty() {
-        return Err(err(format!("{path}.parts"), "has no text part"));
+    if text.is_empty() && attachments.is_empty() {
+        return Err(err(format!("{path}.parts"), "has no text or file part"));
     }
-    Ok(Message::user(text.join("\n")))
+    Ok(Message::user_with(text.join("\n"), attachments))
 }
 
 /// What an assistant message held besides its history.
@@ -589,7 +660,7 @@ mod tests {
     use serde_json::json;
 
     fn parse_json(value: Value) -> Result<ChatRequest, RequestError> {
-        parse(value.to_string().as_bytes(), &())
+        parse(value.to_string().as_bytes(), &(), &Limits::default())
     }
 
     fn user(text: &str) -> Value {
@@ -685,7 +756,7 @@ mod tests {
                 body(vec![
                     json!({"id": "u", "role": "user", "parts": [{"type": "file", "url": "x"}]}),
                 ]),
-                "messages[0].parts[0].type",
+                "messages[0].parts[0]",
             ),
             (
                 tool(
@@ -750,7 +821,42 @@ mod tests {
             path_of(body(vec![user("x"), twice, user("y")])),
             "messages[1].parts[1].toolCallId"
         );
-        assert_eq!(parse(b"{not json", &()).unwrap_err().path, "");
+        assert_eq!(
+            parse(b"{not json", &(), &Limits::default())
+                .unwrap_err()
+                .path,
+            ""
+        );
+    }
+
+    #[test]
+    fn files_become_attachments_within_the_limits() {
+        let png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUg==";
+        let with = |url: &str| {
+            body(vec![json!({"id": "u", "role": "user", "parts": [
+                {"type": "text", "text": "look"},
+                {"type": "file", "mediaType": "image/png", "filename": "dot.png", "url": url}
+            ]})])
+        };
+        let chat = parse_json(with(png)).unwrap();
+        let Message::User { attachments, .. } = &chat.history[0] else {
+            panic!("{:?}", chat.history);
+        };
+        assert!(
+            matches!(&attachments[0], Attachment::Image { media_type, .. } if media_type == "image/png")
+        );
+        let tight = Limits {
+            max_file_bytes: 4,
+            ..Limits::default()
+        };
+        let error = parse(with(png).to_string().as_bytes(), &(), &tight).unwrap_err();
+        assert_eq!(error.path, "messages[0].parts[1]");
+        assert!(error.message.contains("over the limit"), "{error}");
+        let svg = "data:image/svg+xml;base64,PHN2Zz4=";
+        let error = parse_json(with(svg)).unwrap_err();
+        assert!(error.message.contains("not accepted"), "{error}");
+        let remote = parse_json(with("https://example.com/a.png")).unwrap_err();
+        assert!(remote.message.contains("only data: URLs"), "{remote}");
     }
 
     #[test]

@@ -78,6 +78,7 @@ pub struct ChatService {
     approvals: Approvals,
     transcript: TranscriptStore,
     active: ActiveStreams,
+    limits: contract::Limits,
 }
 
 impl std::fmt::Debug for ChatService {
@@ -105,7 +106,14 @@ impl ChatService {
             approvals: Approvals::random(),
             transcript: TranscriptStore::default(),
             active: ActiveStreams::default(),
+            limits: contract::Limits::default(),
         })
+    }
+
+    /// Holds attached files to `limits` instead of the defaults.
+    pub fn with_limits(mut self, limits: contract::Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Uses this approval key and lifetime instead of a random key (ids then
@@ -471,7 +479,7 @@ async fn chat(
         Ok(bytes) => bytes,
         Err(refused) => return refused,
     };
-    let mut chat = match contract::parse(&bytes, &state.service.transcript) {
+    let mut chat = match contract::parse(&bytes, &state.service.transcript, &state.service.limits) {
         Ok(chat) => chat,
         Err(error) => return invalid(&error),
     };

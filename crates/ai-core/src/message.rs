@@ -146,7 +146,9 @@ pub enum AttachmentError {
         limit: usize,
     },
     /// Neither an accepted image nor UTF-8 text.
-    #[error("{name} is {media_type}, which is not accepted (images: png, jpeg, webp, gif; or UTF-8 text)")]
+    #[error(
+        "{name} is {media_type}, which is not accepted (images: png, jpeg, webp, gif; or UTF-8 text)"
+    )]
     Unsupported {
         /// The file.
         name: String,
@@ -218,9 +220,9 @@ impl Attachment {
             name: name.to_owned(),
             reason: reason.to_owned(),
         };
-        let rest = url
-            .strip_prefix("data:")
-            .ok_or_else(|| malformed("only data: URLs are accepted (the server fetches nothing)"))?;
+        let rest = url.strip_prefix("data:").ok_or_else(|| {
+            malformed("only data: URLs are accepted (the server fetches nothing)")
+        })?;
         let (header, data) = rest
             .split_once(',')
             .ok_or_else(|| malformed("a data URL needs a comma before its data"))?;
@@ -284,7 +286,9 @@ mod attachment_tests {
     #[test]
     fn images_are_known_by_their_bytes_and_text_by_utf8() {
         let image = Attachment::from_bytes("a.txt", Some("text/plain"), PNG, 100).unwrap();
-        assert!(matches!(image, Attachment::Image { ref media_type, .. } if media_type == "image/png"));
+        assert!(
+            matches!(image, Attachment::Image { ref media_type, .. } if media_type == "image/png")
+        );
         let text = Attachment::from_bytes("n.md", Some("text/markdown"), b"# hi", 100).unwrap();
         assert_eq!(
             text,
@@ -299,7 +303,10 @@ mod attachment_tests {
         let binary = Attachment::from_bytes("a.bin", None, &[0xff, 0xfe, 0x00], 100);
         assert!(matches!(binary, Err(AttachmentError::Unsupported { .. })));
         let big = Attachment::from_bytes("a.txt", None, &[b'a'; 101], 100);
-        assert!(matches!(big, Err(AttachmentError::TooLarge { size: 101, .. })));
+        assert!(matches!(
+            big,
+            Err(AttachmentError::TooLarge { size: 101, .. })
+        ));
     }
 
     #[test]

@@ -71,6 +71,11 @@ pub enum Command {
         /// Graph to run (`agent graphs` lists them).
         #[arg(long, default_value = "chat", value_name = "NAME")]
         graph: String,
+        /// Attach a file to the prompt (repeatable): an image (png, jpeg, webp,
+        /// gif) the model sees, or a UTF-8 text file it reads inline. At most
+        /// `[server] max_file_bytes` each.
+        #[arg(long, value_name = "FILE")]
+        attach: Vec<PathBuf>,
     },
     /// List the graphs: the built-in `chat` and those of `[graphs]`, with their
     /// tools and subagents.
@@ -225,7 +230,18 @@ pub async fn run(cli: Cli) -> ExitCode {
             json,
             approve,
             graph,
-        } => chat(&config, &prompt, json, approve, &graph).await,
+            attach,
+        } => {
+            let attachments = match read_attachments(&attach, config.file.server.max_file_bytes) {
+                Ok(attachments) => attachments,
+                Err(e) => {
+                    eprintln!("agent: {e}");
+                    return ExitCode::from(EXIT_USAGE);
+                }
+            };
+            let message = ai_core::Message::user_with(prompt, attachments);
+            chat(&config, message, json, approve, &graph).await
+        }
         Command::Trust { .. } => ExitCode::SUCCESS,
     }
 }
@@ -418,9 +434,37 @@ fn list_graphs(config: &AgentConfig, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The files of `--attach`, each at most `limit` bytes.
+fn read_attachments(
+    paths: &[PathBuf],
+    limit: usize,
+) -> Result<Vec<ai_core::message::Attachment>, String> {
+    paths
+        .iter()
+        .map(|path| {
+            let name = path
+                .file_name()
+                .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+            let size = std::fs::metadata(path)
+                .map_err(|e| format!("cannot attach {}: {e}", path.display()))?
+                .len();
+            if size > limit as u64 {
+                return Err(format!(
+                    "cannot attach {}: it is {size} bytes, over the limit of {limit} ([server] max_file_bytes)",
+                    path.display()
+                ));
+            }
+            let bytes = std::fs::read(path)
+                .map_err(|e| format!("cannot attach {}: {e}", path.display()))?;
+            ai_core::message::Attachment::from_bytes(&name, None, &bytes, limit)
+                .map_err(|e| format!("cannot attach {}: {e}", path.display()))
+        })
+        .collect()
+}
+
 async fn chat(
     config: &AgentConfig,
-    prompt: &str,
+    prompt: ai_core::Message,
     json: bool,
     approve: bool,
     graph: &str,
@@ -457,7 +501,7 @@ async fn chat_with(
     graph: &agent_graph::Graph,
     policy: ai_core::ToolPolicy,
     model: Arc<dyn CompletionPort>,
-    prompt: &str,
+    prompt: ai_core::Message,
     json: bool,
     approve: bool,
 ) -> ExitCode {
@@ -471,7 +515,7 @@ async fn chat_with(
         }
     };
     let runner = Arc::new(runner);
-    let conversation = vec![ai_core::Message::user(prompt)];
+    let conversation = vec![prompt];
     let model_id = &config.file.model.model;
     let params = agent_graph::prompt::Params::new();
     let prepared = match graph.prepare(

@@ -285,6 +285,10 @@ pub struct ServeConfig {
     /// Origins of pages elsewhere that may call the API from a browser (CORS),
     /// exact `scheme://host[:port]`; they still need a token. Default none.
     pub allowed_origins: Vec<String>,
+    /// Largest file attached to a message, in bytes (decoded).
+    pub max_file_bytes: usize,
+    /// Largest sum of the files of one request (its whole history), in bytes.
+    pub max_request_file_bytes: usize,
 }
 
 impl Default for ServeConfig {
@@ -302,6 +306,8 @@ impl Default for ServeConfig {
             max_connections_per_client: connections.max_connections_per_client,
             header_read_timeout_ms: millis(connections.header_read_timeout),
             allowed_origins: Vec::new(),
+            max_file_bytes: agent_server::contract::DEFAULT_MAX_FILE_BYTES,
+            max_request_file_bytes: agent_server::contract::DEFAULT_MAX_REQUEST_FILE_BYTES,
         }
     }
 }
@@ -341,6 +347,14 @@ impl ServeConfig {
                 self.header_read_timeout_ms > d.header_read_timeout_ms,
             ),
             ("server.allowed_origins", !self.allowed_origins.is_empty()),
+            (
+                "server.max_file_bytes",
+                self.max_file_bytes > d.max_file_bytes,
+            ),
+            (
+                "server.max_request_file_bytes",
+                self.max_request_file_bytes > d.max_request_file_bytes,
+            ),
         ]
         .into_iter()
         .filter_map(|(key, raised)| raised.then_some(key))

@@ -185,7 +185,10 @@ async fn serve_with(
         policy: session.policy.clone(),
         graph: session.graph.clone(),
     }) {
-        Ok(service) => Arc::new(service),
+        Ok(service) => Arc::new(service.with_limits(agent_server::contract::Limits {
+            max_file_bytes: config.file.server.max_file_bytes,
+            max_request_file_bytes: config.file.server.max_request_file_bytes,
+        })),
         Err(e) => {
             eprintln!("agent: {e}");
             return ExitCode::from(EXIT_USAGE);

@@ -6,8 +6,8 @@
 
 use ai_core::{
     Message, ToolSpec,
-    message::Attachment,
     completion::{CompletionRequest, ResponseFormat, ToolChoice},
+    message::Attachment,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};

@@ -1356,8 +1356,8 @@ async fn model_turn(
             }
             Some(Ok(CompletionItem::Delta(CompletionDelta::ToolCallStart { index, id, name }))) => {
                 arguments.flush(emitter);
-                let shown = deps.runner.streams_arguments(&name, &id)
-                    && deps.catalog.get(&name).is_some();
+                let shown =
+                    deps.runner.streams_arguments(&name, &id) && deps.catalog.get(&name).is_some();
                 arguments.open(index, id, name, shown);
             }
             Some(Ok(CompletionItem::Delta(CompletionDelta::ToolCallArgs { index, fragment }))) => {

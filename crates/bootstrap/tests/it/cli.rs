@@ -1,6 +1,6 @@
 //! `agent chat --json` end to end.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use agent_testing::server::{OpenAiServer, Reply, data};
 
@@ -289,4 +289,61 @@ async fn tools_lists_every_builtin_with_effect_and_default_decision() {
         .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
         .collect();
     assert_eq!(table, expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attached_files_reach_the_model_as_content_parts() {
+    let server = OpenAiServer::start([Reply::text("A dot, and a note about milk.")])
+        .await
+        .unwrap();
+    let home = Home::new(SECRET_KEY);
+    let png: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01";
+    std::fs::write(home.workspace.join("dot.png"), png).unwrap();
+    std::fs::write(home.workspace.join("note.txt"), "Buy milk.").unwrap();
+    let (code, stdout, stderr) = home
+        .run(
+            Some(&server.base_url()),
+            &[
+                "chat",
+                "--attach",
+                "dot.png",
+                "--attach",
+                "note.txt",
+                "What is this?",
+            ],
+        )
+        .await;
+    assert_eq!(code, 0, "stderr: {stderr}\nstdout: {stdout}");
+    let requests = server.requests();
+    let user = requests[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "user")
+        .unwrap()
+        .clone();
+    let parts = user["content"].as_array().expect("content parts");
+    assert_eq!(parts[0], json!({"type": "text", "text": "What is this?"}));
+    assert_eq!(parts[1]["type"], "image_url");
+    let url = parts[1]["image_url"]["url"].as_str().unwrap();
+    assert!(
+        url.starts_with("data:image/png;base64,iVBORw0KGgo"),
+        "{url}"
+    );
+    assert_eq!(
+        parts[2]["text"],
+        "<file name=\"note.txt\">\nBuy milk.\n</file>"
+    );
+
+    // A file that is neither an image nor text is refused before any request.
+    std::fs::write(home.workspace.join("blob.bin"), [0xff, 0xfe, 0x00, 0x01]).unwrap();
+    let (code, _, stderr) = home
+        .run(
+            Some(&server.base_url()),
+            &["chat", "--attach", "blob.bin", "x"],
+        )
+        .await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("cannot attach blob.bin"), "{stderr}");
+    assert_eq!(server.requests().len(), 1);
 }
