@@ -94,6 +94,22 @@ pub struct ApprovalResponse {
     pub reason: Option<String>,
 }
 
+/// A client tool's output the server has no record of yet (the first time the
+/// client sends it): the server checks that it answers a call it handed out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientOutput {
+    /// Where it is in the body.
+    pub path: String,
+    /// The call id.
+    pub tool_call_id: String,
+    /// The tool id (`client__<name>`).
+    pub tool_name: String,
+    /// The call's arguments, canonical JSON.
+    pub arguments: String,
+    /// What the model reads: the output as canonical JSON, or the error text.
+    pub result: String,
+}
+
 /// A checked request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatRequest {
@@ -109,6 +125,8 @@ pub struct ChatRequest {
     pub continuing: Option<(String, Vec<String>)>,
     /// The decisions of that message, in part order.
     pub decisions: Vec<ApprovalResponse>,
+    /// Outputs of client tools sent for the first time.
+    pub client_outputs: Vec<ClientOutput>,
     /// `messageId` of the body, when sent: the message the client edits or
     /// regenerates. Never the id of the response (the AI SDK's server does not
     /// take it either: an edited user message would be replaced by the answer).
@@ -339,6 +357,7 @@ pub fn parse(
         history: Vec::new(),
         continuing: None,
         decisions: Vec::new(),
+        client_outputs: Vec::new(),
         message_id,
     };
     let mut seen_calls = HashSet::new();
@@ -534,7 +553,7 @@ impl AssistantParts<'_> {
         chat: &mut ChatRequest,
     ) -> Result<Decided, RequestError> {
         let mut step_text: Vec<String> = Vec::new();
-        let mut step_calls: Vec<ToolPart> = Vec::new();
+        let mut step_calls: Vec<(ToolPart, String)> = Vec::new();
         let mut decided = Decided {
             call_ids: Vec::new(),
         };
@@ -563,7 +582,7 @@ impl AssistantParts<'_> {
                         call.state = STALE_STATE.to_owned();
                     }
                     decided.call_ids.push(call.call_id.clone());
-                    step_calls.push(call);
+                    step_calls.push((call, ppath));
                 }
                 _ => {
                     return Err(err(
@@ -581,7 +600,7 @@ impl AssistantParts<'_> {
     fn flush(
         &self,
         text: &mut Vec<String>,
-        calls: &mut Vec<ToolPart>,
+        calls: &mut Vec<(ToolPart, String)>,
         chat: &mut ChatRequest,
     ) -> Result<(), RequestError> {
         if text.is_empty() && calls.is_empty() {
@@ -590,7 +609,7 @@ impl AssistantParts<'_> {
         let content = (!text.is_empty()).then(|| text.join(""));
         let mut tool_calls = Vec::new();
         let mut results = Vec::new();
-        for call in calls.drain(..) {
+        for (call, path) in calls.drain(..) {
             let recalled = self.transcript.recall(self.chat_id, &call.call_id);
             let input = call.input.clone().unwrap_or(Value::Object(Map::new()));
             let arguments = recalled
@@ -602,7 +621,21 @@ impl AssistantParts<'_> {
                 arguments,
                 raw: None,
             });
+            let first_output = recalled.is_none()
+                && call.tool_name.starts_with("client__")
+                && matches!(call.state.as_str(), "output-available" | "output-error");
             if let Some(content) = outcome(&call, input, recalled, &mut chat.decisions)? {
+                if first_output {
+                    chat.client_outputs.push(ClientOutput {
+                        path,
+                        tool_call_id: call.call_id.clone(),
+                        tool_name: call.tool_name.clone(),
+                        arguments: tool_calls
+                            .last()
+                            .map_or_else(String::new, |c: &MessageToolCall| c.arguments.clone()),
+                        result: content.clone(),
+                    });
+                }
                 results.push(Message::tool(call.call_id.clone(), content));
             }
         }

@@ -21,6 +21,7 @@
 //! | `tool_call_result`, ok | `a:{toolCallId, result}` |
 //! | `tool_call_result`, failed | `a:{toolCallId, result: "<code>: <message>", isError: true}` |
 //! | `tool_approval_requested` | the call's `b:`/`c:`/`9:`, then `2:[{type: "tool-approval-request", approvalId, toolCallId}]` |
+//! | `client_tool_call` | the call's `b:`/`c:`/`9:` with no result (the client runs it: AI SDK 4's `addToolResult`) |
 //! | `usage_report` | nothing yet: the step's `e:` and the `d:` carry `usage {promptTokens, completionTokens}` |
 //! | `error` | `3:"<message>"` |
 //! | `done` | `e:` for the open step, then `d:` |
@@ -200,6 +201,15 @@ impl DataStreamEncoder {
                     "toolCallId": tool_call_id,
                 }]);
                 out.push(line('2', &request));
+                self.outcome.paused = true;
+            }
+            AiEventKind::ClientToolCall {
+                tool_call_id,
+                tool_name,
+                args,
+            } => {
+                self.step_for(Activity::Call, &mut out);
+                self.call(tool_call_id, tool_name, args, &mut out);
                 self.outcome.paused = true;
             }
             AiEventKind::UsageReport {

@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 
 use crate::access::Access;
 use crate::approval::Approvals;
-use crate::contract::{self, ChatRequest, RequestError};
+use crate::contract::{self, ChatRequest, RequestError, Transcript};
 use crate::data_stream::DataStreamEncoder;
 use crate::listener::{ClientKey, ClientSlots};
 use crate::resume::{ActiveStreams, Replay};
@@ -77,6 +77,9 @@ pub struct ChatService {
     graph: Graph,
     approvals: Approvals,
     transcript: TranscriptStore,
+    /// Calls of client tools handed to a chat's client and not answered yet:
+    /// (chat id, call id) to (arguments, tool id).
+    client_calls: TranscriptStore,
     active: ActiveStreams,
     limits: contract::Limits,
 }
@@ -105,6 +108,7 @@ impl ChatService {
             graph: setup.graph,
             approvals: Approvals::random(),
             transcript: TranscriptStore::default(),
+            client_calls: TranscriptStore::default(),
             active: ActiveStreams::default(),
             limits: contract::Limits::default(),
         })
@@ -207,11 +211,45 @@ impl ChatService {
             version: PAUSED_RUN_VERSION,
             request: prepared.request,
             pending,
+            client_calls: Vec::new(),
             usage: Vec::new(),
             records: Vec::new(),
             model_turns: 0,
         };
         Ok(agent_graph::run::resume(paused, decisions, deps))
+    }
+
+    /// Checks that each first output of a client tool answers a call this server
+    /// handed to this chat's client, for that tool and those arguments, and
+    /// records it: from then on the recorded output is the call's result (one
+    /// output per call).
+    fn accept_client_outputs(&self, chat: &ChatRequest) -> Result<(), RequestError> {
+        for output in &chat.client_outputs {
+            let issued = self
+                .client_calls
+                .recall(&chat.chat_id, &output.tool_call_id);
+            match issued {
+                Some((arguments, tool))
+                    if tool == output.tool_name && arguments == output.arguments => {}
+                _ => {
+                    return Err(RequestError {
+                        path: output.path.clone(),
+                        message:
+                            "answers no call of this client tool that this chat is waiting for"
+                                .into(),
+                    });
+                }
+            }
+        }
+        for output in &chat.client_outputs {
+            self.transcript.store(
+                &chat.chat_id,
+                &output.tool_call_id,
+                output.arguments.clone(),
+                output.result.clone(),
+            );
+        }
+        Ok(())
     }
 
     /// The calls a continuation answers, and the user's decisions about them as
@@ -275,7 +313,12 @@ impl ChatService {
             };
             let frames = tokio::select! {
                 event = events.next() => match event {
-                    Some(event) => encoder.frames(&shown_error(event), &approval),
+                    Some(event) => {
+                        if let ai_core::event::AiEventKind::ClientToolCall { tool_call_id, tool_name, args } = &event.kind {
+                            self.client_calls.store(&chat_id, tool_call_id, ai_core::tool::canonical_json(args), tool_name.clone());
+                        }
+                        encoder.frames(&shown_error(event), &approval)
+                    }
                     None => break,
                 },
                 () = gone => {
@@ -483,6 +526,9 @@ async fn chat(
         Ok(chat) => chat,
         Err(error) => return invalid(&error),
     };
+    if let Err(error) = state.service.accept_client_outputs(&chat) {
+        return invalid(&error);
+    }
     let encoder = match encoder(protocol.as_deref(), &chat) {
         Ok(encoder) => encoder,
         Err(error) => return invalid(&error),

@@ -44,6 +44,7 @@
 //! | `tool_call_result`, ok | `tool-output-available {toolCallId, output}` |
 //! | `tool_call_result`, failed | `tool-output-error {toolCallId, errorText: "<code>: <message>"}` |
 //! | `tool_approval_requested` | the two input chunks, then `tool-approval-request {approvalId, toolCallId}` |
+//! | `client_tool_call` | the two input chunks (the client runs the tool and answers with `addToolOutput`); the response ends `tool-calls` |
 //! | `usage_report` | nothing yet: summed into `message-metadata` at the end |
 //! | `error` | `error {errorText: message}` |
 //! | `assistant_final` | nothing: its `finish_reason` becomes `finish`'s |
@@ -260,6 +261,16 @@ impl UiStreamEncoder {
                     "approvalId": approval_id(tool_call_id, tool_name, args_hash),
                     "toolCallId": tool_call_id,
                 }));
+                self.outcome.paused = true;
+            }
+            AiEventKind::ClientToolCall {
+                tool_call_id,
+                tool_name,
+                args,
+            } => {
+                self.step_for(Activity::Call, &mut out);
+                self.close_part(&mut out);
+                self.input(tool_call_id, tool_name, args, &mut out);
                 self.outcome.paused = true;
             }
             AiEventKind::UsageReport { .. } => {

@@ -206,6 +206,17 @@ pub enum AiEventKind {
         /// `sha256:<hex>` of the canonical arguments (see `ai_core::args_hash`).
         args_hash: String,
     },
+    /// A call of a tool the client runs (`client__<name>`), in a run with
+    /// deferred calls: not executed here; the run pauses after the turn's other
+    /// calls, and the client's output, sent with the next request, continues it.
+    ClientToolCall {
+        /// Call id.
+        tool_call_id: String,
+        /// The namespaced tool id.
+        tool_name: String,
+        /// The arguments, as validated JSON (the client needs them whole).
+        args: Value,
+    },
     /// A tool that policy allows is left out of this run's catalog, for the reason
     /// its source gives (e.g. an MCP tool whose definition changed since it was
     /// pinned). Emitted when a run starts, once per withheld tool, sorted by id.

@@ -469,7 +469,7 @@ async fn chat(
     approve: bool,
     graph: &str,
 ) -> ExitCode {
-    let mut session = match crate::session::Session::open(config, graph).await {
+    let mut session = match crate::session::Session::open(config, graph, false).await {
         Ok(session) => session,
         Err(e) => {
             eprintln!("agent: {e}");

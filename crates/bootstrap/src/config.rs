@@ -252,6 +252,30 @@ pub struct FileConfig {
     pub connections: BTreeMap<String, ConnectionConfig>,
     /// `agent serve`.
     pub server: ServeConfig,
+    /// Tools the web client runs (`client__<name>`), offered by `agent serve`
+    /// only, by name.
+    pub client_tools: BTreeMap<String, ClientToolConfig>,
+}
+
+/// `[client_tools.NAME]`: a tool the browser executes (it answers with
+/// `addToolOutput`). Offered as `client__NAME` by `agent serve` (never by `agent
+/// chat`), through the same catalog and policy as every tool: `[policy] allow`
+/// must admit it (e.g. `"client__*"`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientToolConfig {
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of its arguments (default: an object with no properties).
+    #[serde(default = "empty_object_schema")]
+    pub parameters: serde_json::Value,
+    /// What it does to the world (`read_only`, `state_change`,
+    /// `external_side_effect`).
+    pub effect: ToolEffect,
+}
+
+fn empty_object_schema() -> serde_json::Value {
+    serde_json::json!({"type": "object", "properties": {}})
 }
 
 /// `[server]`: the chat endpoint of `agent serve`. Raising a limit above its

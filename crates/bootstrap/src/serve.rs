@@ -106,7 +106,7 @@ pub async fn run(config: &AgentConfig, args: ServeArgs) -> ExitCode {
     if let Err(e) = ai_host::raise_open_file_limit() {
         tracing::debug!(error = %e, "could not raise the open-file limit");
     }
-    let mut session = match crate::session::Session::open(config, &args.graph).await {
+    let mut session = match crate::session::Session::open(config, &args.graph, true).await {
         Ok(session) => session,
         Err(e) => {
             eprintln!("agent: {e}");

@@ -25,11 +25,19 @@ pub struct Session {
 }
 
 impl Session {
-    /// Binds everything for graph `graph`; the error is a message for the user
-    /// (a usage or configuration error). MCP servers started before a later step
-    /// failed are shut down again.
-    pub async fn open(config: &AgentConfig, graph: &str) -> Result<Self, String> {
+    /// Binds everything for graph `graph` (with `client_tools`, the tools of
+    /// `[client_tools]` too: only a web client can run them); the error is a
+    /// message for the user (a usage or configuration error). MCP servers started
+    /// before a later step failed are shut down again.
+    pub async fn open(
+        config: &AgentConfig,
+        graph: &str,
+        client_tools: bool,
+    ) -> Result<Self, String> {
         let mut tools = crate::tools::bind(config).map_err(|e| e.to_string())?;
+        if client_tools {
+            tools.extend(crate::tools::client_tools(config)?);
+        }
         let sources = crate::mcp::start(config).await?;
         tools.extend(sources.iter().flat_map(|s| s.tools()));
         match Self::assemble(config, &mut tools, graph) {

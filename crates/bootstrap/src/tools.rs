@@ -114,3 +114,32 @@ pub fn bind(config: &AgentConfig) -> Result<Vec<RegisteredTool>, BindError> {
     }
     bind_builtin_tools(&builtin)
 }
+
+/// The tools of `[client_tools]`, as `client__<name>` tools the web client runs.
+pub fn client_tools(config: &AgentConfig) -> Result<Vec<RegisteredTool>, String> {
+    config
+        .file
+        .client_tools
+        .iter()
+        .map(|(name, tool)| {
+            let id = ai_core::ToolId::client(name)
+                .map_err(|e| format!("client_tools.{name}: {e}"))?;
+            if tool.parameters.get("type").and_then(|t| t.as_str()) != Some("object") {
+                return Err(format!(
+                    "client_tools.{name}.parameters must be a JSON Schema of an object (\"type\": \"object\")"
+                ));
+            }
+            let schema = ai_core::schema::ValueSchema::compile(&tool.parameters)
+                .map(|_| ())
+                .map_err(|e| format!("client_tools.{name}.parameters: {e}"));
+            schema?;
+            let spec = ai_core::ToolSpec::new(
+                id,
+                tool.description.clone(),
+                tool.parameters.clone(),
+                tool.effect,
+            );
+            Ok(RegisteredTool::client(spec))
+        })
+        .collect()
+}

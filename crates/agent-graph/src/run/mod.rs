@@ -145,6 +145,21 @@ pub struct PendingApproval {
     pub raw: Option<Value>,
 }
 
+/// A call of a tool the client runs (`client__<name>`), handed to the client by a
+/// run with deferred calls (see [`RunRequest::defer_approvals`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ClientCall {
+    /// The call id, as the runner settled it.
+    pub tool_call_id: String,
+    /// The tool id.
+    pub tool_name: String,
+    /// The validated arguments.
+    pub args: Value,
+}
+
+/// What the model reads for a client call that got no output.
+pub const NO_CLIENT_OUTPUT: &str = "The client gave no output for this call.";
+
 /// The version of [`PausedRun`]'s serialized form.
 pub const PAUSED_RUN_VERSION: u32 = 1;
 
@@ -161,6 +176,10 @@ pub struct PausedRun {
     pub request: RunRequest,
     /// The calls waiting for a decision, in call order.
     pub pending: Vec<PendingApproval>,
+    /// The calls of tools the client runs, waiting for its output, in call order
+    /// ([`Decision::ClientOutput`] answers them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_calls: Vec<ClientCall>,
     /// Usage of every model call so far.
     pub usage: Vec<UsageFact>,
     /// The record of every tool call so far, in call order.
@@ -195,6 +214,14 @@ pub enum Decision {
         /// Why, safe to show the user and the model.
         reason: String,
     },
+    /// The output of a call the client ran ([`PausedRun::client_calls`]): the
+    /// model reads it as the call's result (bounded like any result).
+    ClientOutput {
+        /// The call.
+        tool_call_id: String,
+        /// What the client's tool returned.
+        output: Value,
+    },
 }
 
 impl Decision {
@@ -226,7 +253,8 @@ impl Decision {
         match self {
             Self::Approve { tool_call_id }
             | Self::Deny { tool_call_id, .. }
-            | Self::Invalid { tool_call_id, .. } => tool_call_id,
+            | Self::Invalid { tool_call_id, .. }
+            | Self::ClientOutput { tool_call_id, .. } => tool_call_id,
         }
     }
 
@@ -255,6 +283,10 @@ impl Decision {
             } => PriorDecision::Invalid {
                 tool_call_id: tool_call_id.clone(),
                 reason: reason.clone(),
+            },
+            Self::ClientOutput { tool_call_id, .. } => PriorDecision::Invalid {
+                tool_call_id: tool_call_id.clone(),
+                reason: "an output is not a decision about an approval".into(),
             },
         }
     }
@@ -760,7 +792,7 @@ pub(crate) struct Start {
     usage: Vec<UsageFact>,
     records: Vec<ToolInvocationRecord>,
     model_turns: u32,
-    resume: Option<(Vec<PendingApproval>, Vec<Decision>)>,
+    resume: Option<(Vec<PendingApproval>, Vec<ClientCall>, Vec<Decision>)>,
     /// Set when the run cannot start: it ends with this error at once.
     refused: Option<RunError>,
 }
@@ -797,7 +829,7 @@ impl Start {
             usage: paused.usage,
             records: paused.records,
             model_turns: paused.model_turns,
-            resume: Some((paused.pending, decisions)),
+            resume: Some((paused.pending, paused.client_calls, decisions)),
             refused,
         }
     }
@@ -937,16 +969,36 @@ fn start(start: Start, deps: RunDeps) -> RunHandle {
 async fn settle_pending(
     deps: &RunDeps,
     (context, scope): (&RunContext, &CallScope),
-    (pending, decisions): (Vec<PendingApproval>, Vec<Decision>),
+    (pending, client_calls, decisions): (Vec<PendingApproval>, Vec<ClientCall>, Vec<Decision>),
     emitter: &Emitter,
     cancel: &CancellationToken,
     (messages, records): (&mut Vec<Message>, &mut Vec<ToolInvocationRecord>),
 ) {
+    for call in &client_calls {
+        let output = decisions.iter().find_map(|d| match d {
+            Decision::ClientOutput {
+                tool_call_id,
+                output,
+            } if *tool_call_id == call.tool_call_id => Some(output),
+            _ => None,
+        });
+        let content = output.map_or_else(
+            || NO_CLIENT_OUTPUT.to_owned(),
+            |output| {
+                let limit = deps.runner.policy().budgets.max_result_bytes;
+                ai_core::text::bound_text(&canonical_json(output), limit).text
+            },
+        );
+        messages.push(Message::tool(call.tool_call_id.clone(), content));
+    }
     for decision in &decisions {
-        if !pending
+        let known = pending
             .iter()
             .any(|p| p.tool_call_id == decision.tool_call_id())
-        {
+            || client_calls
+                .iter()
+                .any(|c| c.tool_call_id == decision.tool_call_id());
+        if !known {
             tracing::warn!(tool_call_id = %log_field(decision.tool_call_id()), "a decision about no pending call; ignored");
         }
     }
@@ -1150,7 +1202,8 @@ async fn drive(
         if cancel.is_cancelled() {
             return Err(RunError::Cancelled);
         }
-        if !waiting.is_empty() {
+        let (waiting, client_calls) = waiting;
+        if !waiting.is_empty() || !client_calls.is_empty() {
             for pending in &waiting {
                 emitter.emit(AiEventKind::ToolApprovalRequested {
                     tool_call_id: pending.tool_call_id.clone(),
@@ -1159,10 +1212,18 @@ async fn drive(
                     args_hash: pending.args_hash.clone(),
                 });
             }
+            for call in &client_calls {
+                emitter.emit(AiEventKind::ClientToolCall {
+                    tool_call_id: call.tool_call_id.clone(),
+                    tool_name: call.tool_name.clone(),
+                    args: call.args.clone(),
+                });
+            }
             let paused = PausedRun {
                 version: PAUSED_RUN_VERSION,
                 request: request.clone(),
                 pending: waiting,
+                client_calls,
                 usage: usage.clone(),
                 records: records.clone(),
                 model_turns: iteration + 1,
@@ -1187,10 +1248,10 @@ async fn drive(
     })
 }
 
-/// Runs one turn's tool calls (all but those deferred for an approval) and appends
-/// the assistant message with every call and one tool message per executed call,
-/// in call order, ids as the runner settled them. Returns the deferred calls (a
-/// deferred call gets its tool message when the run resumes).
+/// Runs one turn's tool calls (all but those deferred: for an approval, or to the
+/// client) and appends the assistant message with every call and one tool message
+/// per executed call, in call order, ids as the runner settled them. Returns the
+/// deferred calls (a deferred call gets its tool message when the run resumes).
 async fn tool_turn(
     deps: &RunDeps,
     (context, scope): (&RunContext, &CallScope),
@@ -1199,8 +1260,8 @@ async fn tool_turn(
     emitter: &Emitter,
     cancel: &CancellationToken,
     (messages, records): (&mut Vec<Message>, &mut Vec<ToolInvocationRecord>),
-) -> Vec<PendingApproval> {
-    let pending: Vec<Option<PendingApproval>> = turn
+) -> (Vec<PendingApproval>, Vec<ClientCall>) {
+    let pending: Vec<Option<Deferred>> = turn
         .tool_calls
         .iter()
         .map(|call| {
@@ -1222,11 +1283,17 @@ async fn tool_turn(
     let mut calls = Vec::with_capacity(turn.tool_calls.len());
     let mut tool_messages = Vec::new();
     let mut waiting = Vec::new();
+    let mut client_calls = Vec::new();
     for (call, pending) in turn.tool_calls.iter().zip(pending) {
         let id = match pending {
-            Some(pending) => {
+            Some(Deferred::Approval(pending)) => {
                 let id = pending.tool_call_id.clone();
                 waiting.push(pending);
+                id
+            }
+            Some(Deferred::Client(call)) => {
+                let id = call.tool_call_id.clone();
+                client_calls.push(call);
                 id
             }
             None => match executions.next() {
@@ -1252,7 +1319,7 @@ async fn tool_turn(
         tool_calls: calls,
     });
     messages.extend(tool_messages);
-    waiting
+    (waiting, client_calls)
 }
 
 /// The `usage_report` of one model call of a run with `prompt_hash`.
@@ -1381,36 +1448,39 @@ async fn model_turn(
     }
 }
 
-/// How often a streaming call's argument text is passed on, at most.
-const ARGUMENT_DELTA_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
+/// How much of a streaming call's argument text is gathered before it is passed
+/// on (the first fragment goes at once, so a UI shows the call at once).
+const ARGUMENT_DELTA_BYTES: usize = 256;
 
 /// The argument text of a model turn's calls, passed on as `tool_input_delta`
-/// events for the calls that may show it, throttled: providers stream arguments
-/// a few characters at a time, and a UI needs a fraction of that.
+/// events for the calls that may show it, in pieces of about
+/// [`ARGUMENT_DELTA_BYTES`]: providers stream arguments a few characters at a
+/// time, and a UI needs a fraction of that. By size, not time, so the events of
+/// a given stream are always the same.
 #[derive(Default)]
 struct ArgumentStreams {
     /// By the call's index in the turn: id, tool name, the text not yet passed
-    /// on, when it was last passed on. Only calls that may show their arguments.
-    calls: std::collections::HashMap<u32, (String, String, String, Option<std::time::Instant>)>,
+    /// on, whether anything was. Only calls that may show their arguments.
+    calls: std::collections::HashMap<u32, (String, String, String, bool)>,
 }
 
 impl ArgumentStreams {
     fn open(&mut self, index: u32, id: String, name: String, shown: bool) {
         if shown {
-            self.calls.insert(index, (id, name, String::new(), None));
+            self.calls.insert(index, (id, name, String::new(), false));
         } else {
             self.calls.remove(&index);
         }
     }
 
     fn push(&mut self, index: u32, fragment: &str, emitter: &Emitter) {
-        let Some((id, name, pending, last)) = self.calls.get_mut(&index) else {
+        let Some((id, name, pending, started)) = self.calls.get_mut(&index) else {
             return;
         };
         pending.push_str(fragment);
-        let due = last.is_none_or(|at| at.elapsed() >= ARGUMENT_DELTA_INTERVAL);
+        let due = !*started || pending.len() >= ARGUMENT_DELTA_BYTES;
         if due && !pending.is_empty() {
-            *last = Some(std::time::Instant::now());
+            *started = true;
             emitter.emit(AiEventKind::ToolInputDelta {
                 tool_call_id: id.clone(),
                 tool_name: name.clone(),
@@ -1424,10 +1494,10 @@ impl ArgumentStreams {
         let mut indices: Vec<u32> = self.calls.keys().copied().collect();
         indices.sort_unstable();
         for index in indices {
-            if let Some((id, name, pending, last)) = self.calls.get_mut(&index)
+            if let Some((id, name, pending, started)) = self.calls.get_mut(&index)
                 && !pending.is_empty()
             {
-                *last = Some(std::time::Instant::now());
+                *started = true;
                 emitter.emit(AiEventKind::ToolInputDelta {
                     tool_call_id: id.clone(),
                     tool_name: name.clone(),
@@ -1476,27 +1546,49 @@ async fn run_tools(
 /// offered tool that policy puts behind an approval, with arguments that pass the
 /// tool's schema. Anything else goes to the runner (which refuses it with a typed
 /// result), so no one is asked to approve a call that could not run.
+/// A call a run with deferred calls does not execute now.
+enum Deferred {
+    /// It waits for the user's decision.
+    Approval(PendingApproval),
+    /// The client runs it.
+    Client(ClientCall),
+}
+
 fn deferred(
     deps: &RunDeps,
     context: &RunContext,
     call: &ai_core::completion::AssembledToolCall,
-) -> Option<PendingApproval> {
+) -> Option<Deferred> {
     let spec = deps.catalog.get(&call.name)?;
-    if deps.runner.policy().decide(context, &spec.id, spec.effect)
-        != ai_core::policy::PolicyDecision::RequireApproval
-        || call.outcome != ai_core::completion::ToolCallOutcome::Complete
-    {
+    if call.outcome != ai_core::completion::ToolCallOutcome::Complete {
         return None;
     }
+    let decision = deps.runner.policy().decide(context, &spec.id, spec.effect);
+    let client = *spec.id.source() == ai_core::tool::ToolSource::Client;
+    if !client && decision != ai_core::policy::PolicyDecision::RequireApproval {
+        return None;
+    }
+    // Invalid arguments (or a tool policy denies) run through the runner, which
+    // reports them to the model as for any call.
     let args: Value = serde_json::from_str(&call.arguments).ok()?;
     deps.runner.check_arguments(&call.name, &args).ok()?;
-    Some(PendingApproval {
+    if client {
+        if decision == ai_core::policy::PolicyDecision::Deny {
+            return None;
+        }
+        return Some(Deferred::Client(ClientCall {
+            tool_call_id: deps.runner.call_ref(&as_tool_call(call)).tool_call_id,
+            tool_name: spec.id.as_str().to_owned(),
+            args,
+        }));
+    }
+    Some(Deferred::Approval(PendingApproval {
         tool_call_id: deps.runner.call_ref(&as_tool_call(call)).tool_call_id,
         tool_name: spec.id.as_str().to_owned(),
         args_hash: ai_core::tool::args_hash(&args),
         args,
         raw: call.raw.clone(),
-    })
+    }))
 }
 
 /// The argument text recorded in history. Providers reject an assistant message whose

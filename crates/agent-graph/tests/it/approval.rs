@@ -290,7 +290,16 @@ async fn with_deferred_approvals_the_run_pauses_and_runs_only_what_needs_no_appr
         pending.args_hash,
         args_hash(&json!({"value": 1, "key": "k"}))
     );
-    match &events[4].kind {
+    let requested = events
+        .iter()
+        .find(|e| {
+            matches!(
+                e.kind,
+                ai_core::event::AiEventKind::ToolApprovalRequested { .. }
+            )
+        })
+        .expect("an approval request");
+    match &requested.kind {
         ai_core::event::AiEventKind::ToolApprovalRequested {
             tool_call_id,
             args,

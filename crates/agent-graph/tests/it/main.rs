@@ -14,6 +14,7 @@ mod approval;
 mod backpressure;
 mod builtins;
 mod conformance;
+mod deferred;
 mod fanout_graph;
 mod front_door;
 mod lifecycle;

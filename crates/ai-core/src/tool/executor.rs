@@ -272,3 +272,35 @@ impl std::fmt::Debug for RegisteredTool {
             .finish_non_exhaustive()
     }
 }
+
+/// The executor of a tool the client runs ([`crate::tool::ToolSource::Client`]):
+/// a run that defers calls hands such a call to its client instead of executing
+/// it (the loop pauses, and the client's output continues the run). Called, it
+/// fails: nothing here can run it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClientToolExecutor;
+
+impl ToolExecutor for ClientToolExecutor {
+    fn execute(
+        &self,
+        _cx: ToolCallContext,
+        _args: Value,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
+        Box::pin(async {
+            Err(ToolFailure::failed(
+                "this tool runs in the client, and this run has no client to hand it to",
+            ))
+        })
+    }
+}
+
+impl RegisteredTool {
+    /// A tool the client runs: `spec` (its id in the `client` namespace) with a
+    /// [`ClientToolExecutor`].
+    pub fn client(spec: ToolSpec) -> Self {
+        Self {
+            spec,
+            executor: Arc::new(ClientToolExecutor),
+        }
+    }
+}

@@ -27,7 +27,7 @@ pub const MAX_NAMESPACE_LEN: usize = 16;
 pub const DEFAULT_APP_NAMESPACE: &str = "app";
 
 /// Namespaces an application cannot use for its own tools.
-pub const RESERVED_NAMESPACES: &[&str] = &["core", "mcp", "graph"];
+pub const RESERVED_NAMESPACES: &[&str] = &["core", "mcp", "graph", "client"];
 
 /// Where a tool comes from, as encoded in its id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -42,6 +42,9 @@ pub enum ToolSource {
     },
     /// A graph offered as a tool (`graph__<name>`).
     Graph,
+    /// A tool the client runs (`client__<name>`): a web page executes it and
+    /// answers with its output; the server never does.
+    Client,
     /// A tool defined by the application (`<namespace>__<name>`).
     App {
         /// The namespace (`app` unless the registration chose another).
@@ -89,7 +92,7 @@ pub enum ToolIdError {
         "tool namespace must be 1 to 16 lowercase ASCII letters, digits or `-`, starting with a letter"
     )]
     InvalidNamespace,
-    /// An application tried to use `core`, `mcp` or `graph`.
+    /// An application tried to use `core`, `mcp`, `graph` or `client`.
     #[error("tool namespace `{0}` is reserved")]
     ReservedNamespace(String),
     /// An `mcp__` id lacks the `__` between server and tool.
@@ -153,6 +156,7 @@ impl ToolId {
         let (source, name_start) = match namespace {
             "core" => (ToolSource::Core, split + 2),
             "graph" => (ToolSource::Graph, split + 2),
+            "client" => (ToolSource::Client, split + 2),
             "mcp" => {
                 let Some(server_end) = rest.find("__") else {
                     return Err(ToolIdError::MissingServer);
@@ -208,6 +212,11 @@ impl ToolId {
         Self::parse(&format!("graph__{name}"))
     }
 
+    /// Builds the id of a tool the client runs.
+    pub fn client(name: &str) -> Result<Self, ToolIdError> {
+        Self::parse(&format!("client__{name}"))
+    }
+
     /// Builds the id of an application tool in `namespace` (see
     /// [`DEFAULT_APP_NAMESPACE`]); the reserved namespaces are refused.
     pub fn app(namespace: &str, name: &str) -> Result<Self, ToolIdError> {
@@ -242,6 +251,7 @@ impl ToolId {
             ToolSource::Core => "core",
             ToolSource::Mcp { .. } => "mcp",
             ToolSource::Graph => "graph",
+            ToolSource::Client => "client",
             ToolSource::App { namespace } => namespace,
         }
     }

@@ -12,8 +12,8 @@ mod spec;
 
 pub use error::ToolErrorCode;
 pub use executor::{
-    ModelView, NestedEvents, NestedPort, RegisteredTool, ToolCallContext, ToolExecutor,
-    ToolFailure, ToolOutput,
+    ClientToolExecutor, ModelView, NestedEvents, NestedPort, RegisteredTool, ToolCallContext,
+    ToolExecutor, ToolFailure, ToolOutput,
 };
 pub use id::{
     DEFAULT_APP_NAMESPACE, MAX_NAMESPACE_LEN, MAX_TOOL_ID_LEN, RESERVED_NAMESPACES, ToolId,
