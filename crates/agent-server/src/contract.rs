@@ -12,6 +12,8 @@ use ai_core::{
     tool::{args_hash, canonical_json},
 };
 use serde::Serialize;
+
+pub use crate::body_format::BodyFormat;
 use serde_json::{Map, Value};
 
 /// Longest chat id.
@@ -127,6 +129,10 @@ pub struct ChatRequest {
     pub decisions: Vec<ApprovalResponse>,
     /// Outputs of client tools sent for the first time.
     pub client_outputs: Vec<ClientOutput>,
+    /// The calls of the continued message (id, tool, input), in part order.
+    pub continued_calls: Vec<(String, String, Value)>,
+    /// Which client's body this was.
+    pub format: BodyFormat,
     /// `messageId` of the body, when sent: the message the client edits or
     /// regenerates. Never the id of the response (the AI SDK's server does not
     /// take it either: an edited user message would be replaced by the answer).
@@ -349,6 +355,8 @@ pub fn parse(
     let Value::Object(body) = value else {
         return Err(err("", "must be a JSON object"));
     };
+    let format = crate::body_format::detect(&body);
+    let body = crate::body_format::to_ui_messages(format, body)?;
     let (chat_id, trigger, message_id) = header(&body)?;
     let messages = message_list(&body)?;
     let mut chat = ChatRequest {
@@ -358,6 +366,8 @@ pub fn parse(
         continuing: None,
         decisions: Vec::new(),
         client_outputs: Vec::new(),
+        continued_calls: Vec::new(),
+        format,
         message_id,
     };
     let mut seen_calls = HashSet::new();
@@ -391,6 +401,7 @@ pub fn parse(
                     // a plain "continue" after a stop. The response continues this
                     // message.
                     chat.continuing = Some((id.to_owned(), decided.call_ids));
+                    chat.continued_calls = decided.calls;
                 }
             }
             "system" => {
@@ -532,6 +543,8 @@ fn user_message(
 struct Decided {
     /// Its tool call ids, in part order.
     call_ids: Vec<String>,
+    /// Its calls: id, tool, input.
+    calls: Vec<(String, String, Value)>,
 }
 
 /// Reads one assistant message into the history: each step (split by
@@ -556,6 +569,7 @@ impl AssistantParts<'_> {
         let mut step_calls: Vec<(ToolPart, String)> = Vec::new();
         let mut decided = Decided {
             call_ids: Vec::new(),
+            calls: Vec::new(),
         };
         for (p, part) in parts.iter().enumerate() {
             let ppath = format!("{}.parts[{p}]", self.path);
@@ -582,6 +596,13 @@ impl AssistantParts<'_> {
                         call.state = STALE_STATE.to_owned();
                     }
                     decided.call_ids.push(call.call_id.clone());
+                    decided.calls.push((
+                        call.call_id.clone(),
+                        call.tool_name.clone(),
+                        call.input
+                            .clone()
+                            .unwrap_or_else(|| Value::Object(Map::new())),
+                    ));
                     step_calls.push((call, ppath));
                 }
                 _ => {

@@ -63,7 +63,7 @@
 use std::collections::HashSet;
 
 use ai_core::{AiEvent, event::AiEventKind};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use axum::body::Bytes;
 
@@ -90,6 +90,10 @@ pub struct DataStreamEncoder {
     message_id: String,
     /// Calls the client already has (this response or an earlier one).
     calls_sent: HashSet<String>,
+    /// Calls of the continued message to announce again before their results
+    /// (for clients that read every response as a new message): id to tool and
+    /// input.
+    announce: std::collections::HashMap<String, (String, Value)>,
     finished: bool,
     step: Option<Step>,
     outcome: Outcome,
@@ -125,10 +129,29 @@ impl DataStreamEncoder {
         Self {
             message_id: message_id.into(),
             calls_sent: known_tool_call_ids.into_iter().collect(),
+            announce: std::collections::HashMap::new(),
             finished: false,
             step: None,
             outcome: Outcome::default(),
         }
+    }
+
+    /// An encoder for a continuation read as a new message (assistant-stream's
+    /// decoder, assistant-ui): the continued message's `calls` (id, tool, input)
+    /// are announced again (`b:`/`c:`/`9:`) before their first result in this
+    /// response, since such a client rejects a result for a call it has not seen
+    /// in the response. AI SDK 4 merges a response into its last message and
+    /// would show such calls twice: use [`continuing`](Self::continuing) for it.
+    pub fn announcing(
+        message_id: impl Into<String>,
+        calls: impl IntoIterator<Item = (String, String, Value)>,
+    ) -> Self {
+        let mut encoder = Self::new(message_id);
+        encoder.announce = calls
+            .into_iter()
+            .map(|(id, tool, input)| (id, (tool, input)))
+            .collect();
+        encoder
     }
 
     /// The lines for `event`, in order, each ending in `\n` (none for a subagent's
@@ -324,6 +347,12 @@ impl DataStreamEncoder {
         if !self.calls_sent.insert(tool_call_id.to_owned()) {
             return;
         }
+        let (tool_name, args) = match self.announce.get(tool_call_id) {
+            Some((tool, input)) if args.as_object().is_none_or(Map::is_empty) => {
+                (tool.as_str(), input)
+            }
+            _ => (tool_name, args),
+        };
         let args = if args.is_object() {
             args.clone()
         } else {

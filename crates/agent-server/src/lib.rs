@@ -9,6 +9,8 @@
 //! - [`ui_stream`] and [`data_stream`] are the sans-IO encoders from
 //!   [`ai_core::AiEvent`]s to each protocol (invariant STREAM_TO_UI_BY_PROTOCOL),
 //!   behind one [`StreamEncoder`] trait; [`stream`] holds what they share.
+//! - [`body_format`] rewrites the bodies of AI SDK 4's `useChat` and
+//!   assistant-ui's `useDataStreamRuntime` into the one the contract checks.
 //! - [`contract`] checks the request body and rebuilds the conversation: JSON values
 //!   only, bounded ids, arguments and results, one result per call; a rejection is
 //!   a 400 naming the field path and nothing reaches the model.
@@ -36,6 +38,7 @@
 
 pub mod access;
 pub mod approval;
+pub mod body_format;
 pub mod contract;
 pub mod data_stream;
 mod listener;

@@ -500,7 +500,13 @@ fn encoder(
         .unwrap_or_default();
     match protocol {
         None | Some("ui") => Ok(Box::new(UiStreamEncoder::continuing(message_id, known))),
-        Some("data") => Ok(Box::new(DataStreamEncoder::continuing(message_id, known))),
+        Some("data") if chat.format == contract::BodyFormat::AiSdk4 => {
+            Ok(Box::new(DataStreamEncoder::continuing(message_id, known)))
+        }
+        Some("data") => Ok(Box::new(DataStreamEncoder::announcing(
+            message_id,
+            chat.continued_calls.clone(),
+        ))),
         Some(_) => Err(RequestError {
             path: "?protocol".into(),
             message: "must be \"ui\" or \"data\"".into(),

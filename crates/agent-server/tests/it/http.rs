@@ -217,7 +217,7 @@ async fn rejected_requests_are_400_naming_the_field_and_reach_no_model() {
         .await
         .unwrap();
     assert_eq!(response.status().as_u16(), 400);
-    let big = "x".repeat(2 * 1024 * 1024);
+    let big = "x".repeat(agent_server::DEFAULT_MAX_BODY_BYTES + 1);
     let response = client
         .post(live.url("/api/chat"))
         .body(big)
