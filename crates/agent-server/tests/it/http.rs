@@ -458,3 +458,88 @@ async fn without_auth_is_honoured_only_with_host_checks() {
     .await;
     assert_eq!(status(anywhere.url("/api/tools")).await, 401);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_answers_allowed_origins_and_refuses_the_rest() {
+    let allowed = "http://localhost:5173";
+    let live = start(ScriptedModel::new([Turn::text("Hi.")]), |port| {
+        let mut access = Access::loopback(port);
+        access.allowed_origins = vec![allowed.to_owned()];
+        access
+    })
+    .await;
+    let client = crate::support::anonymous_client();
+    let preflight = |origin: &str| {
+        client
+            .request(reqwest::Method::OPTIONS, live.url("/api/chat"))
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "authorization, content-type",
+            )
+            .send()
+    };
+    // An allowed origin's preflight is answered, without a token (browsers send none).
+    let ok = preflight(allowed).await.unwrap();
+    assert_eq!(ok.status().as_u16(), 204);
+    assert_eq!(ok.headers()["access-control-allow-origin"], allowed);
+    let headers = ok.headers()["access-control-allow-headers"]
+        .to_str()
+        .unwrap();
+    assert!(headers.contains("authorization") && headers.contains("content-type"));
+    assert!(
+        ok.headers()["access-control-allow-methods"]
+            .to_str()
+            .unwrap()
+            .contains("POST")
+    );
+    // Any other origin: refused, and no CORS header to read anything by.
+    for refused in ["http://evil.example", "http://localhost:5174", "null"] {
+        let response = preflight(refused).await.unwrap();
+        assert_eq!(response.status().as_u16(), 403, "{refused}");
+        assert!(
+            response
+                .headers()
+                .get("access-control-allow-origin")
+                .is_none()
+        );
+    }
+    // The request itself from the allowed origin still needs the token; the
+    // refusal is readable by the page.
+    let request = json!({"id": "c", "messages": [user("hi")]});
+    let anonymous = client
+        .post(live.url("/api/chat"))
+        .header("origin", allowed)
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+    assert_eq!(anonymous.headers()["access-control-allow-origin"], allowed);
+    let answered = crate::support::client()
+        .post(live.url("/api/chat"))
+        .header("origin", allowed)
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answered.status().as_u16(), 200);
+    assert_eq!(answered.headers()["access-control-allow-origin"], allowed);
+    assert!(
+        answered.headers()["access-control-expose-headers"]
+            .to_str()
+            .unwrap()
+            .contains("x-vercel-ai-ui-message-stream")
+    );
+    assert!(answered.text().await.unwrap().contains("Hi."));
+    // A foreign origin's request is refused as before.
+    let foreign = crate::support::client()
+        .post(live.url("/api/chat"))
+        .header("origin", "http://evil.example")
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status().as_u16(), 403);
+}

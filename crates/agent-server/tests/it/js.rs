@@ -316,3 +316,52 @@ async fn an_approval_request_then_the_approved_continuation() {
 async fn a_denied_approval() {
     approval_flow(false).await;
 }
+
+/// assistant-stream's data decoder reads every response as a new message, and
+/// throws on a result for a call it has not seen in that response: an approval
+/// continuation on the data stream announces the continued call again first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn assistant_stream_reads_an_approval_continuation_on_the_data_stream() {
+    let live = start(
+        ScriptedModel::new([
+            Turn::new().tool_call("w1", "app__write", json!({"key": "k", "value": 1})),
+            Turn::text("Written."),
+        ]),
+        Access::loopback,
+    )
+    .await;
+    let first = check(
+        "ai7",
+        "ui",
+        &live.url("/api/chat"),
+        &body(vec![user("write k")]),
+    )
+    .await;
+    assert_clean(&first, "ai7");
+    let mut message = first["message"].clone();
+    let part = message["parts"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|p| p["toolCallId"] == "w1")
+        .unwrap();
+    part["state"] = json!("approval-responded");
+    part["approval"]["approved"] = json!(true);
+    let second = check(
+        "assistant-stream",
+        "data",
+        &url(&live, "data"),
+        &body(vec![user("write k"), message]),
+    )
+    .await;
+    assert_clean(&second, "assistant-stream/data");
+    assert_eq!(
+        second["tools"]["w1"]["state"], "output-available",
+        "{second}"
+    );
+    assert!(
+        second["text"].as_str().unwrap().contains("Written."),
+        "{second}"
+    );
+    assert_eq!(live.writes.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
