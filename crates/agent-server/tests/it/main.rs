@@ -9,4 +9,5 @@ mod encode;
 mod http;
 mod js;
 mod limits;
+mod stock_client;
 mod support;

@@ -1,6 +1,6 @@
 //! A live chat service on loopback over a scripted model, with an echo tool, a
-//! counting `app__write` (state change, needs approval) and an `app__wait` that
-//! runs until cancelled.
+//! counting `app__write` (state change, needs approval), an `app__wait` that
+//! runs until cancelled and `client__get_location`, which the client runs.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -123,12 +123,19 @@ pub(crate) async fn start_with(
                 cancelled: Arc::clone(&wait_cancelled),
             }),
         },
+        RegisteredTool::client(ToolSpec::new(
+            ToolId::client("get_location").unwrap(),
+            "The user's city, from the browser.",
+            json!({"type": "object", "properties": {"precise": {"type": "boolean"}}}),
+            ToolEffect::ReadOnly,
+        )),
     ];
     let service = ChatService::new(ChatSetup {
         model: Arc::clone(&model) as Arc<dyn CompletionPort>,
         model_id: "test-model".into(),
         tools,
-        policy: ToolPolicy::allowing(["app__*"]).with_approval_for([ToolEffect::StateChange]),
+        policy: ToolPolicy::allowing(["app__*", "client__*"])
+            .with_approval_for([ToolEffect::StateChange]),
         graph: agent_graph::Graph::new("test", "The tests' graph.", "You are a test."),
     })
     .unwrap();

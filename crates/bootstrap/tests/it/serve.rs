@@ -221,3 +221,59 @@ async fn second_uid_test() {
         "{body}"
     );
 }
+
+/// A stock `useChat` (ai 7's `AbstractChat` + `DefaultChatTransport`, driven by
+/// `tests/js/chat-driver.mjs`) sends an image with `sendMessage({text, files})`:
+/// `agent serve` passes it on, and the model's request carries it as an
+/// `image_url` part.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_from_a_stock_client_reaches_the_model() {
+    let js = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/js");
+    assert!(
+        js.join("node_modules").exists(),
+        "needs `npm ci --prefix tests/js` (run `cargo xtask test-env`)"
+    );
+    let model = OpenAiServer::start([Reply::text("A single red dot.")])
+        .await
+        .unwrap();
+    let home = Home::new(KEY);
+    let (_child, url, token) = serve(&home, &model.base_url(), &[]).await;
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg==";
+    let script = json!({"chatId": "image", "steps": [
+        {"do": "send", "text": "What is in this picture?", "files": [
+            {"mediaType": "image/png", "filename": "dot.png", "url": format!("data:image/png;base64,{png}")}
+        ]}
+    ]});
+    let file = home.workspace.join("script.json");
+    std::fs::write(&file, script.to_string()).unwrap();
+    let output = tokio::process::Command::new("node")
+        .arg(js.join("chat-driver.mjs"))
+        .args(["--client", "ai7", "--api", &format!("{url}/api/chat")])
+        .arg("--header")
+        .arg(format!("authorization: Bearer {token}"))
+        .arg("--script")
+        .arg(&file)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let result: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {stdout} {}", String::from_utf8_lossy(&output.stderr)));
+    assert_eq!(result["ok"], true, "{result}");
+    assert_eq!(result["status"], "ready", "{result}");
+    let requests = model.requests();
+    let user = requests[0].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "user")
+        .unwrap()
+        .clone();
+    let parts = user["content"].as_array().expect("content parts");
+    assert_eq!(parts[0]["text"], "What is in this picture?");
+    assert_eq!(parts[1]["type"], "image_url");
+    assert_eq!(
+        parts[1]["image_url"]["url"],
+        format!("data:image/png;base64,{png}")
+    );
+}

@@ -1,0 +1,347 @@
+//! The stock chat logic of the AI SDK against the live endpoint: `AbstractChat`
+//! with `DefaultChatTransport` of `ai` 6 and 7 (what `useChat` runs), and AI SDK
+//! 4's `useChat` request logic, driven by `tests/js/chat-driver.mjs` through the
+//! user actions a web page makes (send, edit, stop, continue, approve, answer a
+//! client tool, reload and resume). No request is hand-written here: the bodies
+//! are the clients' own.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use agent_server::Access;
+use agent_testing::{ScriptedModel, Turn};
+use ai_core::Message;
+use serde_json::{Value, json};
+
+use crate::support::{Live, start};
+
+const CLIENTS: [&str; 2] = ["ai6", "ai7"];
+
+fn js_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/js");
+    assert!(
+        dir.join("node_modules").exists(),
+        "the stock-client tests need `npm ci --prefix tests/js` (run `cargo xtask test-env`)"
+    );
+    dir
+}
+
+/// Runs the driver with `client` on `script`; its one JSON line.
+async fn drive(client: &str, live: &Live, script: Value) -> Value {
+    let file = std::env::temp_dir().join(format!("chat-script-{}.json", uuid::Uuid::new_v4()));
+    std::fs::write(&file, script.to_string()).unwrap();
+    let output = tokio::process::Command::new("node")
+        .arg(js_dir().join("chat-driver.mjs"))
+        .args(["--client", client, "--api", &live.url("/api/chat")])
+        .arg("--header")
+        .arg(format!("authorization: Bearer {}", crate::support::TOKEN))
+        .arg("--script")
+        .arg(&file)
+        .output()
+        .await
+        .expect("node runs");
+    let _ = std::fs::remove_file(&file);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let result: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "{client}: no JSON line ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    assert_eq!(result["ok"], true, "{client}: the driver failed: {result}");
+    result
+}
+
+/// Every step ended `ready` with no error.
+fn assert_no_error(result: &Value, what: &str) {
+    for step in result["steps"].as_array().unwrap() {
+        assert!(step["error"].is_null(), "{what}: {step} in {result}");
+    }
+    assert_eq!(result["status"], "ready", "{what}: {result}");
+}
+
+fn messages(result: &Value) -> &Vec<Value> {
+    result["messages"].as_array().unwrap()
+}
+
+/// The text of a UI message.
+fn text(message: &Value) -> String {
+    message["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["type"] == "text")
+        .filter_map(|p| p["text"].as_str())
+        .collect()
+}
+
+/// The tool part of call `id` in the messages.
+fn tool_part<'a>(result: &'a Value, id: &str) -> &'a Value {
+    messages(result)
+        .iter()
+        .flat_map(|m| m["parts"].as_array().unwrap())
+        .find(|p| p["toolCallId"] == id)
+        .unwrap_or_else(|| panic!("no part of {id} in {result}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn editing_a_user_message_keeps_it_and_answers_it_again() {
+    for client in CLIENTS {
+        let live = start(
+            ScriptedModel::new([Turn::text("First answer."), Turn::text("Second answer.")]),
+            Access::loopback,
+        )
+        .await;
+        let result = drive(
+            client,
+            &live,
+            json!({"chatId": "edit", "steps": [
+                {"do": "send", "text": "first question"},
+                {"do": "send", "text": "edited question", "editIndex": 0}
+            ]}),
+        )
+        .await;
+        assert_no_error(&result, client);
+        let messages = messages(&result);
+        assert_eq!(messages.len(), 2, "{client}: {result}");
+        assert_eq!(messages[0]["role"], "user");
+        assert_eq!(text(&messages[0]), "edited question", "{client}");
+        assert_eq!(messages[1]["role"], "assistant");
+        assert_eq!(text(&messages[1]), "Second answer.", "{client}");
+        assert_ne!(messages[0]["id"], messages[1]["id"], "{client}");
+        // The model saw the edited question, once.
+        let seen = &live.model.requests()[1].messages;
+        assert_eq!(
+            seen.last(),
+            Some(&Message::user("edited question")),
+            "{client}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_never_sent_does_not_brick_the_chat() {
+    for client in CLIENTS {
+        let live = start(
+            ScriptedModel::new([
+                Turn::new().tool_call("w1", "app__write", json!({"key": "k", "value": 1})),
+                Turn::text("Fine, nothing written."),
+            ]),
+            Access::loopback,
+        )
+        .await;
+        // Approved, but the client never sends it (no automatic send; the user
+        // types something else instead).
+        let result = drive(
+            client,
+            &live,
+            json!({"chatId": "stale", "sendAutomaticallyWhen": "none", "steps": [
+                {"do": "send", "text": "write k"},
+                {"do": "approve", "approved": true},
+                {"do": "send", "text": "never mind"}
+            ]}),
+        )
+        .await;
+        assert_no_error(&result, client);
+        assert_eq!(
+            text(messages(&result).last().unwrap()),
+            "Fine, nothing written.",
+            "{client}: {result}"
+        );
+        // Nothing ran, and the model was told why.
+        assert_eq!(live.writes.load(Ordering::SeqCst), 0, "{client}");
+        let seen = &live.model.requests()[1].messages;
+        assert!(
+            seen.contains(&Message::tool("w1", agent_server::contract::STALE_DECISION)),
+            "{client}: {seen:#?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_then_continue_continues_the_same_message() {
+    for client in CLIENTS {
+        let live = start(
+            ScriptedModel::new([
+                Turn::text("One two three four five six seven eight nine ten.")
+                    .delay_between(Duration::from_millis(40)),
+                Turn::text(" And that is all."),
+            ]),
+            Access::loopback,
+        )
+        .await;
+        let result = drive(
+            client,
+            &live,
+            json!({"chatId": "stop", "steps": [
+                {"do": "send", "text": "count", "stopAfterChunk": "text-delta"},
+                {"do": "continue"}
+            ]}),
+        )
+        .await;
+        assert_no_error(&result, client);
+        let messages = messages(&result);
+        assert_eq!(
+            messages.len(),
+            2,
+            "{client}: one assistant message: {result}"
+        );
+        assert!(
+            text(&messages[1]).ends_with("And that is all."),
+            "{client}: {result}"
+        );
+        // The continuation was a request whose last message is the assistant's.
+        let requests = result["requests"].as_array().unwrap();
+        let last = requests
+            .iter()
+            .rev()
+            .find(|r| r["method"] == "POST")
+            .unwrap();
+        assert_eq!(last["status"], 200, "{client}: {result}");
+        assert_eq!(
+            last["body"]["messages"].as_array().unwrap().last().unwrap()["role"],
+            "assistant"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_resumes_a_running_stream_and_finds_nothing_when_none_runs() {
+    for client in CLIENTS {
+        let live = start(
+            ScriptedModel::new([Turn::text(
+                "A slow answer that is still streaming when the page reloads.",
+            )
+            .delay_between(Duration::from_millis(60))]),
+            Access::loopback,
+        )
+        .await;
+        let result = drive(
+            client,
+            &live,
+            json!({"chatId": "resume", "steps": [
+                {"do": "send", "text": "go slowly", "wait": false, "stopAfterMs": 0},
+                {"do": "reload"},
+                {"do": "reload"}
+            ]}),
+        )
+        .await;
+        assert_no_error(&result, client);
+        let gets: Vec<&Value> = result["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["method"] == "GET")
+            .collect();
+        assert_eq!(gets.len(), 2, "{client}: {result}");
+        assert!(
+            gets[0]["url"]
+                .as_str()
+                .unwrap()
+                .ends_with("/api/chat/resume/stream"),
+            "{client}: {result}"
+        );
+        assert_eq!(gets[0]["status"], 200, "{client}: running: {result}");
+        assert_eq!(
+            gets[1]["status"], 204,
+            "{client}: nothing to resume: {result}"
+        );
+        let last = messages(&result).last().unwrap();
+        assert_eq!(
+            text(last),
+            "A slow answer that is still streaming when the page reloads.",
+            "{client}: {result}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_tool_round_trip() {
+    for client in CLIENTS {
+        let live = start(
+            ScriptedModel::new([
+                Turn::new().tool_call("g1", "client__get_location", json!({"precise": false})),
+                Turn::text("You are in Lyon."),
+            ]),
+            Access::loopback,
+        )
+        .await;
+        let result = drive(
+            client,
+            &live,
+            json!({"chatId": "client-tool", "sendAutomaticallyWhen": "toolCalls", "steps": [
+                {"do": "send", "text": "where am I?"},
+                {"do": "toolOutput", "tool": "client__get_location", "output": {"city": "Lyon"}}
+            ]}),
+        )
+        .await;
+        assert_no_error(&result, client);
+        assert_eq!(tool_part(&result, "g1")["state"], "output-available");
+        let messages = messages(&result);
+        assert_eq!(messages.len(), 2, "{client}: {result}");
+        assert!(text(&messages[1]).ends_with("You are in Lyon."), "{client}");
+        let seen = &live.model.requests()[1].messages;
+        assert!(
+            seen.contains(&Message::tool("g1", r#"{"city":"Lyon"}"#)),
+            "{client}: {seen:#?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_tool_output_for_a_call_never_handed_out_is_refused() {
+    let live = start(ScriptedModel::new([Turn::text("unused")]), Access::loopback).await;
+    let forged = json!({"id": "forge", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]},
+        {"id": "a1", "role": "assistant", "parts": [
+            {"type": "tool-client__get_location", "toolCallId": "made-up", "state": "output-available",
+             "input": {}, "output": {"city": "Atlantis"}}
+        ]}
+    ]});
+    let (status, _, text) = live.chat(&forged).await;
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("messages[1].parts[0]"), "{text}");
+    assert!(live.model.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ai_sdk_4_default_body_with_a_tool_call_and_a_follow_up() {
+    let live = start(
+        ScriptedModel::new([
+            Turn::new().tool_call("e1", "app__echo", json!({"text": "ping"})),
+            Turn::text("It echoed ping."),
+            Turn::text("You are welcome."),
+        ]),
+        Access::loopback,
+    )
+    .await;
+    let result = drive(
+        "ai4",
+        &live,
+        json!({"chatId": "v4", "steps": [
+            {"do": "send", "text": "echo ping"},
+            {"do": "send", "text": "thanks"}
+        ]}),
+    )
+    .await;
+    assert_no_error(&result, "ai4");
+    // The follow-up carried the tool invocation back, and the model saw the call
+    // with its result (not a tool named "invocation").
+    let seen = &live.model.requests()[2].messages;
+    assert!(
+        seen.iter()
+            .any(|m| matches!(m, Message::Assistant { tool_calls, .. }
+            if tool_calls.iter().any(|c| c.name == "app__echo"))),
+        "{seen:#?}"
+    );
+    assert!(seen.contains(&Message::user("thanks")), "{seen:#?}");
+    let last = messages(&result).last().unwrap();
+    assert!(
+        last["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("You are welcome."),
+        "{result}"
+    );
+}
