@@ -221,7 +221,8 @@ async fn a_reload_resumes_a_running_stream_and_finds_nothing_when_none_runs() {
             client,
             &live,
             json!({"chatId": "resume", "steps": [
-                {"do": "send", "text": "go slowly", "wait": false, "stopAfterMs": 0},
+                {"do": "send", "text": "go slowly", "wait": false},
+                {"do": "wait", "untilChunk": "text-delta"},
                 {"do": "reload"},
                 {"do": "reload"}
             ]}),
@@ -343,5 +344,24 @@ async fn ai_sdk_4_default_body_with_a_tool_call_and_a_follow_up() {
             .unwrap_or_default()
             .contains("You are welcome."),
         "{result}"
+    );
+}
+
+/// The driver itself, against the AI SDK's own server (`streamText` with a mock
+/// model, `toUIMessageStreamResponse` / `toDataStreamResponse`): the same flows
+/// give the same messages there, so what the tests above see is the clients'
+/// behaviour, not the driver's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_driver_agrees_with_the_ai_sdks_own_server() {
+    let output = tokio::process::Command::new("node")
+        .arg(js_dir().join("chat-driver-selftest.mjs"))
+        .output()
+        .await
+        .expect("node runs");
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
     );
 }
