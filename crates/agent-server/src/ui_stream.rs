@@ -70,6 +70,10 @@
 //!   only ai 6 introduced).
 //! - Tool parts are static (no `dynamic` flag): the client shows them as
 //!   `tool-<toolName>` parts, named by our namespaced tool ids (`core__read_file`).
+//! - The outcome of a call of the continued message that comes before anything
+//!   else (an approved call that ran, a denial) is sent outside any step, as the
+//!   AI SDK's own server sends it: it belongs to the message's earlier step, and a
+//!   `start-step` before it would add an empty step to the message.
 //! - `tool-output-*` for a call the client already has (a continuation) finds the
 //!   call anywhere in the message being continued, so no input chunks are repeated
 //!   for known calls; a result for a call neither known nor started in this response
@@ -116,6 +120,10 @@ pub struct UiStreamEncoder {
     inputs_sent: HashSet<String>,
     /// Calls whose input is streaming (`tool-input-start` sent, not yet complete).
     inputs_streaming: HashSet<String>,
+    /// The calls of the continued message: their outcomes belong to its earlier
+    /// steps, so before this response's first step they are sent outside any
+    /// step (as the AI SDK's own server does), not in a new, empty one.
+    continued: HashSet<String>,
     started: bool,
     finished: bool,
     step: Option<StepFlags>,
@@ -148,9 +156,11 @@ impl UiStreamEncoder {
         message_id: impl Into<String>,
         known_tool_call_ids: impl IntoIterator<Item = String>,
     ) -> Self {
+        let known: HashSet<String> = known_tool_call_ids.into_iter().collect();
         Self {
             message_id: message_id.into(),
-            inputs_sent: known_tool_call_ids.into_iter().collect(),
+            continued: known.clone(),
+            inputs_sent: known,
             inputs_streaming: HashSet::new(),
             started: false,
             finished: false,
@@ -206,6 +216,8 @@ impl UiStreamEncoder {
                     "inputTextDelta": delta,
                 }));
             }
+            AiEventKind::ToolCallStart { tool_call_id, .. }
+                if self.step.is_none() && self.continued.contains(tool_call_id) => {}
             AiEventKind::ToolCallStart {
                 tool_call_id,
                 tool_name,
@@ -224,7 +236,10 @@ impl UiStreamEncoder {
                 message,
                 ..
             } => {
-                self.step_for(Activity::Result, &mut out);
+                let outside = self.step.is_none() && self.continued.contains(tool_call_id);
+                if !outside {
+                    self.step_for(Activity::Result, &mut out);
+                }
                 self.close_part(&mut out);
                 self.input(tool_call_id, tool_name, &json!({}), &mut out);
                 out.push(if *ok {
@@ -245,7 +260,9 @@ impl UiStreamEncoder {
                         }),
                     }
                 });
-                self.saw_result();
+                if !outside {
+                    self.saw_result();
+                }
             }
             AiEventKind::ToolApprovalRequested {
                 tool_call_id,
@@ -342,10 +359,18 @@ impl UiStreamEncoder {
         }
         let mut out = Vec::new();
         self.start(&mut out);
-        self.step_for(Activity::Result, &mut out);
+        let outside = self.step.is_none()
+            && chunk["toolCallId"]
+                .as_str()
+                .is_some_and(|id| self.continued.contains(id));
+        if !outside {
+            self.step_for(Activity::Result, &mut out);
+        }
         self.close_part(&mut out);
         out.push(chunk);
-        self.saw_result();
+        if !outside {
+            self.saw_result();
+        }
         out
     }
 
@@ -495,6 +520,7 @@ mod tests {
         assert_eq!(types.iter().filter(|t| **t == "finish").count(), 1);
         let mut open: Option<String> = None;
         let mut in_step = false;
+        let mut steps_seen = 0;
         for chunk in chunks {
             let kind = chunk["type"].as_str().unwrap();
             let id = chunk["id"].as_str().map(str::to_owned);
@@ -508,18 +534,20 @@ mod tests {
                 "start-step" => {
                     assert!(!in_step && open.is_none(), "{types:?}");
                     in_step = true;
+                    steps_seen += 1;
                 }
                 "finish-step" => {
                     assert!(in_step && open.is_none(), "{types:?}");
                     in_step = false;
                 }
-                "tool-input-start"
-                | "tool-input-available"
-                | "tool-output-available"
-                | "tool-output-error"
-                | "tool-output-denied"
-                | "tool-approval-request" => {
+                "tool-input-start" | "tool-input-available" | "tool-approval-request" => {
                     assert!(in_step && open.is_none(), "{types:?}");
+                }
+                // An outcome may come before the first step: that of a call of
+                // the continued message (it belongs to an earlier step).
+                "tool-output-available" | "tool-output-error" | "tool-output-denied" => {
+                    assert!(open.is_none(), "{types:?}");
+                    assert!(in_step || steps_seen == 0, "{types:?}");
                 }
                 "finish" | "message-metadata" => assert!(!in_step && open.is_none()),
                 _ => {}
@@ -675,6 +703,27 @@ mod tests {
             types(&chunks)[..3],
             ["start", "start-step", "tool-output-denied"]
         );
+    }
+
+    #[test]
+    fn a_continued_call_s_outcome_opens_no_empty_step() {
+        // The approved call of the continued message ran first: its output
+        // belongs to the message's earlier step, as the AI SDK's server sends it.
+        let mut encoder = UiStreamEncoder::continuing("m1", ["c1".to_owned()]);
+        let chunks = encode(
+            &mut encoder,
+            &[call("c1"), result("c1"), text("ok"), done()],
+        );
+        check(&chunks);
+        assert_eq!(
+            types(&chunks)[..4],
+            ["start", "tool-output-available", "start-step", "text-start"]
+        );
+        let steps = types(&chunks)
+            .iter()
+            .filter(|t| **t == "start-step")
+            .count();
+        assert_eq!(steps, 1);
     }
 
     #[test]
