@@ -289,11 +289,11 @@ mod attachment_tests {
         assert!(
             matches!(image, Attachment::Image { ref media_type, .. } if media_type == "image/png")
         );
-        let text = Attachment::from_bytes("n.md", Some("text/markdown"), b"# hi", 100).unwrap();
+        let text = Attachment::from_bytes("notes", Some("text/markdown"), b"# hi", 100).unwrap();
         assert_eq!(
             text,
             Attachment::Text {
-                name: "n.md".into(),
+                name: "notes".into(),
                 media_type: "text/markdown".into(),
                 text: "# hi".into()
             }
