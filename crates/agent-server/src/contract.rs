@@ -657,10 +657,16 @@ impl AssistantParts<'_> {
                         result: content.clone(),
                     });
                 }
-                results.push(Message::tool(call.call_id.clone(), content));
+                // Anything but an output is a call that failed or did not run.
+                results.push(if call.state == "output-available" {
+                    Message::tool(call.call_id.clone(), content)
+                } else {
+                    Message::tool_error(call.call_id.clone(), content)
+                });
             }
         }
         chat.history.push(Message::Assistant {
+            blocks: Vec::new(),
             content,
             reasoning: None,
             tool_calls,
@@ -763,7 +769,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(chat.history[2], Message::tool("c1", r#"{"text":"x"}"#));
-        assert_eq!(chat.history[3], Message::tool("c2", "boom"));
+        assert_eq!(chat.history[3], Message::tool_error("c2", "boom"));
     }
 
     #[test]
@@ -922,7 +928,7 @@ mod tests {
         let chat = parse_json(body(vec![user("write"), stale, user("never mind")])).unwrap();
         assert!(chat.decisions.is_empty());
         assert!(chat.continuing.is_none());
-        assert_eq!(chat.history[2], Message::tool("c1", STALE_DECISION));
+        assert_eq!(chat.history[2], Message::tool_error("c1", STALE_DECISION));
         assert_eq!(chat.history[3], Message::user("never mind"));
     }
 
@@ -937,6 +943,6 @@ mod tests {
         let chat = parse_json(body(vec![user("x"), cut])).unwrap();
         assert_eq!(chat.continuing, Some(("a1".into(), vec!["c1".into()])));
         assert!(chat.decisions.is_empty());
-        assert_eq!(chat.history[2], Message::tool("c1", NOT_RUN));
+        assert_eq!(chat.history[2], Message::tool_error("c1", NOT_RUN));
     }
 }

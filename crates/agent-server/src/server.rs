@@ -420,6 +420,7 @@ fn remember(transcript: &TranscriptStore, chat_id: &str, messages: &[Message]) {
             Message::Tool {
                 tool_call_id,
                 content,
+                ..
             } => {
                 if let Some(args) = arguments.remove(tool_call_id) {
                     transcript.store(chat_id, tool_call_id, args, content.clone());

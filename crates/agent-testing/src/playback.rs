@@ -138,6 +138,7 @@ impl TurnBuilder {
             FinishReason::ToolCalls
         });
         let last = CompletionFinal {
+            blocks: Vec::new(),
             text: self.text,
             reasoning: self.reasoning,
             refusal: self.refusal,

@@ -311,6 +311,7 @@ impl TestModel {
                 Message::Tool {
                     tool_call_id,
                     content,
+                    ..
                 } => Some((tool_call_id.as_str(), content.as_str())),
                 _ => None,
             })
@@ -720,6 +721,7 @@ mod tests {
         let messages = vec![
             Message::user("what time is it?"),
             Message::Assistant {
+                blocks: Vec::new(),
                 content: None,
                 reasoning: None,
                 tool_calls: vec![
@@ -852,6 +854,7 @@ mod tests {
         let names: Vec<&str> = made.iter().map(|c| c.1.as_str()).collect();
         assert_eq!(names, vec!["core__list_directory", "core__memory_read"]);
         messages.push(Message::Assistant {
+            blocks: Vec::new(),
             content: None,
             reasoning: None,
             tool_calls: made
@@ -878,6 +881,7 @@ mod tests {
             )]
         );
         messages.push(Message::Assistant {
+            blocks: Vec::new(),
             content: None,
             reasoning: None,
             tool_calls: vec![MessageToolCall {
@@ -913,6 +917,7 @@ mod tests {
         let messages = vec![
             Message::user("x"),
             Message::Assistant {
+                blocks: Vec::new(),
                 content: None,
                 reasoning: None,
                 tool_calls: vec![MessageToolCall {

@@ -126,6 +126,9 @@ pub enum CompletionDelta {
     },
     /// Token usage of this call.
     Usage(UsageFact),
+    /// The signature of the reasoning streamed so far in this block (Anthropic's
+    /// `signature_delta`): kept with the reasoning for the next request.
+    ReasoningSignature(String),
 }
 
 /// How an assembled tool call's argument text ended.
@@ -213,6 +216,10 @@ pub struct CompletionFinal {
     pub finish_reason: FinishReason,
     /// Token usage, when reported.
     pub usage: Option<UsageFact>,
+    /// The turn's blocks in the order the model produced them, when the wire
+    /// gives an order that matters (see [`crate::message::AssistantBlock`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<crate::message::AssistantBlock>,
 }
 
 /// One item of a [`CompletionStream`].

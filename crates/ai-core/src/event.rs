@@ -23,6 +23,9 @@ pub struct UsageFact {
     /// Completion tokens spent on reasoning, when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_tokens: Option<u64>,
+    /// Prompt tokens written to the provider's cache, when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_creation_tokens: Option<u64>,
 }
 
 /// A tool call named by its id and tool, without arguments or result (e.g. a call

@@ -50,6 +50,13 @@ pub enum Message {
         /// Tool calls, in call order.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<MessageToolCall>,
+        /// The turn as the model produced it, in order: its text, reasoning
+        /// (with the signature a provider needs back), redacted reasoning (opaque
+        /// data, sent back unchanged) and calls. Empty when the provider gives no
+        /// such structure or the turn was written by hand; a wire then sends
+        /// `reasoning`, `content` and `tool_calls` in that order.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        blocks: Vec<AssistantBlock>,
     },
     /// The result of one tool call.
     Tool {
@@ -57,6 +64,10 @@ pub enum Message {
         tool_call_id: String,
         /// The model-facing (bounded) result text.
         content: String,
+        /// The call failed: `content` says how (wires that have the flag, such as
+        /// Anthropic's `is_error`, send it).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
     },
 }
 
@@ -90,6 +101,7 @@ impl Message {
             content: Some(content.into()),
             reasoning: None,
             tool_calls: Vec::new(),
+            blocks: Vec::new(),
         }
     }
 
@@ -98,8 +110,50 @@ impl Message {
         Self::Tool {
             tool_call_id: tool_call_id.into(),
             content: content.into(),
+            is_error: false,
         }
     }
+
+    /// The result of a tool call that failed (`content` says how).
+    pub fn tool_error(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Self::Tool {
+            tool_call_id: tool_call_id.into(),
+            content: content.into(),
+            is_error: true,
+        }
+    }
+}
+
+/// One block of an assistant turn, in the order the model produced it (see
+/// [`Message::Assistant`]'s `blocks`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AssistantBlock {
+    /// Answer text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// Reasoning the model showed.
+    Reasoning {
+        /// The reasoning text.
+        text: String,
+        /// The provider's signature over it (Anthropic's thinking signature),
+        /// which the provider verifies when the block is sent back.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
+    },
+    /// Reasoning the provider keeps encrypted: sent back unchanged, never shown.
+    RedactedReasoning {
+        /// The opaque data.
+        data: String,
+    },
+    /// A tool call (its id in `tool_calls`).
+    ToolCall {
+        /// The call id.
+        id: String,
+    },
 }
 
 /// The image types a user message may carry (what vision models accept).

@@ -627,6 +627,7 @@ impl Assembly {
         let prompt_tokens = usage.prompt_tokens.unwrap_or(0);
         let completion_tokens = usage.completion_tokens.unwrap_or(0);
         self.usage = Some(UsageFact {
+            cache_creation_tokens: None,
             model: String::new(),
             prompt_tokens,
             completion_tokens,
@@ -1034,6 +1035,7 @@ impl Assembly {
             finish_reason = FinishReason::ToolCalls;
         }
         let turn = CompletionFinal {
+            blocks: Vec::new(),
             text: std::mem::take(&mut self.text),
             tool_calls: calls,
             finish_reason,

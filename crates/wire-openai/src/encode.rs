@@ -333,6 +333,7 @@ fn message_dto(message: &Message) -> Result<MessageDto<'_>, EncodeError> {
             content,
             reasoning,
             tool_calls,
+            ..
         } => MessageDto::Assistant {
             // OpenAI wants `content` present: null beside tool calls, text otherwise.
             content: match (content.as_deref(), tool_calls.is_empty()) {
@@ -361,6 +362,7 @@ fn message_dto(message: &Message) -> Result<MessageDto<'_>, EncodeError> {
         Message::Tool {
             tool_call_id,
             content,
+            ..
         } => MessageDto::Tool {
             tool_call_id,
             content,

@@ -1030,10 +1030,7 @@ async fn settle_pending(
             .runner
             .exec_scoped(context, &deps.catalog, call, cancel, emitter, &scope)
             .await;
-        messages.push(Message::tool(
-            exec.result.tool_call_id.clone(),
-            exec.model_content,
-        ));
+        messages.push(tool_message(&exec));
         records.push(exec.record);
     }
     in_call_order(messages, records);
@@ -1299,7 +1296,7 @@ async fn tool_turn(
             None => match executions.next() {
                 Some(exec) => {
                     let id = exec.result.tool_call_id.clone();
-                    tool_messages.push(Message::tool(id.clone(), exec.model_content));
+                    tool_messages.push(tool_message(&exec));
                     records.push(exec.record);
                     id
                 }
@@ -1313,13 +1310,46 @@ async fn tool_turn(
             raw: call.raw.clone(),
         });
     }
+    let blocks = settled_blocks(&turn.blocks, &calls);
     messages.push(Message::Assistant {
+        blocks,
         content: (!turn.text.is_empty()).then(|| turn.text.clone()),
         reasoning: turn.reasoning.clone(),
         tool_calls: calls,
     });
     messages.extend(tool_messages);
     (waiting, client_calls)
+}
+
+/// The tool message of an execution: its model-facing result, flagged as an
+/// error when the call failed.
+fn tool_message(exec: &ai_core::runner::ToolExecution) -> Message {
+    let id = exec.result.tool_call_id.clone();
+    if exec.result.ok {
+        Message::tool(id, exec.model_content.clone())
+    } else {
+        Message::tool_error(id, exec.model_content.clone())
+    }
+}
+
+/// The turn's blocks with each call's id as the runner settled it (the k-th
+/// call block is the k-th call).
+fn settled_blocks(
+    blocks: &[ai_core::message::AssistantBlock],
+    calls: &[MessageToolCall],
+) -> Vec<ai_core::message::AssistantBlock> {
+    let mut ids = calls.iter().map(|c| c.id.clone());
+    blocks
+        .iter()
+        .map(|block| match block {
+            ai_core::message::AssistantBlock::ToolCall { id } => {
+                ai_core::message::AssistantBlock::ToolCall {
+                    id: ids.next().unwrap_or_else(|| id.clone()),
+                }
+            }
+            other => other.clone(),
+        })
+        .collect()
 }
 
 /// The `usage_report` of one model call of a run with `prompt_hash`.

@@ -95,6 +95,7 @@ async fn one_tool_call_round_trips_through_the_history() {
         vec![
             Message::user("hi"),
             Message::Assistant {
+                blocks: Vec::new(),
                 content: Some("Checking.".into()),
                 reasoning: None,
                 tool_calls: vec![MessageToolCall {

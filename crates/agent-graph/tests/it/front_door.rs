@@ -258,6 +258,7 @@ async fn an_approval_closure_denies_by_argument_value_with_approval_denied() {
             Message::Tool {
                 tool_call_id,
                 content,
+                ..
             } if tool_call_id == "r2" => Some(content.clone()),
             _ => None,
         })

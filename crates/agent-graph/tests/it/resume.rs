@@ -282,6 +282,7 @@ async fn denied_and_invalid_decisions_tell_the_model_and_run_nothing() {
                 Message::Tool {
                     tool_call_id,
                     content,
+                    ..
                 } if tool_call_id == "w1" => Some(content.clone()),
                 _ => None,
             })

@@ -588,6 +588,7 @@ pub(crate) fn tool_messages(messages: &[Message]) -> Vec<(String, String)> {
             Message::Tool {
                 tool_call_id,
                 content,
+                ..
             } => Some((tool_call_id.clone(), content.clone())),
             _ => None,
         })

@@ -153,7 +153,10 @@ async fn an_approval_never_sent_does_not_brick_the_chat() {
         assert_eq!(live.writes.load(Ordering::SeqCst), 0, "{client}");
         let seen = &live.model.requests()[1].messages;
         assert!(
-            seen.contains(&Message::tool("w1", agent_server::contract::STALE_DECISION)),
+            seen.contains(&Message::tool_error(
+                "w1",
+                agent_server::contract::STALE_DECISION
+            )),
             "{client}: {seen:#?}"
         );
     }

@@ -49,6 +49,7 @@ fn next_request_messages(fixture: &str) -> Vec<serde_json::Value> {
     let bytes = fs::read(crate::common::fixture_dir("response").join(fixture)).unwrap();
     let turn = wire_openai::decode::decode_response(&bytes, DecoderOptions::default()).unwrap();
     let assistant = Message::Assistant {
+        blocks: Vec::new(),
         content: (!turn.text.is_empty()).then(|| turn.text.clone()),
         reasoning: turn.reasoning.clone(),
         tool_calls: turn
