@@ -35,10 +35,11 @@ pub struct Replay {
     changed: watch::Sender<u64>,
 }
 
+/// The frames so far, back to back in one buffer (one allocation per response,
+/// not one per frame: a response of many small deltas stays small).
 #[derive(Debug, Default)]
 struct ReplayState {
-    frames: Vec<Bytes>,
-    bytes: usize,
+    bytes: Vec<u8>,
     overflowed: bool,
     done: bool,
 }
@@ -56,12 +57,11 @@ impl Replay {
             if state.overflowed || state.done {
                 return;
             }
-            state.bytes = state.bytes.saturating_add(frame.len());
-            if state.bytes > self.max_bytes {
+            if state.bytes.len().saturating_add(frame.len()) > self.max_bytes {
                 state.overflowed = true;
-                state.frames = Vec::new();
+                state.bytes = Vec::new();
             } else {
-                state.frames.push(frame.clone());
+                state.bytes.extend_from_slice(frame);
             }
         }
         self.changed.send_modify(|v| *v = v.wrapping_add(1));
@@ -78,8 +78,9 @@ impl Replay {
         self.headers
     }
 
-    /// Every frame from the first, then the live ones, until the end; `None` when
-    /// the replay outgrew its bound.
+    /// Every frame from the first, then the live ones (what arrived since the
+    /// last read, in one piece), until the end; `None` when the replay outgrew its
+    /// bound.
     pub fn reader(self: &Arc<Self>) -> Option<impl Stream<Item = Bytes> + Send + use<>> {
         if self.state().overflowed {
             return None;
@@ -95,10 +96,11 @@ impl Replay {
                         if state.overflowed {
                             return None;
                         }
-                        if let Some(frame) = state.frames.get(next) {
-                            let frame = frame.clone();
+                        if next < state.bytes.len() {
+                            let piece = Bytes::copy_from_slice(&state.bytes[next..]);
+                            let read = state.bytes.len();
                             drop(state);
-                            return Some((frame, (replay, changes, next + 1)));
+                            return Some((piece, (replay, changes, read)));
                         }
                         if state.done {
                             return None;
@@ -191,7 +193,7 @@ mod tests {
         replay.push(&Bytes::from_static(b"b"));
         streams.close("c", &replay);
         let frames = collect.await.unwrap();
-        assert_eq!(frames, [Bytes::from_static(b"a"), Bytes::from_static(b"b")]);
+        assert_eq!(frames.concat(), b"ab");
         assert!(streams.get("c").is_none());
     }
 
