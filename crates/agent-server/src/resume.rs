@@ -36,12 +36,66 @@ pub struct Replay {
 }
 
 /// The frames so far, back to back in one buffer (one allocation per response,
-/// not one per frame: a response of many small deltas stays small).
+/// not one per frame), consecutive text deltas of one part merged into one frame
+/// while no reader has read the last one: a long answer keeps about its text.
 #[derive(Debug, Default)]
 struct ReplayState {
     bytes: Vec<u8>,
+    /// Where the last frame starts.
+    last: usize,
+    /// How far readers have read: frames before it are never rewritten.
+    sealed: usize,
     overflowed: bool,
     done: bool,
+}
+
+/// The UI message stream's delta frames: `data: {"delta":"<text>","id":"<part>",
+/// "type":"text-delta"}` (keys in this order: the encoder's JSON objects sort
+/// their keys). A JSON string's escaped text never holds `","id":"`.
+const UI_DELTA_PREFIX: &[u8] = b"data: {\"delta\":\"";
+const UI_DELTA_TAIL: &[u8] = b"\",\"id\":\"";
+
+/// The escaped text of a delta frame and the bytes after it: a UI message stream
+/// `text-delta`/`reasoning-delta`, or a data stream `0:"..."` / `g:"..."` line.
+fn delta_parts(frame: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
+    if let Some(rest) = frame.strip_prefix(UI_DELTA_PREFIX) {
+        let at = memchr::memmem::rfind(rest, UI_DELTA_TAIL)?;
+        let tail = &rest[at..];
+        let delta = tail.ends_with(b"-delta\"}\n\n");
+        return delta.then(|| (&frame[..UI_DELTA_PREFIX.len()], &rest[..at], tail));
+    }
+    let code = frame.first().copied()?;
+    if matches!(code, b'0' | b'g') && frame.get(1..3) == Some(b":\"") && frame.ends_with(b"\"\n") {
+        return Some((
+            &frame[..3],
+            &frame[3..frame.len() - 2],
+            &frame[frame.len() - 2..],
+        ));
+    }
+    None
+}
+
+impl ReplayState {
+    /// Appends `frame`, merged into the last frame when both are deltas of the
+    /// same part and no reader has read the last one yet.
+    fn append(&mut self, frame: &[u8]) {
+        let last_start = self.last;
+        if last_start >= self.sealed
+            && let (Some((p1, _, t1)), Some((p2, text, t2))) =
+                (delta_parts(&self.bytes[last_start..]), delta_parts(frame))
+            && p1 == p2
+            && t1 == t2
+        {
+            let tail = t1.to_vec();
+            let cut = self.bytes.len() - tail.len();
+            self.bytes.truncate(cut);
+            self.bytes.extend_from_slice(text);
+            self.bytes.extend_from_slice(&tail);
+            return;
+        }
+        self.last = self.bytes.len();
+        self.bytes.extend_from_slice(frame);
+    }
 }
 
 impl Replay {
@@ -61,7 +115,7 @@ impl Replay {
                 state.overflowed = true;
                 state.bytes = Vec::new();
             } else {
-                state.bytes.extend_from_slice(frame);
+                state.append(frame);
             }
         }
         self.changed.send_modify(|v| *v = v.wrapping_add(1));
@@ -92,13 +146,14 @@ impl Replay {
             |(replay, mut changes, next)| async move {
                 loop {
                     {
-                        let state = replay.state();
+                        let mut state = replay.state();
                         if state.overflowed {
                             return None;
                         }
                         if next < state.bytes.len() {
                             let piece = Bytes::copy_from_slice(&state.bytes[next..]);
                             let read = state.bytes.len();
+                            state.sealed = read;
                             drop(state);
                             return Some((piece, (replay, changes, read)));
                         }
@@ -195,6 +250,40 @@ mod tests {
         let frames = collect.await.unwrap();
         assert_eq!(frames.concat(), b"ab");
         assert!(streams.get("c").is_none());
+    }
+
+    fn ui_delta(id: &str, delta: &str) -> Bytes {
+        let chunk = serde_json::json!({"type": "text-delta", "id": id, "delta": delta});
+        Bytes::from(format!("data: {chunk}\n\n"))
+    }
+
+    #[tokio::test]
+    async fn deltas_of_one_part_are_kept_as_one_frame_until_a_reader_has_read_it() {
+        let streams = ActiveStreams::new(4096);
+        let replay = streams.open("c", H);
+        replay.push(&Bytes::from_static(
+            b"data: {\"type\":\"text-start\",\"id\":\"t1\"}\n\n",
+        ));
+        for piece in ["Hel", "lo, \"wor", "ld\"\n"] {
+            replay.push(&ui_delta("t1", piece));
+        }
+        replay.push(&ui_delta("t2", "other part"));
+        replay.push(&Bytes::from_static(b"0:\"a\"\n"));
+        replay.push(&Bytes::from_static(b"0:\"b\\n\"\n"));
+        let mut reader = Box::pin(streams.get("c").unwrap().reader().unwrap());
+        let first = reader.next().await.unwrap();
+        let text = std::str::from_utf8(&first).unwrap();
+        let frames: Vec<&str> = text.split("\n\n").collect();
+        let whole = |b: Bytes| String::from_utf8(b.to_vec()).unwrap().trim_end().to_owned();
+        assert_eq!(frames[1], whole(ui_delta("t1", "Hello, \"world\"\n")));
+        assert_eq!(frames[2], whole(ui_delta("t2", "other part")));
+        assert!(text.ends_with("0:\"ab\\n\"\n"), "{text}");
+        // Read: the next delta is a frame of its own, and the reader gets it whole.
+        replay.push(&Bytes::from_static(b"0:\"c\"\n"));
+        assert_eq!(
+            reader.next().await.unwrap(),
+            Bytes::from_static(b"0:\"c\"\n")
+        );
     }
 
     #[test]
