@@ -118,7 +118,10 @@ impl Replay {
                 state.append(frame);
             }
         }
-        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+        // Most responses are never reattached to: no reader, nobody to wake.
+        if self.changed.receiver_count() > 0 {
+            self.changed.send_modify(|v| *v = v.wrapping_add(1));
+        }
     }
 
     /// The response ended: readers get what is left, then the end.
