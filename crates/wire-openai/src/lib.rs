@@ -10,7 +10,8 @@
 //! - [`encode::encode_request`]: a [`ai_core::completion::CompletionRequest`] to a JSON body
 //!   (tools, tool choice, history with tool calls and tool results, optional strict
 //!   schemas via [`encode::strict_schema`]).
-//! - [`sse::SseFramer`]: byte-level server-sent-events framing (sans-IO).
+//! - [`sse::SseFramer`]: byte-level server-sent-events framing (sans-IO), from the
+//!   `sse` crate, which every wire crate shares.
 //! - [`decode::Decoder`]: sans-IO stream decoder and tool-call assembler, fed byte
 //!   chunks, producing [`ai_core::completion::CompletionDelta`]s and one
 //!   [`ai_core::completion::CompletionFinal`]; [`decode::decode_response`] for non-streaming
@@ -24,7 +25,8 @@ pub mod client;
 pub mod decode;
 pub mod encode;
 pub mod fuzzing;
-pub mod sse;
+/// Server-sent events framing, from the `sse` crate (kept here under its old path).
+pub use ::sse;
 mod wire;
 
 pub use client::{ApiKey, Backoff, ClientConfig, OpenAiClient, Timeouts};

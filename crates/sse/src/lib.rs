@@ -1,7 +1,10 @@
-//! Server-sent events framing (WHATWG event-stream rules), sans-IO and byte-oriented.
+//! Server-sent events framing (WHATWG event-stream rules), sans-IO and byte-oriented:
+//! the framing every streaming wire crate (`wire-openai`, `wire-anthropic`) reads
+//! its provider's stream with.
 //!
 //! The framer turns arbitrary byte chunks into [`SseEvent`]s. It knows nothing about
-//! OpenAI: it does not look inside `data`, and does no IO.
+//! any provider: it does not look inside `data`, and does no IO. It depends on no
+//! project crate and on nothing that speaks HTTP.
 //!
 //! Rules implemented (HTML Living Standard, "Interpreting an event stream"):
 //! - lines end with LF, CRLF or CR, also when the CR and the LF arrive in different
@@ -58,17 +61,20 @@ impl SseEvent<'_> {
 /// An event as the framer holds it: bytes, not yet checked as UTF-8 (the decoder
 /// checks only what it has not seen before).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct RawSseEvent<'a> {
+pub struct RawSseEvent<'a> {
     /// The event type; empty for the default `message`.
-    pub(crate) event: &'a [u8],
-    pub(crate) data: &'a [u8],
-    pub(crate) id: &'a [u8],
-    pub(crate) retry: Option<u64>,
+    pub event: &'a [u8],
+    /// The data, lines joined by `\n`.
+    pub data: &'a [u8],
+    /// The last event id seen on the stream.
+    pub id: &'a [u8],
+    /// The `retry` field of this event, when valid.
+    pub retry: Option<u64>,
 }
 
 impl<'a> RawSseEvent<'a> {
     /// Whether the event type is the default `message`.
-    pub(crate) fn is_message(&self) -> bool {
+    pub fn is_message(&self) -> bool {
         self.event.is_empty() || self.event == b"message"
     }
 
@@ -115,7 +121,7 @@ pub enum SseError {
 /// back once per complete event.
 ///
 /// ```
-/// use wire_openai::sse::SseFramer;
+/// use sse::SseFramer;
 ///
 /// let mut framer = SseFramer::new();
 /// let mut seen = Vec::new();
@@ -123,7 +129,7 @@ pub enum SseError {
 ///     framer
 ///         .feed(chunk, |event| {
 ///             seen.push(event.data.into_owned());
-///             Ok::<(), wire_openai::sse::SseError>(())
+///             Ok::<(), sse::SseError>(())
 ///         })
 ///         .unwrap();
 /// }
@@ -186,7 +192,7 @@ impl SseFramer {
     }
 
     /// [`SseFramer::feed`] with events as bytes (not yet checked as UTF-8).
-    pub(crate) fn feed_raw<E, F>(&mut self, chunk: &[u8], mut on_event: F) -> Result<(), E>
+    pub fn feed_raw<E, F>(&mut self, chunk: &[u8], mut on_event: F) -> Result<(), E>
     where
         E: From<SseError>,
         F: FnMut(RawSseEvent<'_>) -> Result<(), E>,
@@ -314,7 +320,7 @@ impl SseFramer {
     }
 
     /// [`SseFramer::finish`] with events as bytes.
-    pub(crate) fn finish_raw<E, F>(&mut self, mut on_event: F) -> Result<(), E>
+    pub fn finish_raw<E, F>(&mut self, mut on_event: F) -> Result<(), E>
     where
         E: From<SseError>,
         F: FnMut(RawSseEvent<'_>) -> Result<(), E>,
@@ -419,7 +425,7 @@ impl SseFramer {
 
 /// UTF-8 with U+FFFD for invalid sequences; the validating fast path first
 /// (`from_utf8_lossy` alone is several times slower on valid input).
-pub(crate) fn utf8(bytes: &[u8]) -> Cow<'_, str> {
+pub fn utf8(bytes: &[u8]) -> Cow<'_, str> {
     match std::str::from_utf8(bytes) {
         Ok(text) => Cow::Borrowed(text),
         Err(_) => String::from_utf8_lossy(bytes),

@@ -1,0 +1,545 @@
+//! The Messages API stream, decoded byte by byte into [`CompletionDelta`]s and
+//! one assembled [`CompletionFinal`] (sans-IO: feed it the body as it arrives).
+//!
+//! Events are told apart by their JSON `type` (the `event:` line names the same,
+//! and may be missing behind a gateway):
+//!
+//! | event | what it does |
+//! |---|---|
+//! | `message_start` | model and the prompt's usage (input, cache creation, cache read); a second one is ignored |
+//! | `content_block_start` | opens block `index`: `text`, `thinking`, `redacted_thinking` (whole, with its `data`), `tool_use` (`id`, `name`; a [`CompletionDelta::ToolCallStart`]) |
+//! | `content_block_delta` | `text_delta`, `thinking_delta`, `signature_delta` ([`CompletionDelta::ReasoningSignature`]), `input_json_delta` (its `partial_json`, often empty first) |
+//! | `content_block_stop` | closes the block |
+//! | `message_delta` | `stop_reason` and usage (cumulative: it replaces, never adds) |
+//! | `message_stop` | the turn is complete; later bytes are ignored |
+//! | `ping` | nothing |
+//! | `error` | a typed provider error (`overloaded_error`, `api_error`, ...) |
+//! | anything else | ignored (the API adds event types) |
+//!
+//! A stream that ends before `message_stop` is a [`CompletionError::TruncatedStream`]
+//! holding what was assembled. The decoder alone assembles tool calls: a call
+//! whose input never arrived has arguments `{}`.
+//!
+//! Gateway quirks handled: LiteLLM puts the first thinking text both in
+//! `content_block_start` and in the first `thinking_delta` (it is taken once), and
+//! turns redacted thinking into an empty text block (an empty text block adds
+//! nothing).
+
+use std::fmt;
+
+use ai_core::completion::{
+    AssembledToolCall, CompletionDelta, CompletionError, CompletionFinal, FinishReason,
+    ToolCallOutcome,
+};
+use ai_core::event::UsageFact;
+use ai_core::message::AssistantBlock;
+use serde::Deserialize;
+use serde_json::Value;
+use sse::{RawSseEvent, SseError, SseFramer};
+
+/// Why decoding stopped.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnthropicDecodeError {
+    /// The framing broke (an event over the size limit).
+    #[error("server-sent events: {0}")]
+    Sse(#[from] SseError),
+    /// An event's data is not the JSON its type needs.
+    #[error("malformed {event} event: {message}")]
+    Malformed {
+        /// The event type.
+        event: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// The provider reported an error in the stream.
+    #[error("provider error ({kind}): {message}")]
+    Provider {
+        /// The error type (`overloaded_error`, `api_error`, ...).
+        kind: String,
+        /// The provider's message.
+        message: String,
+    },
+}
+
+impl From<AnthropicDecodeError> for CompletionError {
+    fn from(error: AnthropicDecodeError) -> Self {
+        match error {
+            AnthropicDecodeError::Provider { kind, message } => Self::Provider {
+                code: Some(kind),
+                message,
+            },
+            other => Self::Protocol {
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Block {
+    Text(String),
+    Thinking {
+        text: String,
+        signature: Option<String>,
+        /// The text `content_block_start` carried, until the first delta shows
+        /// whether it repeats it.
+        echo: Option<String>,
+    },
+    Redacted(String),
+    ToolUse {
+        id: String,
+        name: String,
+        call: u32,
+        input: String,
+        closed: bool,
+    },
+}
+
+/// The stream's state: blocks by index, usage, stop reason.
+#[derive(Default)]
+struct Assembly {
+    started: bool,
+    stopped: bool,
+    model: String,
+    input_tokens: u64,
+    output_tokens: u64,
+    cache_creation: Option<u64>,
+    cache_read: Option<u64>,
+    usage_seen: bool,
+    stop_reason: Option<String>,
+    blocks: Vec<Option<Block>>,
+    calls: u32,
+    events: u64,
+}
+
+/// A streaming decoder of one Messages API response.
+pub struct AnthropicDecoder {
+    framer: SseFramer,
+    assembly: Assembly,
+    failed: Option<AnthropicDecodeError>,
+}
+
+impl fmt::Debug for AnthropicDecoder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnthropicDecoder")
+            .field("events", &self.assembly.events)
+            .field("stopped", &self.assembly.stopped)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for AnthropicDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AnthropicDecoder {
+    /// A decoder for one response.
+    pub fn new() -> Self {
+        Self {
+            framer: SseFramer::new(),
+            assembly: Assembly::default(),
+            failed: None,
+        }
+    }
+
+    /// Feeds a chunk of the body, cut anywhere; appends the deltas it completes to
+    /// `out`. After an error the session is over: later calls return it again.
+    pub fn feed(
+        &mut self,
+        chunk: &[u8],
+        out: &mut Vec<CompletionDelta>,
+    ) -> Result<(), AnthropicDecodeError> {
+        if let Some(error) = &self.failed {
+            return Err(error.clone());
+        }
+        let Self {
+            framer, assembly, ..
+        } = self;
+        let result = framer.feed_raw(chunk, |event| assembly.on_event(&event, out));
+        if let Err(error) = &result {
+            self.failed = Some(error.clone());
+        }
+        result
+    }
+
+    /// Whether `message_stop` arrived.
+    pub fn is_done(&self) -> bool {
+        self.assembly.stopped
+    }
+
+    /// Server-sent events seen so far.
+    pub fn events(&self) -> u64 {
+        self.assembly.events
+    }
+
+    /// Ends the session: the assembled turn, the feed's error, or
+    /// [`CompletionError::TruncatedStream`] when `message_stop` never came.
+    pub fn finish(mut self) -> Result<CompletionFinal, CompletionError> {
+        if let Some(error) = self.failed.take() {
+            return Err(error.into());
+        }
+        let mut out = Vec::new();
+        let Self {
+            framer, assembly, ..
+        } = &mut self;
+        framer
+            .finish_raw(|event| assembly.on_event(&event, &mut out))
+            .map_err(CompletionError::from)?;
+        let stopped = self.assembly.stopped;
+        let turn = self.assembly.into_final(stopped);
+        if stopped {
+            Ok(turn)
+        } else {
+            Err(CompletionError::TruncatedStream {
+                partial: Box::new(turn),
+            })
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+}
+
+fn field<'v>(value: &'v Value, key: &str) -> &'v Value {
+    value.get(key).unwrap_or(&Value::Null)
+}
+
+fn text_of(value: &Value, key: &str) -> String {
+    field(value, key).as_str().unwrap_or_default().to_owned()
+}
+
+fn count(value: &Value, key: &str) -> Option<u64> {
+    field(value, key).as_u64()
+}
+
+impl Assembly {
+    fn on_event(
+        &mut self,
+        event: &RawSseEvent<'_>,
+        out: &mut Vec<CompletionDelta>,
+    ) -> Result<(), AnthropicDecodeError> {
+        if self.stopped || event.data.is_empty() {
+            return Ok(());
+        }
+        self.events += 1;
+        let data = sse::utf8(event.data);
+        let kind = serde_json::from_str::<Envelope<'_>>(&data)
+            .map(|e| e.kind.into_owned())
+            .map_err(|e| AnthropicDecodeError::Malformed {
+                event: sse::utf8(event.event).into_owned(),
+                message: e.to_string(),
+            })?;
+        let malformed = |message: String| AnthropicDecodeError::Malformed {
+            event: kind.clone(),
+            message,
+        };
+        let value: Value = serde_json::from_str(&data).map_err(|e| malformed(e.to_string()))?;
+        match kind.as_str() {
+            "message_start" => self.message_start(&value),
+            "content_block_start" => self.block_start(&value, out).map_err(malformed)?,
+            "content_block_delta" => self.block_delta(&value, out).map_err(malformed)?,
+            "content_block_stop" => self.block_stop(&value),
+            "message_delta" => self.message_delta(&value),
+            "message_stop" => self.stopped = true,
+            "error" => {
+                let error = field(&value, "error");
+                return Err(AnthropicDecodeError::Provider {
+                    kind: text_of(error, "type"),
+                    message: text_of(error, "message"),
+                });
+            }
+            "ping" => {}
+            other => tracing::debug!(event = %other, "unknown Messages API event; ignored"),
+        }
+        Ok(())
+    }
+
+    fn message_start(&mut self, value: &Value) {
+        if self.started {
+            tracing::debug!("a second message_start; ignored");
+            return;
+        }
+        self.started = true;
+        let message = field(value, "message");
+        self.model = text_of(message, "model");
+        self.usage(field(message, "usage"));
+    }
+
+    fn usage(&mut self, usage: &Value) {
+        if !usage.is_object() {
+            return;
+        }
+        self.usage_seen = true;
+        if let Some(n) = count(usage, "input_tokens") {
+            self.input_tokens = n;
+        }
+        if let Some(n) = count(usage, "output_tokens") {
+            self.output_tokens = n;
+        }
+        if let Some(n) = count(usage, "cache_creation_input_tokens") {
+            self.cache_creation = Some(n);
+        }
+        if let Some(n) = count(usage, "cache_read_input_tokens") {
+            self.cache_read = Some(n);
+        }
+    }
+
+    fn index(value: &Value) -> Result<usize, String> {
+        field(value, "index")
+            .as_u64()
+            .and_then(|i| usize::try_from(i).ok())
+            .filter(|i| *i < 4096)
+            .ok_or_else(|| "no valid block index".to_owned())
+    }
+
+    fn block_start(&mut self, value: &Value, out: &mut Vec<CompletionDelta>) -> Result<(), String> {
+        let index = Self::index(value)?;
+        let block = field(value, "content_block");
+        let opened = match field(block, "type").as_str() {
+            Some("text") => {
+                let text = text_of(block, "text");
+                if !text.is_empty() {
+                    out.push(CompletionDelta::Text(text.clone()));
+                }
+                Block::Text(text)
+            }
+            Some("thinking") => {
+                let text = text_of(block, "thinking");
+                if !text.is_empty() {
+                    out.push(CompletionDelta::Reasoning(text.clone()));
+                }
+                let signature = Some(text_of(block, "signature")).filter(|s| !s.is_empty());
+                Block::Thinking {
+                    echo: Some(text.clone()).filter(|t| !t.is_empty()),
+                    text,
+                    signature,
+                }
+            }
+            Some("redacted_thinking") => Block::Redacted(text_of(block, "data")),
+            Some("tool_use") => {
+                let id = text_of(block, "id");
+                let name = text_of(block, "name");
+                if id.is_empty() || name.is_empty() {
+                    return Err("a tool_use block needs an id and a name".into());
+                }
+                let call = self.calls;
+                self.calls += 1;
+                out.push(CompletionDelta::ToolCallStart {
+                    index: call,
+                    id: id.clone(),
+                    name: name.clone(),
+                });
+                // A non-empty `input` here (some gateways send it whole) is the input.
+                let input = match field(block, "input") {
+                    Value::Object(map) if !map.is_empty() => Value::Object(map.clone()).to_string(),
+                    _ => String::new(),
+                };
+                if !input.is_empty() {
+                    out.push(CompletionDelta::ToolCallArgs {
+                        index: call,
+                        fragment: input.clone(),
+                    });
+                }
+                Block::ToolUse {
+                    id,
+                    name,
+                    call,
+                    input,
+                    closed: false,
+                }
+            }
+            other => {
+                tracing::debug!(block = ?other, "unknown content block type; ignored");
+                return Ok(());
+            }
+        };
+        if self.blocks.len() <= index {
+            self.blocks.resize_with(index + 1, || None);
+        }
+        self.blocks[index] = Some(opened);
+        Ok(())
+    }
+
+    fn block_delta(&mut self, value: &Value, out: &mut Vec<CompletionDelta>) -> Result<(), String> {
+        let index = Self::index(value)?;
+        let delta = field(value, "delta");
+        let Some(Some(block)) = self.blocks.get_mut(index) else {
+            return Err(format!("a delta for block {index}, which never started"));
+        };
+        match (field(delta, "type").as_str(), block) {
+            (Some("text_delta"), Block::Text(text)) => {
+                let piece = text_of(delta, "text");
+                if !piece.is_empty() {
+                    text.push_str(&piece);
+                    out.push(CompletionDelta::Text(piece));
+                }
+            }
+            (Some("thinking_delta"), Block::Thinking { text, echo, .. }) => {
+                let mut piece = text_of(delta, "thinking");
+                if let Some(start) = echo.take()
+                    && let Some(rest) = piece.strip_prefix(start.as_str())
+                {
+                    piece = rest.to_owned();
+                }
+                if !piece.is_empty() {
+                    text.push_str(&piece);
+                    out.push(CompletionDelta::Reasoning(piece));
+                }
+            }
+            (Some("signature_delta"), Block::Thinking { signature, .. }) => {
+                let piece = text_of(delta, "signature");
+                signature.get_or_insert_with(String::new).push_str(&piece);
+                out.push(CompletionDelta::ReasoningSignature(piece));
+            }
+            (Some("input_json_delta"), Block::ToolUse { call, input, .. }) => {
+                let piece = text_of(delta, "partial_json");
+                if !piece.is_empty() {
+                    input.push_str(&piece);
+                    out.push(CompletionDelta::ToolCallArgs {
+                        index: *call,
+                        fragment: piece,
+                    });
+                }
+            }
+            (kind, _) => {
+                tracing::debug!(delta = ?kind, index, "a delta that does not fit its block; ignored");
+            }
+        }
+        Ok(())
+    }
+
+    fn block_stop(&mut self, value: &Value) {
+        if let Ok(index) = Self::index(value)
+            && let Some(Some(Block::ToolUse { closed, .. })) = self.blocks.get_mut(index)
+        {
+            *closed = true;
+        }
+    }
+
+    fn message_delta(&mut self, value: &Value) {
+        if let Some(reason) = field(field(value, "delta"), "stop_reason").as_str() {
+            self.stop_reason = Some(reason.to_owned());
+        }
+        self.usage(field(value, "usage"));
+    }
+
+    fn finish_reason(&self) -> FinishReason {
+        match self.stop_reason.as_deref() {
+            Some("end_turn" | "stop_sequence") => FinishReason::Stop,
+            Some("tool_use") => FinishReason::ToolCalls,
+            Some("max_tokens" | "model_context_window_exceeded") => FinishReason::Length,
+            Some("refusal") => FinishReason::ContentFilter,
+            Some(other) => FinishReason::Other(other.to_owned()),
+            None => FinishReason::Unknown,
+        }
+    }
+
+    /// The assembled turn; `complete` when `message_stop` arrived (a call still
+    /// open in a stream that was cut short is truncated, not invalid).
+    fn into_final(self, complete: bool) -> CompletionFinal {
+        let finish_reason = self.finish_reason();
+        let usage = self.usage_seen.then(|| {
+            let prompt =
+                self.input_tokens + self.cache_creation.unwrap_or(0) + self.cache_read.unwrap_or(0);
+            UsageFact {
+                model: self.model.clone(),
+                prompt_tokens: prompt,
+                completion_tokens: self.output_tokens,
+                total_tokens: prompt + self.output_tokens,
+                cached_tokens: self.cache_read,
+                reasoning_tokens: None,
+                cache_creation_tokens: self.cache_creation,
+            }
+        });
+        let mut text = String::new();
+        let mut reasoning: Option<String> = None;
+        let mut tool_calls = Vec::new();
+        let mut blocks = Vec::new();
+        for block in self.blocks.into_iter().flatten() {
+            match block {
+                Block::Text(piece) => {
+                    if !piece.is_empty() {
+                        text.push_str(&piece);
+                        blocks.push(AssistantBlock::Text { text: piece });
+                    }
+                }
+                Block::Thinking {
+                    text: thought,
+                    signature,
+                    ..
+                } => {
+                    reasoning.get_or_insert_with(String::new).push_str(&thought);
+                    blocks.push(AssistantBlock::Reasoning {
+                        text: thought,
+                        signature,
+                    });
+                }
+                Block::Redacted(data) => blocks.push(AssistantBlock::RedactedReasoning { data }),
+                Block::ToolUse {
+                    id,
+                    name,
+                    call,
+                    input,
+                    closed,
+                } => {
+                    let arguments = if input.trim().is_empty() {
+                        "{}".to_owned()
+                    } else {
+                        input
+                    };
+                    let outcome = if !closed && (finish_reason == FinishReason::Length || !complete)
+                    {
+                        ToolCallOutcome::Truncated
+                    } else if serde_json::from_str::<serde::de::IgnoredAny>(&arguments).is_ok() {
+                        ToolCallOutcome::Complete
+                    } else {
+                        ToolCallOutcome::InvalidJson
+                    };
+                    blocks.push(AssistantBlock::ToolCall { id: id.clone() });
+                    tool_calls.push(AssembledToolCall {
+                        index: call,
+                        id,
+                        name,
+                        arguments,
+                        outcome,
+                        raw: None,
+                    });
+                }
+            }
+        }
+        CompletionFinal {
+            text,
+            reasoning,
+            refusal: None,
+            tool_calls,
+            finish_reason,
+            usage,
+            blocks,
+        }
+    }
+}
+
+/// Decodes a whole streamed body at once (tests, fixtures).
+pub fn decode_stream(
+    body: &[u8],
+) -> Result<(Vec<CompletionDelta>, CompletionFinal), CompletionError> {
+    let mut decoder = AnthropicDecoder::new();
+    let mut deltas = Vec::new();
+    decoder.feed(body, &mut deltas)?;
+    let turn = decoder.finish()?;
+    Ok((deltas, turn))
+}
+
+/// The `{type: "error", error: {type, message}}` body of a failed request: its
+/// error type and message.
+pub fn parse_error_body(body: &[u8]) -> Option<(String, String)> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    let error = value.get("error")?;
+    Some((text_of(error, "type"), text_of(error, "message")))
+}

@@ -1,0 +1,324 @@
+//! A [`CompletionRequest`] as the body of `POST /v1/messages` (sans-IO).
+//!
+//! - System messages become the top-level `system` (joined by a blank line).
+//! - A user message is its text, then its attachments: images as base64 `image`
+//!   blocks, text files as `text` blocks under their name.
+//! - An assistant turn is sent in the order the model produced it (its `blocks`):
+//!   thinking with its signature and redacted thinking unchanged, text, and a
+//!   `tool_use` per call (arguments parsed; a call whose arguments are not a JSON
+//!   object sends `{}`, the model learns why from its result). Without blocks:
+//!   text, then the calls. Reasoning without a signature is not sent (the API
+//!   refuses thinking it did not sign).
+//! - Tool results become `tool_result` blocks (`tool_use_id`, `content`,
+//!   `is_error`) at the start of the next user message; consecutive user messages
+//!   are merged, as the API alternates roles.
+//! - Tools carry `input_schema`; `tool_choice` is `auto`, `any` (required), `tool`
+//!   (named) or `none`.
+//! - `max_tokens` is always sent (the API requires it): the settings' value, else
+//!   [`AnthropicEncodeOptions::default_max_tokens`].
+//! - With [`AnthropicEncodeOptions::cache`], `cache_control: {type: "ephemeral"}` marks the
+//!   system prompt, the last tool and the last user message's last block: the
+//!   prefix up to each mark is cached.
+//! - With [`AnthropicEncodeOptions::thinking_budget_tokens`], `thinking: {type: "enabled",
+//!   budget_tokens}` (and `max_tokens` raised above the budget when needed).
+
+use ai_core::Message;
+use ai_core::completion::{CompletionRequest, ResponseFormat, ToolChoice};
+use ai_core::message::{AssistantBlock, Attachment, MessageToolCall};
+use serde_json::{Map, Value, json};
+
+/// `max_tokens` when the settings give none.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// How to encode (build it with `..AnthropicEncodeOptions::default()`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnthropicEncodeOptions {
+    /// Ask for a stream (`stream: true`).
+    pub stream: bool,
+    /// `max_tokens` when the settings give none.
+    pub default_max_tokens: u32,
+    /// Mark the system prompt, the tools and the last user message for caching.
+    pub cache: bool,
+    /// Extended thinking with this budget.
+    pub thinking_budget_tokens: Option<u32>,
+}
+
+impl Default for AnthropicEncodeOptions {
+    fn default() -> Self {
+        Self {
+            stream: true,
+            default_max_tokens: DEFAULT_MAX_TOKENS,
+            cache: false,
+            thinking_budget_tokens: None,
+        }
+    }
+}
+
+/// Why a request cannot be encoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnthropicEncodeError {
+    /// `ToolChoice::Tool` names a tool that is not in `tools`.
+    #[error("tool choice names `{0}`, which is not among the request's tools")]
+    UnknownToolChoice(String),
+    /// A forced tool choice without any tool.
+    #[error("tool choice requires a tool call but the request has no tools")]
+    ToolChoiceWithoutTools,
+    /// The temperature is not a finite number.
+    #[error("temperature must be a finite number")]
+    InvalidTemperature,
+    /// Something this wire cannot send.
+    #[error("the Messages API wire cannot send {0}")]
+    Unsupported(&'static str),
+}
+
+/// The request body.
+pub fn encode_request(
+    request: &CompletionRequest,
+    options: &AnthropicEncodeOptions,
+) -> Result<Value, AnthropicEncodeError> {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(request.model));
+    let settings = &request.settings;
+    let mut max_tokens = settings.max_tokens.unwrap_or(options.default_max_tokens);
+    if let Some(budget) = options.thinking_budget_tokens {
+        max_tokens = max_tokens.max(budget.saturating_add(1024));
+        body.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": budget}),
+        );
+    }
+    body.insert("max_tokens".into(), json!(max_tokens));
+    if options.stream {
+        body.insert("stream".into(), json!(true));
+    }
+    if let Some(temperature) = settings.temperature {
+        if !temperature.is_finite() {
+            return Err(AnthropicEncodeError::InvalidTemperature);
+        }
+        body.insert("temperature".into(), json!(temperature));
+    }
+    if matches!(
+        settings.response_format,
+        Some(ResponseFormat::JsonSchema { .. })
+    ) {
+        return Err(AnthropicEncodeError::Unsupported(
+            "a JSON Schema response format",
+        ));
+    }
+    let system: Vec<&str> = request
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::System { content } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !system.is_empty() {
+        let mut block = json!({"type": "text", "text": system.join("\n\n")});
+        if options.cache {
+            block["cache_control"] = json!({"type": "ephemeral"});
+        }
+        body.insert("system".into(), json!([block]));
+    }
+    let mut messages = messages(&request.messages)?;
+    if options.cache {
+        mark_last_user_block(&mut messages);
+    }
+    body.insert("messages".into(), Value::Array(messages));
+    tools(request, options, &mut body)?;
+    for (key, value) in &settings.extra_body {
+        body.entry(key.clone()).or_insert_with(|| value.clone());
+    }
+    Ok(Value::Object(body))
+}
+
+fn tools(
+    request: &CompletionRequest,
+    options: &AnthropicEncodeOptions,
+    body: &mut Map<String, Value>,
+) -> Result<(), AnthropicEncodeError> {
+    if request.tools.is_empty() {
+        return match request.tool_choice {
+            ToolChoice::Required | ToolChoice::Tool(_) => {
+                Err(AnthropicEncodeError::ToolChoiceWithoutTools)
+            }
+            _ => Ok(()),
+        };
+    }
+    let mut tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(|tool| {
+            json!({
+                "name": tool.id.as_str(),
+                "description": tool.description,
+                "input_schema": tool.input_schema,
+            })
+        })
+        .collect();
+    if options.cache
+        && let Some(last) = tools.last_mut()
+    {
+        last["cache_control"] = json!({"type": "ephemeral"});
+    }
+    body.insert("tools".into(), Value::Array(tools));
+    let choice = match &request.tool_choice {
+        ToolChoice::Auto => json!({"type": "auto"}),
+        ToolChoice::None => json!({"type": "none"}),
+        ToolChoice::Required => json!({"type": "any"}),
+        ToolChoice::Tool(id) => {
+            if !request.tools.iter().any(|t| &t.id == id) {
+                return Err(AnthropicEncodeError::UnknownToolChoice(id.to_string()));
+            }
+            json!({"type": "tool", "name": id.as_str()})
+        }
+        _ => return Err(AnthropicEncodeError::Unsupported("this tool choice")),
+    };
+    body.insert("tool_choice".into(), choice);
+    Ok(())
+}
+
+/// The conversation as alternating user and assistant messages.
+fn messages(history: &[Message]) -> Result<Vec<Value>, AnthropicEncodeError> {
+    let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    let mut push = |role: &'static str, blocks: Vec<Value>| {
+        if blocks.is_empty() {
+            return;
+        }
+        match out.last_mut() {
+            Some((last, content)) if *last == role => content.extend(blocks),
+            _ => out.push((role, blocks)),
+        }
+    };
+    for message in history {
+        match message {
+            Message::System { .. } => {}
+            Message::User {
+                content,
+                attachments,
+            } => push("user", user_blocks(content, attachments)?),
+            Message::Assistant {
+                content,
+                tool_calls,
+                blocks,
+                ..
+            } => push(
+                "assistant",
+                assistant_blocks(content.as_deref(), tool_calls, blocks),
+            ),
+            Message::Tool {
+                tool_call_id,
+                content,
+                is_error,
+            } => {
+                let mut result = json!({
+                    "type": "tool_result",
+                    "tool_use_id": tool_call_id,
+                    "content": content,
+                });
+                if *is_error {
+                    result["is_error"] = json!(true);
+                }
+                push("user", vec![result]);
+            }
+            _ => return Err(AnthropicEncodeError::Unsupported("this kind of message")),
+        }
+    }
+    Ok(out
+        .into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect())
+}
+
+fn user_blocks(
+    content: &str,
+    attachments: &[Attachment],
+) -> Result<Vec<Value>, AnthropicEncodeError> {
+    let mut blocks = Vec::new();
+    if !content.is_empty() {
+        blocks.push(json!({"type": "text", "text": content}));
+    }
+    for attachment in attachments {
+        blocks.push(match attachment {
+            Attachment::Image {
+                media_type, data, ..
+            } => json!({
+                "type": "image",
+                "source": {"type": "base64", "media_type": media_type, "data": data},
+            }),
+            Attachment::Text { name, text, .. } => json!({
+                "type": "text",
+                "text": format!("<file name={}>\n{text}\n</file>", json!(name)),
+            }),
+            _ => return Err(AnthropicEncodeError::Unsupported("this kind of attachment")),
+        });
+    }
+    Ok(blocks)
+}
+
+fn tool_use(call: &MessageToolCall) -> Value {
+    let input = serde_json::from_str::<Value>(&call.arguments)
+        .ok()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
+    json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input})
+}
+
+fn assistant_blocks(
+    content: Option<&str>,
+    calls: &[MessageToolCall],
+    blocks: &[AssistantBlock],
+) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut sent: Vec<&str> = Vec::new();
+    for block in blocks {
+        match block {
+            AssistantBlock::Text { text } if !text.is_empty() => {
+                out.push(json!({"type": "text", "text": text}));
+            }
+            AssistantBlock::Reasoning {
+                text,
+                signature: Some(signature),
+            } => out.push(json!({"type": "thinking", "thinking": text, "signature": signature})),
+            AssistantBlock::RedactedReasoning { data } => {
+                out.push(json!({"type": "redacted_thinking", "data": data}));
+            }
+            AssistantBlock::ToolCall { id } => {
+                if let Some(call) = calls.iter().find(|c| &c.id == id) {
+                    out.push(tool_use(call));
+                    sent.push(&call.id);
+                }
+            }
+            _ => {}
+        }
+    }
+    let has_text = blocks
+        .iter()
+        .any(|b| matches!(b, AssistantBlock::Text { text } if !text.is_empty()));
+    if !has_text && let Some(text) = content.filter(|t| !t.is_empty()) {
+        // Text the blocks do not hold (a turn built by hand) goes before the calls.
+        let at = out
+            .iter()
+            .position(|b| b["type"] == "tool_use")
+            .unwrap_or(out.len());
+        out.insert(at, json!({"type": "text", "text": text}));
+    }
+    for call in calls {
+        if !sent.contains(&call.id.as_str()) {
+            out.push(tool_use(call));
+        }
+    }
+    out
+}
+
+/// Marks the last block of the last user message for caching.
+fn mark_last_user_block(messages: &mut [Value]) {
+    let last_user = messages.iter_mut().rev().find(|m| m["role"] == "user");
+    if let Some(block) = last_user
+        .and_then(|m| m["content"].as_array_mut())
+        .and_then(|content| content.last_mut())
+    {
+        block["cache_control"] = json!({"type": "ephemeral"});
+    }
+}
