@@ -33,7 +33,6 @@ use ai_core::completion::{
 };
 use ai_core::event::UsageFact;
 use ai_core::message::AssistantBlock;
-use serde::Deserialize;
 use serde_json::Value;
 use sse::{RawSseEvent, SseError, SseFramer};
 
@@ -200,12 +199,6 @@ impl AnthropicDecoder {
     }
 }
 
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: std::borrow::Cow<'a, str>,
-}
-
 fn field<'v>(value: &'v Value, key: &str) -> &'v Value {
     value.get(key).unwrap_or(&Value::Null)
 }
@@ -228,19 +221,17 @@ impl Assembly {
             return Ok(());
         }
         self.events += 1;
-        let data = sse::utf8(event.data);
-        let kind = serde_json::from_str::<Envelope<'_>>(&data)
-            .map(|e| e.kind.into_owned())
-            .map_err(|e| AnthropicDecodeError::Malformed {
+        let value: Value =
+            serde_json::from_slice(event.data).map_err(|e| AnthropicDecodeError::Malformed {
                 event: sse::utf8(event.event).into_owned(),
                 message: e.to_string(),
             })?;
+        let kind = field(&value, "type").as_str().unwrap_or_default();
         let malformed = |message: String| AnthropicDecodeError::Malformed {
-            event: kind.clone(),
+            event: kind.to_owned(),
             message,
         };
-        let value: Value = serde_json::from_str(&data).map_err(|e| malformed(e.to_string()))?;
-        match kind.as_str() {
+        match kind {
             "message_start" => self.message_start(&value),
             "content_block_start" => self.block_start(&value, out).map_err(malformed)?,
             "content_block_delta" => self.block_delta(&value, out).map_err(malformed)?,
