@@ -199,6 +199,33 @@ impl AnthropicDecoder {
     }
 }
 
+/// The fields of an event the hot path reads, borrowed from the data where they
+/// hold no escapes.
+#[derive(serde::Deserialize)]
+struct Head<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default, borrow)]
+    delta: Option<DeltaFields<'a>>,
+}
+
+/// A `content_block_delta`'s `delta` (and, harmlessly, a `message_delta`'s).
+#[derive(serde::Deserialize)]
+struct DeltaFields<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    text: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    thinking: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    signature: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    partial_json: Option<std::borrow::Cow<'a, str>>,
+}
+
 fn field<'v>(value: &'v Value, key: &str) -> &'v Value {
     value.get(key).unwrap_or(&Value::Null)
 }
@@ -221,11 +248,22 @@ impl Assembly {
             return Ok(());
         }
         self.events += 1;
-        let value: Value =
-            serde_json::from_slice(event.data).map_err(|e| AnthropicDecodeError::Malformed {
-                event: sse::utf8(event.event).into_owned(),
-                message: e.to_string(),
-            })?;
+        let malformed_data = |e: serde_json::Error| AnthropicDecodeError::Malformed {
+            event: sse::utf8(event.event).into_owned(),
+            message: e.to_string(),
+        };
+        // Deltas, nearly every event of a stream, are read into borrowed fields;
+        // the few other events into a `Value`.
+        let head: Head<'_> = serde_json::from_slice(event.data).map_err(malformed_data)?;
+        if head.kind == "content_block_delta" {
+            return self.block_delta(&head, out).map_err(|message| {
+                AnthropicDecodeError::Malformed {
+                    event: "content_block_delta".into(),
+                    message,
+                }
+            });
+        }
+        let value: Value = serde_json::from_slice(event.data).map_err(malformed_data)?;
         let kind = field(&value, "type").as_str().unwrap_or_default();
         let malformed = |message: String| AnthropicDecodeError::Malformed {
             event: kind.to_owned(),
@@ -234,7 +272,6 @@ impl Assembly {
         match kind {
             "message_start" => self.message_start(&value),
             "content_block_start" => self.block_start(&value, out).map_err(malformed)?,
-            "content_block_delta" => self.block_delta(&value, out).map_err(malformed)?,
             "content_block_stop" => self.block_stop(&value),
             "message_delta" => self.message_delta(&value),
             "message_stop" => self.stopped = true,
@@ -357,22 +394,35 @@ impl Assembly {
         Ok(())
     }
 
-    fn block_delta(&mut self, value: &Value, out: &mut Vec<CompletionDelta>) -> Result<(), String> {
-        let index = Self::index(value)?;
-        let delta = field(value, "delta");
+    fn block_delta(
+        &mut self,
+        head: &Head<'_>,
+        out: &mut Vec<CompletionDelta>,
+    ) -> Result<(), String> {
+        let index = head
+            .index
+            .and_then(|i| usize::try_from(i).ok())
+            .filter(|i| *i < 4096)
+            .ok_or_else(|| "no valid block index".to_owned())?;
+        let delta = head.delta.as_ref().ok_or("no delta")?;
         let Some(Some(block)) = self.blocks.get_mut(index) else {
-            return Err(format!("a delta for block {index}, which never started"));
+            // A block of a type this decoder does not know (the API adds them).
+            tracing::debug!(index, "a delta for a block that was not opened; ignored");
+            return Ok(());
         };
-        match (field(delta, "type").as_str(), block) {
+        let piece_of = |piece: &Option<std::borrow::Cow<'_, str>>| {
+            piece.as_deref().unwrap_or_default().to_owned()
+        };
+        match (delta.kind.as_deref(), block) {
             (Some("text_delta"), Block::Text(text)) => {
-                let piece = text_of(delta, "text");
+                let piece = piece_of(&delta.text);
                 if !piece.is_empty() {
                     text.push_str(&piece);
                     out.push(CompletionDelta::Text(piece));
                 }
             }
             (Some("thinking_delta"), Block::Thinking { text, echo, .. }) => {
-                let mut piece = text_of(delta, "thinking");
+                let mut piece = piece_of(&delta.thinking);
                 if let Some(start) = echo.take()
                     && let Some(rest) = piece.strip_prefix(start.as_str())
                 {
@@ -384,12 +434,12 @@ impl Assembly {
                 }
             }
             (Some("signature_delta"), Block::Thinking { signature, .. }) => {
-                let piece = text_of(delta, "signature");
+                let piece = piece_of(&delta.signature);
                 signature.get_or_insert_with(String::new).push_str(&piece);
                 out.push(CompletionDelta::ReasoningSignature(piece));
             }
             (Some("input_json_delta"), Block::ToolUse { call, input, .. }) => {
-                let piece = text_of(delta, "partial_json");
+                let piece = piece_of(&delta.partial_json);
                 if !piece.is_empty() {
                     input.push_str(&piece);
                     out.push(CompletionDelta::ToolCallArgs {
