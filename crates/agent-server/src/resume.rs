@@ -59,7 +59,9 @@ const UI_DELTA_TAIL: &[u8] = b"\",\"id\":\"";
 /// `text-delta`/`reasoning-delta`, or a data stream `0:"..."` / `g:"..."` line.
 fn delta_parts(frame: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
     if let Some(rest) = frame.strip_prefix(UI_DELTA_PREFIX) {
-        let at = memchr::memmem::rfind(rest, UI_DELTA_TAIL)?;
+        static TAIL: std::sync::LazyLock<memchr::memmem::FinderRev<'static>> =
+            std::sync::LazyLock::new(|| memchr::memmem::FinderRev::new(UI_DELTA_TAIL));
+        let at = TAIL.rfind(rest)?;
         let tail = &rest[at..];
         let delta = tail.ends_with(b"-delta\"}\n\n");
         return delta.then(|| (&frame[..UI_DELTA_PREFIX.len()], &rest[..at], tail));

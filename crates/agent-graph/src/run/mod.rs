@@ -1521,6 +1521,9 @@ impl ArgumentStreams {
 
     /// Passes on what is pending of every call (before anything else is emitted).
     fn flush(&mut self, emitter: &Emitter) {
+        if self.calls.is_empty() {
+            return;
+        }
         let mut indices: Vec<u32> = self.calls.keys().copied().collect();
         indices.sort_unstable();
         for index in indices {
