@@ -751,7 +751,7 @@ mod tests {
         assert_eq!(
             lint_fixture("wire-prefix"),
             [
-                "wire-anthropic -> ai-tools (normal): wire-anthropic may depend only on ai-core, client-tls, sse"
+                "wire-anthropic -> ai-tools (normal): wire-anthropic may depend only on ai-core, completion-http, sse"
             ]
         );
     }
@@ -842,13 +842,14 @@ mod tests {
             lint_fixture("architecture-drift"),
             [
                 "ARCHITECTURE.md:15: row ai-host says it may depend on ai-core; layers.toml says ai-core, ai-tools, client-tls, process-scope",
-                "ARCHITECTURE.md:16: row wire-* says it may depend on ai-core; layers.toml says ai-core, client-tls, sse",
+                "ARCHITECTURE.md:16: row wire-* says it may depend on ai-core; layers.toml says ai-core, completion-http, sse",
                 "ARCHITECTURE.md:17: row agent-graph says it may depend on ai-core, ai-tools; layers.toml says ai-core",
                 "ARCHITECTURE.md:19: row agent-testing appears twice (first at line 18)",
                 "ARCHITECTURE.md:21: row mcp is not a layers.toml row",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for process-scope (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for sse (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for client-tls (a layers.toml row)",
+                "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for completion-http (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for tools-mcp (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for agent (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for agent-server (a layers.toml row)",

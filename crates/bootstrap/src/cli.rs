@@ -43,7 +43,12 @@ pub struct GlobalArgs {
     /// Workspace root for the file tools (default: current directory).
     #[arg(long, global = true, value_name = "PATH")]
     pub workspace: Option<PathBuf>,
-    /// OpenAI-compatible base URL (overrides config and OPENAI_BASE_URL).
+    /// The endpoint's API: `openai` (chat completions, the default) or `anthropic`
+    /// (Messages API; key from ANTHROPIC_API_KEY).
+    #[arg(long, global = true, value_name = "API")]
+    pub api: Option<config::ModelApi>,
+    /// The endpoint's base URL (overrides config and OPENAI_BASE_URL or
+    /// ANTHROPIC_BASE_URL).
     #[arg(long, global = true, value_name = "URL")]
     pub base_url: Option<String>,
     /// Model id (overrides config and AGENT_MODEL).
@@ -146,12 +151,12 @@ pub enum McpCommand {
     },
 }
 
-fn env_overrides(api_key_env: &str) -> EnvOverrides {
+fn env_overrides(model: &config::ModelConfig) -> EnvOverrides {
     let get = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     EnvOverrides {
-        base_url: get("OPENAI_BASE_URL"),
+        base_url: get(model.api.base_url_env()),
         model: get("AGENT_MODEL"),
-        api_key: get(api_key_env),
+        api_key: get(model.key_env()),
     }
 }
 
@@ -160,11 +165,13 @@ fn load_config(global: &GlobalArgs) -> Result<AgentConfig, config::ConfigError> 
         .map_err(|e| config::ConfigError::Invalid(format!("no current directory: {e}")))?;
     let flags = FlagOverrides {
         config: global.config.clone(),
+        api: global.api,
         base_url: global.base_url.clone(),
         model: global.model.clone(),
         workspace: global.workspace.clone(),
     };
-    // The key variable's name may itself come from the file: load once to learn it.
+    // The API and the key variable's name may come from the file: load once to
+    // learn them.
     let first = config::load(&cwd, EnvOverrides::default(), flags.clone())?;
     // A config that redirects requests, picks the secret or loosens policy needs
     // `agent trust` first (PROJECT_CONFIG_TRUSTED_EXPLICITLY).
@@ -172,7 +179,7 @@ fn load_config(global: &GlobalArgs) -> Result<AgentConfig, config::ConfigError> 
         crate::trust::enforce(path, &crate::trust::UserDirs::from_env())
             .map_err(|e| config::ConfigError::Invalid(e.to_string()))?;
     }
-    config::load(&cwd, env_overrides(&first.file.model.api_key_env), flags)
+    config::load(&cwd, env_overrides(&first.file.model), flags)
 }
 
 fn init_logging(verbose: u8) {

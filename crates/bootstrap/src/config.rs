@@ -2,10 +2,11 @@
 //! and flag overrides.
 //!
 //! Precedence, lowest first: built-in defaults, the config file (`--config PATH`, else
-//! `./agent.toml` when present), environment (`OPENAI_BASE_URL`, the API key variable
-//! named by `model.api_key_env`, `AGENT_MODEL`), flags (`--base-url`, `--model`,
-//! `--workspace`). Unknown keys and bad values are errors that name the line and
-//! column.
+//! `./agent.toml` when present), environment (the API's base URL variable,
+//! `OPENAI_BASE_URL` or `ANTHROPIC_BASE_URL` by `model.api`; the API key variable
+//! named by `model.api_key_env`, else `OPENAI_API_KEY` or `ANTHROPIC_API_KEY`;
+//! `AGENT_MODEL`), flags (`--api`, `--base-url`, `--model`, `--workspace`). Unknown
+//! keys and bad values are errors that name the line and column.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -42,18 +43,90 @@ pub enum ConfigError {
     Invalid(String),
 }
 
+/// The wire protocol of the model endpoint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum ModelApi {
+    /// OpenAI chat completions (`POST {base_url}/chat/completions`): OpenAI and
+    /// every compatible server (vLLM, Ollama, LiteLLM, ...).
+    #[default]
+    OpenAi,
+    /// The Anthropic Messages API (`POST {base_url}/v1/messages`).
+    Anthropic,
+}
+
+impl ModelApi {
+    /// Its name in the config file and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::Anthropic => "anthropic",
+        }
+    }
+
+    /// The environment variable that overrides the base URL.
+    pub fn base_url_env(self) -> &'static str {
+        match self {
+            Self::OpenAi => "OPENAI_BASE_URL",
+            Self::Anthropic => "ANTHROPIC_BASE_URL",
+        }
+    }
+
+    /// The environment variable holding the key when `model.api_key_env` is unset.
+    pub fn default_key_env(self) -> &'static str {
+        match self {
+            Self::OpenAi => "OPENAI_API_KEY",
+            Self::Anthropic => "ANTHROPIC_API_KEY",
+        }
+    }
+
+    /// The model id when `model.model` is unset.
+    pub fn default_model(self) -> &'static str {
+        match self {
+            Self::OpenAi => "gpt-4o-mini",
+            Self::Anthropic => "claude-sonnet-4-5",
+        }
+    }
+}
+
+impl std::str::FromStr for ModelApi {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "openai" => Ok(Self::OpenAi),
+            "anthropic" => Ok(Self::Anthropic),
+            other => Err(format!(
+                "unknown API `{other}` (expected `openai` or `anthropic`)"
+            )),
+        }
+    }
+}
+
 /// The model endpoint, and the settings of every model call.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ModelConfig {
-    /// OpenAI-compatible base URL (e.g. `http://localhost:11434/v1`). Without one the
-    /// embedded test model runs.
+    /// The endpoint's wire protocol (`openai` by default, or `anthropic`).
+    pub api: ModelApi,
+    /// Base URL. For `openai`, up to the version (e.g. `http://localhost:11434/v1`);
+    /// without one the embedded test model runs. For `anthropic`, the origin
+    /// without `/v1` (default `https://api.anthropic.com`).
     pub base_url: Option<String>,
-    /// Model id sent to the endpoint.
+    /// Model id sent to the endpoint (default: `gpt-4o-mini` for `openai`,
+    /// `claude-sonnet-4-5` for `anthropic`).
     pub model: String,
     /// Name of the environment variable holding the API key (the key itself never
-    /// sits in the file).
-    pub api_key_env: String,
+    /// sits in the file); default `OPENAI_API_KEY` or `ANTHROPIC_API_KEY` by `api`.
+    pub api_key_env: Option<String>,
+    /// `anthropic` only: extended thinking with this many tokens of budget (at
+    /// least 1024); its reasoning streams to the UI and its signed blocks go back
+    /// to the model unchanged.
+    pub thinking_budget_tokens: Option<u32>,
+    /// `anthropic` only: mark the system prompt, the tools and the last user turn
+    /// for prompt caching (`cache_control: ephemeral`).
+    pub prompt_caching: bool,
     /// Extra HTTP headers sent with every request.
     pub extra_headers: BTreeMap<String, String>,
     /// Connect timeout, in milliseconds.
@@ -94,9 +167,12 @@ pub struct ModelConfig {
 impl Default for ModelConfig {
     fn default() -> Self {
         Self {
+            api: ModelApi::OpenAi,
             base_url: None,
-            model: "gpt-4o-mini".into(),
-            api_key_env: "OPENAI_API_KEY".into(),
+            model: String::new(),
+            api_key_env: None,
+            thinking_budget_tokens: None,
+            prompt_caching: false,
             extra_headers: BTreeMap::new(),
             connect_timeout_ms: 10_000,
             first_byte_timeout_ms: 60_000,
@@ -113,6 +189,15 @@ impl Default for ModelConfig {
             reasoning_effort: None,
             extra_body: Map::new(),
         }
+    }
+}
+
+impl ModelConfig {
+    /// The environment variable holding the API key.
+    pub fn key_env(&self) -> &str {
+        self.api_key_env
+            .as_deref()
+            .unwrap_or(self.api.default_key_env())
     }
 }
 
@@ -426,7 +511,7 @@ pub struct ConnectionConfig {
 /// Overrides from the environment (read by the caller, passed in as data).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EnvOverrides {
-    /// `OPENAI_BASE_URL`.
+    /// The API's base URL variable (`OPENAI_BASE_URL` or `ANTHROPIC_BASE_URL`).
     pub base_url: Option<String>,
     /// `AGENT_MODEL`.
     pub model: Option<String>,
@@ -439,6 +524,8 @@ pub struct EnvOverrides {
 pub struct FlagOverrides {
     /// `--config`.
     pub config: Option<PathBuf>,
+    /// `--api`.
+    pub api: Option<ModelApi>,
     /// `--base-url`.
     pub base_url: Option<String>,
     /// `--model`.
@@ -522,6 +609,9 @@ pub fn load(
             }
         }
     };
+    if let Some(api) = flags.api {
+        file.model.api = api;
+    }
     if let Some(url) = env.base_url.filter(|u| !u.is_empty()) {
         file.model.base_url = Some(url);
     }
@@ -541,8 +631,11 @@ pub fn load(
             "model.base_url must start with http:// or https:// (got {url:?})"
         )));
     }
+    if file.model.model.is_empty() {
+        file.model.model = file.model.api.default_model().to_owned();
+    }
     if file.model.model.trim().is_empty() {
-        return Err(ConfigError::Invalid("model.model must not be empty".into()));
+        return Err(ConfigError::Invalid("model.model must not be blank".into()));
     }
     validate_model_settings(&file.model)?;
     validate_graphs(&file.graphs)?;
@@ -602,6 +695,38 @@ fn validate_model_settings(model: &ModelConfig) -> Result<(), ConfigError> {
         return Err(ConfigError::Invalid(format!(
             "model.temperature must be a number of at least 0 (got {t})"
         )));
+    }
+    if let Some(budget) = model.thinking_budget_tokens {
+        if model.api != ModelApi::Anthropic {
+            return Err(ConfigError::Invalid(
+                "model.thinking_budget_tokens needs model.api = \"anthropic\" (for OpenAI reasoning models use model.reasoning_effort)".into(),
+            ));
+        }
+        if budget < 1024 {
+            return Err(ConfigError::Invalid(format!(
+                "model.thinking_budget_tokens must be at least 1024 (got {budget})"
+            )));
+        }
+    }
+    if model.api == ModelApi::Anthropic {
+        let openai_only = [
+            ("model.extra_body", !model.extra_body.is_empty()),
+            ("model.strict_tools", model.strict_tools),
+            (
+                "model.reasoning_effort (use model.thinking_budget_tokens)",
+                model.reasoning_effort.is_some(),
+            ),
+        ];
+        if let Some((key, _)) = openai_only.iter().find(|(_, set)| *set) {
+            return Err(ConfigError::Invalid(format!(
+                "{key} is for model.api = \"openai\"; the Anthropic wire does not send it"
+            )));
+        }
+    }
+    if model.prompt_caching && model.api != ModelApi::Anthropic {
+        return Err(ConfigError::Invalid(
+            "model.prompt_caching needs model.api = \"anthropic\" (OpenAI caches prompts by itself)".into(),
+        ));
     }
     if model.max_tokens == Some(0) {
         return Err(ConfigError::Invalid(
@@ -766,6 +891,7 @@ mod tests {
             base_url: Some("https://flag".into()),
             workspace: Some(PathBuf::from("sub")),
             config: None,
+            api: None,
         };
         let cfg = load(&dir, env, flags).unwrap();
         assert_eq!(cfg.file.model.base_url.as_deref(), Some("https://flag"));
@@ -1039,5 +1165,57 @@ allow = ["core__*", "mcp__everything__echo", "mcp__notes__*"]
         validate_graphs(&file.graphs).unwrap();
         assert_eq!(file.graphs["main"].subagents, ["researcher"]);
         assert_eq!(crate::trust::loosened_keys(&file), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_api_picks_its_defaults_and_refuses_the_other_wires_settings() {
+        let dir = std::env::temp_dir();
+        let openai = load(&dir, EnvOverrides::default(), FlagOverrides::default()).unwrap();
+        assert_eq!(openai.file.model.api, ModelApi::OpenAi);
+        assert_eq!(openai.file.model.model, "gpt-4o-mini");
+        assert_eq!(openai.file.model.key_env(), "OPENAI_API_KEY");
+        let flags = FlagOverrides {
+            api: Some(ModelApi::Anthropic),
+            ..FlagOverrides::default()
+        };
+        let anthropic = load(&dir, EnvOverrides::default(), flags).unwrap();
+        assert_eq!(anthropic.file.model.model, "claude-sonnet-4-5");
+        assert_eq!(anthropic.file.model.key_env(), "ANTHROPIC_API_KEY");
+        assert_eq!(
+            anthropic.file.model.api.base_url_env(),
+            "ANTHROPIC_BASE_URL"
+        );
+        assert_eq!("anthropic".parse::<ModelApi>(), Ok(ModelApi::Anthropic));
+        assert!("claude".parse::<ModelApi>().is_err());
+
+        let file = parse(
+            "[model]\napi = \"anthropic\"\nthinking_budget_tokens = 2048\nprompt_caching = true\napi_key_env = \"MY_KEY\"\n",
+            Path::new("agent.toml"),
+        )
+        .unwrap();
+        assert_eq!(file.model.thinking_budget_tokens, Some(2048));
+        assert!(file.model.prompt_caching);
+        assert_eq!(file.model.key_env(), "MY_KEY");
+        assert!(validate_model_settings(&file.model).is_ok());
+
+        let refused = [
+            "[model]\nthinking_budget_tokens = 2048\n",
+            "[model]\nprompt_caching = true\n",
+            "[model]\napi = \"anthropic\"\nthinking_budget_tokens = 100\n",
+            "[model]\napi = \"anthropic\"\nreasoning_effort = \"high\"\n",
+            "[model]\napi = \"anthropic\"\nstrict_tools = true\n",
+            "[model]\napi = \"anthropic\"\n[model.extra_body]\ntop_k = 3\n",
+        ];
+        for text in refused {
+            let file = parse(text, Path::new("agent.toml")).unwrap();
+            assert!(
+                matches!(
+                    validate_model_settings(&file.model),
+                    Err(ConfigError::Invalid(_))
+                ),
+                "{text}"
+            );
+        }
+        assert!(parse("[model]\napi = \"gemini\"\n", Path::new("agent.toml")).is_err());
     }
 }

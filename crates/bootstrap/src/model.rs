@@ -1,26 +1,37 @@
-//! Picks the model: the OpenAI-compatible client when a base URL is configured, the
-//! embedded test model otherwise (announced on stderr).
+//! Picks the model: a client for the configured API (`[model] api`: OpenAI chat
+//! completions or the Anthropic Messages API), or, for `openai` without a base
+//! URL, the embedded test model (announced on stderr).
 //!
-//! `[model]` splits in two: endpoint settings go into the client's
-//! [`ClientConfig`] ([`client_config`]: timeouts, retries, encoding, `extra_body`);
-//! per-call sampling settings go into each run's [`ModelSettings`]
-//! ([`model_settings`], for `RunRequest::settings`).
+//! `[model]` splits in two: endpoint settings go into the client's configuration
+//! ([`client_config`] for OpenAI, [`anthropic_config`] for Anthropic: timeouts,
+//! retries, encoding); per-call sampling settings go into each run's
+//! [`ModelSettings`] ([`model_settings`], for `RunRequest::settings`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use agent_testing::TestModel;
 use ai_core::{CompletionPort, completion::ModelSettings};
+use wire_anthropic::client::{AnthropicClient, AnthropicConfig};
 use wire_openai::client::{ClientConfig, OpenAiClient, Timeouts};
 
-use crate::config::AgentConfig;
+use crate::config::{AgentConfig, ModelApi, ModelConfig};
 
 /// Why the model could not be built.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot set up the model client: {0}")]
 pub struct ModelError(String);
 
-/// The wire client configuration for `config`, or `None` when no endpoint is set.
+fn timeouts(m: &ModelConfig) -> Timeouts {
+    Timeouts {
+        connect: Duration::from_millis(m.connect_timeout_ms),
+        first_byte: Duration::from_millis(m.first_byte_timeout_ms),
+        between_chunks: Duration::from_millis(m.between_chunks_timeout_ms),
+        total: (m.total_timeout_ms > 0).then(|| Duration::from_millis(m.total_timeout_ms)),
+    }
+}
+
+/// The OpenAI client configuration for `config`, or `None` when no endpoint is set.
 pub fn client_config(config: &AgentConfig) -> Option<ClientConfig> {
     let m = &config.file.model;
     let base_url = m.base_url.as_ref()?;
@@ -29,12 +40,7 @@ pub fn client_config(config: &AgentConfig) -> Option<ClientConfig> {
         client = client.with_api_key(key.clone());
     }
     client.extra_headers = m.extra_headers.clone().into_iter().collect();
-    client.timeouts = Timeouts {
-        connect: Duration::from_millis(m.connect_timeout_ms),
-        first_byte: Duration::from_millis(m.first_byte_timeout_ms),
-        between_chunks: Duration::from_millis(m.between_chunks_timeout_ms),
-        total: (m.total_timeout_ms > 0).then(|| Duration::from_millis(m.total_timeout_ms)),
-    };
+    client.timeouts = timeouts(m);
     client.max_retries = m.max_retries;
     // The loop shows text as it streams and takes tool calls only from the assembled
     // final, so per-fragment argument deltas would be allocated for nobody.
@@ -47,6 +53,26 @@ pub fn client_config(config: &AgentConfig) -> Option<ClientConfig> {
     client.encode.max_tokens_field = m.max_tokens_field;
     client.encode.extra_body = m.extra_body.clone();
     Some(client)
+}
+
+/// The Anthropic client configuration for `config` (the API's own origin when no
+/// base URL is set).
+pub fn anthropic_config(config: &AgentConfig) -> AnthropicConfig {
+    let m = &config.file.model;
+    let base_url = m
+        .base_url
+        .clone()
+        .unwrap_or_else(|| wire_anthropic::client::DEFAULT_BASE_URL.to_owned());
+    let mut client = AnthropicConfig::new(base_url);
+    if let Some(key) = &config.api_key {
+        client = client.with_api_key(key.clone());
+    }
+    client.extra_headers = m.extra_headers.clone().into_iter().collect();
+    client.timeouts = timeouts(m);
+    client.max_retries = m.max_retries;
+    client.encode.cache = m.prompt_caching;
+    client.encode.thinking_budget_tokens = m.thinking_budget_tokens;
+    client
 }
 
 /// The settings of every model call of a run (`RunRequest::settings`): temperature,
@@ -65,14 +91,23 @@ pub fn model_settings(config: &AgentConfig) -> ModelSettings {
 
 /// Builds the completion port for `config`.
 pub fn build(config: &AgentConfig) -> Result<Arc<dyn CompletionPort>, ModelError> {
-    let Some(client) = client_config(config) else {
-        eprintln!(
-            "agent: no model endpoint configured (set OPENAI_BASE_URL, model.base_url or --base-url); using the embedded offline TestModel"
-        );
-        return Ok(Arc::new(TestModel::builtin_demo()));
-    };
-    let client = OpenAiClient::new(client).map_err(|e| ModelError(e.to_string()))?;
-    Ok(Arc::new(client))
+    let failed = |e: ai_core::completion::CompletionError| ModelError(e.to_string());
+    match config.file.model.api {
+        ModelApi::Anthropic => {
+            let client = AnthropicClient::new(anthropic_config(config)).map_err(failed)?;
+            Ok(Arc::new(client))
+        }
+        ModelApi::OpenAi => {
+            let Some(client) = client_config(config) else {
+                eprintln!(
+                    "agent: no model endpoint configured (set OPENAI_BASE_URL, model.base_url or --base-url); using the embedded offline TestModel"
+                );
+                return Ok(Arc::new(TestModel::builtin_demo()));
+            };
+            let client = OpenAiClient::new(client).map_err(failed)?;
+            Ok(Arc::new(client))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -119,8 +119,14 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
     if file.model.base_url.is_some() {
         keys.push("model.base_url (where requests and the API key go)".to_owned());
     }
-    if file.model.api_key_env != model_defaults.api_key_env {
+    if file.model.key_env() != file.model.api.default_key_env() {
         keys.push("model.api_key_env (which secret is sent)".to_owned());
+    }
+    if file.model.api != model_defaults.api {
+        keys.push(format!(
+            "model.api (`{}`: which provider, base URL variable and secret are used)",
+            file.model.api.as_str()
+        ));
     }
     if !file.model.extra_headers.is_empty() {
         keys.push("model.extra_headers (sent with every request)".to_owned());

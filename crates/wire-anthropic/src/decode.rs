@@ -175,17 +175,27 @@ impl AnthropicDecoder {
     }
 
     /// Ends the session: the assembled turn, the feed's error, or
-    /// [`CompletionError::TruncatedStream`] when `message_stop` never came.
-    pub fn finish(mut self) -> Result<CompletionFinal, CompletionError> {
+    /// [`CompletionError::TruncatedStream`] when `message_stop` never came. Deltas
+    /// of a last event that had no blank line after it are dropped; see
+    /// [`AnthropicDecoder::finish_into`].
+    pub fn finish(self) -> Result<CompletionFinal, CompletionError> {
+        self.finish_into(&mut Vec::new())
+    }
+
+    /// [`AnthropicDecoder::finish`], appending the deltas of a last event that had
+    /// no blank line after it to `out`.
+    pub fn finish_into(
+        mut self,
+        out: &mut Vec<CompletionDelta>,
+    ) -> Result<CompletionFinal, CompletionError> {
         if let Some(error) = self.failed.take() {
             return Err(error.into());
         }
-        let mut out = Vec::new();
         let Self {
             framer, assembly, ..
         } = &mut self;
         framer
-            .finish_raw(|event| assembly.on_event(&event, &mut out))
+            .finish_raw(|event| assembly.on_event(&event, out))
             .map_err(CompletionError::from)?;
         let stopped = self.assembly.stopped;
         let turn = self.assembly.into_final(stopped);
@@ -575,6 +585,42 @@ pub fn decode_stream(
     decoder.feed(body, &mut deltas)?;
     let turn = decoder.finish()?;
     Ok((deltas, turn))
+}
+
+/// Decodes a whole (non-streamed) Messages API response, `{type: "message",
+/// content: [...], stop_reason, usage}`, into the turn it holds, appending the deltas
+/// a stream of it would have produced to `out`. An `{type: "error"}` body is a typed
+/// provider error.
+pub fn decode_message(
+    body: &[u8],
+    out: &mut Vec<CompletionDelta>,
+) -> Result<CompletionFinal, CompletionError> {
+    let protocol = |message: String| CompletionError::Protocol { message };
+    let message: Value = serde_json::from_slice(body)
+        .map_err(|e| protocol(format!("the response is not JSON: {e}")))?;
+    if field(&message, "type").as_str() == Some("error") {
+        let error = field(&message, "error");
+        return Err(CompletionError::Provider {
+            code: Some(text_of(error, "type")),
+            message: text_of(error, "message"),
+        });
+    }
+    let content = field(&message, "content")
+        .as_array()
+        .ok_or_else(|| protocol("the response has no content list".into()))?;
+    let mut assembly = Assembly::default();
+    assembly.message_start(&serde_json::json!({ "message": &message }));
+    for (index, block) in content.iter().enumerate() {
+        let start = serde_json::json!({ "index": index, "content_block": block });
+        assembly.block_start(&start, out).map_err(protocol)?;
+        assembly.block_stop(&start);
+    }
+    assembly.message_delta(&serde_json::json!({
+        "delta": { "stop_reason": field(&message, "stop_reason") },
+        "usage": field(&message, "usage"),
+    }));
+    assembly.stopped = true;
+    Ok(assembly.into_final(true))
 }
 
 /// The `{type: "error", error: {type, message}}` body of a failed request: its

@@ -20,7 +20,8 @@
 //!   system prompt, the last tool and the last user message's last block: the
 //!   prefix up to each mark is cached.
 //! - With [`AnthropicEncodeOptions::thinking_budget_tokens`], `thinking: {type: "enabled",
-//!   budget_tokens}` (and `max_tokens` raised above the budget when needed).
+//!   budget_tokens}` (and `max_tokens` raised above the budget when needed); no
+//!   `temperature` is sent then, as the API accepts none with thinking.
 
 use ai_core::Message;
 use ai_core::completion::{CompletionRequest, ResponseFormat, ToolChoice};
@@ -92,7 +93,11 @@ pub fn encode_request(
     if options.stream {
         body.insert("stream".into(), json!(true));
     }
-    if let Some(temperature) = settings.temperature {
+    // The API refuses a temperature other than 1 with thinking on: none is sent.
+    if let Some(temperature) = settings
+        .temperature
+        .filter(|_| options.thinking_budget_tokens.is_none())
+    {
         if !temperature.is_finite() {
             return Err(AnthropicEncodeError::InvalidTemperature);
         }

@@ -11,15 +11,19 @@
 //!   here and nowhere else, usage with cache tokens, typed stop reasons and
 //!   in-stream errors, a truncated stream as a typed error.
 //!
-//! The HTTP client (headers `x-api-key` and `anthropic-version`, retries) and the
-//! provider switch of the command line are not part of this crate yet.
+//! - [`client`]: [`AnthropicClient`], the [`ai_core::CompletionPort`] over the
+//!   shared `completion-http` transport (`x-api-key`, `anthropic-version`, the
+//!   API's error bodies, 529 retried like 503, timeouts, no redirects).
 //!
-//! wire-anthropic depends on ai-core and sse only: not on another wire crate, the
-//! loop, the tools or the composition root.
+//! wire-anthropic depends on ai-core, completion-http and sse only: not on another
+//! wire crate, the loop, the tools or the composition root. It reads no
+//! environment or config file: the composition root builds an [`AnthropicConfig`].
 
+pub mod client;
 pub mod decode;
 pub mod encode;
 
+pub use client::{AnthropicClient, AnthropicConfig};
 pub use decode::{AnthropicDecodeError, AnthropicDecoder};
 pub use encode::{AnthropicEncodeOptions, encode_request};
 

@@ -16,7 +16,7 @@
 //!   chunks, producing [`ai_core::completion::CompletionDelta`]s and one
 //!   [`ai_core::completion::CompletionFinal`]; [`decode::decode_response`] for non-streaming
 //!   bodies. The module docs list every gateway pathology it handles.
-//! - [`client::OpenAiClient`]: [`ai_core::CompletionPort`] over reqwest (timeouts,
+//! - [`client::OpenAiClient`]: [`ai_core::CompletionPort`] over the shared `completion-http` transport (timeouts,
 //!   retries, cancellation, typed errors that never contain the API key).
 //! - [`fuzzing::decode_arbitrary`]: the fuzz entry point (`fuzz/` holds the
 //!   cargo-fuzz target that calls it).

@@ -1,0 +1,280 @@
+//! One model call: send, then decode the response as it arrives.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use ai_core::CancellationToken;
+use ai_core::completion::{
+    CompletionDelta, CompletionError, CompletionFinal, CompletionItem, CompletionStream,
+};
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use reqwest::header;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::transport::{HttpTransport, ReadError, after};
+
+/// A wire's streaming decoder, fed the body chunk by chunk (cut anywhere).
+pub trait StreamDecoder: Send + 'static {
+    /// Feeds a chunk; appends the deltas it completes to `out`.
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<CompletionDelta>)
+    -> Result<(), CompletionError>;
+    /// Server-sent events completed so far (an event resets the idle limit).
+    fn events(&self) -> u64;
+    /// Whether the stream said it is complete (later bytes are not read).
+    fn is_done(&self) -> bool;
+    /// Ends the stream (also when the connection was cut): the assembled turn, or
+    /// the error that ended it (a truncated stream keeps what was assembled).
+    fn finish(self, out: &mut Vec<CompletionDelta>) -> Result<CompletionFinal, CompletionError>;
+}
+
+/// What one call needs from its wire besides the encoded body.
+pub trait Wire: Send + 'static {
+    /// The decoder of a streamed response.
+    type Decoder: StreamDecoder;
+    /// Whether the request asked for a stream.
+    fn streams(&self) -> bool;
+    /// A decoder for a streamed response.
+    fn decoder(&self) -> Self::Decoder;
+    /// Decodes a whole JSON response (a non-streaming call, or a server that
+    /// answered a streaming request with JSON).
+    fn decode_body(
+        &self,
+        body: &[u8],
+        out: &mut Vec<CompletionDelta>,
+    ) -> Result<CompletionFinal, CompletionError>;
+    /// Last changes to the assembled turn before it is passed on.
+    fn finish_turn(&self, _turn: &mut CompletionFinal) {}
+}
+
+impl HttpTransport {
+    /// Sends `body` (or ends at once with its encoding error) and streams the
+    /// response through `wire`'s decoder, inside `span`.
+    pub fn complete<W: Wire>(
+        self: &Arc<Self>,
+        body: Result<Bytes, CompletionError>,
+        wire: W,
+        cancel: CancellationToken,
+        span: tracing::Span,
+    ) -> CompletionStream {
+        let call = Call {
+            transport: Arc::clone(self),
+            wire,
+            cancel,
+            deadline: None,
+            phase: Phase::Start(body),
+            queue: VecDeque::new(),
+            scratch: Vec::new(),
+            terminal: false,
+        };
+        futures::stream::unfold(call, move |mut call| {
+            let span = span.clone();
+            async move {
+                let item = call.next().await?;
+                Some((item, call))
+            }
+            .instrument(span)
+        })
+        .boxed()
+    }
+}
+
+enum Phase<D> {
+    /// Not sent yet (or the request could not be encoded).
+    Start(Result<Bytes, CompletionError>),
+    /// Reading a streamed body.
+    Streaming {
+        body: BoxStream<'static, reqwest::Result<Bytes>>,
+        decoder: Box<D>,
+        /// When the idle limit expires unless an event arrives first.
+        idle: Instant,
+    },
+    /// Nothing more to read; drain the queue.
+    Finished,
+}
+
+/// One model call in progress.
+struct Call<W: Wire> {
+    transport: Arc<HttpTransport>,
+    wire: W,
+    cancel: CancellationToken,
+    /// The total deadline, set when the request is first sent.
+    deadline: Option<Instant>,
+    phase: Phase<W::Decoder>,
+    queue: VecDeque<Result<CompletionItem, CompletionError>>,
+    scratch: Vec<CompletionDelta>,
+    /// A final or an error was queued.
+    terminal: bool,
+}
+
+impl<W: Wire> Call<W> {
+    async fn next(&mut self) -> Option<Result<CompletionItem, CompletionError>> {
+        loop {
+            if !self.terminal && self.cancel.is_cancelled() {
+                return Some(self.fail(CompletionError::Cancelled));
+            }
+            if let Some(item) = self.queue.pop_front() {
+                return Some(item);
+            }
+            match std::mem::replace(&mut self.phase, Phase::Finished) {
+                Phase::Finished => return None,
+                Phase::Start(body) => {
+                    let result = match body {
+                        Ok(body) => self.start(body).await,
+                        Err(error) => Err(error),
+                    };
+                    if let Err(error) = result {
+                        return Some(self.fail(error));
+                    }
+                }
+                Phase::Streaming {
+                    body,
+                    decoder,
+                    idle,
+                } => {
+                    if let Err(error) = self.read(body, decoder, idle).await {
+                        return Some(self.fail(error));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads the next chunk of a streamed body into the decoder.
+    async fn read(
+        &mut self,
+        mut body: BoxStream<'static, reqwest::Result<Bytes>>,
+        mut decoder: Box<W::Decoder>,
+        idle: Instant,
+    ) -> Result<(), CompletionError> {
+        let transport = Arc::clone(&self.transport);
+        let chunk = transport
+            .read_chunk(&self.cancel, &mut body, idle, self.deadline)
+            .await;
+        match chunk {
+            Ok(Some(chunk)) => {
+                let events = decoder.events();
+                let fed = decoder.feed(&chunk, &mut self.scratch);
+                // Only a completed event resets the idle limit, so keepalive
+                // comments cannot hold a stalled stream open.
+                let idle = if decoder.events() > events {
+                    after(transport.config.timeouts.between_chunks)
+                } else {
+                    idle
+                };
+                self.queue_deltas();
+                match fed {
+                    Ok(()) if decoder.is_done() => self.finish(*decoder),
+                    Ok(()) => {
+                        self.phase = Phase::Streaming {
+                            body,
+                            decoder,
+                            idle,
+                        }
+                    }
+                    Err(error) => self.queue_error(self.scrub_error(error)),
+                }
+            }
+            Ok(None) => self.finish(*decoder),
+            Err(ReadError::Completion(error)) => return Err(error),
+            Err(ReadError::Body(message)) => {
+                tracing::warn!(
+                    message = %transport.scrub(&message),
+                    "connection lost in the middle of the stream"
+                );
+                self.finish(*decoder);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends (with retries) and sets up reading the response.
+    async fn start(&mut self, body: Bytes) -> Result<(), CompletionError> {
+        let transport = Arc::clone(&self.transport);
+        self.deadline = transport.config.timeouts.total.map(after);
+        let response = transport.send(&self.cancel, body, self.deadline).await?;
+        let is_json = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().starts_with("application/json"));
+        if self.wire.streams() && !is_json {
+            self.phase = Phase::Streaming {
+                body: response.bytes_stream().boxed(),
+                decoder: Box::new(self.wire.decoder()),
+                idle: after(transport.config.timeouts.between_chunks),
+            };
+            return Ok(());
+        }
+        let bytes = transport
+            .read_body(&self.cancel, response, self.deadline)
+            .await?;
+        let decoded = self.wire.decode_body(&bytes, &mut self.scratch);
+        self.queue_deltas();
+        match decoded {
+            Ok(turn) => self.queue_final(turn),
+            Err(error) => self.queue_error(self.scrub_error(error)),
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, decoder: W::Decoder) {
+        let result = decoder.finish(&mut self.scratch);
+        self.queue_deltas();
+        match result {
+            Ok(turn) => self.queue_final(turn),
+            Err(error) => self.queue_error(self.scrub_error(error)),
+        }
+    }
+
+    fn queue_deltas(&mut self) {
+        self.queue.extend(
+            self.scratch
+                .drain(..)
+                .map(|delta| Ok(CompletionItem::Delta(delta))),
+        );
+    }
+
+    fn queue_final(&mut self, mut turn: CompletionFinal) {
+        self.wire.finish_turn(&mut turn);
+        tracing::debug!(
+            finish_reason = ?turn.finish_reason,
+            tool_calls = turn.tool_calls.len(),
+            "completion finished"
+        );
+        self.terminal = true;
+        self.phase = Phase::Finished;
+        self.queue.push_back(Ok(CompletionItem::Final(turn)));
+    }
+
+    fn queue_error(&mut self, error: CompletionError) {
+        tracing::debug!(code = error.code(), "completion failed");
+        self.terminal = true;
+        self.phase = Phase::Finished;
+        self.queue.push_back(Err(error));
+    }
+
+    /// Ends the stream now with `error` (queued deltas are dropped).
+    fn fail(&mut self, error: CompletionError) -> Result<CompletionItem, CompletionError> {
+        tracing::debug!(code = error.code(), "completion failed");
+        self.terminal = true;
+        self.phase = Phase::Finished;
+        self.queue.clear();
+        Err(error)
+    }
+
+    fn scrub_error(&self, error: CompletionError) -> CompletionError {
+        match error {
+            CompletionError::Provider { code, message } => CompletionError::Provider {
+                code,
+                message: self.transport.scrub(&message),
+            },
+            CompletionError::Protocol { message } => CompletionError::Protocol {
+                message: self.transport.scrub(&message),
+            },
+            other => other,
+        }
+    }
+}

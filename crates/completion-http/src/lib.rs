@@ -1,0 +1,57 @@
+//! The HTTP transport every completion client shares: one [`HttpTransport`] per
+//! configured endpoint, and [`HttpTransport::complete`] to turn an encoded request into a
+//! [`ai_core::completion::CompletionStream`] through a wire's decoder.
+//!
+//! A wire crate (wire-openai, wire-anthropic) owns its format: the endpoint path, the
+//! auth headers, the request body, the stream decoder and the shape of an error
+//! body ([`Wire`], [`StreamDecoder`], [`ErrorBody`]). This crate owns what does not
+//! depend on the format, so both wires behave the same:
+//!
+//! - Timeouts ([`Timeouts`]): `connect` (TCP/TLS, per attempt), `first_byte` (from
+//!   sending until the response headers arrive; for non-streaming calls that
+//!   includes the whole generation), `between_chunks` (the idle limit of a body, see
+//!   below) and `total`, a deadline for the whole call: it starts when the stream is
+//!   first polled (the request is sent) and covers every attempt, every wait between
+//!   retries and the whole body, streamed or not. Its expiry is
+//!   [`CompletionError::Timeout`](ai_core::completion::CompletionError::Timeout) with
+//!   `TimeoutPhase::Total`; a retry that could not start before it is not attempted
+//!   (the last error is returned instead).
+//! - Idle limit of a stream: `between_chunks` counts from the response head or from
+//!   the last server-sent *event* the decoder completed; bytes that complete no
+//!   event (SSE comments such as `: ping` keepalives) do not reset it. So a server
+//!   that only sends keepalives times out after `between_chunks`, and one that keeps
+//!   sending data is bounded by `total`. For a non-streaming body any chunk resets it.
+//! - Retries, before the first byte of a successful response only: on 408, 409,
+//!   429, 5xx (Anthropic's 529 "overloaded" included), connection errors and connect
+//!   timeouts, up to `max_retries` times, with exponential backoff and jitter, or
+//!   the server's `Retry-After` (seconds or an HTTP date) / `retry-after-ms` when
+//!   given. Not retried: a `Retry-After` longer than [`Backoff::max_retry_after`]
+//!   (the error is returned), a 429 whose body the wire calls permanent
+//!   ([`ErrorBody::permanent`], OpenAI's `insufficient_quota`: waiting does not
+//!   refill a quota), TLS errors (a bad certificate or a non-TLS server does not
+//!   heal), a first-byte timeout (the server may still be generating). Nothing is
+//!   retried once a response body has started.
+//! - Redirects are never followed: any 3xx answer is an HTTP error naming only the
+//!   target's origin. So keys and extra headers never leave the configured origin,
+//!   and a request body is never replayed somewhere else.
+//! - Secrets: header values marked secret are sensitive in reqwest, never logged,
+//!   and any occurrence of a secret in a provider's message is replaced by
+//!   `[redacted]`.
+//! - Cancellation: dropping the stream aborts the request and closes the
+//!   connection; firing the cancellation token ends the stream with
+//!   `CompletionError::Cancelled`.
+//! - A connection cut in the middle of a stream ends it as the decoder's `finish`
+//!   says (a truncated stream, with everything assembled so far).
+//! - A server that answers a streaming request with a plain JSON body is decoded as
+//!   a non-streaming response.
+//!
+//! completion-http depends on ai-core and client-tls only: not on a wire crate, the
+//! loop, the tools or the composition root. It reads no environment or config file.
+
+mod call;
+mod config;
+mod transport;
+
+pub use call::{StreamDecoder, Wire};
+pub use config::{ApiKey, Backoff, ErrorBody, Timeouts, TransportConfig, redact_userinfo};
+pub use transport::HttpTransport;
