@@ -10,9 +10,9 @@
 //!   [`architecture`]);
 //! - `tidy`: text checks over `crates/*/src`, dangling Markdown references and the
 //!   citations of the invariants tables ([`tidy`], [`citations`]);
-//! - `test-env` and `test`: what the tests need beyond cargo (the Python venv of
-//!   the MCP test servers, the Node parsers of the chat endpoint), then README's
-//!   test command ([`test_env`]);
+//! - `test-env` and `test`: what the tests need beyond cargo (the Python venvs of
+//!   the MCP test servers and of LiteLLM's proxy, the Node parsers of the chat
+//!   endpoint), then README's test command ([`test_env`]);
 //! - `web [--check]`: the chat page's embedded bundle, built or checked ([`web`]).
 //!
 //! Exit codes: 0 when clean, 1 on violations, 2 on usage or other errors.
@@ -49,10 +49,12 @@ tasks:
                  text files exists, and that every path, Rust path and type the
                  invariants tables of ARCHITECTURE.md and SECURITY.md cite exists
   test-env       build target/test-venv (the MCP test servers' Python packages,
-                 pinned in crates/tools-mcp/tests/servers/requirements.txt) and run
-                 `npm ci` in tests/js (the AI SDK parsers), unless up to date
+                 pinned in crates/tools-mcp/tests/servers/requirements.txt) and
+                 target/litellm-venv (LiteLLM's proxy, pinned in
+                 crates/bootstrap/tests/litellm/requirements.txt), and run `npm ci`
+                 in tests/js (the AI SDK parsers), unless up to date
   test [ARGS]    test-env, then `cargo test --workspace --locked ARGS` with
-                 AGENT_TEST_PYTHON set to the venv's python
+                 AGENT_TEST_PYTHON and AGENT_TEST_LITELLM set from the venvs
   web [--check]  build the chat page from web/ (npm ci from the lockfile, vite) into
                  crates/agent-server/web-dist; --check builds into target/web-check and
                  fails when the committed bundle differs

@@ -4,6 +4,9 @@
 //! - a Python virtual environment, `target/test-venv`, with the pinned requirements
 //!   of the MCP test servers (`crates/tools-mcp/tests/servers/requirements.txt`,
 //!   the official `mcp` SDK);
+//! - a second one, `target/litellm-venv`, with LiteLLM's proxy for the live test of
+//!   the Anthropic wire (`crates/bootstrap/tests/litellm/requirements.txt`; its
+//!   pins conflict with the MCP SDK's, hence a venv of its own);
 //! - the Node packages of `tests/js` (the real AI SDK and assistant-stream parsers
 //!   the chat endpoint is checked against) and of `web` (the chat page and the
 //!   `playwright-core` that drives Debian's Chromium in its browser tests),
@@ -15,11 +18,27 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
-/// The requirements of the Python test servers, relative to the repository root.
-pub(crate) const REQUIREMENTS: &str = "crates/tools-mcp/tests/servers/requirements.txt";
-/// The venv, relative to the repository root.
-pub(crate) const VENV: &str = "target/test-venv";
-/// The stamp: the requirements the venv was built from.
+/// A pinned Python virtual environment the tests need.
+pub(crate) struct Venv {
+    /// Its requirements file, relative to the repository root.
+    pub(crate) requirements: &'static str,
+    /// The venv, relative to the repository root.
+    pub(crate) path: &'static str,
+}
+
+/// The MCP test servers' venv.
+pub(crate) const MCP_VENV: Venv = Venv {
+    requirements: "crates/tools-mcp/tests/servers/requirements.txt",
+    path: "target/test-venv",
+};
+
+/// LiteLLM's proxy, the live peer of the Anthropic wire.
+pub(crate) const LITELLM_VENV: Venv = Venv {
+    requirements: "crates/bootstrap/tests/litellm/requirements.txt",
+    path: "target/litellm-venv",
+};
+
+/// The stamp: the requirements a venv was built from.
 const STAMP: &str = ".requirements.txt";
 
 /// The Node package of the parser checks, relative to the repository root.
@@ -29,9 +48,9 @@ pub(crate) const WEB: &str = "web";
 /// Where `npm ci` keeps its stamp, inside `node_modules`.
 const JS_STAMP: &str = "node_modules/.package-lock.stamp.json";
 
-/// The venv's Python.
-pub(crate) fn python(root: &Path) -> PathBuf {
-    root.join(VENV).join("bin/python")
+/// A venv's Python.
+pub(crate) fn python(root: &Path, venv: &Venv) -> PathBuf {
+    root.join(venv.path).join("bin/python")
 }
 
 /// Runs `command`; an error names it and its exit status.
@@ -47,24 +66,27 @@ pub(crate) fn run(command: &mut Command) -> Result<(), String> {
     }
 }
 
-/// Makes sure the venv exists with the current requirements.
-pub(crate) fn ensure(root: &Path) -> Result<(), String> {
-    let requirements = root.join(REQUIREMENTS);
+/// Makes sure `venv` exists with its current requirements.
+pub(crate) fn ensure(root: &Path, venv: &Venv) -> Result<(), String> {
+    let requirements = root.join(venv.requirements);
     let wanted = std::fs::read_to_string(&requirements)
         .map_err(|e| format!("cannot read {}: {e}", requirements.display()))?;
-    let venv = root.join(VENV);
-    let stamp = venv.join(STAMP);
-    if python(root).exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(&wanted) {
-        println!("test-env: {VENV} is up to date");
+    let dir = root.join(venv.path);
+    let stamp = dir.join(STAMP);
+    let name = venv.path;
+    if python(root, venv).exists()
+        && std::fs::read_to_string(&stamp).ok().as_deref() == Some(&wanted)
+    {
+        println!("test-env: {name} is up to date");
         return Ok(());
     }
-    println!("test-env: building {VENV} from {REQUIREMENTS}");
-    if venv.exists() {
-        std::fs::remove_dir_all(&venv)
-            .map_err(|e| format!("cannot remove the old {}: {e}", venv.display()))?;
+    println!("test-env: building {name} from {}", venv.requirements);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| format!("cannot remove the old {}: {e}", dir.display()))?;
     }
-    run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
-    run(Command::new(python(root))
+    run(Command::new("python3").args(["-m", "venv"]).arg(&dir))?;
+    run(Command::new(python(root, venv))
         .args([
             "-m",
             "pip",
@@ -97,9 +119,10 @@ pub(crate) fn npm_ci(root: &Path, dir: &str) -> Result<(), String> {
     std::fs::write(&stamp, wanted).map_err(|e| format!("cannot write {}: {e}", stamp.display()))
 }
 
-/// Both environments.
+/// Every environment.
 fn ensure_all(root: &Path) -> Result<(), String> {
-    ensure(root)?;
+    ensure(root, &MCP_VENV)?;
+    ensure(root, &LITELLM_VENV)?;
     npm_ci(root, JS)?;
     npm_ci(root, WEB)
 }
@@ -116,7 +139,8 @@ pub(crate) fn test_env_task(root: &Path) -> ExitCode {
 }
 
 /// `cargo xtask test [ARGS]`: the test environment, then `cargo test --workspace
-/// --locked ARGS` with `AGENT_TEST_PYTHON` pointing at the venv.
+/// --locked ARGS` with `AGENT_TEST_PYTHON` pointing at the MCP venv's Python and
+/// `AGENT_TEST_LITELLM` at LiteLLM's command.
 pub(crate) fn test_task(root: &Path, args: &[String]) -> ExitCode {
     if let Err(e) = ensure_all(root) {
         eprintln!("xtask: {e}");
@@ -127,7 +151,11 @@ pub(crate) fn test_task(root: &Path, args: &[String]) -> ExitCode {
         .current_dir(root)
         .args(["test", "--workspace", "--locked"])
         .args(args)
-        .env("AGENT_TEST_PYTHON", python(root))
+        .env("AGENT_TEST_PYTHON", python(root, &MCP_VENV))
+        .env(
+            "AGENT_TEST_LITELLM",
+            root.join(LITELLM_VENV.path).join("bin/litellm"),
+        )
         .status();
     match status {
         Ok(status) if status.success() => ExitCode::SUCCESS,

@@ -5,6 +5,7 @@
 
 mod cli;
 mod graphs;
+mod litellm;
 mod mcp;
 mod providers;
 mod security;

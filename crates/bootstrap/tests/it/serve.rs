@@ -118,7 +118,15 @@ async fn serve(
 ) -> (tokio::process::Child, String, String) {
     let mut args = vec!["serve", "--port", "0"];
     args.extend_from_slice(extra);
-    let mut child = home.command(Some(model), &args).spawn().unwrap();
+    serve_command(home.command(Some(model), &args)).await
+}
+
+/// Spawns `command` (an `agent ... serve --port 0`); the child, the base URL and
+/// the token of the address it printed.
+pub(crate) async fn serve_command(
+    mut command: tokio::process::Command,
+) -> (tokio::process::Child, String, String) {
+    let mut child = command.spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
     let mut lines = BufReader::new(stdout).lines();
     let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())

@@ -53,6 +53,8 @@ impl Home {
         command
             .args(args)
             .env_remove("OPENAI_BASE_URL")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .env_remove("ANTHROPIC_API_KEY")
             .env_remove("AGENT_MODEL")
             .env_remove("RUST_LOG")
             .env("OPENAI_API_KEY", self.api_key)

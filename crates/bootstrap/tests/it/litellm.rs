@@ -1,0 +1,289 @@
+//! The Anthropic wire against a real peer: LiteLLM's proxy (`litellm[proxy]`,
+//! pinned in `tests/litellm/requirements.txt`, installed by `cargo xtask
+//! test-env`) serving `/v1/messages` on loopback, in front of the scripted
+//! streaming provider of `tests/litellm/scripted_provider.py`.
+//!
+//! LiteLLM translates our Messages API request into its own chat format for the
+//! provider and the provider's chunks back into Messages API events, so this checks
+//! our encoder and decoder against another implementation of the format, quirks
+//! included (it repeats the first thinking text in `content_block_start`). The
+//! provider logs every request it receives: the test asserts on what reached the
+//! model, not only on what we sent.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{Home, json_lines};
+
+/// LiteLLM's master key for the test (the proxy refuses to start without one);
+/// the agent sends it as `x-api-key`.
+const MASTER_KEY: &str = "sk-agent-test-7f3c9a1e5b2d4f6a8c0e1b3d5f7a9c2e";
+/// What the scripted provider signs its thinking with.
+const SIGNATURE: &str = "sig-EqQBCkgIARABGAIiQL/+scripted==signature";
+/// The scripted provider's thinking.
+const THINKING: &str = "The user wants the time. I should call the clock tool.";
+
+/// The `litellm` command: `$AGENT_TEST_LITELLM`, else the workspace's
+/// `target/litellm-venv` (made by `cargo xtask test-env`).
+fn litellm() -> PathBuf {
+    if let Some(path) = std::env::var_os("AGENT_TEST_LITELLM") {
+        return PathBuf::from(path);
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/litellm-venv/bin/litellm");
+    assert!(
+        venv.exists(),
+        "the live Anthropic-wire test needs LiteLLM's proxy: run `cargo xtask test-env` \
+         (or `cargo xtask test`), or set AGENT_TEST_LITELLM to a `litellm` command"
+    );
+    venv
+}
+
+/// A running proxy, killed when dropped.
+struct Proxy {
+    child: tokio::process::Child,
+    url: String,
+    log: PathBuf,
+    output: PathBuf,
+}
+
+impl Proxy {
+    /// Starts the proxy in `dir` and waits until it answers (at most 120 s: a cold
+    /// start imports a lot of Python).
+    async fn start(dir: &Path) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/litellm/config.yaml");
+        let log = dir.join("provider.jsonl");
+        let output = dir.join("proxy.log");
+        let child = tokio::process::Command::new(litellm())
+            .arg("--config")
+            .arg(&config)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .current_dir(dir)
+            .env("LITELLM_MASTER_KEY", MASTER_KEY)
+            // The bundled price map: no fetch from the network at start.
+            .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            .env("SCRIPTED_PROVIDER_LOG", &log)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&output).unwrap())
+            .stderr(std::fs::File::create(dir.join("proxy.err")).unwrap())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let proxy = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            log,
+            output,
+        };
+        proxy.wait_ready().await;
+        proxy
+    }
+
+    async fn wait_ready(&self) {
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(client_tls::client_config().unwrap())
+            .build()
+            .unwrap();
+        let health = format!("{}/health/liveliness", self.url);
+        for _ in 0..240 {
+            if let Ok(response) = client.get(&health).send().await
+                && response.status().is_success()
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        panic!("LiteLLM did not start: {}", self.diagnostics());
+    }
+
+    /// What the proxy printed (for failure messages).
+    fn diagnostics(&self) -> String {
+        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+        let err = read(&self.output.with_file_name("proxy.err"));
+        let tail: String = err
+            .chars()
+            .rev()
+            .take(4000)
+            .collect::<String>()
+            .chars()
+            .rev()
+            .collect();
+        format!("{}\n{tail}", read(&self.output))
+    }
+
+    /// The requests the scripted provider received, in order.
+    fn provider_requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+/// The global flags that point the agent at the proxy's `/v1/messages`.
+fn anthropic_args(proxy: &Proxy) -> Vec<String> {
+    [
+        "--api",
+        "anthropic",
+        "--base-url",
+        &proxy.url,
+        "--model",
+        "scripted-claude",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// A home whose `agent.toml` turns thinking on (the flags choose the API, so the
+/// file loosens nothing and needs no trust).
+fn thinking_home() -> Home {
+    let home = Home::new("sk-openai-unused");
+    std::fs::write(
+        home.workspace.join("agent.toml"),
+        "[model]\nthinking_budget_tokens = 1024\n",
+    )
+    .unwrap();
+    home
+}
+
+/// `agent --api anthropic chat` and `agent --api anthropic serve` through
+/// LiteLLM's `/v1/messages` (one proxy for both: it takes seconds to start).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_anthropic_wire_through_litellm() {
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = Proxy::start(dir.path()).await;
+    chat_tool_loop_with_signed_thinking(&proxy).await;
+    serve_streams_reasoning_parts(&proxy).await;
+}
+
+/// The model thinks (signed), calls the clock, gets the result as a `tool_result`
+/// and answers; the second request carries the thinking and its signature back
+/// unchanged.
+async fn chat_tool_loop_with_signed_thinking(proxy: &Proxy) {
+    let home = thinking_home();
+    let mut args = anthropic_args(proxy);
+    args.extend(["chat", "--json", "What time is it?"].map(str::to_owned));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut command = home.command(None, &args);
+    command.env("ANTHROPIC_API_KEY", MASTER_KEY);
+    let output = tokio::time::timeout(Duration::from_secs(120), command.output())
+        .await
+        .expect("the agent hung")
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{stderr}\n{}",
+        proxy.diagnostics()
+    );
+    let events = json_lines(&stdout);
+    let of = |kind: &'static str| events.iter().filter(move |e| e["type"] == kind);
+
+    // The thinking streamed once (LiteLLM's repeated first piece is not doubled).
+    let reasoning: String = of("reasoning_delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert_eq!(reasoning, THINKING, "{stdout}");
+    // The call ran, and the answer quotes its result.
+    let result = of("tool_call_result")
+        .next()
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(result["tool_name"], "core__get_current_time", "{result}");
+    let final_text: String = of("assistant_final")
+        .filter_map(|e| e["content"].as_str())
+        .collect();
+    assert!(final_text.starts_with("The clock tool says: "), "{stdout}");
+
+    let requests = proxy.provider_requests();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let second = requests[1]["messages"].as_array().unwrap();
+    // The assistant turn came back with its thinking and signature unchanged, and
+    // the call it made.
+    let assistant = second
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap_or_else(|| panic!("{second:#?}"));
+    let thinking = &assistant["thinking_blocks"][0];
+    assert_eq!(thinking["signature"], SIGNATURE, "{assistant:#}");
+    assert_eq!(thinking["thinking"], THINKING, "{assistant:#}");
+    assert_eq!(assistant["tool_calls"][0]["id"], "toolu_scripted_1");
+    // The result went back as the tool's answer to that call.
+    let tool = second
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap_or_else(|| panic!("{second:#?}"));
+    assert_eq!(tool["tool_call_id"], "toolu_scripted_1");
+    let content = tool["content"].to_string();
+    assert!(content.contains("UTC"), "{content}");
+    assert!(final_text.contains("UTC"), "{final_text}");
+}
+
+/// `agent serve` on the same wire: the UI message stream carries the thinking as
+/// reasoning parts, then the tool call and the answer.
+async fn serve_streams_reasoning_parts(proxy: &Proxy) {
+    let home = thinking_home();
+    let mut args = anthropic_args(proxy);
+    args.extend(["serve", "--port", "0"].map(str::to_owned));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut command = home.command(None, &args);
+    command.env("ANTHROPIC_API_KEY", MASTER_KEY);
+    let (_child, url, token) = crate::serve::serve_command(command).await;
+    let client = reqwest::Client::builder()
+        .tls_backend_preconfigured(client_tls::client_config().unwrap())
+        .build()
+        .unwrap();
+    let body = serde_json::json!({"id": "chat-anthropic", "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "What time is it?"}]}
+    ]});
+    let response = client
+        .post(format!("{url}/api/chat"))
+        .bearer_auth(&token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.text().await.unwrap();
+    let chunks: Vec<Value> = text
+        .split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let kinds: Vec<&str> = chunks.iter().filter_map(|c| c["type"].as_str()).collect();
+    let at = |kind: &str| {
+        kinds
+            .iter()
+            .position(|k| *k == kind)
+            .unwrap_or_else(|| panic!("{kind} in {kinds:?}"))
+    };
+    assert!(at("reasoning-start") < at("reasoning-delta"), "{kinds:?}");
+    assert!(
+        at("reasoning-delta") < at("tool-input-available"),
+        "{kinds:?}"
+    );
+    assert!(at("tool-output-available") < at("text-delta"), "{kinds:?}");
+    let reasoning: String = chunks
+        .iter()
+        .filter(|c| c["type"] == "reasoning-delta")
+        .filter_map(|c| c["delta"].as_str())
+        .collect();
+    assert_eq!(reasoning, THINKING);
+    assert_eq!(kinds.last(), Some(&"finish"), "{kinds:?}");
+}
