@@ -266,7 +266,7 @@ impl Assembly {
         // the few other events into a `Value`.
         let head: Head<'_> = serde_json::from_slice(event.data).map_err(malformed_data)?;
         if head.kind == "content_block_delta" {
-            return self.block_delta(&head, out).map_err(|message| {
+            return self.block_delta(head, out).map_err(|message| {
                 AnthropicDecodeError::Malformed {
                     event: "content_block_delta".into(),
                     message,
@@ -406,7 +406,7 @@ impl Assembly {
 
     fn block_delta(
         &mut self,
-        head: &Head<'_>,
+        head: Head<'_>,
         out: &mut Vec<CompletionDelta>,
     ) -> Result<(), String> {
         let index = head
@@ -414,25 +414,27 @@ impl Assembly {
             .and_then(|i| usize::try_from(i).ok())
             .filter(|i| *i < 4096)
             .ok_or_else(|| "no valid block index".to_owned())?;
-        let delta = head.delta.as_ref().ok_or("no delta")?;
+        let delta = head.delta.ok_or("no delta")?;
         let Some(Some(block)) = self.blocks.get_mut(index) else {
             // A block of a type this decoder does not know (the API adds them).
             tracing::debug!(index, "a delta for a block that was not opened; ignored");
             return Ok(());
         };
-        let piece_of = |piece: &Option<std::borrow::Cow<'_, str>>| {
-            piece.as_deref().unwrap_or_default().to_owned()
+        // A piece with escapes was already unescaped into its own `String`: it is
+        // moved, not copied.
+        let piece_of = |piece: Option<std::borrow::Cow<'_, str>>| {
+            piece.map(std::borrow::Cow::into_owned).unwrap_or_default()
         };
         match (delta.kind.as_deref(), block) {
             (Some("text_delta"), Block::Text(text)) => {
-                let piece = piece_of(&delta.text);
+                let piece = piece_of(delta.text);
                 if !piece.is_empty() {
                     text.push_str(&piece);
                     out.push(CompletionDelta::Text(piece));
                 }
             }
             (Some("thinking_delta"), Block::Thinking { text, echo, .. }) => {
-                let mut piece = piece_of(&delta.thinking);
+                let mut piece = piece_of(delta.thinking);
                 if let Some(start) = echo.take()
                     && let Some(rest) = piece.strip_prefix(start.as_str())
                 {
@@ -444,12 +446,12 @@ impl Assembly {
                 }
             }
             (Some("signature_delta"), Block::Thinking { signature, .. }) => {
-                let piece = piece_of(&delta.signature);
+                let piece = piece_of(delta.signature);
                 signature.get_or_insert_with(String::new).push_str(&piece);
                 out.push(CompletionDelta::ReasoningSignature(piece));
             }
             (Some("input_json_delta"), Block::ToolUse { call, input, .. }) => {
-                let piece = piece_of(&delta.partial_json);
+                let piece = piece_of(delta.partial_json);
                 if !piece.is_empty() {
                     input.push_str(&piece);
                     out.push(CompletionDelta::ToolCallArgs {
