@@ -18,6 +18,9 @@
 //!   format by hand, on purpose: sharing code with `wire-openai` would hide the
 //!   client's mistakes from the tests that use it.
 //!
+//! - `postgres::TestPostgres` (feature `postgres`): a throwaway Postgres server
+//!   (Debian's binaries, loopback, a non-root user) for the run store's tests.
+//!
 //! The models speak only `ai_core`'s completion port. Both stream their turns as
 //! deltas and end with exactly one assembled [`ai_core::completion::CompletionItem::Final`],
 //! honour the cancellation token passed to [`ai_core::CompletionPort::complete`]
@@ -37,6 +40,8 @@ mod snapshots;
 mod test_model;
 mod tools;
 
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "server")]
 pub mod server;
 

@@ -1,0 +1,33 @@
+//! The run store: what outlives a process. Threads and the messages the model saw,
+//! runs with their status and append-only event log, one usage fact per model
+//! call, and the serialized state of paused runs, on SQLite (the embedded default:
+//! one file, WAL) or Postgres (many servers sharing one store), through one set of
+//! migrations.
+//!
+//! Every row belongs to an account, and every read and write goes through an
+//! [`AccountStore`] ([`Store::account`]): a query cannot be written without the
+//! account, so one account never reads, lists or deletes another's rows (they are
+//! simply not found).
+//!
+//! Writes are idempotent where a retry can repeat them: appending an event or a
+//! usage fact with a key that is already stored is a no-op when the content is the
+//! same and a [`StoreError::Conflict`] when it differs, so a writer may retry after
+//! a timeout without duplicating or losing a row.
+//!
+//! The store keeps what it is given: events are redacted by their writer before
+//! they reach it (the run's events already carry redacted views of arguments and
+//! results).
+//!
+//! agent-store depends on ai-core only: not on the loop, the server, a wire crate or
+//! the composition root.
+
+mod account;
+mod error;
+mod store;
+
+pub use account::{
+    AccountStore, CallUsage, NewRun, RunRecord, RunStatus, StoredEvent, Thread, UsageGrouping,
+    UsageRow,
+};
+pub use error::StoreError;
+pub use store::{Backend, Store};

@@ -1,0 +1,198 @@
+//! Opening a store: the pool, the backend's connection settings, migrations.
+
+use std::borrow::Cow;
+use std::path::Path;
+use std::time::Duration;
+
+use sqlx::any::{AnyPoolOptions, install_default_drivers};
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::{AnyPool, Executor, SqlStr};
+
+use crate::account::AccountStore;
+use crate::error::StoreError;
+
+/// The schema, oldest first: one set for both backends (portable SQL).
+const MIGRATIONS: &[(i64, &str, &str)] =
+    &[(1, "runs", include_str!("../migrations/0001_runs.sql"))];
+
+/// Which database a store is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Backend {
+    /// A SQLite file (WAL journal).
+    Sqlite,
+    /// A Postgres database.
+    Postgres,
+}
+
+/// An open store. Cheap to clone (a connection pool).
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+impl Store {
+    /// Opens the SQLite file at `path` (created with its folder when missing), in
+    /// WAL mode, and brings its schema up to date.
+    pub async fn open_sqlite(path: &Path) -> Result<Self, StoreError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                StoreError::InvalidUrl(format!("cannot create {}: {e}", parent.display()))
+            })?;
+        }
+        let path = path
+            .to_str()
+            .ok_or_else(|| StoreError::InvalidUrl("the SQLite path is not UTF-8".into()))?;
+        Self::open(&format!("sqlite://{path}?mode=rwc")).await
+    }
+
+    /// Opens `url` (`sqlite://PATH?mode=rwc`, `postgres://...`) and brings its
+    /// schema up to date. Errors never quote the URL (it may hold a password).
+    pub async fn open(url: &str) -> Result<Self, StoreError> {
+        let backend = if url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Backend::Postgres
+        } else {
+            return Err(StoreError::InvalidUrl(
+                "expected sqlite://PATH or postgres://...".into(),
+            ));
+        };
+        install_default_drivers();
+        let options = AnyPoolOptions::new()
+            .max_connections(match backend {
+                Backend::Sqlite => 4,
+                Backend::Postgres => 8,
+            })
+            .acquire_timeout(Duration::from_secs(10));
+        let options = match backend {
+            // One writer at a time: wait for the lock instead of failing at once.
+            Backend::Sqlite => options.after_connect(|connection, _| {
+                Box::pin(async move {
+                    connection
+                        .execute("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;")
+                        .await?;
+                    Ok(())
+                })
+            }),
+            Backend::Postgres => options,
+        };
+        let pool = options
+            .connect(url)
+            .await
+            .map_err(|e| StoreError::Database(scrub_url(&e.to_string(), url)))?;
+        let store = Self { pool, backend };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Applies the migrations that are not applied yet.
+    async fn migrate(&self) -> Result<(), StoreError> {
+        let migrations = MIGRATIONS
+            .iter()
+            .map(|(version, description, sql)| {
+                Migration::new(
+                    *version,
+                    Cow::Borrowed(*description),
+                    MigrationType::Simple,
+                    SqlStr::from_static(sql),
+                    false,
+                )
+            })
+            .collect();
+        Migrator::with_migrations(migrations)
+            .run(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The rows of `account_id`: every read and write goes through it.
+    pub fn account(&self, account_id: impl Into<String>) -> AccountStore<'_> {
+        AccountStore::new(&self.pool, account_id.into())
+    }
+
+    /// Marks every run `owner` left `running` as `interrupted` (at the start of a
+    /// server whose previous process died); returns how many.
+    pub async fn interrupt_runs_of(&self, owner: &str, now_ms: i64) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'interrupted', error = 'the server stopped during the run', updated_ms = $1 WHERE owner = $2 AND status = 'running'",
+        )
+        .bind(now_ms)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Deletes threads, runs, events and paused runs last touched before
+    /// `before_ms`, and usage facts older than `usage_before_ms`, in every account;
+    /// returns the rows deleted.
+    pub async fn purge(&self, before_ms: i64, usage_before_ms: i64) -> Result<u64, StoreError> {
+        let mut transaction = self.pool.begin().await?;
+        let mut deleted = 0;
+        for sql in [
+            "DELETE FROM run_events WHERE EXISTS (SELECT 1 FROM runs r WHERE r.account_id = run_events.account_id AND r.id = run_events.run_id AND r.updated_ms < $1 AND r.status <> 'running')",
+            "DELETE FROM paused_runs WHERE created_ms < $1",
+            "DELETE FROM runs WHERE updated_ms < $1 AND status <> 'running'",
+            "DELETE FROM thread_messages WHERE EXISTS (SELECT 1 FROM threads t WHERE t.account_id = thread_messages.account_id AND t.id = thread_messages.thread_id AND t.updated_ms < $1)",
+            "DELETE FROM threads WHERE updated_ms < $1",
+        ] {
+            deleted += sqlx::query(sql)
+                .bind(before_ms)
+                .execute(&mut *transaction)
+                .await?
+                .rows_affected();
+        }
+        deleted += sqlx::query("DELETE FROM usage_facts WHERE at_ms < $1")
+            .bind(usage_before_ms)
+            .execute(&mut *transaction)
+            .await?
+            .rows_affected();
+        transaction.commit().await?;
+        Ok(deleted)
+    }
+
+    /// Closes the pool (waits for connections in use).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// `message` without `url` or the password in it.
+fn scrub_url(message: &str, url: &str) -> String {
+    let mut out = message.replace(url, "[store url]");
+    if let Some(password) = password_of(url)
+        && password.len() >= 3
+    {
+        out = out.replace(password, "[redacted]");
+    }
+    out
+}
+
+/// The password of `scheme://user:password@host/...`.
+fn password_of(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?']).next()?;
+    let userinfo = authority.rsplit_once('@')?.0;
+    Some(userinfo.split_once(':')?.1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_password_never_appears_in_an_error() {
+        let url = "postgres://agent:s3cret-pw@db.internal:5432/runs";
+        assert_eq!(password_of(url), Some("s3cret-pw"));
+        let message = scrub_url("cannot reach db.internal with s3cret-pw", url);
+        assert_eq!(message, "cannot reach db.internal with [redacted]");
+        assert_eq!(password_of("sqlite:///tmp/x.db"), None);
+    }
+}

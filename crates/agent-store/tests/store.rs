@@ -1,0 +1,401 @@
+//! One suite, two backends: every scenario runs against a SQLite file and against
+//! a real Postgres (Debian's server, started on loopback by
+//! `agent_testing::postgres::TestPostgres`). Migrations apply from empty on both.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use agent_store::{
+    Backend, CallUsage, NewRun, RunStatus, Store, StoreError, Thread, UsageGrouping,
+};
+use agent_testing::postgres::TestPostgres;
+use ai_core::event::AiEventKind;
+use ai_core::message::AssistantBlock;
+use ai_core::{AiEvent, Message, RunContext};
+use serde_json::json;
+
+const DAY: i64 = 86_400_000;
+/// 2026-11-24T00:00:00Z.
+const T0: i64 = 1_795_478_400_000;
+
+fn thread(id: &str, at: i64) -> Thread {
+    Thread {
+        id: id.into(),
+        title: format!("about {id}"),
+        graph: "chat".into(),
+        created_ms: at,
+        updated_ms: at,
+    }
+}
+
+fn new_run(id: &str, thread: Option<&str>, owner: &str) -> NewRun {
+    NewRun {
+        id: id.into(),
+        thread_id: thread.map(str::to_owned),
+        graph: "chat".into(),
+        model: "claude-test".into(),
+        prompt_hash: Some("ph-1".into()),
+        owner: owner.into(),
+        started_ms: T0,
+    }
+}
+
+fn text(run: &str, delta: &str) -> AiEvent {
+    AiEvent::new(
+        &RunContext::new(run, "trace"),
+        AiEventKind::TextDelta {
+            delta: delta.into(),
+        },
+    )
+}
+
+fn usage(run: &str, call: u64, model: &str, prompt: u64, cost: Option<i64>, at: i64) -> CallUsage {
+    CallUsage {
+        run_id: run.into(),
+        call_seq: call,
+        thread_id: Some("t1".into()),
+        model: model.into(),
+        prompt_tokens: prompt,
+        completion_tokens: 10,
+        cached_tokens: Some(4),
+        cache_creation_tokens: None,
+        reasoning_tokens: None,
+        cost_micros: cost,
+        at_ms: at,
+    }
+}
+
+async fn threads_and_messages(store: &Store) {
+    let a = store.account("acme");
+    assert!(a.create_thread(&thread("t1", T0)).await.unwrap());
+    assert!(
+        !a.create_thread(&thread("t1", T0 + 5)).await.unwrap(),
+        "a repeat"
+    );
+    assert!(a.create_thread(&thread("t2", T0 + 1)).await.unwrap());
+    let listed: Vec<String> = a
+        .threads(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(listed, ["t2", "t1"]);
+    let messages = vec![
+        Message::system("be brief"),
+        Message::user("time?"),
+        Message::Assistant {
+            content: None,
+            reasoning: Some("call the clock".into()),
+            tool_calls: vec![ai_core::message::MessageToolCall {
+                id: "toolu_1".into(),
+                name: "core__get_current_time".into(),
+                arguments: "{}".into(),
+                raw: None,
+            }],
+            blocks: vec![
+                AssistantBlock::Reasoning {
+                    text: "call the clock".into(),
+                    signature: Some("sig==".into()),
+                },
+                AssistantBlock::ToolCall {
+                    id: "toolu_1".into(),
+                },
+            ],
+        },
+        Message::tool_error("toolu_1", "clock broke"),
+    ];
+    assert_eq!(
+        a.append_messages("t1", Some("r1"), &messages[..2], T0 + 10)
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        a.append_messages("t1", Some("r1"), &messages[2..], T0 + 11)
+            .await
+            .unwrap(),
+        4
+    );
+    assert_eq!(a.messages("t1").await.unwrap(), messages);
+    assert!(matches!(
+        a.append_messages("nope", None, &messages, T0).await,
+        Err(StoreError::Conflict(_))
+    ));
+    // Appending touched t1: it lists first now.
+    assert_eq!(a.threads(1).await.unwrap()[0].id, "t1");
+    assert!(a.rename_thread("t1", "Clock", T0 + 12).await.unwrap());
+    assert_eq!(a.thread("t1").await.unwrap().unwrap().title, "Clock");
+    assert!(!a.rename_thread("missing", "x", T0).await.unwrap());
+}
+
+async fn runs_and_events(store: &Store) {
+    let a = store.account("acme");
+    let run = new_run("r1", Some("t1"), "server-a");
+    a.start_run(&run).await.unwrap();
+    a.start_run(&run).await.unwrap();
+    let other = NewRun {
+        model: "other".into(),
+        ..run.clone()
+    };
+    assert!(matches!(
+        a.start_run(&other).await,
+        Err(StoreError::Conflict(_))
+    ));
+    let events: Vec<AiEvent> = (0..5).map(|i| text("r1", &format!("piece {i}"))).collect();
+    a.append_events("r1", 0, &events[..3], T0).await.unwrap();
+    // A retry of the same batch, and the next batch overlapping it: no duplicates.
+    a.append_events("r1", 0, &events[..3], T0).await.unwrap();
+    a.append_events("r1", 2, &events[2..], T0 + 1)
+        .await
+        .unwrap();
+    let stored = a.events("r1", None).await.unwrap();
+    let seqs: Vec<u64> = stored.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [0, 1, 2, 3, 4]);
+    assert_eq!(
+        stored.iter().map(|e| e.event.clone()).collect::<Vec<_>>(),
+        events
+    );
+    assert_eq!(a.events("r1", Some(2)).await.unwrap().len(), 2);
+    let changed = [text("r1", "something else")];
+    assert!(matches!(
+        a.append_events("r1", 1, &changed, T0).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(
+        a.set_run_status("r1", RunStatus::Paused, None, T0 + 2)
+            .await
+            .unwrap()
+    );
+    let record = a.run("r1").await.unwrap().unwrap();
+    assert_eq!(
+        (record.status, record.updated_ms),
+        (RunStatus::Paused, T0 + 2)
+    );
+    assert_eq!(record.run, run);
+    // A run left running by a process that died is interrupted at its restart.
+    a.start_run(&new_run("r2", Some("t1"), "server-a"))
+        .await
+        .unwrap();
+    a.start_run(&new_run("r3", Some("t1"), "server-b"))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.interrupt_runs_of("server-a", T0 + 3).await.unwrap(),
+        1
+    );
+    let statuses: Vec<(String, RunStatus)> = a
+        .runs_of_thread("t1")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.run.id, r.status))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("r1".into(), RunStatus::Paused),
+            ("r2".into(), RunStatus::Interrupted),
+            ("r3".into(), RunStatus::Running),
+        ]
+    );
+}
+
+async fn usage_and_paused(store: &Store) {
+    let a = store.account("acme");
+    a.record_usage(&usage("r1", 0, "claude-test", 100, Some(1500), T0))
+        .await
+        .unwrap();
+    a.record_usage(&usage("r1", 0, "claude-test", 100, Some(1500), T0 + 9))
+        .await
+        .unwrap();
+    assert!(matches!(
+        a.record_usage(&usage("r1", 0, "claude-test", 999, Some(1500), T0))
+            .await,
+        Err(StoreError::Conflict(_))
+    ));
+    a.record_usage(&usage("r1", 1, "claude-test", 50, None, T0 + DAY))
+        .await
+        .unwrap();
+    a.record_usage(&usage("r2", 0, "gpt-test", 20, Some(7), T0 + DAY))
+        .await
+        .unwrap();
+    let by_model = a.usage(T0, UsageGrouping::Model).await.unwrap();
+    assert_eq!(by_model.len(), 2);
+    assert_eq!(by_model[0].key, "claude-test");
+    assert_eq!((by_model[0].calls, by_model[0].prompt_tokens), (2, 150));
+    assert_eq!(
+        (by_model[0].cost_micros, by_model[0].calls_without_cost),
+        (1500, 1)
+    );
+    assert_eq!(by_model[0].cached_tokens, 8);
+    let by_day: Vec<(String, u64)> = a
+        .usage(T0, UsageGrouping::Day)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.key, r.calls))
+        .collect();
+    assert_eq!(by_day, [("2026-11-24".into(), 1), ("2026-11-25".into(), 2)]);
+    assert_eq!(
+        a.usage(T0 + DAY, UsageGrouping::Thread).await.unwrap()[0].calls,
+        2
+    );
+
+    let state = json!({"run_id": "r1", "pending": [{"call": "toolu_1"}]});
+    a.save_paused("r1", &json!({"old": true}), T0)
+        .await
+        .unwrap();
+    a.save_paused("r1", &state, T0 + 1).await.unwrap();
+    assert_eq!(a.take_paused("r1").await.unwrap(), Some(state));
+    assert_eq!(a.take_paused("r1").await.unwrap(), None, "resumed once");
+}
+
+/// Account `other` sees none of `acme`'s rows and cannot change them.
+async fn tenant_isolation(store: &Store) {
+    let other = store.account("other");
+    assert!(other.threads(100).await.unwrap().is_empty());
+    assert_eq!(other.thread("t1").await.unwrap(), None);
+    assert!(other.messages("t1").await.unwrap().is_empty());
+    assert_eq!(other.run("r1").await.unwrap(), None);
+    assert!(other.events("r1", None).await.unwrap().is_empty());
+    assert!(
+        other
+            .usage(0, UsageGrouping::Model)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(!other.rename_thread("t1", "mine", T0).await.unwrap());
+    assert!(!other.delete_thread("t1").await.unwrap());
+    assert!(
+        !other
+            .set_run_status("r1", RunStatus::Done, None, T0)
+            .await
+            .unwrap()
+    );
+    other.save_paused("r9", &json!({}), T0).await.unwrap();
+    assert_eq!(store.account("acme").take_paused("r9").await.unwrap(), None);
+    // The same ids in another account are other rows.
+    assert!(other.create_thread(&thread("t1", T0)).await.unwrap());
+    let acme = store.account("acme");
+    assert_eq!(acme.messages("t1").await.unwrap().len(), 4);
+    assert_eq!(acme.thread("t1").await.unwrap().unwrap().title, "Clock");
+}
+
+async fn delete_and_purge(store: &Store) {
+    let a = store.account("acme");
+    assert!(a.delete_thread("t1").await.unwrap());
+    assert_eq!(a.thread("t1").await.unwrap(), None);
+    assert!(a.messages("t1").await.unwrap().is_empty());
+    assert!(a.runs_of_thread("t1").await.unwrap().is_empty());
+    assert!(a.events("r1", None).await.unwrap().is_empty());
+    // Usage stays: it is the billing record.
+    assert_eq!(a.usage(0, UsageGrouping::Model).await.unwrap().len(), 2);
+    // Retention: t2 (updated at T0 + 1) goes, the usage before T0 + DAY goes.
+    let deleted = store.purge(T0 + 100, T0 + DAY).await.unwrap();
+    assert!(deleted >= 2, "{deleted}");
+    assert_eq!(a.thread("t2").await.unwrap(), None);
+    let left: u64 = a
+        .usage(0, UsageGrouping::Model)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.calls)
+        .sum();
+    assert_eq!(left, 2);
+}
+
+/// Writers on many connections at once: every append lands, none twice.
+async fn concurrent_appends(store: &Store) {
+    let mut tasks = Vec::new();
+    for writer in 0..6 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let a = store.account("load");
+            let run = format!("run-{writer}");
+            for seq in 0..40u64 {
+                a.append_events(&run, seq, &[text(&run, &seq.to_string())], T0)
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    for writer in 0..6 {
+        let events = store
+            .account("load")
+            .events(&format!("run-{writer}"), None)
+            .await
+            .unwrap();
+        let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (0..40).collect::<Vec<_>>());
+    }
+}
+
+async fn suite(store: &Store) {
+    threads_and_messages(store).await;
+    runs_and_events(store).await;
+    usage_and_paused(store).await;
+    tenant_isolation(store).await;
+    delete_and_purge(store).await;
+    concurrent_appends(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_suite_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nested/store.db");
+    let store = Store::open_sqlite(&path).await.unwrap();
+    assert_eq!(store.backend(), Backend::Sqlite);
+    suite(&store).await;
+    store.close().await;
+    // Reopening applies nothing again and keeps the rows; the journal is WAL.
+    let store = Store::open_sqlite(&path).await.unwrap();
+    assert_eq!(
+        store
+            .account("load")
+            .events("run-0", None)
+            .await
+            .unwrap()
+            .len(),
+        40
+    );
+    assert!(dir.path().join("nested/store.db-wal").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_suite_on_postgres() {
+    let postgres = TestPostgres::start().unwrap();
+    postgres.create_database("suite").unwrap();
+    let url = postgres.url("suite");
+    let store = Store::open(&url).await.unwrap();
+    assert_eq!(store.backend(), Backend::Postgres);
+    suite(&store).await;
+    store.close().await;
+    let store = Store::open(&url).await.unwrap();
+    assert_eq!(
+        store
+            .account("load")
+            .events("run-0", None)
+            .await
+            .unwrap()
+            .len(),
+        40
+    );
+    store.close().await;
+}
+
+#[tokio::test]
+async fn bad_urls_are_typed_errors_without_secrets() {
+    assert!(matches!(
+        Store::open("mysql://x").await,
+        Err(StoreError::InvalidUrl(_))
+    ));
+    let error = Store::open("postgres://agent:hunter2-pw@127.0.0.1:99999/none")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(!error.contains("hunter2-pw"), "{error}");
+}
