@@ -14,6 +14,9 @@
 //! same and a [`StoreError::Conflict`] when it differs, so a writer may retry after
 //! a timeout without duplicating or losing a row.
 //!
+//! [`RunRecorder`] writes a run's events in the background: batched, deltas merged,
+//! retried, never blocking the run, with a bounded backlog.
+//!
 //! The store keeps what it is given: events are redacted by their writer before
 //! they reach it (the run's events already carry redacted views of arguments and
 //! results).
@@ -23,6 +26,7 @@
 
 mod account;
 mod error;
+pub mod recorder;
 mod store;
 
 pub use account::{
@@ -30,4 +34,5 @@ pub use account::{
     UsageRow,
 };
 pub use error::StoreError;
+pub use recorder::{EventLog, RecordError, RecordSummary, RecorderOptions, RunRecorder, StoreLog};
 pub use store::{Backend, Store};

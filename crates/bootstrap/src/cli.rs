@@ -1,5 +1,5 @@
-//! The `agent` command line: `agent chat`, `agent tools`, `agent mcp`, `agent graphs`
-//! and `agent trust`.
+//! The `agent` command line: `agent chat`, `agent tools`, `agent mcp`, `agent graphs`,
+//! `agent threads`, `agent runs`, `agent usage` and `agent trust`.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
@@ -81,6 +81,37 @@ pub enum Command {
         /// `[server] max_file_bytes` each.
         #[arg(long, value_name = "FILE")]
         attach: Vec<PathBuf>,
+        /// Continue thread NAME (created when new): the model sees its earlier
+        /// turns, and this turn is added to it (`agent threads` lists them).
+        #[arg(long, value_name = "NAME", conflicts_with = "continue_thread")]
+        thread: Option<String>,
+        /// Continue the most recent thread.
+        #[arg(long = "continue")]
+        continue_thread: bool,
+    },
+    /// The stored threads: list them, show one, remove one.
+    Threads {
+        /// What to do (default: list).
+        #[command(subcommand)]
+        command: Option<ThreadsCommand>,
+    },
+    /// Stored runs.
+    Runs {
+        /// What to do.
+        #[command(subcommand)]
+        command: RunsCommand,
+    },
+    /// Token usage of the stored runs (the billing report).
+    Usage {
+        /// Only calls on or after this UTC day (YYYY-MM-DD).
+        #[arg(long, value_name = "DAY")]
+        since: Option<String>,
+        /// Group by `model`, `day` or `thread`.
+        #[arg(long, value_name = "KEY", default_value = "model")]
+        by: crate::history::UsageBy,
+        /// Print JSON lines instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// List the graphs: the built-in `chat` and those of `[graphs]`, with their
     /// tools and subagents.
@@ -129,6 +160,49 @@ pub enum Command {
     Trust {
         /// The config file (default: --config, else ./agent.toml).
         path: Option<PathBuf>,
+    },
+}
+
+/// `agent threads` commands.
+#[derive(Debug, Subcommand)]
+#[non_exhaustive]
+pub enum ThreadsCommand {
+    /// Every thread, most recent first.
+    List {
+        /// Print JSON lines instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A thread's messages.
+    Show {
+        /// The thread.
+        name: String,
+        /// Print the messages as JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a thread with its runs and events (usage is kept).
+    Rm {
+        /// The thread.
+        name: String,
+    },
+}
+
+/// `agent runs` commands.
+#[derive(Debug, Subcommand)]
+#[non_exhaustive]
+pub enum RunsCommand {
+    /// A run's status; with `--events`, its stored events replayed as the live
+    /// run showed them.
+    Show {
+        /// The run id (`agent chat --json` prints it on every event).
+        run: String,
+        /// Replay the events.
+        #[arg(long)]
+        events: bool,
+        /// Print JSON lines (the run, then its events).
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -232,12 +306,19 @@ pub async fn run(cli: Cli) -> ExitCode {
             crate::serve::run(&config, args).await
         }
         Command::Graphs { json } => list_graphs(&config, json),
+        Command::Threads { command } => crate::history::threads_command(&config, command).await,
+        Command::Runs { command } => crate::history::runs_command(&config, command).await,
+        Command::Usage { since, by, json } => {
+            crate::history::usage_command(&config, since.as_deref(), by, json).await
+        }
         Command::Chat {
             prompt,
             json,
             approve,
             graph,
             attach,
+            thread,
+            continue_thread,
         } => {
             let attachments = match read_attachments(&attach, config.file.server.max_file_bytes) {
                 Ok(attachments) => attachments,
@@ -247,7 +328,17 @@ pub async fn run(cli: Cli) -> ExitCode {
                 }
             };
             let message = ai_core::Message::user_with(prompt, attachments);
-            chat(&config, message, json, approve, &graph).await
+            let thread = match (thread, continue_thread) {
+                (Some(name), _) => ThreadChoice::Named(name),
+                (None, true) => ThreadChoice::Latest,
+                (None, false) => ThreadChoice::None,
+            };
+            let options = ChatOptions {
+                json,
+                approve,
+                thread,
+            };
+            chat(&config, message, &graph, options).await
         }
         Command::Trust { .. } => ExitCode::SUCCESS,
     }
@@ -469,13 +560,36 @@ fn read_attachments(
         .collect()
 }
 
+/// Which thread `agent chat` continues.
+pub(crate) enum ThreadChoice {
+    /// None: the run stands alone (it is still recorded).
+    None,
+    /// This one (created when new).
+    Named(String),
+    /// The most recent one.
+    Latest,
+}
+
+/// How `agent chat` runs.
+pub(crate) struct ChatOptions {
+    json: bool,
+    approve: bool,
+    thread: ThreadChoice,
+}
+
 async fn chat(
     config: &AgentConfig,
     prompt: ai_core::Message,
-    json: bool,
-    approve: bool,
     graph: &str,
+    options: ChatOptions,
 ) -> ExitCode {
+    let (store, thread) = match crate::history::for_chat(config, &options.thread, &prompt).await {
+        Ok(found) => found,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     let mut session = match crate::session::Session::open(config, graph, false).await {
         Ok(session) => session,
         Err(e) => {
@@ -491,8 +605,8 @@ async fn chat(
         session.policy.clone(),
         Arc::clone(&session.model),
         prompt,
-        json,
-        approve,
+        options,
+        store.map(|store| (store, thread)),
     )
     .await;
     // Every MCP server ends with the command (sessions deleted, process groups
@@ -509,10 +623,11 @@ async fn chat_with(
     policy: ai_core::ToolPolicy,
     model: Arc<dyn CompletionPort>,
     prompt: ai_core::Message,
-    json: bool,
-    approve: bool,
+    options: ChatOptions,
+    store: Option<(agent_store::Store, Option<crate::history::ChatThread>)>,
 ) -> ExitCode {
-    let approver = CliApprover::new(ApprovalMode::detect(approve));
+    let json = options.json;
+    let approver = CliApprover::new(ApprovalMode::detect(options.approve));
     let prompting = approver.prompting();
     let runner = match ToolRunner::new(tools, policy) {
         Ok(runner) => runner.with_approver(Arc::new(approver)),
@@ -522,7 +637,12 @@ async fn chat_with(
         }
     };
     let runner = Arc::new(runner);
-    let conversation = vec![prompt];
+    let mut conversation = store
+        .as_ref()
+        .and_then(|(_, thread)| thread.as_ref())
+        .map(|thread| thread.history.clone())
+        .unwrap_or_default();
+    conversation.push(prompt);
     let model_id = &config.file.model.model;
     let params = agent_graph::prompt::Params::new();
     let prepared = match graph.prepare(
@@ -538,6 +658,10 @@ async fn chat_with(
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    let mut recording = match store {
+        Some((store, thread)) => crate::history::start_recording(store, &prepared, thread).await,
+        None => None,
+    };
     let handle = prepared.start(model, runner);
     let cancel = handle.cancel_token();
     tokio::spawn(async move {
@@ -549,6 +673,9 @@ async fn chat_with(
     if json {
         let mut out = std::io::stdout().lock();
         while let Some(event) = events.next().await {
+            if let Some(recording) = &mut recording {
+                recording.record(&event);
+            }
             if json_line(&mut out, &event).is_err() {
                 break;
             }
@@ -560,7 +687,12 @@ async fn chat_with(
         loop {
             tokio::select! {
                 event = events.next() => match event {
-                    Some(event) => renderer.event(&event),
+                    Some(event) => {
+                        if let Some(recording) = &mut recording {
+                            recording.record(&event);
+                        }
+                        renderer.event(&event);
+                    }
                     None => break,
                 },
                 _ = spinner.tick(), if terminal && renderer.tools_running() => {
@@ -571,7 +703,11 @@ async fn chat_with(
             }
         }
     }
-    match outcome.await {
+    let outcome = outcome.await;
+    if let Some(recording) = recording {
+        recording.finish(&outcome).await;
+    }
+    match outcome {
         Ok(_) => ExitCode::SUCCESS,
         Err(_) => ExitCode::from(EXIT_RUN_ERROR),
     }

@@ -340,6 +340,23 @@ pub struct FileConfig {
     /// Tools the web client runs (`client__<name>`), offered by `agent serve`
     /// only, by name.
     pub client_tools: BTreeMap<String, ClientToolConfig>,
+    /// The run store.
+    pub store: StoreConfig,
+}
+
+/// `[store]`: where threads, runs, their events and usage are kept.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `postgres://...` (a store many servers share) or a SQLite file path
+    /// (default: `<data home>/agent/store.db`).
+    pub url: Option<String>,
+    /// Delete threads, runs and events untouched for this many days (default:
+    /// keep them).
+    pub retention_days: Option<u32>,
+    /// Delete usage facts older than this many days (default: keep them; they are
+    /// the billing record).
+    pub usage_retention_days: Option<u32>,
 }
 
 /// `[client_tools.NAME]`: a tool the browser executes (it answers with

@@ -8,6 +8,7 @@ pub mod approval;
 pub mod cli;
 pub mod config;
 pub mod graphs;
+pub mod history;
 pub mod mcp;
 pub mod model;
 pub mod render;

@@ -11,3 +11,4 @@ mod providers;
 mod security;
 mod serve;
 mod support;
+mod threads;

@@ -1,0 +1,594 @@
+//! The run store from the command line: every `agent chat` run is recorded (its
+//! status, its event log, the usage of each model call), and with `--thread` /
+//! `--continue` its conversation is kept as a thread the next run continues.
+//! `agent threads`, `agent runs` and `agent usage` read it back.
+//!
+//! The CLI is the `local` account. The store is `[store] url` (Postgres or a
+//! SQLite file), else `<data home>/agent/store.db`.
+
+use std::sync::Arc;
+
+use agent_graph::run::{RunError, RunOutput};
+use agent_store::recorder::now_ms;
+use agent_store::{
+    CallUsage, NewRun, RecorderOptions, RunRecorder, RunStatus, Store, StoreLog, Thread,
+};
+use ai_core::event::AiEventKind;
+use ai_core::{AiEvent, Message};
+
+use crate::config::AgentConfig;
+use crate::trust::UserDirs;
+
+/// The account of the command line.
+pub const LOCAL_ACCOUNT: &str = "local";
+
+const DAY_MS: i64 = 86_400_000;
+
+/// Opens the store of `config` and applies its retention.
+pub async fn open(config: &AgentConfig) -> Result<Store, String> {
+    let store = match config.file.store.url.as_deref() {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            Store::open(url).await
+        }
+        Some(path) => Store::open_sqlite(&config.workspace_root.join(path)).await,
+        None => {
+            let dir = UserDirs::from_env().agent_data_dir().ok_or(
+                "no data folder for the run store (set HOME or XDG_DATA_HOME, or [store] url)",
+            )?;
+            Store::open_sqlite(&dir.join("store.db")).await
+        }
+    }
+    .map_err(|e| e.to_string())?;
+    let days = |d: Option<u32>| d.map_or(i64::MIN, |d| now_ms() - i64::from(d) * DAY_MS);
+    let (runs, usage) = (
+        days(config.file.store.retention_days),
+        days(config.file.store.usage_retention_days),
+    );
+    if runs > i64::MIN || usage > i64::MIN {
+        store.purge(runs, usage).await.map_err(|e| e.to_string())?;
+    }
+    Ok(store)
+}
+
+/// One `agent chat` run being recorded.
+pub struct Recording {
+    store: Store,
+    recorder: RunRecorder,
+    run_id: String,
+    thread: Option<String>,
+    usage: Vec<CallUsage>,
+    warned: bool,
+}
+
+impl Recording {
+    /// Records the start of run `run_id` (in `thread`, created with `title` when
+    /// new); the error is a message for the user.
+    pub async fn start(
+        store: Store,
+        run: NewRun,
+        thread: Option<(String, String)>,
+    ) -> Result<Self, String> {
+        let account = store.account(LOCAL_ACCOUNT);
+        if let Some((id, title)) = &thread {
+            let now = now_ms();
+            let new = Thread {
+                id: id.clone(),
+                title: title.clone(),
+                graph: run.graph.clone(),
+                created_ms: now,
+                updated_ms: now,
+            };
+            account
+                .create_thread(&new)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        account.start_run(&run).await.map_err(|e| e.to_string())?;
+        let log = Arc::new(StoreLog::new(store.clone(), LOCAL_ACCOUNT));
+        let recorder = RunRecorder::start(log, run.id.clone(), 0, RecorderOptions::default());
+        Ok(Self {
+            store,
+            recorder,
+            run_id: run.id,
+            thread: thread.map(|(id, _)| id),
+            usage: Vec::new(),
+            warned: false,
+        })
+    }
+
+    /// Queues `event` for the log (never waits); usage reports also become usage
+    /// facts.
+    pub fn record(&mut self, event: &AiEvent) {
+        if let AiEventKind::UsageReport {
+            model,
+            prompt_tokens,
+            completion_tokens,
+            cached_tokens,
+            reasoning_tokens,
+            ..
+        } = &event.kind
+        {
+            self.usage.push(CallUsage {
+                run_id: self.run_id.clone(),
+                call_seq: self.usage.len() as u64,
+                thread_id: self.thread.clone(),
+                model: model.clone(),
+                prompt_tokens: *prompt_tokens,
+                completion_tokens: *completion_tokens,
+                cached_tokens: *cached_tokens,
+                cache_creation_tokens: None,
+                reasoning_tokens: *reasoning_tokens,
+                cost_micros: None,
+                at_ms: now_ms(),
+            });
+        }
+        if let Err(error) = self.recorder.record(event.clone())
+            && !std::mem::replace(&mut self.warned, true)
+        {
+            eprintln!("agent: {error}");
+        }
+    }
+
+    /// Writes the rest: the events, the usage, the run's status and, for a
+    /// thread, this turn's messages. Failures are reported on stderr: the run
+    /// itself already happened.
+    pub async fn finish(self, outcome: &Result<RunOutput, RunError>) {
+        let summary = self.recorder.finish().await;
+        if let Some(error) = &summary.unwritten {
+            eprintln!(
+                "agent: {} of the run's events could not be stored: {error}",
+                summary.events.saturating_sub(summary.rows)
+            );
+        }
+        let account = self.store.account(LOCAL_ACCOUNT);
+        let now = now_ms();
+        let (status, error) = match outcome {
+            Ok(output) if output.paused.is_some() => (RunStatus::Paused, None),
+            Ok(_) => (RunStatus::Done, None),
+            Err(error) => (RunStatus::Failed, Some(error.to_string())),
+        };
+        let mut failures = Vec::new();
+        for fact in &self.usage {
+            if let Err(e) = account.record_usage(fact).await {
+                failures.push(e.to_string());
+            }
+        }
+        if let Err(e) = account
+            .set_run_status(&self.run_id, status, error.as_deref(), now)
+            .await
+        {
+            failures.push(e.to_string());
+        }
+        if let (Some(thread), Ok(output)) = (&self.thread, outcome)
+            && let Err(e) = account
+                .append_messages(thread, Some(&self.run_id), output.new_messages(), now)
+                .await
+        {
+            failures.push(e.to_string());
+        }
+        if let Some(first) = failures.first() {
+            eprintln!("agent: the run store did not take the whole run: {first}");
+        }
+    }
+}
+
+/// The title of a new thread: the prompt's first line, at most 60 characters.
+pub fn title_of(prompt: &Message) -> String {
+    let text = match prompt {
+        Message::User { content, .. } => content.as_str(),
+        _ => "",
+    };
+    let line = text.lines().next().unwrap_or("").trim();
+    let mut title: String = line.chars().take(60).collect();
+    if line.chars().count() > 60 {
+        title.push('…');
+    }
+    if title.is_empty() {
+        "untitled".into()
+    } else {
+        title
+    }
+}
+
+/// The thread an `agent chat` continues.
+pub struct ChatThread {
+    /// Its id.
+    pub id: String,
+    /// Its title (for a new thread, from the prompt).
+    pub title: String,
+    /// Its messages so far (empty for a new thread).
+    pub history: Vec<Message>,
+}
+
+/// The store and thread of an `agent chat`. Without a thread, a store that does
+/// not open is a warning (the run is not recorded); with one, an error.
+pub(crate) async fn for_chat(
+    config: &AgentConfig,
+    choice: &crate::cli::ThreadChoice,
+    prompt: &Message,
+) -> Result<(Option<Store>, Option<ChatThread>), String> {
+    use crate::cli::ThreadChoice;
+    let store = match open(config).await {
+        Ok(store) => store,
+        Err(e) if matches!(choice, ThreadChoice::None) => {
+            eprintln!("agent: the run store is not available, so this run is not recorded: {e}");
+            return Ok((None, None));
+        }
+        Err(e) => return Err(format!("the run store is not available: {e}")),
+    };
+    let account = store.account(LOCAL_ACCOUNT);
+    let id = match choice {
+        ThreadChoice::None => return Ok((Some(store), None)),
+        ThreadChoice::Named(name) if name.trim().is_empty() => {
+            return Err("a thread name must not be blank".into());
+        }
+        ThreadChoice::Named(name) => name.clone(),
+        ThreadChoice::Latest => match account.threads(1).await.map_err(|e| e.to_string())?.pop() {
+            Some(thread) => thread.id,
+            None => {
+                return Err(
+                    "there is no thread to continue yet (start one with --thread NAME)".into(),
+                );
+            }
+        },
+    };
+    let stored = account.thread(&id).await.map_err(|e| e.to_string())?;
+    let history = account.messages(&id).await.map_err(|e| e.to_string())?;
+    let title = stored.map_or_else(|| title_of(prompt), |t| t.title);
+    Ok((Some(store), Some(ChatThread { id, title, history })))
+}
+
+/// Starts recording `prepared` (a warning, and no recording, when the store
+/// refuses).
+pub(crate) async fn start_recording(
+    store: Store,
+    prepared: &agent_graph::graph::PreparedRun,
+    thread: Option<ChatThread>,
+) -> Option<Recording> {
+    let request = &prepared.request;
+    let run = NewRun {
+        id: request.context.run_id.clone(),
+        thread_id: thread.as_ref().map(|t| t.id.clone()),
+        graph: request.graph.clone().unwrap_or_else(|| "chat".into()),
+        model: request.model.clone(),
+        prompt_hash: request.prompt_hash.clone(),
+        owner: format!("cli:{}", std::process::id()),
+        started_ms: now_ms(),
+    };
+    match Recording::start(store, run, thread.map(|t| (t.id, t.title))).await {
+        Ok(recording) => Some(recording),
+        Err(e) => {
+            eprintln!("agent: the run store refused the run, so it is not recorded: {e}");
+            None
+        }
+    }
+}
+
+/// How `agent usage` groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UsageBy {
+    /// By model id.
+    Model,
+    /// By UTC day.
+    Day,
+    /// By thread.
+    Thread,
+}
+
+impl std::str::FromStr for UsageBy {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "model" => Ok(Self::Model),
+            "day" => Ok(Self::Day),
+            "thread" => Ok(Self::Thread),
+            other => Err(format!("unknown grouping `{other}` (model, day or thread)")),
+        }
+    }
+}
+
+/// Rows as a table: columns padded to their widest cell.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        padded.join("  ").trim_end().to_owned() + "\n"
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+/// `YYYY-MM-DD HH:MM` (UTC) of Unix milliseconds.
+fn when(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| t.strftime("%Y-%m-%d %H:%M").to_string())
+        .unwrap_or_else(|_| "-".into())
+}
+
+fn fail(message: impl std::fmt::Display) -> std::process::ExitCode {
+    eprintln!("agent: {message}");
+    std::process::ExitCode::from(crate::cli::EXIT_RUN_ERROR)
+}
+
+/// `agent threads [list|show|rm]`.
+pub(crate) async fn threads_command(
+    config: &AgentConfig,
+    command: Option<crate::cli::ThreadsCommand>,
+) -> std::process::ExitCode {
+    use crate::cli::ThreadsCommand;
+    let store = match open(config).await {
+        Ok(store) => store,
+        Err(e) => return fail(format!("the run store is not available: {e}")),
+    };
+    let account = store.account(LOCAL_ACCOUNT);
+    match command.unwrap_or(ThreadsCommand::List { json: false }) {
+        ThreadsCommand::List { json } => {
+            let threads = match account.threads(1_000).await {
+                Ok(threads) => threads,
+                Err(e) => return fail(e),
+            };
+            if json {
+                for t in &threads {
+                    let line = serde_json::json!({"id": t.id, "title": t.title, "graph": t.graph, "created_ms": t.created_ms, "updated_ms": t.updated_ms});
+                    println!("{line}");
+                }
+            } else if threads.is_empty() {
+                println!("no threads yet (agent chat --thread NAME \"...\" starts one)");
+            } else {
+                let rows: Vec<Vec<String>> = threads
+                    .iter()
+                    .map(|t| {
+                        vec![
+                            t.id.clone(),
+                            when(t.updated_ms),
+                            t.graph.clone(),
+                            t.title.clone(),
+                        ]
+                    })
+                    .collect();
+                print!(
+                    "{}",
+                    table(&["THREAD", "UPDATED (UTC)", "GRAPH", "TITLE"], &rows)
+                );
+            }
+        }
+        ThreadsCommand::Show { name, json } => {
+            let Ok(Some(thread)) = account.thread(&name).await else {
+                return fail(format!("no thread `{name}`"));
+            };
+            let messages = match account.messages(&name).await {
+                Ok(messages) => messages,
+                Err(e) => return fail(e),
+            };
+            if json {
+                for message in &messages {
+                    println!("{}", serde_json::to_string(message).unwrap_or_default());
+                }
+            } else {
+                println!(
+                    "{} ({}, {} messages)\n",
+                    thread.title,
+                    thread.graph,
+                    messages.len()
+                );
+                for message in &messages {
+                    print!("{}", show_message(message));
+                }
+            }
+        }
+        ThreadsCommand::Rm { name } => match account.delete_thread(&name).await {
+            Ok(true) => println!("removed thread `{name}`"),
+            Ok(false) => return fail(format!("no thread `{name}`")),
+            Err(e) => return fail(e),
+        },
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+/// One message for `agent threads show`, its text made safe for a terminal.
+fn show_message(message: &Message) -> String {
+    let safe = |text: &str| ai_core::text::printable(text).into_owned();
+    match message {
+        Message::User {
+            content,
+            attachments,
+        } => {
+            let files: Vec<String> = attachments
+                .iter()
+                .map(|a| match a {
+                    ai_core::message::Attachment::Image { name, .. } => {
+                        name.clone().unwrap_or_else(|| "image".into())
+                    }
+                    ai_core::message::Attachment::Text { name, .. } => name.clone(),
+                    _ => "file".into(),
+                })
+                .collect();
+            let files = if files.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", files.join(", "))
+            };
+            format!("you{files}: {}\n", safe(content))
+        }
+        Message::Assistant {
+            content,
+            tool_calls,
+            ..
+        } => {
+            let mut out = String::new();
+            for call in tool_calls {
+                out.push_str(&format!(
+                    "  -> {} {}\n",
+                    safe(&call.name),
+                    safe(&call.arguments)
+                ));
+            }
+            if let Some(content) = content.as_deref().filter(|c| !c.is_empty()) {
+                out.push_str(&format!("assistant: {}\n", safe(content)));
+            }
+            out
+        }
+        Message::Tool {
+            content, is_error, ..
+        } => {
+            let mark = if *is_error { "  <- error: " } else { "  <- " };
+            let mut text: String = content.chars().take(200).collect();
+            if content.chars().count() > 200 {
+                text.push('…');
+            }
+            format!("{mark}{}\n", safe(&text))
+        }
+        _ => String::new(),
+    }
+}
+
+/// `agent runs show RUN [--events] [--json]`.
+pub(crate) async fn runs_command(
+    config: &AgentConfig,
+    command: crate::cli::RunsCommand,
+) -> std::process::ExitCode {
+    let crate::cli::RunsCommand::Show { run, events, json } = command;
+    let store = match open(config).await {
+        Ok(store) => store,
+        Err(e) => return fail(format!("the run store is not available: {e}")),
+    };
+    let account = store.account(LOCAL_ACCOUNT);
+    let record = match account.run(&run).await {
+        Ok(Some(record)) => record,
+        Ok(None) => return fail(format!("no run `{run}`")),
+        Err(e) => return fail(e),
+    };
+    let stored = if events || json {
+        match account.events(&run, None).await {
+            Ok(stored) => stored,
+            Err(e) => return fail(e),
+        }
+    } else {
+        Vec::new()
+    };
+    if json {
+        let line = serde_json::json!({
+            "run_id": record.run.id, "thread": record.run.thread_id, "graph": record.run.graph,
+            "model": record.run.model, "status": record.status.as_str(), "error": record.error,
+            "started_ms": record.run.started_ms, "updated_ms": record.updated_ms,
+        });
+        println!("{line}");
+        let mut out = std::io::stdout().lock();
+        for event in &stored {
+            if crate::render::json_line(&mut out, &event.event).is_err() {
+                break;
+            }
+        }
+        return std::process::ExitCode::SUCCESS;
+    }
+    println!(
+        "run {} ({}): {} on {}, started {}{}",
+        record.run.id,
+        record.status.as_str(),
+        record.run.graph,
+        record.run.model,
+        when(record.run.started_ms),
+        record.error.map(|e| format!(": {e}")).unwrap_or_default()
+    );
+    if events {
+        println!();
+        let mut renderer =
+            crate::render::HumanRenderer::new(std::io::stdout(), std::io::stdout(), false);
+        for event in &stored {
+            renderer.event(&event.event);
+        }
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+/// `agent usage [--since DAY] [--by KEY] [--json]`.
+pub(crate) async fn usage_command(
+    config: &AgentConfig,
+    since: Option<&str>,
+    by: UsageBy,
+    json: bool,
+) -> std::process::ExitCode {
+    let since_ms = match since {
+        None => i64::MIN,
+        Some(day) => match day.parse::<jiff::civil::Date>() {
+            Ok(date) => match date.to_zoned(jiff::tz::TimeZone::UTC) {
+                Ok(zoned) => zoned.timestamp().as_millisecond(),
+                Err(e) => return fail(format!("--since {day}: {e}")),
+            },
+            Err(e) => {
+                eprintln!("agent: --since {day}: expected YYYY-MM-DD ({e})");
+                return std::process::ExitCode::from(crate::cli::EXIT_USAGE);
+            }
+        },
+    };
+    let store = match open(config).await {
+        Ok(store) => store,
+        Err(e) => return fail(format!("the run store is not available: {e}")),
+    };
+    let grouping = match by {
+        UsageBy::Model => agent_store::UsageGrouping::Model,
+        UsageBy::Day => agent_store::UsageGrouping::Day,
+        UsageBy::Thread => agent_store::UsageGrouping::Thread,
+    };
+    let rows = match store.account(LOCAL_ACCOUNT).usage(since_ms, grouping).await {
+        Ok(rows) => rows,
+        Err(e) => return fail(e),
+    };
+    if json {
+        for r in &rows {
+            let line = serde_json::json!({
+                "key": r.key, "calls": r.calls, "prompt_tokens": r.prompt_tokens,
+                "completion_tokens": r.completion_tokens, "cached_tokens": r.cached_tokens,
+                "cost_micros": r.cost_micros, "calls_without_cost": r.calls_without_cost,
+            });
+            println!("{line}");
+        }
+        return std::process::ExitCode::SUCCESS;
+    }
+    if rows.is_empty() {
+        println!(
+            "no usage recorded{}",
+            since.map(|d| format!(" since {d}")).unwrap_or_default()
+        );
+        return std::process::ExitCode::SUCCESS;
+    }
+    let key = match by {
+        UsageBy::Model => "MODEL",
+        UsageBy::Day => "DAY (UTC)",
+        UsageBy::Thread => "THREAD",
+    };
+    let table_rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.key.clone(),
+                r.calls.to_string(),
+                r.prompt_tokens.to_string(),
+                r.cached_tokens.to_string(),
+                r.completion_tokens.to_string(),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table(
+            &[key, "CALLS", "PROMPT", "CACHED", "COMPLETION"],
+            &table_rows
+        )
+    );
+    std::process::ExitCode::SUCCESS
+}

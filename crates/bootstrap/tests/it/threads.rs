@@ -1,0 +1,135 @@
+//! The run store through the `agent` binary: `agent chat --thread` and
+//! `--continue` carry a conversation across processes, every run is recorded
+//! (status, events, usage), and `agent threads`, `agent runs` and `agent usage`
+//! read it back. The store is the default SQLite file under the temporary
+//! `XDG_DATA_HOME` of each home.
+
+use serde_json::Value;
+
+use agent_testing::server::{OpenAiServer, Reply};
+
+use crate::support::{Home, json_lines};
+
+const KEY: &str = "sk-e2e-threads-0123456789";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_continues_across_processes_and_is_recorded() {
+    let server = OpenAiServer::start([Reply::text("Paris."), Reply::text("About 2.1 million.")])
+        .await
+        .unwrap();
+    let url = server.base_url();
+    let home = Home::new(KEY);
+    let (code, first, stderr) = home
+        .run(
+            Some(&url),
+            &["chat", "--json", "--thread", "trip", "Capital of France?"],
+        )
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let run_id = json_lines(&first)[0]["run_id"].as_str().unwrap().to_owned();
+    let (code, _, stderr) = home
+        .run(
+            Some(&url),
+            &[
+                "chat",
+                "--json",
+                "--continue",
+                "How many people live there?",
+            ],
+        )
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+
+    // The second request carried the first turn once, after one system prompt.
+    let requests = server.requests();
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "user"],
+        "{messages:#?}"
+    );
+    assert_eq!(messages[1]["content"], "Capital of France?");
+    assert_eq!(messages[2]["content"], "Paris.");
+
+    let (_, listed, _) = home.run(None, &["threads", "list", "--json"]).await;
+    let threads = json_lines(&listed);
+    assert_eq!(threads.len(), 1);
+    assert_eq!(threads[0]["id"], "trip");
+    assert_eq!(threads[0]["title"], "Capital of France?");
+    let (_, shown, _) = home.run(None, &["threads", "show", "trip", "--json"]).await;
+    let stored: Vec<Value> = json_lines(&shown);
+    let contents: Vec<&str> = stored
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(
+        contents,
+        [
+            "Capital of France?",
+            "Paris.",
+            "How many people live there?",
+            "About 2.1 million."
+        ]
+    );
+
+    // The first run, its status and its whole event log.
+    let (code, run, stderr) = home.run(None, &["runs", "show", &run_id, "--json"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let lines = json_lines(&run);
+    assert_eq!(lines[0]["status"], "done");
+    assert_eq!(lines[0]["thread"], "trip");
+    let replayed: Vec<&Value> = lines[1..].iter().collect();
+    let live = json_lines(&first);
+    let text = |events: &[&Value]| -> String {
+        events
+            .iter()
+            .filter(|e| e["type"] == "text_delta")
+            .filter_map(|e| e["delta"].as_str())
+            .collect()
+    };
+    assert_eq!(text(&replayed), text(&live.iter().collect::<Vec<_>>()));
+    let kinds = |events: &[&Value]| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e["type"] != "text_delta")
+            .map(|e| e["type"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(kinds(&replayed), kinds(&live.iter().collect::<Vec<_>>()));
+
+    // Usage: one call per run, the server's numbers.
+    let (_, usage, _) = home.run(None, &["usage", "--by", "thread", "--json"]).await;
+    let rows = json_lines(&usage);
+    assert_eq!(rows.len(), 1, "{usage}");
+    assert_eq!(
+        (rows[0]["key"].as_str(), rows[0]["calls"].as_u64()),
+        (Some("trip"), Some(2))
+    );
+    assert_eq!(rows[0]["prompt_tokens"], 40);
+
+    // Removing the thread keeps the billing record.
+    let (code, _, _) = home.run(None, &["threads", "rm", "trip"]).await;
+    assert_eq!(code, 0);
+    let (_, listed, _) = home.run(None, &["threads", "list", "--json"]).await;
+    assert!(listed.trim().is_empty(), "{listed}");
+    let (_, usage, _) = home.run(None, &["usage", "--json"]).await;
+    assert_eq!(json_lines(&usage)[0]["calls"], 2);
+    let (code, _, stderr) = home.run(None, &["runs", "show", &run_id]).await;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("no run"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn continue_without_a_thread_is_a_usage_error() {
+    let home = Home::new(KEY);
+    let (code, _, stderr) = home.run(None, &["chat", "--continue", "hello"]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("no thread to continue"), "{stderr}");
+    let (code, _, stderr) = home.run(None, &["usage", "--since", "last tuesday"]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("YYYY-MM-DD"), "{stderr}");
+}
