@@ -218,6 +218,32 @@ fn run_of(row: &AnyRow) -> Result<RunRecord, StoreError> {
     })
 }
 
+/// Rows per `INSERT` of events (5 parameters each, well under both backends'
+/// parameter limits).
+const EVENTS_PER_STATEMENT: usize = 500;
+
+/// `INSERT ... VALUES` for `rows` events, returning the positions it inserted.
+fn insert_events_sql(rows: usize) -> String {
+    let mut sql =
+        String::from("INSERT INTO run_events (account_id, run_id, seq, at_ms, event) VALUES ");
+    for row in 0..rows {
+        let p = row * 5;
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str(&format!(
+            "(${}, ${}, ${}, ${}, ${})",
+            p + 1,
+            p + 2,
+            p + 3,
+            p + 4,
+            p + 5
+        ));
+    }
+    sql.push_str(" ON CONFLICT (account_id, run_id, seq) DO NOTHING RETURNING seq");
+    sql
+}
+
 const RUN_COLUMNS: &str =
     "id, thread_id, graph, model, prompt_hash, owner, started_ms, status, error, updated_ms";
 
@@ -443,9 +469,9 @@ impl<'a> AccountStore<'a> {
         rows.iter().map(run_of).collect()
     }
 
-    /// Appends events `first_seq..` of a run in one transaction. Idempotent: an
-    /// event already stored at its position is skipped when it is the same, and a
-    /// [`StoreError::Conflict`] when it differs.
+    /// Appends events `first_seq..` of a run in one transaction (one statement per
+    /// 500 events). Idempotent: an event already stored at its position is skipped
+    /// when it is the same, and a [`StoreError::Conflict`] when it differs.
     pub async fn append_events(
         &self,
         run_id: &str,
@@ -454,38 +480,63 @@ impl<'a> AccountStore<'a> {
         at_ms: i64,
     ) -> Result<(), StoreError> {
         let mut transaction = self.pool.begin().await?;
-        for (offset, event) in (0u64..).zip(events) {
-            let seq = int(first_seq + offset, "event seq")?;
-            let text = json(event)?;
-            let done = sqlx::query(
-                "INSERT INTO run_events (account_id, run_id, seq, at_ms, event) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (account_id, run_id, seq) DO NOTHING",
-            )
-            .bind(&self.account)
-            .bind(run_id)
-            .bind(seq)
-            .bind(at_ms)
-            .bind(&text)
-            .execute(&mut *transaction)
-            .await?;
-            if done.rows_affected() == 0 {
-                let stored: String = sqlx::query(
-                    "SELECT event FROM run_events WHERE account_id = $1 AND run_id = $2 AND seq = $3",
-                )
-                .bind(&self.account)
-                .bind(run_id)
-                .bind(seq)
-                .fetch_one(&mut *transaction)
-                .await?
-                .try_get("event")?;
-                if stored != text {
-                    return Err(StoreError::Conflict(format!(
-                        "event {seq} of run `{run_id}` is stored with other content"
-                    )));
+        let mut seq = first_seq;
+        for chunk in events.chunks(EVENTS_PER_STATEMENT) {
+            let rows: Vec<(i64, String)> = chunk
+                .iter()
+                .zip(seq..)
+                .map(|(event, seq)| Ok((int(seq, "event seq")?, json(event)?)))
+                .collect::<Result<_, StoreError>>()?;
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(insert_events_sql(rows.len())));
+            for (seq, text) in &rows {
+                query = query
+                    .bind(&self.account)
+                    .bind(run_id)
+                    .bind(*seq)
+                    .bind(at_ms)
+                    .bind(text);
+            }
+            let inserted = query.fetch_all(&mut *transaction).await?;
+            if inserted.len() < rows.len() {
+                let fresh: Vec<i64> = inserted
+                    .iter()
+                    .map(|row| row.try_get("seq"))
+                    .collect::<Result<_, _>>()?;
+                for (seq, text) in rows.iter().filter(|(seq, _)| !fresh.contains(seq)) {
+                    self.same_event(&mut transaction, run_id, *seq, text)
+                        .await?;
                 }
             }
+            seq += chunk.len() as u64;
         }
         transaction.commit().await?;
         Ok(())
+    }
+
+    /// Checks that the event stored at `seq` is `text` (a repeated append).
+    async fn same_event(
+        &self,
+        transaction: &mut sqlx::Transaction<'_, sqlx::Any>,
+        run_id: &str,
+        seq: i64,
+        text: &str,
+    ) -> Result<(), StoreError> {
+        let stored: String = sqlx::query(
+            "SELECT event FROM run_events WHERE account_id = $1 AND run_id = $2 AND seq = $3",
+        )
+        .bind(&self.account)
+        .bind(run_id)
+        .bind(seq)
+        .fetch_one(&mut **transaction)
+        .await?
+        .try_get("event")?;
+        if stored == text {
+            Ok(())
+        } else {
+            Err(StoreError::Conflict(format!(
+                "event {seq} of run `{run_id}` is stored with other content"
+            )))
+        }
     }
 
     /// A run's events after `after_seq` (all when `None`), in order.
