@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
-use sqlx::{AnyPool, Executor, SqlStr};
+use sqlx::{AnyPool, Executor, Row, SqlStr};
 
 use crate::account::AccountStore;
 use crate::error::StoreError;
@@ -128,6 +128,23 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected())
+    }
+
+    /// The owners of runs still `running` whose owner starts with `prefix`, in
+    /// every account (to find the runs of processes that died).
+    pub async fn running_owners(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query("SELECT DISTINCT owner FROM runs WHERE status = 'running'")
+            .fetch_all(&self.pool)
+            .await?;
+        let mut owners = Vec::new();
+        for row in &rows {
+            let owner: String = row.try_get("owner")?;
+            if owner.starts_with(prefix) {
+                owners.push(owner);
+            }
+        }
+        owners.sort();
+        Ok(owners)
     }
 
     /// Deletes threads, runs, events and paused runs last touched before

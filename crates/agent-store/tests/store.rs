@@ -180,9 +180,16 @@ async fn runs_and_events(store: &Store) {
         .await
         .unwrap();
     assert_eq!(
+        store.running_owners("server-").await.unwrap().len(),
+        2,
+        "server-a and server-b"
+    );
+    assert_eq!(
         store.interrupt_runs_of("server-a", T0 + 3).await.unwrap(),
         1
     );
+    assert_eq!(store.running_owners("server-").await.unwrap(), ["server-b"]);
+    assert!(store.running_owners("cli:").await.unwrap().is_empty());
     let statuses: Vec<(String, RunStatus)> = a
         .runs_of_thread("t1")
         .await

@@ -39,6 +39,9 @@ pub async fn open(config: &AgentConfig) -> Result<Store, String> {
         }
     }
     .map_err(|e| e.to_string())?;
+    interrupt_dead_cli_runs(&store)
+        .await
+        .map_err(|e| e.to_string())?;
     let days = |d: Option<u32>| d.map_or(i64::MIN, |d| now_ms() - i64::from(d) * DAY_MS);
     let (runs, usage) = (
         days(config.file.store.retention_days),
@@ -48,6 +51,37 @@ pub async fn open(config: &AgentConfig) -> Result<Store, String> {
         store.purge(runs, usage).await.map_err(|e| e.to_string())?;
     }
     Ok(store)
+}
+
+/// This host's name (for run owners in a store several hosts share).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// The owner of the runs of this `agent` process: `cli:<host>:<pid>`.
+fn cli_owner() -> String {
+    format!("cli:{}:{}", host_name(), std::process::id())
+}
+
+/// Marks `interrupted` the runs that `agent` processes on this host left
+/// `running` and that are gone (killed, or the machine stopped).
+async fn interrupt_dead_cli_runs(store: &Store) -> Result<(), agent_store::StoreError> {
+    let prefix = format!("cli:{}:", host_name());
+    for owner in store.running_owners(&prefix).await? {
+        let alive = owner
+            .strip_prefix(&prefix)
+            .and_then(|pid| pid.parse::<u32>().ok())
+            .is_some_and(|pid| std::path::Path::new("/proc").join(pid.to_string()).exists());
+        if !alive {
+            let marked = store.interrupt_runs_of(&owner, now_ms()).await?;
+            tracing::info!(owner = %owner, runs = marked, "runs of a stopped agent process marked interrupted");
+        }
+    }
+    Ok(())
 }
 
 /// One `agent chat` run being recorded.
@@ -252,7 +286,7 @@ pub(crate) async fn start_recording(
         graph: request.graph.clone().unwrap_or_else(|| "chat".into()),
         model: request.model.clone(),
         prompt_hash: request.prompt_hash.clone(),
-        owner: format!("cli:{}", std::process::id()),
+        owner: cli_owner(),
         started_ms: now_ms(),
     };
     match Recording::start(store, run, thread.map(|t| (t.id, t.title))).await {

@@ -4,6 +4,8 @@
 //! read it back. The store is the default SQLite file under the temporary
 //! `XDG_DATA_HOME` of each home.
 
+use std::time::Duration;
+
 use serde_json::Value;
 
 use agent_testing::server::{OpenAiServer, Reply};
@@ -132,4 +134,72 @@ async fn continue_without_a_thread_is_a_usage_error() {
     let (code, _, stderr) = home.run(None, &["usage", "--since", "last tuesday"]).await;
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("YYYY-MM-DD"), "{stderr}");
+}
+
+/// `agent chat` killed with SIGKILL in the middle of an answer: the next `agent`
+/// command marks its run `interrupted`, and the event log holds a gap-free prefix
+/// of what the run had shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_chat_leaves_an_interrupted_run_with_a_contiguous_log() {
+    use tokio::io::AsyncBufReadExt;
+    let server = OpenAiServer::start([Reply::endless(Duration::from_millis(10), |n| {
+        agent_testing::server::data(&format!(
+            r#"{{"id":"c","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":"w{n} "}},"finish_reason":null}}]}}"#
+        ))
+    })])
+    .await
+    .unwrap();
+    let home = Home::new(KEY);
+    let url = server.base_url();
+    let mut child = home
+        .command(
+            Some(&url),
+            &["chat", "--json", "--thread", "k", "Talk forever."],
+        )
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut shown = Vec::new();
+    // Enough deltas that the recorder has written some (it flushes every 250 ms).
+    while shown.len() < 60 {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the agent streams")
+            .unwrap()
+            .expect("the agent is still running");
+        shown.push(serde_json::from_str::<Value>(&line).unwrap());
+    }
+    let run_id = shown[0]["run_id"].as_str().unwrap().to_owned();
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-KILL", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    child.wait().await.unwrap();
+
+    let (code, run, stderr) = home.run(None, &["runs", "show", &run_id, "--json"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let lines = json_lines(&run);
+    assert_eq!(lines[0]["status"], "interrupted", "{}", lines[0]);
+    let stored: String = lines[1..]
+        .iter()
+        .filter(|e| e["type"] == "text_delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    let printed: String = shown
+        .iter()
+        .filter(|e| e["type"] == "text_delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert!(!stored.is_empty(), "nothing was stored before the kill");
+    assert!(
+        printed.starts_with(&stored) || stored.starts_with(&printed),
+        "stored {stored:?} is not a prefix of what was shown {printed:?}"
+    );
+    // The thread exists (created when the run started), with no half turn in it.
+    let (_, shown_thread, _) = home.run(None, &["threads", "show", "k", "--json"]).await;
+    assert!(shown_thread.trim().is_empty(), "{shown_thread}");
 }
