@@ -659,7 +659,9 @@ async fn chat_with(
         }
     };
     let mut recording = match store {
-        Some((store, thread)) => crate::history::start_recording(store, &prepared, thread).await,
+        Some((store, thread)) => {
+            crate::history::start_recording(config, store, &prepared, thread).await
+        }
         None => None,
     };
     let handle = prepared.start(model, runner);

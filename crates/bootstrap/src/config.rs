@@ -342,6 +342,36 @@ pub struct FileConfig {
     pub client_tools: BTreeMap<String, ClientToolConfig>,
     /// The run store.
     pub store: StoreConfig,
+    /// Prices per model id (as the provider reports it), for the cost column of
+    /// `agent usage`.
+    pub pricing: BTreeMap<String, PriceConfig>,
+}
+
+/// `[pricing."MODEL"]`: what a model's tokens cost, per million, in one currency.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PriceConfig {
+    /// Prompt tokens not read from a cache.
+    pub prompt_per_million: f64,
+    /// Prompt tokens read from a cache (default: the prompt price).
+    pub cached_prompt_per_million: Option<f64>,
+    /// Completion tokens (reasoning included).
+    pub completion_per_million: f64,
+}
+
+impl PriceConfig {
+    /// The cost of a call in millionths of the currency.
+    pub fn cost_micros(&self, prompt: u64, cached: u64, completion: u64) -> i64 {
+        let cached = cached.min(prompt);
+        let cached_price = self
+            .cached_prompt_per_million
+            .unwrap_or(self.prompt_per_million);
+        // A price per million tokens is a price per token in millionths.
+        let micros = (prompt - cached) as f64 * self.prompt_per_million
+            + cached as f64 * cached_price
+            + completion as f64 * self.completion_per_million;
+        micros.round().clamp(0.0, i64::MAX as f64) as i64
+    }
 }
 
 /// `[store]`: where threads, runs, their events and usage are kept.
@@ -656,6 +686,7 @@ pub fn load(
     }
     validate_model_settings(&file.model)?;
     validate_graphs(&file.graphs)?;
+    validate_pricing(&file.pricing)?;
     validate_mcp(&file)?;
     if file.limits.max_iterations == 0 {
         return Err(ConfigError::Invalid(
@@ -758,6 +789,23 @@ fn validate_model_settings(model: &ModelConfig) -> Result<(), ConfigError> {
         return Err(ConfigError::Invalid(
             "model.reasoning_effort must not be empty".into(),
         ));
+    }
+    Ok(())
+}
+
+/// Checks `[pricing]`: finite prices of at least 0.
+fn validate_pricing(pricing: &BTreeMap<String, PriceConfig>) -> Result<(), ConfigError> {
+    for (model, price) in pricing {
+        let prices = [
+            price.prompt_per_million,
+            price.completion_per_million,
+            price.cached_prompt_per_million.unwrap_or(0.0),
+        ];
+        if prices.iter().any(|p| !(p.is_finite() && *p >= 0.0)) {
+            return Err(ConfigError::Invalid(format!(
+                "pricing.{model:?}: prices must be numbers of at least 0"
+            )));
+        }
     }
     Ok(())
 }
@@ -1234,5 +1282,29 @@ allow = ["core__*", "mcp__everything__echo", "mcp__notes__*"]
             );
         }
         assert!(parse("[model]\napi = \"gemini\"\n", Path::new("agent.toml")).is_err());
+    }
+
+    #[test]
+    fn prices_make_costs_in_millionths() {
+        let file = parse(
+            "[pricing.\"gpt-test\"]\nprompt_per_million = 2.5\ncached_prompt_per_million = 1.25\ncompletion_per_million = 10.0\n",
+            Path::new("agent.toml"),
+        )
+        .unwrap();
+        let price = file.pricing["gpt-test"];
+        // 1,000 prompt tokens of which 400 cached, 100 completion tokens:
+        // 600 * 2.5 + 400 * 1.25 + 100 * 10 = 3,000 millionths.
+        assert_eq!(price.cost_micros(1_000, 400, 100), 3_000);
+        assert_eq!(
+            price.cost_micros(10, 50, 0),
+            13,
+            "cached is at most the prompt"
+        );
+        let bad = parse(
+            "[pricing.m]\nprompt_per_million = -1.0\n",
+            Path::new("a.toml"),
+        )
+        .unwrap();
+        assert!(validate_pricing(&bad.pricing).is_err());
     }
 }

@@ -87,6 +87,9 @@ async fn interrupt_dead_cli_runs(store: &Store) -> Result<(), agent_store::Store
 /// One `agent chat` run being recorded.
 pub struct Recording {
     store: Store,
+    /// The model id the run asked for.
+    model: String,
+    pricing: std::collections::BTreeMap<String, crate::config::PriceConfig>,
     recorder: RunRecorder,
     run_id: String,
     thread: Option<String>,
@@ -101,6 +104,7 @@ impl Recording {
         store: Store,
         run: NewRun,
         thread: Option<(String, String)>,
+        pricing: std::collections::BTreeMap<String, crate::config::PriceConfig>,
     ) -> Result<Self, String> {
         let account = store.account(LOCAL_ACCOUNT);
         if let Some((id, title)) = &thread {
@@ -122,6 +126,8 @@ impl Recording {
         let recorder = RunRecorder::start(log, run.id.clone(), 0, RecorderOptions::default());
         Ok(Self {
             store,
+            model: run.model.clone(),
+            pricing,
             recorder,
             run_id: run.id,
             thread: thread.map(|(id, _)| id),
@@ -152,7 +158,13 @@ impl Recording {
                 cached_tokens: *cached_tokens,
                 cache_creation_tokens: None,
                 reasoning_tokens: *reasoning_tokens,
-                cost_micros: None,
+                cost_micros: price_for(&self.pricing, model, &self.model).map(|price| {
+                    price.cost_micros(
+                        *prompt_tokens,
+                        cached_tokens.unwrap_or(0),
+                        *completion_tokens,
+                    )
+                }),
                 at_ms: now_ms(),
             });
         }
@@ -204,6 +216,26 @@ impl Recording {
             eprintln!("agent: the run store did not take the whole run: {first}");
         }
     }
+}
+
+/// The price of a call: by the model id the provider reported, else the longest
+/// priced id it starts with (`gpt-4o-mini` for `gpt-4o-mini-2024-07-18`), else
+/// the id the run asked for.
+fn price_for<'a>(
+    pricing: &'a std::collections::BTreeMap<String, crate::config::PriceConfig>,
+    reported: &str,
+    requested: &str,
+) -> Option<&'a crate::config::PriceConfig> {
+    pricing
+        .get(reported)
+        .or_else(|| {
+            pricing
+                .iter()
+                .filter(|(id, _)| reported.starts_with(id.as_str()))
+                .max_by_key(|(id, _)| id.len())
+                .map(|(_, price)| price)
+        })
+        .or_else(|| pricing.get(requested))
 }
 
 /// The title of a new thread: the prompt's first line, at most 60 characters.
@@ -275,6 +307,7 @@ pub(crate) async fn for_chat(
 /// Starts recording `prepared` (a warning, and no recording, when the store
 /// refuses).
 pub(crate) async fn start_recording(
+    config: &AgentConfig,
     store: Store,
     prepared: &agent_graph::graph::PreparedRun,
     thread: Option<ChatThread>,
@@ -289,7 +322,8 @@ pub(crate) async fn start_recording(
         owner: cli_owner(),
         started_ms: now_ms(),
     };
-    match Recording::start(store, run, thread.map(|t| (t.id, t.title))).await {
+    let thread = thread.map(|t| (t.id, t.title));
+    match Recording::start(store, run, thread, config.file.pricing.clone()).await {
         Ok(recording) => Some(recording),
         Err(e) => {
             eprintln!("agent: the run store refused the run, so it is not recorded: {e}");
@@ -549,6 +583,19 @@ pub(crate) async fn runs_command(
     std::process::ExitCode::SUCCESS
 }
 
+/// The cost of a usage row, `-` when no call has a price, `+?` when some lack one.
+fn cost(row: &agent_store::UsageRow) -> String {
+    if row.calls_without_cost == row.calls {
+        return "-".into();
+    }
+    let amount = format!("{:.4}", row.cost_micros as f64 / 1_000_000.0);
+    if row.calls_without_cost > 0 {
+        amount + " +?"
+    } else {
+        amount
+    }
+}
+
 /// `agent usage [--since DAY] [--by KEY] [--json]`.
 pub(crate) async fn usage_command(
     config: &AgentConfig,
@@ -614,15 +661,45 @@ pub(crate) async fn usage_command(
                 r.prompt_tokens.to_string(),
                 r.cached_tokens.to_string(),
                 r.completion_tokens.to_string(),
+                cost(r),
             ]
         })
         .collect();
     print!(
         "{}",
         table(
-            &[key, "CALLS", "PROMPT", "CACHED", "COMPLETION"],
+            &[key, "CALLS", "PROMPT", "CACHED", "COMPLETION", "COST"],
             &table_rows
         )
     );
+    if rows.iter().any(|r| r.calls_without_cost > 0) {
+        println!("+? : some calls are of models without a [pricing] entry");
+    }
     std::process::ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::PriceConfig;
+
+    #[test]
+    fn prices_are_found_by_reported_id_prefix_then_requested_id() {
+        let price = |p: f64| PriceConfig {
+            prompt_per_million: p,
+            ..PriceConfig::default()
+        };
+        let pricing = std::collections::BTreeMap::from([
+            ("gpt-4o".to_owned(), price(1.0)),
+            ("gpt-4o-mini".to_owned(), price(2.0)),
+            ("local".to_owned(), price(3.0)),
+        ]);
+        let found = |reported, requested| {
+            price_for(&pricing, reported, requested).map(|p| p.prompt_per_million)
+        };
+        assert_eq!(found("gpt-4o-mini-2024-07-18", "x"), Some(2.0));
+        assert_eq!(found("gpt-4o-2024-08-06", "x"), Some(1.0));
+        assert_eq!(found("test-model", "local"), Some(3.0));
+        assert_eq!(found("test-model", "other"), None);
+    }
 }

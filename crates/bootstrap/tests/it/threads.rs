@@ -21,6 +21,11 @@ async fn a_thread_continues_across_processes_and_is_recorded() {
         .unwrap();
     let url = server.base_url();
     let home = Home::new(KEY);
+    std::fs::write(
+        home.workspace.join("agent.toml"),
+        "[pricing.\"e2e-model\"]\nprompt_per_million = 1.0\ncompletion_per_million = 2.0\n",
+    )
+    .unwrap();
     let (code, first, stderr) = home
         .run(
             Some(&url),
@@ -112,6 +117,14 @@ async fn a_thread_continues_across_processes_and_is_recorded() {
         (Some("trip"), Some(2))
     );
     assert_eq!(rows[0]["prompt_tokens"], 40);
+    // 20 prompt tokens at 1.0 and 5 completion tokens at 2.0 per million, twice.
+    assert_eq!(rows[0]["cost_micros"], 60);
+    assert_eq!(rows[0]["calls_without_cost"], 0);
+    let (_, table, _) = home.run(None, &["usage"]).await;
+    assert!(
+        table.contains("COST") && table.contains("0.0001"),
+        "{table}"
+    );
 
     // Removing the thread keeps the billing record.
     let (code, _, _) = home.run(None, &["threads", "rm", "trip"]).await;
