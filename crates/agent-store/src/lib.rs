@@ -15,7 +15,9 @@
 //! a timeout without duplicating or losing a row.
 //!
 //! [`RunRecorder`] writes a run's events in the background: batched, deltas merged,
-//! retried, never blocking the run, with a bounded backlog.
+//! retried, never blocking the run, with a bounded backlog. [`RunRecording`] is
+//! the whole of one run on top of it (row, thread, events, usage, messages), the
+//! one way the command line and the server record runs.
 //!
 //! The store keeps what it is given: events are redacted by their writer before
 //! they reach it (the run's events already carry redacted views of arguments and
@@ -27,6 +29,7 @@
 mod account;
 mod error;
 pub mod recorder;
+pub mod recording;
 mod store;
 
 pub use account::{
@@ -35,4 +38,5 @@ pub use account::{
 };
 pub use error::StoreError;
 pub use recorder::{EventLog, RecordError, RecordSummary, RecorderOptions, RunRecorder, StoreLog};
+pub use recording::{Pricing, RunEnd, RunRecording};
 pub use store::{Backend, Store};

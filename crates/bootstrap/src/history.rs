@@ -10,10 +10,7 @@ use std::sync::Arc;
 
 use agent_graph::run::{RunError, RunOutput};
 use agent_store::recorder::now_ms;
-use agent_store::{
-    CallUsage, NewRun, RecorderOptions, RunRecorder, RunStatus, Store, StoreLog, Thread,
-};
-use ai_core::event::AiEventKind;
+use agent_store::{CallUsage, NewRun, Pricing, RunEnd, RunRecording, RunStatus, Store, Thread};
 use ai_core::{AiEvent, Message};
 
 use crate::config::AgentConfig;
@@ -84,138 +81,61 @@ async fn interrupt_dead_cli_runs(store: &Store) -> Result<(), agent_store::Store
     Ok(())
 }
 
-/// One `agent chat` run being recorded.
-pub struct Recording {
-    store: Store,
-    /// The model id the run asked for.
-    model: String,
-    pricing: std::collections::BTreeMap<String, crate::config::PriceConfig>,
-    recorder: RunRecorder,
-    run_id: String,
-    thread: Option<String>,
-    usage: Vec<CallUsage>,
-    warned: bool,
-}
+/// One `agent chat` run being recorded (the store's [`RunRecording`], with
+/// failures reported on stderr).
+pub struct Recording(RunRecording);
 
 impl Recording {
-    /// Records the start of run `run_id` (in `thread`, created with `title` when
-    /// new); the error is a message for the user.
-    pub async fn start(
-        store: Store,
-        run: NewRun,
-        thread: Option<(String, String)>,
-        pricing: std::collections::BTreeMap<String, crate::config::PriceConfig>,
-    ) -> Result<Self, String> {
-        let account = store.account(LOCAL_ACCOUNT);
-        if let Some((id, title)) = &thread {
-            let now = now_ms();
-            let new = Thread {
-                id: id.clone(),
-                title: title.clone(),
-                graph: run.graph.clone(),
-                created_ms: now,
-                updated_ms: now,
-            };
-            account
-                .create_thread(&new)
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        account.start_run(&run).await.map_err(|e| e.to_string())?;
-        let log = Arc::new(StoreLog::new(store.clone(), LOCAL_ACCOUNT));
-        let recorder = RunRecorder::start(log, run.id.clone(), 0, RecorderOptions::default());
-        Ok(Self {
-            store,
-            model: run.model.clone(),
-            pricing,
-            recorder,
-            run_id: run.id,
-            thread: thread.map(|(id, _)| id),
-            usage: Vec::new(),
-            warned: false,
-        })
-    }
-
-    /// Queues `event` for the log (never waits); usage reports also become usage
-    /// facts.
+    /// Queues `event` (never waits); a store too far behind is said once.
     pub fn record(&mut self, event: &AiEvent) {
-        if let AiEventKind::UsageReport {
-            model,
-            prompt_tokens,
-            completion_tokens,
-            cached_tokens,
-            reasoning_tokens,
-            ..
-        } = &event.kind
-        {
-            self.usage.push(CallUsage {
-                run_id: self.run_id.clone(),
-                call_seq: self.usage.len() as u64,
-                thread_id: self.thread.clone(),
-                model: model.clone(),
-                prompt_tokens: *prompt_tokens,
-                completion_tokens: *completion_tokens,
-                cached_tokens: *cached_tokens,
-                cache_creation_tokens: None,
-                reasoning_tokens: *reasoning_tokens,
-                cost_micros: price_for(&self.pricing, model, &self.model).map(|price| {
-                    price.cost_micros(
-                        *prompt_tokens,
-                        cached_tokens.unwrap_or(0),
-                        *completion_tokens,
-                    )
-                }),
-                at_ms: now_ms(),
-            });
-        }
-        if let Err(error) = self.recorder.record(event.clone())
-            && !std::mem::replace(&mut self.warned, true)
-        {
+        if let Err(error) = self.0.record(event) {
             eprintln!("agent: {error}");
         }
     }
 
-    /// Writes the rest: the events, the usage, the run's status and, for a
-    /// thread, this turn's messages. Failures are reported on stderr: the run
-    /// itself already happened.
+    /// Writes the rest: events, usage, the run's status and, for a thread, this
+    /// turn's messages. Failures are reported on stderr: the run itself already
+    /// happened.
     pub async fn finish(self, outcome: &Result<RunOutput, RunError>) {
-        let summary = self.recorder.finish().await;
-        if let Some(error) = &summary.unwritten {
-            eprintln!(
-                "agent: {} of the run's events could not be stored: {error}",
-                summary.events.saturating_sub(summary.rows)
-            );
-        }
-        let account = self.store.account(LOCAL_ACCOUNT);
-        let now = now_ms();
-        let (status, error) = match outcome {
-            Ok(output) if output.paused.is_some() => (RunStatus::Paused, None),
-            Ok(_) => (RunStatus::Done, None),
-            Err(error) => (RunStatus::Failed, Some(error.to_string())),
+        let end = match outcome {
+            Ok(output) => RunEnd {
+                status: if output.paused.is_some() {
+                    RunStatus::Paused
+                } else {
+                    RunStatus::Done
+                },
+                error: None,
+                new_messages: output.new_messages(),
+            },
+            Err(error) => RunEnd {
+                status: RunStatus::Failed,
+                error: Some(error.to_string()),
+                new_messages: &[],
+            },
         };
-        let mut failures = Vec::new();
-        for fact in &self.usage {
-            if let Err(e) = account.record_usage(fact).await {
-                failures.push(e.to_string());
-            }
-        }
-        if let Err(e) = account
-            .set_run_status(&self.run_id, status, error.as_deref(), now)
-            .await
-        {
-            failures.push(e.to_string());
-        }
-        if let (Some(thread), Ok(output)) = (&self.thread, outcome)
-            && let Err(e) = account
-                .append_messages(thread, Some(&self.run_id), output.new_messages(), now)
-                .await
-        {
-            failures.push(e.to_string());
-        }
-        if let Some(first) = failures.first() {
+        if let Some(first) = self.0.finish(end).await.first() {
             eprintln!("agent: the run store did not take the whole run: {first}");
         }
     }
+}
+
+/// The `[pricing]` of `config` as the store's pricing callback (see
+/// [`price_for`]); `None` without prices.
+fn pricing(config: &AgentConfig, requested: &str) -> Option<Pricing> {
+    if config.file.pricing.is_empty() {
+        return None;
+    }
+    let prices = config.file.pricing.clone();
+    let requested = requested.to_owned();
+    Some(Arc::new(move |reported: &str, call: &CallUsage| {
+        price_for(&prices, reported, &requested).map(|price| {
+            price.cost_micros(
+                call.prompt_tokens,
+                call.cached_tokens.unwrap_or(0),
+                call.completion_tokens,
+            )
+        })
+    }))
 }
 
 /// The price of a call: by the model id the provider reported, else the longest
@@ -322,9 +242,17 @@ pub(crate) async fn start_recording(
         owner: cli_owner(),
         started_ms: now_ms(),
     };
-    let thread = thread.map(|t| (t.id, t.title));
-    match Recording::start(store, run, thread, config.file.pricing.clone()).await {
-        Ok(recording) => Some(recording),
+    let now = now_ms();
+    let thread = thread.map(|t| Thread {
+        id: t.id,
+        title: t.title,
+        graph: run.graph.clone(),
+        created_ms: now,
+        updated_ms: now,
+    });
+    let price = pricing(config, &run.model);
+    match RunRecording::start(store, LOCAL_ACCOUNT, &run, thread, price).await {
+        Ok(recording) => Some(Recording(recording)),
         Err(e) => {
             eprintln!("agent: the run store refused the run, so it is not recorded: {e}");
             None

@@ -1,0 +1,167 @@
+//! [`RunRecording`]: everything the store keeps of one run, written as it goes:
+//! the run's row and status, its thread (created when new), its event log
+//! (through a [`RunRecorder`]: never blocking the run), one usage fact per model
+//! call (from its `usage_report` events, priced when a price is known), and at
+//! the end this turn's messages appended to the thread.
+
+use std::sync::Arc;
+
+use ai_core::event::AiEventKind;
+use ai_core::{AiEvent, Message};
+
+use crate::account::{CallUsage, NewRun, RunStatus, Thread};
+use crate::error::StoreError;
+use crate::recorder::{RecordError, RecorderOptions, RunRecorder, StoreLog, now_ms};
+use crate::store::Store;
+
+/// Prices a model call: `(model the provider reported, the call's usage)` to a
+/// cost in millionths, when known.
+pub type Pricing = Arc<dyn Fn(&str, &CallUsage) -> Option<i64> + Send + Sync>;
+
+/// How a recorded run ended.
+#[derive(Debug)]
+pub struct RunEnd<'a> {
+    /// Its final status.
+    pub status: RunStatus,
+    /// Why it failed, if it did.
+    pub error: Option<String>,
+    /// This turn's messages (the user's and what the run added), appended to the
+    /// thread; empty when the run produced none.
+    pub new_messages: &'a [Message],
+}
+
+/// One run being recorded (see the module docs).
+pub struct RunRecording {
+    store: Store,
+    account: String,
+    recorder: RunRecorder,
+    run_id: String,
+    thread: Option<String>,
+    pricing: Option<Pricing>,
+    usage: Vec<CallUsage>,
+    refused: Option<RecordError>,
+}
+
+impl std::fmt::Debug for RunRecording {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunRecording")
+            .field("account", &self.account)
+            .field("run_id", &self.run_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunRecording {
+    /// Records the start of `run` for `account`, creating `thread` when it does
+    /// not exist yet (an existing thread is left as it is).
+    pub async fn start(
+        store: Store,
+        account: impl Into<String>,
+        run: &NewRun,
+        thread: Option<Thread>,
+        pricing: Option<Pricing>,
+    ) -> Result<Self, StoreError> {
+        let account = account.into();
+        let rows = store.account(account.clone());
+        if let Some(thread) = &thread {
+            rows.create_thread(thread).await?;
+        }
+        rows.start_run(run).await?;
+        let log = Arc::new(StoreLog::new(store.clone(), account.clone()));
+        let recorder = RunRecorder::start(log, run.id.clone(), 0, RecorderOptions::default());
+        Ok(Self {
+            store,
+            account,
+            recorder,
+            run_id: run.id.clone(),
+            thread: thread.map(|t| t.id),
+            pricing,
+            usage: Vec::new(),
+            refused: None,
+        })
+    }
+
+    /// The run id.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// Queues `event` for the log (never waits); a `usage_report` also becomes a
+    /// usage fact. The first refusal (the store too far behind) is returned once;
+    /// the caller decides whether the run may go on unrecorded.
+    pub fn record(&mut self, event: &AiEvent) -> Result<(), RecordError> {
+        if let AiEventKind::UsageReport {
+            model,
+            prompt_tokens,
+            completion_tokens,
+            cached_tokens,
+            reasoning_tokens,
+            ..
+        } = &event.kind
+        {
+            let mut fact = CallUsage {
+                run_id: self.run_id.clone(),
+                call_seq: self.usage.len() as u64,
+                thread_id: self.thread.clone(),
+                model: model.clone(),
+                prompt_tokens: *prompt_tokens,
+                completion_tokens: *completion_tokens,
+                cached_tokens: *cached_tokens,
+                cache_creation_tokens: None,
+                reasoning_tokens: *reasoning_tokens,
+                cost_micros: None,
+                at_ms: now_ms(),
+            };
+            fact.cost_micros = self.pricing.as_ref().and_then(|price| price(model, &fact));
+            self.usage.push(fact);
+        }
+        match self.recorder.record(event.clone()) {
+            Ok(()) => Ok(()),
+            Err(error) if self.refused.is_none() => {
+                self.refused = Some(error.clone());
+                Err(error)
+            }
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Writes the rest: the queued events, the usage facts, the status and the
+    /// thread's new messages. Returns what could not be written (the run itself
+    /// already happened; the caller reports it).
+    pub async fn finish(self, end: RunEnd<'_>) -> Vec<String> {
+        let mut failures = Vec::new();
+        let summary = self.recorder.finish().await;
+        if let Some(error) = &summary.unwritten {
+            failures.push(format!(
+                "{} events of run `{}` were not stored: {error}",
+                summary.events.saturating_sub(summary.rows),
+                self.run_id
+            ));
+        }
+        if let Some(error) = &self.refused {
+            failures.push(error.to_string());
+        }
+        let rows = self.store.account(self.account.clone());
+        for fact in &self.usage {
+            if let Err(e) = rows.record_usage(fact).await {
+                failures.push(e.to_string());
+            }
+        }
+        let now = now_ms();
+        if let Err(e) = rows
+            .set_run_status(&self.run_id, end.status, end.error.as_deref(), now)
+            .await
+        {
+            failures.push(e.to_string());
+        }
+        if let Some(thread) = &self.thread
+            && !end.new_messages.is_empty()
+            && let Err(e) = rows
+                .append_messages(thread, Some(&self.run_id), end.new_messages, now)
+                .await
+        {
+            failures.push(e.to_string());
+        }
+        failures
+    }
+}
