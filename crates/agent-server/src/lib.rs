@@ -23,6 +23,8 @@
 //! - A client that disconnects cancels its run (model stream and tools).
 //! - [`resume`]: `GET /api/chat/{id}/stream` reattaches to a chat's running
 //!   response (what was sent so far, then live), or answers `204`.
+//! - [`chats`]: with a run store, every run recorded (thread, status, events,
+//!   usage, messages) and `GET`/`DELETE /api/chats[/{id}]`.
 //! - [`page`]: the chat page (built from `web/`, embedded) served at `/`.
 //! - [`access`]: `Host` and `Origin` must name the loopback address on loopback
 //!   (DNS-rebinding protection), and every API request carries a bearer token
@@ -32,13 +34,14 @@
 //! - [`serve`]: the listener, with caps on open connections (overall and per
 //!   client address) and a header-read timeout ([`ConnectionLimits`]).
 //!
-//! agent-server depends on ai-core and agent-graph only: not on ai-tools, ai-host,
+//! agent-server depends on ai-core, agent-graph and agent-store only: not on ai-tools, ai-host,
 //! a wire crate, tools-mcp or bootstrap. The composition root (`agent serve`) hands
 //! it a model and tools.
 
 pub mod access;
 pub mod approval;
 pub mod body_format;
+pub mod chats;
 pub mod contract;
 pub mod data_stream;
 mod listener;
@@ -55,6 +58,7 @@ pub use access::{
     Access, DEFAULT_BODY_TIMEOUT, DEFAULT_CLIENT_STREAM_SHARE, DEFAULT_HEARTBEAT,
     DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_STREAMS, ServerSecret,
 };
+pub use chats::ServerStore;
 pub use listener::{ConnectionLimits, FD_RESERVE, serve};
 pub use server::{ChatService, ChatSetup};
 pub use stream::StreamEncoder;

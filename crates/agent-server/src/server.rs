@@ -82,6 +82,7 @@ pub struct ChatService {
     client_calls: TranscriptStore,
     active: ActiveStreams,
     limits: contract::Limits,
+    store: Option<crate::chats::ServerStore>,
 }
 
 impl std::fmt::Debug for ChatService {
@@ -111,6 +112,7 @@ impl ChatService {
             client_calls: TranscriptStore::default(),
             active: ActiveStreams::default(),
             limits: contract::Limits::default(),
+            store: None,
         })
     }
 
@@ -118,6 +120,18 @@ impl ChatService {
     pub fn with_limits(mut self, limits: contract::Limits) -> Self {
         self.limits = limits;
         self
+    }
+
+    /// Records every run in `store` and serves the conversations kept there
+    /// (see [`crate::chats`]).
+    pub fn with_store(mut self, store: crate::chats::ServerStore) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The run store, when the service has one.
+    pub(crate) fn store(&self) -> Option<&crate::chats::ServerStore> {
+        self.store.as_ref()
     }
 
     /// Uses this approval key and lifetime instead of a random key (ids then
@@ -173,6 +187,11 @@ impl ChatService {
             .route("/api/chat", post(chat))
             .route("/api/chat/{id}/stream", get(reattach))
             .route("/api/tools", get(tools))
+            .route("/api/chats", get(crate::chats::list))
+            .route(
+                "/api/chats/{id}",
+                get(crate::chats::load).delete(crate::chats::delete),
+            )
             .route_layer(middleware::from_fn_with_state(
                 Arc::clone(&access),
                 crate::access::api_layer,
@@ -191,7 +210,7 @@ impl ChatService {
     fn start_run(
         &self,
         chat: &mut ChatRequest,
-    ) -> Result<RunHandle, agent_graph::graph::GraphError> {
+    ) -> Result<(RunHandle, crate::chats::RunMeta), agent_graph::graph::GraphError> {
         let context = RunContext::generate();
         let history = std::mem::take(&mut chat.history);
         let mut prepared = self.graph.prepare(
@@ -202,9 +221,15 @@ impl ChatService {
             &Params::new(),
         )?;
         prepared.request.defer_approvals = true;
+        let meta = crate::chats::RunMeta {
+            run_id: prepared.request.context.run_id.clone(),
+            graph: self.graph.name.clone(),
+            model: self.model_id.clone(),
+            prompt_hash: prepared.request.prompt_hash.clone(),
+        };
         let deps = prepared.deps(Arc::clone(&self.model), Arc::clone(&self.runner));
         if chat.decisions.is_empty() {
-            return Ok(agent_graph::run(prepared.request, deps));
+            return Ok((agent_graph::run(prepared.request, deps), meta));
         }
         let (pending, decisions) = self.redeem(chat);
         let paused = PausedRun {
@@ -216,7 +241,7 @@ impl ChatService {
             records: Vec::new(),
             model_turns: 0,
         };
-        Ok(agent_graph::run::resume(paused, decisions, deps))
+        Ok((agent_graph::run::resume(paused, decisions, deps), meta))
     }
 
     /// Checks that each first output of a client tool answers a call this server
@@ -291,14 +316,18 @@ impl ChatService {
     /// arguments and results of the calls it ran.
     async fn respond(
         self: Arc<Self>,
-        chat_id: String,
-        handle: RunHandle,
+        (chat_id, title): (String, String),
+        (handle, meta): (RunHandle, crate::chats::RunMeta),
         mut encoder: Box<dyn StreamEncoder>,
         tx: mpsc::Sender<Bytes>,
         (heartbeat, replay): (Duration, Arc<Replay>),
     ) {
         let approval =
             |call: &str, tool: &str, hash: &str| self.approvals.issue(&chat_id, call, tool, hash);
+        let mut recording = match &self.store {
+            Some(store) => store.begin(&meta, &chat_id, &title).await,
+            None => None,
+        };
         let stop = handle.cancel_token();
         let (mut events, outcome) = handle.into_parts();
         let mut beat = tokio::time::interval(heartbeat.max(Duration::from_millis(10)));
@@ -314,6 +343,13 @@ impl ChatService {
             let frames = tokio::select! {
                 event = events.next() => match event {
                     Some(event) => {
+                        if let Some(recording) = &mut recording
+                            && let Err(error) = recording.record(&event)
+                        {
+                            // Past the backlog the run stops rather than lose its record.
+                            tracing::error!(%error, "the run cannot be recorded; cancelling it");
+                            stop.cancel();
+                        }
                         if let ai_core::event::AiEventKind::ClientToolCall { tool_call_id, tool_name, args } = &event.kind {
                             self.client_calls.store(&chat_id, tool_call_id, ai_core::tool::canonical_json(args), tool_name.clone());
                         }
@@ -341,8 +377,12 @@ impl ChatService {
             }
         }
         drop(events);
-        if let Ok(output) = outcome.await {
+        let outcome = outcome.await;
+        if let Ok(output) = &outcome {
             remember(&self.transcript, &chat_id, &output.messages);
+        }
+        if let Some(recording) = recording {
+            crate::chats::end(recording, &outcome).await;
         }
         deliver(&mut client, &replay, encoder.end()).await;
         self.active.close(&chat_id, &replay);
@@ -432,8 +472,8 @@ fn remember(transcript: &TranscriptStore, chat_id: &str, messages: &[Message]) {
 }
 
 #[derive(Clone)]
-struct AppState {
-    service: Arc<ChatService>,
+pub(crate) struct AppState {
+    pub(crate) service: Arc<ChatService>,
     access: Arc<Access>,
     streams: Arc<ClientSlots>,
 }
@@ -548,8 +588,16 @@ async fn chat(
             "too many open streams; try again",
         );
     };
-    let handle = match state.service.start_run(&mut chat) {
-        Ok(handle) => handle,
+    let title = chat
+        .history
+        .iter()
+        .find_map(|m| match m {
+            Message::User { content, .. } => Some(agent_store::title_from(content)),
+            _ => None,
+        })
+        .unwrap_or_else(|| agent_store::title_from(""));
+    let started = match state.service.start_run(&mut chat) {
+        Ok(started) => started,
         Err(error) => {
             tracing::error!(%error, "the graph could not be prepared");
             return refuse(
@@ -566,7 +614,13 @@ async fn chat(
     let heartbeat = state.access.heartbeat;
     tokio::spawn(async move {
         service
-            .respond(chat.chat_id, handle, encoder, tx, (heartbeat, replay))
+            .respond(
+                (chat.chat_id, title),
+                started,
+                encoder,
+                tx,
+                (heartbeat, replay),
+            )
             .await;
         drop(permit);
     });

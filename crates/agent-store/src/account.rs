@@ -456,6 +456,19 @@ impl<'a> AccountStore<'a> {
         row.as_ref().map(run_of).transpose()
     }
 
+    /// The most recent runs, newest first, at most `limit`.
+    pub async fn recent_runs(&self, limit: u32) -> Result<Vec<RunRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE account_id = $1 ORDER BY started_ms DESC, id LIMIT $2"
+        );
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&self.account)
+            .bind(i64::from(limit))
+            .fetch_all(self.pool)
+            .await?;
+        rows.iter().map(run_of).collect()
+    }
+
     /// The runs of a thread, oldest first.
     pub async fn runs_of_thread(&self, thread_id: &str) -> Result<Vec<RunRecord>, StoreError> {
         let sql = format!(

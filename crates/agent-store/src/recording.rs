@@ -165,3 +165,37 @@ impl RunRecording {
         failures
     }
 }
+
+/// A thread's title from the text of its first message: the first line, at most
+/// 60 characters (`…` when cut), `untitled` when blank.
+pub fn title_from(text: &str) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let mut title: String = line.chars().take(60).collect();
+    if line.chars().count() > 60 {
+        title.push('…');
+    }
+    if title.is_empty() {
+        "untitled".into()
+    } else {
+        title
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles() {
+        assert_eq!(
+            title_from("\n  Capital of France?\nmore"),
+            "Capital of France?"
+        );
+        assert_eq!(title_from(""), "untitled");
+        assert_eq!(title_from(&"x".repeat(70)), format!("{}…", "x".repeat(60)));
+    }
+}

@@ -189,6 +189,22 @@ async fn runs_and_events(store: &Store) {
         1
     );
     assert_eq!(store.running_owners("server-").await.unwrap(), ["server-b"]);
+    let recent: Vec<String> = a
+        .recent_runs(2)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.run.id)
+        .collect();
+    assert_eq!(recent.len(), 2);
+    assert!(
+        store
+            .account("other")
+            .recent_runs(9)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(store.running_owners("cli:").await.unwrap().is_empty());
     let statuses: Vec<(String, RunStatus)> = a
         .runs_of_thread("t1")

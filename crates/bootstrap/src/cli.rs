@@ -192,6 +192,15 @@ pub enum ThreadsCommand {
 #[derive(Debug, Subcommand)]
 #[non_exhaustive]
 pub enum RunsCommand {
+    /// The most recent runs (of one thread with `--thread`), newest first.
+    List {
+        /// Only the runs of this thread.
+        #[arg(long, value_name = "NAME")]
+        thread: Option<String>,
+        /// Print JSON lines instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// A run's status; with `--events`, its stored events replayed as the live
     /// run showed them.
     Show {

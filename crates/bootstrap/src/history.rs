@@ -59,26 +59,47 @@ fn host_name() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// The owner of the runs of this `agent` process: `cli:<host>:<pid>`.
-fn cli_owner() -> String {
-    format!("cli:{}:{}", host_name(), std::process::id())
+/// The owner of the runs this `agent` process starts: `<kind>:<host>:<pid>`
+/// (`cli` or `serve`).
+fn owner(kind: &str) -> String {
+    format!("{kind}:{}:{}", host_name(), std::process::id())
 }
 
-/// Marks `interrupted` the runs that `agent` processes on this host left
-/// `running` and that are gone (killed, or the machine stopped).
+/// The owner of the runs of this `agent chat`.
+fn cli_owner() -> String {
+    owner("cli")
+}
+
+/// Marks `interrupted` the runs that `agent` processes (chat or serve) on this
+/// host left `running` and that are gone (killed, or the machine stopped).
 async fn interrupt_dead_cli_runs(store: &Store) -> Result<(), agent_store::StoreError> {
-    let prefix = format!("cli:{}:", host_name());
-    for owner in store.running_owners(&prefix).await? {
-        let alive = owner
-            .strip_prefix(&prefix)
-            .and_then(|pid| pid.parse::<u32>().ok())
-            .is_some_and(|pid| std::path::Path::new("/proc").join(pid.to_string()).exists());
-        if !alive {
-            let marked = store.interrupt_runs_of(&owner, now_ms()).await?;
-            tracing::info!(owner = %owner, runs = marked, "runs of a stopped agent process marked interrupted");
+    for kind in ["cli", "serve"] {
+        let prefix = format!("{kind}:{}:", host_name());
+        for owner in store.running_owners(&prefix).await? {
+            let alive = owner
+                .strip_prefix(&prefix)
+                .and_then(|pid| pid.parse::<u32>().ok())
+                .is_some_and(|pid| std::path::Path::new("/proc").join(pid.to_string()).exists());
+            if !alive {
+                let marked = store.interrupt_runs_of(&owner, now_ms()).await?;
+                tracing::info!(owner = %owner, runs = marked, "runs of a stopped agent process marked interrupted");
+            }
         }
     }
     Ok(())
+}
+
+/// The run store of `agent serve` (runs of dead processes marked interrupted on
+/// the way), with `[pricing]`.
+pub(crate) async fn server_store(
+    config: &AgentConfig,
+) -> Result<agent_server::ServerStore, String> {
+    let store = open(config).await?;
+    let server = agent_server::ServerStore::new(store, owner("serve"));
+    Ok(match pricing(config, &config.file.model.model) {
+        Some(pricing) => server.with_pricing(pricing),
+        None => server,
+    })
 }
 
 /// One `agent chat` run being recorded (the store's [`RunRecording`], with
@@ -158,21 +179,11 @@ fn price_for<'a>(
         .or_else(|| pricing.get(requested))
 }
 
-/// The title of a new thread: the prompt's first line, at most 60 characters.
+/// The title of a new thread, from the prompt.
 pub fn title_of(prompt: &Message) -> String {
-    let text = match prompt {
-        Message::User { content, .. } => content.as_str(),
-        _ => "",
-    };
-    let line = text.lines().next().unwrap_or("").trim();
-    let mut title: String = line.chars().take(60).collect();
-    if line.chars().count() > 60 {
-        title.push('…');
-    }
-    if title.is_empty() {
-        "untitled".into()
-    } else {
-        title
+    match prompt {
+        Message::User { content, .. } => agent_store::title_from(content),
+        _ => agent_store::title_from(""),
     }
 }
 
@@ -452,17 +463,76 @@ fn show_message(message: &Message) -> String {
     }
 }
 
-/// `agent runs show RUN [--events] [--json]`.
+/// One run as a JSON object.
+fn run_json(record: &agent_store::RunRecord) -> serde_json::Value {
+    serde_json::json!({
+        "run_id": record.run.id, "thread": record.run.thread_id, "graph": record.run.graph,
+        "model": record.run.model, "status": record.status.as_str(), "error": record.error,
+        "started_ms": record.run.started_ms, "updated_ms": record.updated_ms,
+    })
+}
+
+fn list_runs(runs: &[agent_store::RunRecord], json: bool) {
+    if json {
+        for record in runs {
+            println!("{}", run_json(record));
+        }
+        return;
+    }
+    if runs.is_empty() {
+        println!("no runs recorded");
+        return;
+    }
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            vec![
+                r.run.id.clone(),
+                r.status.as_str().to_owned(),
+                when(r.run.started_ms),
+                r.run.thread_id.clone().unwrap_or_else(|| "-".into()),
+                r.run.model.clone(),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table(
+            &["RUN", "STATUS", "STARTED (UTC)", "THREAD", "MODEL"],
+            &rows
+        )
+    );
+}
+
+/// `agent runs [list|show RUN [--events] [--json]]`.
 pub(crate) async fn runs_command(
     config: &AgentConfig,
     command: crate::cli::RunsCommand,
 ) -> std::process::ExitCode {
-    let crate::cli::RunsCommand::Show { run, events, json } = command;
     let store = match open(config).await {
         Ok(store) => store,
         Err(e) => return fail(format!("the run store is not available: {e}")),
     };
     let account = store.account(LOCAL_ACCOUNT);
+    let (run, events, json) = match command {
+        crate::cli::RunsCommand::Show { run, events, json } => (run, events, json),
+        crate::cli::RunsCommand::List { thread, json } => {
+            let runs = match &thread {
+                Some(thread) => account.runs_of_thread(thread).await.map(|mut runs| {
+                    runs.reverse();
+                    runs
+                }),
+                None => account.recent_runs(100).await,
+            };
+            return match runs {
+                Ok(runs) => {
+                    list_runs(&runs, json);
+                    std::process::ExitCode::SUCCESS
+                }
+                Err(e) => fail(e),
+            };
+        }
+    };
     let record = match account.run(&run).await {
         Ok(Some(record)) => record,
         Ok(None) => return fail(format!("no run `{run}`")),
@@ -477,12 +547,7 @@ pub(crate) async fn runs_command(
         Vec::new()
     };
     if json {
-        let line = serde_json::json!({
-            "run_id": record.run.id, "thread": record.run.thread_id, "graph": record.run.graph,
-            "model": record.run.model, "status": record.status.as_str(), "error": record.error,
-            "started_ms": record.run.started_ms, "updated_ms": record.updated_ms,
-        });
-        println!("{line}");
+        println!("{}", run_json(&record));
         let mut out = std::io::stdout().lock();
         for event in &stored {
             if crate::render::json_line(&mut out, &event.event).is_err() {

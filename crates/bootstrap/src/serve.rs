@@ -185,10 +185,21 @@ async fn serve_with(
         policy: session.policy.clone(),
         graph: session.graph.clone(),
     }) {
-        Ok(service) => Arc::new(service.with_limits(agent_server::contract::Limits {
-            max_file_bytes: config.file.server.max_file_bytes,
-            max_request_file_bytes: config.file.server.max_request_file_bytes,
-        })),
+        Ok(service) => {
+            let service = service.with_limits(agent_server::contract::Limits {
+                max_file_bytes: config.file.server.max_file_bytes,
+                max_request_file_bytes: config.file.server.max_request_file_bytes,
+            });
+            // Runs are recorded and conversations kept when the store opens; a
+            // server without one still serves chats (and says so).
+            match crate::history::server_store(config).await {
+                Ok(store) => Arc::new(service.with_store(store)),
+                Err(e) => {
+                    eprintln!("agent: the run store is not available, so chats are not kept: {e}");
+                    Arc::new(service)
+                }
+            }
+        }
         Err(e) => {
             eprintln!("agent: {e}");
             return ExitCode::from(EXIT_USAGE);

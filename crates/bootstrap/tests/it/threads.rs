@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use futures::StreamExt;
 use serde_json::Value;
 
 use agent_testing::server::{OpenAiServer, Reply};
@@ -215,4 +216,152 @@ async fn a_killed_chat_leaves_an_interrupted_run_with_a_contiguous_log() {
     // The thread exists (created when the run started), with no half turn in it.
     let (_, shown_thread, _) = home.run(None, &["threads", "show", "k", "--json"]).await;
     assert!(shown_thread.trim().is_empty(), "{shown_thread}");
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(client_tls::client_config().unwrap())
+        .build()
+        .unwrap()
+}
+
+fn chat_body(chat: &str, text: &str) -> Value {
+    serde_json::json!({"id": chat, "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}
+    ]})
+}
+
+/// `agent serve` records its runs: the chat becomes a thread it lists and
+/// returns with the messages the model saw, and deletes; a server killed with
+/// SIGKILL in the middle of a run leaves it `interrupted` for the next process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn served_chats_are_kept_listed_and_deleted_and_a_killed_server_interrupts_its_run() {
+    let server = OpenAiServer::start([
+        Reply::text("Bonjour."),
+        Reply::endless(Duration::from_millis(10), |n| {
+            agent_testing::server::data(&format!(
+                r#"{{"id":"c","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":"w{n} "}},"finish_reason":null}}]}}"#
+            ))
+        }),
+    ])
+    .await
+    .unwrap();
+    let home = Home::new(KEY);
+    let url = server.base_url();
+    let command = home.command(Some(&url), &["serve", "--port", "0"]);
+    let (mut child, base, token) = crate::serve::serve_command(command).await;
+    let client = http();
+    let answer = client
+        .post(format!("{base}/api/chat"))
+        .bearer_auth(&token)
+        .json(&chat_body("chat-fr", "Say hello in French."))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(answer.contains("Bonjour."), "{answer}");
+    let get = |path: String| {
+        let client = client.clone();
+        let token = token.clone();
+        async move {
+            let response = client.get(path).bearer_auth(&token).send().await.unwrap();
+            let status = response.status().as_u16();
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    // The run is written when its stream ends; the list follows shortly.
+    let mut chats = Value::Null;
+    for _ in 0..50 {
+        let (status, body) = get(format!("{base}/api/chats")).await;
+        assert_eq!(status, 200);
+        chats = body;
+        if chats["chats"].as_array().is_some_and(|c| !c.is_empty()) {
+            let (_, chat) = get(format!("{base}/api/chats/chat-fr")).await;
+            if chat["messages"].as_array().is_some_and(|m| m.len() == 2) {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(chats["chats"][0]["id"], "chat-fr", "{chats}");
+    assert_eq!(chats["chats"][0]["title"], "Say hello in French.");
+    let (_, chat) = get(format!("{base}/api/chats/chat-fr")).await;
+    let contents: Vec<&str> = chat["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(contents, ["Say hello in French.", "Bonjour."], "{chat}");
+    // Without the token: refused like every API route.
+    let anonymous = client
+        .get(format!("{base}/api/chats"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+    let deleted = client
+        .delete(format!("{base}/api/chats/chat-fr"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status().as_u16(), 204);
+    assert_eq!(get(format!("{base}/api/chats/chat-fr")).await.0, 404);
+
+    // A second chat streams without end; the server is killed during it.
+    let mut stream = client
+        .post(format!("{base}/api/chat"))
+        .bearer_auth(&token)
+        .json(&chat_body("chat-long", "Talk forever."))
+        .send()
+        .await
+        .unwrap()
+        .bytes_stream();
+    let mut seen = 0;
+    while seen < 4_000 {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), stream.next())
+            .await
+            .expect("the server streams")
+            .unwrap()
+            .unwrap();
+        seen += chunk.len();
+    }
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-KILL", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    child.wait().await.unwrap();
+    let (_, listed, _) = home.run(None, &["threads", "list", "--json"]).await;
+    let threads = json_lines(&listed);
+    assert_eq!(threads.len(), 1, "{listed}");
+    assert_eq!(threads[0]["id"], "chat-long");
+    let (code, show, stderr) = home
+        .run(None, &["threads", "show", "chat-long", "--json"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(show.trim().is_empty(), "no half turn in the thread: {show}");
+    let (_, runs, _) = home
+        .run(None, &["runs", "list", "--thread", "chat-long", "--json"])
+        .await;
+    let runs = json_lines(&runs);
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["status"], "interrupted", "{}", runs[0]);
+    // Its log is a gap-free prefix of the stream.
+    let run_id = runs[0]["run_id"].as_str().unwrap();
+    let (_, show, _) = home.run(None, &["runs", "show", run_id, "--json"]).await;
+    let text: String = json_lines(&show)[1..]
+        .iter()
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert!(text.starts_with("w0 w1 w2 "), "{text}");
 }
