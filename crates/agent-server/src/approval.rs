@@ -42,6 +42,10 @@ pub enum ApprovalError {
     /// Used before.
     #[error("the approval was already used")]
     Replayed,
+    /// The shared record of used approvals could not be written, so the approval
+    /// is not honoured (it stays unused).
+    #[error("the approval could not be recorded; approve again")]
+    Unrecorded,
 }
 
 /// Issues and checks approval ids, and remembers which were used (until they
@@ -137,6 +141,34 @@ impl Approvals {
         tool: &str,
         args_hash: &str,
     ) -> Result<(), ApprovalError> {
+        let (tag, expiry) = self.verify(id, chat_id, call_id, tool, args_hash)?;
+        let now = now_s();
+        let mut used = self
+            .used
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        used.retain(|_, expires| *expires >= now);
+        // Keyed on the MAC itself, which no re-encoding of the id changes.
+        if used.contains_key(&tag) {
+            return Err(ApprovalError::Replayed);
+        }
+        used.insert(tag, expiry);
+        Ok(())
+    }
+
+    /// Checks an approval id against the call as submitted (its one spelling, its
+    /// MAC, its expiry) without using it: the MAC bytes, which identify the
+    /// approval whatever its encoding, and its expiry (Unix seconds). The caller
+    /// marks it used where several servers see it ([`Approvals::redeem`] marks it
+    /// in this process).
+    pub fn verify(
+        &self,
+        id: &str,
+        chat_id: &str,
+        call_id: &str,
+        tool: &str,
+        args_hash: &str,
+    ) -> Result<([u8; 32], u64), ApprovalError> {
         let mut parts = id.split('.');
         let (Some(VERSION), Some(expiry), Some(tag), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
@@ -155,21 +187,10 @@ impl Approvals {
         self.mac(chat_id, call_id, tool, args_hash, expiry)
             .verify_slice(&tag)
             .map_err(|_| ApprovalError::Mismatch)?;
-        let now = now_s();
-        if now > expiry {
+        if now_s() > expiry {
             return Err(ApprovalError::Expired);
         }
-        let mut used = self
-            .used
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        used.retain(|_, expires| *expires >= now);
-        // Keyed on the MAC itself, which no re-encoding of the id changes.
-        if used.contains_key(&tag) {
-            return Err(ApprovalError::Replayed);
-        }
-        used.insert(tag, expiry);
-        Ok(())
+        Ok((tag, expiry))
     }
 }
 

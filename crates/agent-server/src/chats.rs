@@ -11,6 +11,11 @@
 //! messages, `DELETE /api/chats/{id}` removes it (its runs and events too; usage
 //! stays). Without a store they answer 404 `no_store`.
 //!
+//! With a store, an approval id is marked used in the store (whichever server on
+//! it redeems the id, and across restarts), and bootstrap gives every server on
+//! the store the same approval key: an approval asked before a restart is
+//! honoured after it, once.
+//!
 //! Every request is the `local` account for now: one server, one principal (the
 //! tokens it accepts are one user's). The store scopes every row by account, so
 //! accounts per token change only how a request's account is chosen.
@@ -54,6 +59,30 @@ impl ServerStore {
             store,
             owner: owner.into(),
             pricing: None,
+        }
+    }
+
+    /// Marks an approval (its MAC bytes) used in the store, whichever server on
+    /// it redeems the id: `Ok(())` the first time.
+    pub(crate) async fn use_approval(
+        &self,
+        tag: &[u8; 32],
+        expiry: u64,
+    ) -> Result<(), crate::approval::ApprovalError> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        match self
+            .store
+            .use_approval(&hex::encode(tag), expiry, now)
+            .await
+        {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(crate::approval::ApprovalError::Replayed),
+            Err(error) => {
+                tracing::error!(%error, "an approval could not be recorded as used; refused");
+                Err(crate::approval::ApprovalError::Unrecorded)
+            }
         }
     }
 

@@ -207,7 +207,7 @@ impl ChatService {
     /// history; continued with the user's decisions when it answers approvals
     /// (each approval id checked against the server's key: a forged, expired,
     /// used or edited one is an invalid decision, and nothing of it runs).
-    fn start_run(
+    async fn start_run(
         &self,
         chat: &mut ChatRequest,
     ) -> Result<(RunHandle, crate::chats::RunMeta), agent_graph::graph::GraphError> {
@@ -231,7 +231,7 @@ impl ChatService {
         if chat.decisions.is_empty() {
             return Ok((agent_graph::run(prepared.request, deps), meta));
         }
-        let (pending, decisions) = self.redeem(chat);
+        let (pending, decisions) = self.redeem(chat).await;
         let paused = PausedRun {
             version: PAUSED_RUN_VERSION,
             request: prepared.request,
@@ -279,35 +279,48 @@ impl ChatService {
 
     /// The calls a continuation answers, and the user's decisions about them as
     /// this server checked them.
-    fn redeem(&self, chat: &ChatRequest) -> (Vec<PendingApproval>, Vec<Decision>) {
-        chat.decisions
-            .iter()
-            .map(|answer| {
-                let pending = PendingApproval {
-                    tool_call_id: answer.tool_call_id.clone(),
-                    tool_name: answer.tool_name.clone(),
-                    args: answer.args.clone(),
-                    args_hash: answer.args_hash.clone(),
-                    raw: None,
-                };
-                let checked = self.approvals.redeem(
+    async fn redeem(&self, chat: &ChatRequest) -> (Vec<PendingApproval>, Vec<Decision>) {
+        let mut redeemed = (Vec::new(), Vec::new());
+        for answer in &chat.decisions {
+            let pending = PendingApproval {
+                tool_call_id: answer.tool_call_id.clone(),
+                tool_name: answer.tool_name.clone(),
+                args: answer.args.clone(),
+                args_hash: answer.args_hash.clone(),
+                raw: None,
+            };
+            let checked = match &self.store {
+                // Used once across every server on the store, and restarts.
+                Some(store) => match self.approvals.verify(
                     &answer.approval_id,
                     &chat.chat_id,
                     &answer.tool_call_id,
                     &answer.tool_name,
                     &answer.args_hash,
-                );
-                let decision = match checked {
-                    Err(error) => {
-                        tracing::warn!(chat = %ai_core::text::log_field(&chat.chat_id), error = %error, "approval refused");
-                        Decision::invalid(&answer.tool_call_id, error.to_string())
-                    }
-                    Ok(()) if answer.approved => Decision::approve(&answer.tool_call_id),
-                    Ok(()) => Decision::deny(&answer.tool_call_id, answer.reason.clone()),
-                };
-                (pending, decision)
-            })
-            .unzip()
+                ) {
+                    Ok((tag, expiry)) => store.use_approval(&tag, expiry).await,
+                    Err(error) => Err(error),
+                },
+                None => self.approvals.redeem(
+                    &answer.approval_id,
+                    &chat.chat_id,
+                    &answer.tool_call_id,
+                    &answer.tool_name,
+                    &answer.args_hash,
+                ),
+            };
+            let decision = match checked {
+                Err(error) => {
+                    tracing::warn!(chat = %ai_core::text::log_field(&chat.chat_id), error = %error, "approval refused");
+                    Decision::invalid(&answer.tool_call_id, error.to_string())
+                }
+                Ok(()) if answer.approved => Decision::approve(&answer.tool_call_id),
+                Ok(()) => Decision::deny(&answer.tool_call_id, answer.reason.clone()),
+            };
+            redeemed.0.push(pending);
+            redeemed.1.push(decision);
+        }
+        redeemed
     }
 
     /// Streams a run's events into `tx` through `encoder` until the run ends, and
@@ -596,7 +609,7 @@ async fn chat(
             _ => None,
         })
         .unwrap_or_else(|| agent_store::title_from(""));
-    let started = match state.service.start_run(&mut chat) {
+    let started = match state.service.start_run(&mut chat).await {
         Ok(started) => started,
         Err(error) => {
             tracing::error!(%error, "the graph could not be prepared");

@@ -12,8 +12,10 @@ use crate::account::AccountStore;
 use crate::error::StoreError;
 
 /// The schema, oldest first: one set for both backends (portable SQL).
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "runs", include_str!("../migrations/0001_runs.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "runs", include_str!("../migrations/0001_runs.sql")),
+    (2, "server", include_str!("../migrations/0002_server.sql")),
+];
 
 /// Which database a store is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +147,48 @@ impl Store {
         }
         owners.sort();
         Ok(owners)
+    }
+
+    /// The secret named `name`, the same for every server on this store: `fresh`
+    /// is stored when there is none yet (the first caller's value wins).
+    pub async fn server_key(&self, name: &str, fresh: &str) -> Result<String, StoreError> {
+        sqlx::query(
+            "INSERT INTO server_keys (name, secret, created_ms) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(fresh)
+        .bind(crate::recorder::now_ms())
+        .execute(&self.pool)
+        .await?;
+        let row = sqlx::query("SELECT secret FROM server_keys WHERE name = $1")
+            .bind(name)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get("secret")?)
+    }
+
+    /// Marks approval `tag` used until `expires_s` (Unix seconds): `true` the
+    /// first time, `false` when it was used before (by any server on this store).
+    /// Forgets used approvals that expired before `now_s`.
+    pub async fn use_approval(
+        &self,
+        tag: &str,
+        expires_s: u64,
+        now_s: u64,
+    ) -> Result<bool, StoreError> {
+        let seconds = |s: u64| i64::try_from(s).unwrap_or(i64::MAX);
+        sqlx::query("DELETE FROM used_approvals WHERE expires_s < $1")
+            .bind(seconds(now_s))
+            .execute(&self.pool)
+            .await?;
+        let done = sqlx::query(
+            "INSERT INTO used_approvals (tag, expires_s) VALUES ($1, $2) ON CONFLICT (tag) DO NOTHING",
+        )
+        .bind(tag)
+        .bind(seconds(expires_s))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     /// Deletes threads, runs, events and paused runs last touched before

@@ -357,7 +357,25 @@ async fn concurrent_appends(store: &Store) {
     }
 }
 
+/// Secrets and used approvals shared by the servers on one store.
+async fn server_keys_and_approvals(store: &Store) {
+    let first = store.server_key("approvals", "key-one").await.unwrap();
+    let again = store.server_key("approvals", "key-two").await.unwrap();
+    assert_eq!((first.as_str(), again.as_str()), ("key-one", "key-one"));
+    assert!(store.use_approval("tag-a", 2_000, 1_000).await.unwrap());
+    assert!(
+        !store.use_approval("tag-a", 2_000, 1_000).await.unwrap(),
+        "once"
+    );
+    assert!(store.use_approval("tag-b", 1_500, 1_000).await.unwrap());
+    // After tag-b expired it is forgotten (an expired id is refused before this).
+    assert!(store.use_approval("tag-c", 9_000, 1_600).await.unwrap());
+    assert!(store.use_approval("tag-b", 1_500, 1_600).await.unwrap());
+    assert!(!store.use_approval("tag-a", 2_000, 1_600).await.unwrap());
+}
+
 async fn suite(store: &Store) {
+    server_keys_and_approvals(store).await;
     threads_and_messages(store).await;
     runs_and_events(store).await;
     usage_and_paused(store).await;

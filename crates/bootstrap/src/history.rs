@@ -90,16 +90,26 @@ async fn interrupt_dead_cli_runs(store: &Store) -> Result<(), agent_store::Store
 }
 
 /// The run store of `agent serve` (runs of dead processes marked interrupted on
-/// the way), with `[pricing]`.
+/// the way), with `[pricing]`, and the approval key every server on the store
+/// shares (made on first use), so approval ids outlive a restart.
 pub(crate) async fn server_store(
     config: &AgentConfig,
-) -> Result<agent_server::ServerStore, String> {
+) -> Result<(agent_server::ServerStore, [u8; 32]), String> {
     let store = open(config).await?;
+    let fresh = agent_server::ServerSecret::generate();
+    let shared = store
+        .server_key("approvals", fresh.expose())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut key = [0u8; 32];
+    hex::decode_to_slice(&shared, &mut key)
+        .map_err(|_| "the stored approval key is not 64 hex digits".to_owned())?;
     let server = agent_server::ServerStore::new(store, owner("serve"));
-    Ok(match pricing(config, &config.file.model.model) {
+    let server = match pricing(config, &config.file.model.model) {
         Some(pricing) => server.with_pricing(pricing),
         None => server,
-    })
+    };
+    Ok((server, key))
 }
 
 /// One `agent chat` run being recorded (the store's [`RunRecording`], with

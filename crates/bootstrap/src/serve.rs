@@ -193,7 +193,12 @@ async fn serve_with(
             // Runs are recorded and conversations kept when the store opens; a
             // server without one still serves chats (and says so).
             match crate::history::server_store(config).await {
-                Ok(store) => Arc::new(service.with_store(store)),
+                Ok((store, key)) => Arc::new(service.with_store(store).with_approvals(
+                    agent_server::approval::Approvals::new(
+                        key,
+                        agent_server::approval::DEFAULT_APPROVAL_TTL,
+                    ),
+                )),
                 Err(e) => {
                     eprintln!("agent: the run store is not available, so chats are not kept: {e}");
                     Arc::new(service)

@@ -365,3 +365,105 @@ async fn served_chats_are_kept_listed_and_deleted_and_a_killed_server_interrupts
         .collect();
     assert!(text.starts_with("w0 w1 w2 "), "{text}");
 }
+
+/// One chat turn over HTTP: the stream's chunks.
+async fn ui_chunks(client: &reqwest::Client, base: &str, token: &str, body: &Value) -> Vec<Value> {
+    let text = client
+        .post(format!("{base}/api/chat"))
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
+}
+
+/// An approval asked by one `agent serve` is honoured by the next one on the same
+/// store (the first was killed with SIGKILL in between): the command runs once,
+/// and the same approval sent again is refused, also after another restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_outlives_a_killed_server_and_runs_its_call_once() {
+    let command = serde_json::json!({"command": "echo ran >> count.txt"});
+    let server = OpenAiServer::start([
+        Reply::tool_calls(&[("call_sh", "core__exec_shell", command)]),
+        Reply::text("Done."),
+        Reply::text("It was not run again."),
+        Reply::text("Still not."),
+    ])
+    .await
+    .unwrap();
+    let home = Home::new(KEY);
+    let url = server.base_url();
+    let client = http();
+    let (mut first, base, token) =
+        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
+    let chunks = ui_chunks(&client, &base, &token, &chat_body("chat-sh", "Count a run.")).await;
+    let request = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-approval-request")
+        .unwrap_or_else(|| panic!("{chunks:?}"))
+        .clone();
+    let input = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-input-available")
+        .unwrap()["input"]
+        .clone();
+    let message_id = chunks[0]["messageId"].as_str().unwrap().to_owned();
+    let kill = |pid: u32| {
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    kill(first.id().unwrap());
+    first.wait().await.unwrap();
+
+    let approved = serde_json::json!({"id": "chat-sh", "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Count a run."}]},
+        {"id": message_id, "role": "assistant", "parts": [
+            {"type": "step-start"},
+            {"type": "tool-core__exec_shell", "toolCallId": request["toolCallId"], "state": "approval-responded",
+             "input": input, "approval": {"id": request["approvalId"], "approved": true}}
+        ]}
+    ]});
+    let count = || {
+        std::fs::read_to_string(home.workspace.join("count.txt"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let (mut second, base, token) =
+        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
+    let chunks = ui_chunks(&client, &base, &token, &approved).await;
+    assert!(
+        chunks.iter().any(|c| c["type"] == "tool-output-available"),
+        "the approved call ran: {chunks:?}"
+    );
+    assert_eq!(count(), 1);
+    // The same approval again, to this server and to a third one: refused.
+    let chunks = ui_chunks(&client, &base, &token, &approved).await;
+    assert!(
+        chunks.iter().any(|c| c.to_string().contains("already used")),
+        "{chunks:?}"
+    );
+    kill(second.id().unwrap());
+    second.wait().await.unwrap();
+    let (_third, base, token) =
+        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
+    let chunks = ui_chunks(&client, &base, &token, &approved).await;
+    assert!(
+        chunks.iter().any(|c| c.to_string().contains("already used")),
+        "{chunks:?}"
+    );
+    assert_eq!(count(), 1, "the command ran once");
+}
