@@ -72,6 +72,26 @@ pub struct Access {
     /// Their preflight is answered and their responses carry CORS headers; they
     /// still need a token. Empty by default: only the server's own page.
     pub allowed_origins: Vec<String>,
+    /// Tokens of named accounts (SHA-256, account name): a request with one is
+    /// that account, whose stored chats no other account can read, list, resume
+    /// or delete. [`Access::tokens_sha256`] (and the per-process secret) are the
+    /// [`Account::LOCAL`] account.
+    pub accounts: Vec<([u8; 32], String)>,
+}
+
+/// The account a request acts for, set by the API layer from its token (a
+/// request extension).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account(pub String);
+
+impl Account {
+    /// The account of the server's own tokens.
+    pub const LOCAL: &str = "local";
+
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.0
+    }
 }
 
 impl Access {
@@ -100,6 +120,7 @@ impl Access {
             client_stream_share: DEFAULT_CLIENT_STREAM_SHARE,
             heartbeat: DEFAULT_HEARTBEAT,
             allowed_origins: Vec::new(),
+            accounts: Vec::new(),
         }
     }
 
@@ -107,6 +128,12 @@ impl Access {
     pub fn with_token(mut self, token: &str) -> Self {
         self.tokens_sha256
             .push(Sha256::digest(token.as_bytes()).into());
+        self
+    }
+
+    /// Also accepts the token whose SHA-256 is `token_sha256`, as `account`.
+    pub fn with_account(mut self, account: impl Into<String>, token_sha256: [u8; 32]) -> Self {
+        self.accounts.push((token_sha256, account.into()));
         self
     }
 
@@ -161,9 +188,9 @@ impl Access {
     }
 
     /// The bearer token (see the module docs).
-    pub(crate) fn check_token(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+    pub(crate) fn check_token(&self, headers: &HeaderMap) -> Result<Account, Refusal> {
         if self.no_auth && !self.hosts.is_empty() {
-            return Ok(());
+            return Ok(Account(Account::LOCAL.into()));
         }
         let token = headers
             .get(header::AUTHORIZATION)
@@ -178,10 +205,16 @@ impl Access {
         for expected in &self.tokens_sha256 {
             found |= digest.ct_eq(expected);
         }
-        if bool::from(found) {
-            Ok(())
-        } else {
-            Err(Refusal::Token)
+        let mut named = None;
+        for (expected, account) in &self.accounts {
+            if bool::from(digest.ct_eq(expected)) {
+                named = Some(account);
+            }
+        }
+        match named {
+            Some(account) => Ok(Account(account.clone())),
+            None if bool::from(found) => Ok(Account(Account::LOCAL.into())),
+            None => Err(Refusal::Token),
         }
     }
 }
@@ -313,7 +346,11 @@ pub(crate) async fn api_layer(
         .check_host(request.headers())
         .and_then(|()| access.check_token(request.headers()));
     match checked {
-        Ok(()) => next.run(request).await,
+        Ok(account) => {
+            let mut request = request;
+            request.extensions_mut().insert(account);
+            next.run(request).await
+        }
         Err(refused) => refused.into_response(),
     }
 }

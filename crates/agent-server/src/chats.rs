@@ -16,21 +16,22 @@
 //! the store the same approval key: an approval asked before a restart is
 //! honoured after it, once.
 //!
-//! Every request is the `local` account for now: one server, one principal (the
-//! tokens it accepts are one user's). The store scopes every row by account, so
-//! accounts per token change only how a request's account is chosen.
+//! Every request acts for an account ([`Account`], from its token): the server's
+//! own tokens are `local`, each `Access::with_account` token its account. A chat
+//! id is the account's own: another account's chat of the same id is another
+//! chat, and one account never lists, loads, continues, resumes or deletes
+//! another's (`404`, as for a chat that does not exist).
 
 use agent_graph::run::{RunError, RunOutput};
 use agent_store::{NewRun, Pricing, RunEnd, RunRecording, RunStatus, Store, Thread};
+use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::access::Account;
 use crate::server::{AppState, refuse};
-
-/// The account of every request (see the module docs).
-pub const LOCAL_ACCOUNT: &str = "local";
 
 /// Threads listed by `GET /api/chats`, at most.
 const LIST_LIMIT: u32 = 500;
@@ -97,6 +98,7 @@ impl ServerStore {
     pub(crate) async fn begin(
         &self,
         run: &RunMeta,
+        account: &str,
         chat_id: &str,
         title: &str,
     ) -> Option<RunRecording> {
@@ -119,7 +121,7 @@ impl ServerStore {
         };
         let started = RunRecording::start(
             self.store.clone(),
-            LOCAL_ACCOUNT,
+            account,
             &new,
             Some(thread),
             self.pricing.clone(),
@@ -202,11 +204,14 @@ fn json_response(value: serde_json::Value) -> Response {
 }
 
 /// `GET /api/chats`: the threads, most recent first.
-pub(crate) async fn list(State(state): State<AppState>) -> Response {
+pub(crate) async fn list(
+    State(state): State<AppState>,
+    Extension(account): Extension<Account>,
+) -> Response {
     let Some(store) = state.service.store() else {
         return no_store();
     };
-    match store.store.account(LOCAL_ACCOUNT).threads(LIST_LIMIT).await {
+    match store.store.account(account.0).threads(LIST_LIMIT).await {
         Ok(threads) => {
             let chats: Vec<_> = threads
                 .iter()
@@ -219,11 +224,15 @@ pub(crate) async fn list(State(state): State<AppState>) -> Response {
 }
 
 /// `GET /api/chats/{id}`: one thread with its messages as the model saw them.
-pub(crate) async fn load(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+pub(crate) async fn load(
+    State(state): State<AppState>,
+    Extension(account): Extension<Account>,
+    Path(id): Path<String>,
+) -> Response {
     let Some(store) = state.service.store() else {
         return no_store();
     };
-    let rows = store.store.account(LOCAL_ACCOUNT);
+    let rows = store.store.account(account.0);
     let thread = match rows.thread(&id).await {
         Ok(Some(thread)) => thread,
         Ok(None) => return not_found(&id),
@@ -240,11 +249,15 @@ pub(crate) async fn load(State(state): State<AppState>, Path(id): Path<String>) 
 }
 
 /// `DELETE /api/chats/{id}`: removes a thread (`204`).
-pub(crate) async fn delete(State(state): State<AppState>, Path(id): Path<String>) -> Response {
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    Extension(account): Extension<Account>,
+    Path(id): Path<String>,
+) -> Response {
     let Some(store) = state.service.store() else {
         return no_store();
     };
-    match store.store.account(LOCAL_ACCOUNT).delete_thread(&id).await {
+    match store.store.account(account.0).delete_thread(&id).await {
         Ok(true) => StatusCode::NO_CONTENT.into_response(),
         Ok(false) => not_found(&id),
         Err(error) => failed(error),

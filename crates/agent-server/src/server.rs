@@ -329,16 +329,21 @@ impl ChatService {
     /// arguments and results of the calls it ran.
     async fn respond(
         self: Arc<Self>,
-        (chat_id, title): (String, String),
+        chat: ChatRef,
         (handle, meta): (RunHandle, crate::chats::RunMeta),
         mut encoder: Box<dyn StreamEncoder>,
         tx: mpsc::Sender<Bytes>,
         (heartbeat, replay): (Duration, Arc<Replay>),
     ) {
+        let chat_id = chat.scoped;
         let approval =
             |call: &str, tool: &str, hash: &str| self.approvals.issue(&chat_id, call, tool, hash);
         let mut recording = match &self.store {
-            Some(store) => store.begin(&meta, &chat_id, &title).await,
+            Some(store) => {
+                store
+                    .begin(&meta, &chat.account, &chat.id, &chat.title)
+                    .await
+            }
             None => None,
         };
         let stop = handle.cancel_token();
@@ -399,6 +404,36 @@ impl ChatService {
         }
         deliver(&mut client, &replay, encoder.end()).await;
         self.active.close(&chat_id, &replay);
+    }
+}
+
+/// A chat as one request names it: its id in the request's account (the key of
+/// every in-memory map and of its approvals), the id the client uses (the
+/// thread's id in the account's store), the account and the title of a new
+/// thread.
+struct ChatRef {
+    scoped: String,
+    id: String,
+    account: String,
+    title: String,
+}
+
+/// The key of chat `chat_id` of `account` in the server's maps: distinct for
+/// distinct (account, id) pairs, whatever characters either holds.
+pub(crate) fn scope(account: &str, chat_id: &str) -> String {
+    format!("{}:{account}:{chat_id}", account.len())
+}
+
+/// The transcript as one account sees it.
+struct ScopedTranscript<'a> {
+    inner: &'a TranscriptStore,
+    account: &'a str,
+}
+
+impl Transcript for ScopedTranscript<'_> {
+    fn recall(&self, chat_id: &str, tool_call_id: &str) -> Option<(String, String)> {
+        self.inner
+            .recall(&scope(self.account, chat_id), tool_call_id)
     }
 }
 
@@ -570,6 +605,7 @@ fn encoder(
 
 async fn chat(
     State(state): State<AppState>,
+    Extension(account): Extension<crate::access::Account>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     query: Result<Query<ChatQuery>, axum::extract::rejection::QueryRejection>,
     body: Body,
@@ -582,10 +618,17 @@ async fn chat(
         Ok(bytes) => bytes,
         Err(refused) => return refused,
     };
-    let mut chat = match contract::parse(&bytes, &state.service.transcript, &state.service.limits) {
+    let transcript = ScopedTranscript {
+        inner: &state.service.transcript,
+        account: account.name(),
+    };
+    let mut chat = match contract::parse(&bytes, &transcript, &state.service.limits) {
         Ok(chat) => chat,
         Err(error) => return invalid(&error),
     };
+    // From here on the chat is known by its key in this account.
+    let client_id = std::mem::take(&mut chat.chat_id);
+    chat.chat_id = scope(account.name(), &client_id);
     if let Err(error) = state.service.accept_client_outputs(&chat) {
         return invalid(&error);
     }
@@ -628,7 +671,12 @@ async fn chat(
     tokio::spawn(async move {
         service
             .respond(
-                (chat.chat_id, title),
+                ChatRef {
+                    scoped: chat.chat_id,
+                    id: client_id,
+                    account: account.0,
+                    title,
+                },
                 started,
                 encoder,
                 tx,
@@ -663,6 +711,7 @@ fn streaming(
 /// frame, or `204` when there is none (see [`crate::resume`]).
 async fn reattach(
     State(state): State<AppState>,
+    Extension(account): Extension<crate::access::Account>,
     axum::extract::Path(chat_id): axum::extract::Path<String>,
 ) -> Response {
     if chat_id.is_empty() || chat_id.len() > contract::MAX_CHAT_ID_LEN {
@@ -675,7 +724,7 @@ async fn reattach(
     let attached = state
         .service
         .active
-        .get(&chat_id)
+        .get(&scope(account.name(), &chat_id))
         .and_then(|replay| Some((replay.headers(), replay.reader()?)));
     match attached {
         Some((headers, frames)) => streaming(headers, frames),

@@ -445,6 +445,18 @@ pub struct ServeConfig {
     pub max_file_bytes: usize,
     /// Largest sum of the files of one request (its whole history), in bytes.
     pub max_request_file_bytes: usize,
+    /// Named accounts, each with its own token: an account's chats (in the run
+    /// store) are its own; the per-process secret and `tokens_sha256` are the
+    /// `local` account.
+    pub accounts: BTreeMap<String, AccountConfig>,
+}
+
+/// `[server.accounts.NAME]`: one account of `agent serve`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountConfig {
+    /// Hex SHA-256 of the account's bearer token (the token is not stored).
+    pub token_sha256: String,
 }
 
 impl Default for ServeConfig {
@@ -464,6 +476,7 @@ impl Default for ServeConfig {
             allowed_origins: Vec::new(),
             max_file_bytes: agent_server::contract::DEFAULT_MAX_FILE_BYTES,
             max_request_file_bytes: agent_server::contract::DEFAULT_MAX_REQUEST_FILE_BYTES,
+            accounts: BTreeMap::new(),
         }
     }
 }

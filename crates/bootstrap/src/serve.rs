@@ -38,6 +38,38 @@ fn token_hashes(config: &AgentConfig) -> Result<Vec<[u8; 32]>, String> {
     Ok(hashes)
 }
 
+/// The tokens of `[server.accounts]`, with their account names (letters, digits,
+/// `_` and `-`, at most 64; `local` is the server's own account).
+fn account_hashes(config: &AgentConfig) -> Result<Vec<([u8; 32], String)>, String> {
+    let mut accounts = Vec::new();
+    for (name, account) in &config.file.server.accounts {
+        let plain = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !plain || name == agent_server::access::Account::LOCAL {
+            return Err(format!(
+                "server.accounts.{name:?}: a name is 1 to 64 letters, digits, `_` or `-`, and not `local`"
+            ));
+        }
+        let mut hash = [0u8; 32];
+        hex::decode_to_slice(&account.token_sha256, &mut hash)
+            .map_err(|_| format!("server.accounts.{name}.token_sha256 must be 64 hex digits"))?;
+        if accounts.iter().any(|(other, _)| *other == hash) {
+            return Err(format!(
+                "server.accounts.{name}.token_sha256 is another account's token"
+            ));
+        }
+        accounts.push((hash, name.clone()));
+    }
+    Ok(accounts)
+}
+
+/// The accepted credentials: token hashes of the `local` account, and of named
+/// accounts with their names.
+type Credentials = (Vec<[u8; 32]>, Vec<([u8; 32], String)>);
+
 /// What `agent serve` was asked for on its command line.
 #[derive(Debug, Clone, Default)]
 pub struct ServeArgs {
@@ -96,7 +128,7 @@ pub async fn run(config: &AgentConfig, args: ServeArgs) -> ExitCode {
         );
         return ExitCode::from(EXIT_USAGE);
     }
-    let tokens = match token_hashes(config) {
+    let tokens = match token_hashes(config).and_then(|t| Ok((t, account_hashes(config)?))) {
         Ok(tokens) => tokens,
         Err(e) => {
             eprintln!("agent: {e}");
@@ -132,7 +164,7 @@ fn access(
     config: &AgentConfig,
     bound: SocketAddr,
     secret: &ServerSecret,
-    tokens: Vec<[u8; 32]>,
+    (tokens, accounts): Credentials,
     no_auth: bool,
 ) -> Access {
     let server = &config.file.server;
@@ -143,6 +175,7 @@ fn access(
     };
     access = access.with_token(secret.expose());
     access.tokens_sha256.extend(tokens);
+    access.accounts = accounts;
     access.no_auth = no_auth;
     access.max_body_bytes = server.max_body_bytes;
     access.body_timeout = Duration::from_millis(server.body_timeout_ms);
@@ -175,7 +208,7 @@ async fn serve_with(
     session: &mut crate::session::Session,
     ip: IpAddr,
     port: u16,
-    tokens: Vec<[u8; 32]>,
+    tokens: Credentials,
     no_auth: bool,
 ) -> ExitCode {
     let service = match ChatService::new(ChatSetup {

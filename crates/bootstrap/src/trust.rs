@@ -283,6 +283,9 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
     if !file.server.tokens_sha256.is_empty() {
         keys.push("server.tokens_sha256 (who may use the chat endpoint)".to_owned());
     }
+    if !file.server.accounts.is_empty() {
+        keys.push("server.accounts (who may use the chat endpoint, as which account)".to_owned());
+    }
     for key in file.server.raised_limits() {
         keys.push(format!("{key} (raised above the default)"));
     }

@@ -404,7 +404,13 @@ async fn an_approval_outlives_a_killed_server_and_runs_its_call_once() {
     let client = http();
     let (mut first, base, token) =
         crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
-    let chunks = ui_chunks(&client, &base, &token, &chat_body("chat-sh", "Count a run.")).await;
+    let chunks = ui_chunks(
+        &client,
+        &base,
+        &token,
+        &chat_body("chat-sh", "Count a run."),
+    )
+    .await;
     let request = chunks
         .iter()
         .find(|c| c["type"] == "tool-approval-request")
@@ -453,7 +459,9 @@ async fn an_approval_outlives_a_killed_server_and_runs_its_call_once() {
     // The same approval again, to this server and to a third one: refused.
     let chunks = ui_chunks(&client, &base, &token, &approved).await;
     assert!(
-        chunks.iter().any(|c| c.to_string().contains("already used")),
+        chunks
+            .iter()
+            .any(|c| c.to_string().contains("already used")),
         "{chunks:?}"
     );
     kill(second.id().unwrap());
@@ -462,8 +470,173 @@ async fn an_approval_outlives_a_killed_server_and_runs_its_call_once() {
         crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
     let chunks = ui_chunks(&client, &base, &token, &approved).await;
     assert!(
-        chunks.iter().any(|c| c.to_string().contains("already used")),
+        chunks
+            .iter()
+            .any(|c| c.to_string().contains("already used")),
         "{chunks:?}"
     );
     assert_eq!(count(), 1, "the command ran once");
+}
+
+const ACME: &str = "acme-token-0123456789abcdef";
+const GLOBEX: &str = "globex-token-0123456789abcdef";
+
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(text.as_bytes()))
+}
+
+/// Two accounts on one `agent serve`, each with its own token: over HTTP, for
+/// every endpoint (list, load, continue, resume, delete), one never reaches the
+/// other's chats, even under the same chat id; the server's own token is a
+/// third account.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accounts_never_reach_each_others_chats() {
+    let server = OpenAiServer::start([
+        Reply::text("Acme's answer."),
+        Reply::text("Acme's second chat."),
+        Reply::text("Globex's answer."),
+        Reply::text("Globex's own chat."),
+        Reply::endless(Duration::from_millis(20), |n| {
+            agent_testing::server::data(&format!(
+                r#"{{"id":"c","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":"w{n} "}},"finish_reason":null}}]}}"#
+            ))
+        }),
+    ])
+    .await
+    .unwrap();
+    let home = Home::new(KEY);
+    std::fs::write(
+        home.workspace.join("agent.toml"),
+        format!(
+            "[server.accounts.acme]\ntoken_sha256 = \"{}\"\n\n[server.accounts.globex]\ntoken_sha256 = \"{}\"\n",
+            sha256_hex(ACME),
+            sha256_hex(GLOBEX)
+        ),
+    )
+    .unwrap();
+    let (code, _, stderr) = home.run(None, &["trust"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let url = server.base_url();
+    let (_child, base, local) =
+        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
+    let client = http();
+    let send = |method: reqwest::Method, path: &str, token: &str| {
+        client
+            .request(method, format!("{base}{path}"))
+            .bearer_auth(token)
+    };
+    let status = |response: reqwest::Response| response.status().as_u16();
+
+    // Acme: "shared" and "acme-only". Globex: "shared" (its own) and, by posting
+    // to Acme's id, "acme-only" of its own.
+    for (token, chat, text) in [
+        (ACME, "shared", "Acme secret plan."),
+        (ACME, "acme-only", "Acme's second."),
+        (GLOBEX, "shared", "Globex hello."),
+    ] {
+        let chunks = ui_chunks(&client, &base, token, &chat_body(chat, text)).await;
+        assert!(chunks.iter().any(|c| c["type"] == "finish"), "{chunks:?}");
+    }
+    let list = |token: &'static str| {
+        let request = send(reqwest::Method::GET, "/api/chats", token);
+        async move {
+            let body: Value = request.send().await.unwrap().json().await.unwrap();
+            let mut titles: Vec<String> = body["chats"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{}={}",
+                        c["id"].as_str().unwrap(),
+                        c["title"].as_str().unwrap()
+                    )
+                })
+                .collect();
+            titles.sort();
+            titles
+        }
+    };
+    // The store is written when each stream ends: wait until Acme's two show.
+    for _ in 0..50 {
+        if list(ACME).await.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        list(ACME).await,
+        ["acme-only=Acme's second.", "shared=Acme secret plan."]
+    );
+    assert_eq!(list(GLOBEX).await, ["shared=Globex hello."]);
+    let local: &'static str = Box::leak(local.into_boxed_str());
+    assert!(
+        list(local).await.is_empty(),
+        "the server's own token is a third account"
+    );
+
+    // Load: Globex's "shared" is its own; Acme's other chat is not found.
+    let globex_shared: Value = send(reqwest::Method::GET, "/api/chats/shared", GLOBEX)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        !globex_shared.to_string().contains("Acme"),
+        "{globex_shared}"
+    );
+    let missing = send(reqwest::Method::GET, "/api/chats/acme-only", GLOBEX)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(missing), 404);
+    // Delete: refused as not found, and Acme's chat stays.
+    let refused = send(reqwest::Method::DELETE, "/api/chats/acme-only", GLOBEX)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(refused), 404);
+    // Continue: Globex posting to Acme's chat id starts its own chat; the model
+    // sees none of Acme's messages.
+    let chunks = ui_chunks(&client, &base, GLOBEX, &chat_body("acme-only", "Mine now?")).await;
+    assert!(chunks.iter().any(|c| c["type"] == "finish"));
+    let last = server.requests().last().unwrap().body.to_string();
+    assert!(!last.contains("Acme"), "{last}");
+    let acme_only: Value = send(reqwest::Method::GET, "/api/chats/acme-only", ACME)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let texts = acme_only["messages"].to_string();
+    assert!(
+        texts.contains("Acme's second.") && !texts.contains("Mine now?"),
+        "{texts}"
+    );
+
+    // Resume: Acme's running answer is not Globex's to follow.
+    let mut live = send(reqwest::Method::POST, "/api/chat", ACME)
+        .json(&chat_body("acme-live", "Talk forever."))
+        .send()
+        .await
+        .unwrap()
+        .bytes_stream();
+    let _ = tokio::time::timeout(Duration::from_secs(30), live.next())
+        .await
+        .unwrap();
+    let theirs = send(reqwest::Method::GET, "/api/chat/acme-live/stream", GLOBEX)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(theirs), 204);
+    let mine = send(reqwest::Method::GET, "/api/chat/acme-live/stream", ACME)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status(mine), 200);
+    drop(live);
 }
