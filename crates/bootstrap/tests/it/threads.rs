@@ -640,3 +640,112 @@ async fn accounts_never_reach_each_others_chats() {
     assert_eq!(status(mine), 200);
     drop(live);
 }
+
+/// Two `agent serve` processes on one Postgres store: a chat started on the
+/// first (which asks for an approval) is approved and answered through the
+/// second, the call runs once, and both list and load the same thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_on_one_postgres_share_chats_and_approvals() {
+    let postgres = agent_testing::postgres::TestPostgres::start().unwrap();
+    postgres.create_database("shared").unwrap();
+    let command = serde_json::json!({"command": "echo ran >> count.txt"});
+    let server = OpenAiServer::start([
+        Reply::tool_calls(&[("call_sh", "core__exec_shell", command)]),
+        Reply::text("Done on the second server."),
+    ])
+    .await
+    .unwrap();
+    let home = Home::new(KEY);
+    std::fs::write(
+        home.workspace.join("agent.toml"),
+        format!("[store]\nurl = \"{}\"\n", postgres.url("shared")),
+    )
+    .unwrap();
+    let (code, _, stderr) = home.run(None, &["trust"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let url = server.base_url();
+    let client = http();
+    let (_a, base_a, token_a) =
+        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
+    let (_b, base_b, token_b) =
+        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
+
+    let chunks = ui_chunks(
+        &client,
+        &base_a,
+        &token_a,
+        &chat_body("chat-pg", "Count a run."),
+    )
+    .await;
+    let request = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-approval-request")
+        .unwrap_or_else(|| panic!("{chunks:?}"))
+        .clone();
+    let input = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-input-available")
+        .unwrap()["input"]
+        .clone();
+    let message_id = chunks[0]["messageId"].as_str().unwrap().to_owned();
+    let approved = serde_json::json!({"id": "chat-pg", "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Count a run."}]},
+        {"id": message_id, "role": "assistant", "parts": [
+            {"type": "step-start"},
+            {"type": "tool-core__exec_shell", "toolCallId": request["toolCallId"], "state": "approval-responded",
+             "input": input, "approval": {"id": request["approvalId"], "approved": true}}
+        ]}
+    ]});
+    let chunks = ui_chunks(&client, &base_b, &token_b, &approved).await;
+    assert!(
+        chunks.iter().any(|c| c["type"] == "tool-output-available"),
+        "the second server honoured the first one's approval: {chunks:?}"
+    );
+    let count = std::fs::read_to_string(home.workspace.join("count.txt")).unwrap_or_default();
+    assert_eq!(count.lines().count(), 1, "{count}");
+    // The same approval through the first server: used already.
+    let chunks = ui_chunks(&client, &base_a, &token_a, &approved).await;
+    assert!(
+        chunks
+            .iter()
+            .any(|c| c.to_string().contains("already used")),
+        "{chunks:?}"
+    );
+
+    // Both servers list the thread and load the whole conversation.
+    for (base, token) in [(&base_a, &token_a), (&base_b, &token_b)] {
+        let mut chat = Value::Null;
+        for _ in 0..50 {
+            chat = client
+                .get(format!("{base}/api/chats/chat-pg"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap_or(Value::Null);
+            if chat.to_string().contains("Done on the second server.") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(chat["title"], "Count a run.", "{chat}");
+        let text = chat["messages"].to_string();
+        assert!(
+            text.contains("Count a run.") && text.contains("Done on the second server."),
+            "{text}"
+        );
+        assert!(
+            text.contains("echo ran >> count.txt"),
+            "the call as the model saw it: {text}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(home.workspace.join("count.txt"))
+            .unwrap_or_default()
+            .lines()
+            .count(),
+        1
+    );
+}
