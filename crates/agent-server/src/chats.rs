@@ -7,6 +7,12 @@
 //! behind cancels the run rather than lose its record), one usage fact per model
 //! call, and each turn's messages as the model saw them.
 //!
+//! `GET /api/chat/{id}/stream` for a chat with no response running in this
+//! process follows its latest run from the store: the run's events so far, then
+//! new ones as its server writes them (another server on the store, or this one
+//! before a restart), until the run ends. A run whose process died (as the owner
+//! check tells) is marked `interrupted` and the stream ends with an error.
+//!
 //! `GET /api/chats` lists the threads, `GET /api/chats/{id}` returns one with its
 //! messages, `DELETE /api/chats/{id}` removes it (its runs and events too; usage
 //! stays). Without a store they answer 404 `no_store`.
@@ -42,7 +48,15 @@ pub struct ServerStore {
     store: Store,
     owner: String,
     pricing: Option<Pricing>,
+    alive: Option<OwnerCheck>,
 }
+
+/// Whether the process named by a run's owner still runs (`None`: cannot tell,
+/// e.g. it is on another host).
+pub type OwnerCheck = std::sync::Arc<dyn Fn(&str) -> Option<bool> + Send + Sync>;
+
+/// How often a stream that follows another server's run reads the store.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl std::fmt::Debug for ServerStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -60,7 +74,15 @@ impl ServerStore {
             store,
             owner: owner.into(),
             pricing: None,
+            alive: None,
         }
+    }
+
+    /// Tells whether a run's owner process is alive, so a stream following a run
+    /// whose process died ends (the run marked `interrupted`) instead of waiting.
+    pub fn with_owner_check(mut self, alive: OwnerCheck) -> Self {
+        self.alive = Some(alive);
+        self
     }
 
     /// Marks an approval (its MAC bytes) used in the store, whichever server on
@@ -261,5 +283,106 @@ pub(crate) async fn delete(
         Ok(true) => StatusCode::NO_CONTENT.into_response(),
         Ok(false) => not_found(&id),
         Err(error) => failed(error),
+    }
+}
+
+/// `GET /api/chat/{id}/stream` for a chat with no response running in this
+/// process: its latest run replayed from the store's event log through a UI
+/// stream encoder, then followed while it runs (on another server, or before a
+/// restart of this one), ending when the run does. A run whose process died ends
+/// with an error frame. `None` when the chat's latest run is not running (the
+/// caller answers `204`).
+pub(crate) async fn follow(
+    service: std::sync::Arc<crate::ChatService>,
+    account: &str,
+    chat_id: &str,
+    scoped: String,
+) -> Option<Response> {
+    let store = service.store()?.clone();
+    let rows = store.store.account(account.to_owned());
+    let latest = rows.runs_of_thread(chat_id).await.ok()?.pop()?;
+    if latest.status != RunStatus::Running && !recently_interrupted(&latest) {
+        return None;
+    }
+    let mut encoder =
+        crate::ui_stream::UiStreamEncoder::new(format!("msg-{}", uuid::Uuid::new_v4()));
+    let headers = crate::stream::StreamEncoder::headers(&encoder);
+    let (tx, rx) = tokio::sync::mpsc::channel::<axum::body::Bytes>(64);
+    let account = account.to_owned();
+    let run_id = latest.run.id.clone();
+    tokio::spawn(async move {
+        let approval = |call: &str, tool: &str, hash: &str| {
+            service.approvals().issue(&scoped, call, tool, hash)
+        };
+        let mut next = None;
+        loop {
+            let rows = store.store.account(account.clone());
+            let Ok(events) = rows.events(&run_id, next).await else {
+                break;
+            };
+            for stored in &events {
+                next = Some(stored.seq);
+                let shown = crate::server::shown_error(stored.event.clone());
+                let frames = crate::stream::StreamEncoder::frames(&mut encoder, &shown, &approval);
+                for frame in frames {
+                    if tx.send(frame).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            let Ok(Some(run)) = rows.run(&run_id).await else {
+                break;
+            };
+            match run.status {
+                RunStatus::Running if store.owner_dead(&run.run.owner) => {
+                    let now = agent_store::recorder::now_ms();
+                    let _ = store.store.interrupt_runs_of(&run.run.owner, now).await;
+                }
+                RunStatus::Running => tokio::time::sleep(FOLLOW_EVERY).await,
+                RunStatus::Interrupted => {
+                    let stopped = ai_core::AiEvent::new(
+                        &ai_core::RunContext::new(run_id.clone(), String::new()),
+                        ai_core::event::AiEventKind::Error {
+                            code: "run_interrupted".into(),
+                            message: "The server running this answer stopped before it ended; send the message again.".into(),
+                        },
+                    );
+                    for frame in
+                        crate::stream::StreamEncoder::frames(&mut encoder, &stopped, &approval)
+                    {
+                        let _ = tx.send(frame).await;
+                    }
+                    break;
+                }
+                // Done, failed or paused: what it wrote before ending is read
+                // on the next pass; then the stream ends.
+                _ if events.is_empty() => break,
+                _ => {}
+            }
+        }
+        for frame in crate::stream::StreamEncoder::end(&mut encoder) {
+            let _ = tx.send(frame).await;
+        }
+    });
+    let frames = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|frame| (frame, rx))
+    });
+    Some(crate::server::streaming(headers, frames))
+}
+
+/// An interrupted run resumed within a minute of its end still shows how it
+/// ended.
+fn recently_interrupted(run: &agent_store::RunRecord) -> bool {
+    run.status == RunStatus::Interrupted
+        && agent_store::recorder::now_ms() - run.updated_ms < 60_000
+}
+
+impl ServerStore {
+    /// Whether a run's owner is known to be gone.
+    fn owner_dead(&self, owner: &str) -> bool {
+        self.alive
+            .as_ref()
+            .and_then(|alive| alive(owner))
+            .is_some_and(|alive| !alive)
     }
 }

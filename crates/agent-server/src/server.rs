@@ -129,6 +129,11 @@ impl ChatService {
         self
     }
 
+    /// The approval ids of this service.
+    pub(crate) fn approvals(&self) -> &Approvals {
+        &self.approvals
+    }
+
     /// The run store, when the service has one.
     pub(crate) fn store(&self) -> Option<&crate::chats::ServerStore> {
         self.store.as_ref()
@@ -440,7 +445,7 @@ impl Transcript for ScopedTranscript<'_> {
 /// A provider's error text stays in the server log: it may carry what the browser
 /// must not see (an upstream URL, an account name, a quota detail). The client
 /// gets what failed and the request id to find it by.
-fn shown_error(event: ai_core::AiEvent) -> ai_core::AiEvent {
+pub(crate) fn shown_error(event: ai_core::AiEvent) -> ai_core::AiEvent {
     let ai_core::event::AiEventKind::Error { code, message } = &event.kind else {
         return event;
     };
@@ -690,7 +695,7 @@ async fn chat(
 }
 
 /// A streaming response with a protocol's `headers`.
-fn streaming(
+pub(crate) fn streaming(
     headers: &[(&str, &str)],
     frames: impl futures::Stream<Item = Bytes> + Send + 'static,
 ) -> Response {
@@ -721,13 +726,18 @@ async fn reattach(
             "the chat id must be 1 to 128 characters",
         );
     }
+    let scoped = scope(account.name(), &chat_id);
     let attached = state
         .service
         .active
-        .get(&scope(account.name(), &chat_id))
+        .get(&scoped)
         .and_then(|replay| Some((replay.headers(), replay.reader()?)));
-    match attached {
-        Some((headers, frames)) => streaming(headers, frames),
-        None => StatusCode::NO_CONTENT.into_response(),
+    if let Some((headers, frames)) = attached {
+        return streaming(headers, frames);
     }
+    // Not running here: a run of this chat another server (or this one before a
+    // restart) is running, replayed from the store and followed.
+    let followed =
+        crate::chats::follow(Arc::clone(&state.service), account.name(), &chat_id, scoped).await;
+    followed.unwrap_or_else(|| StatusCode::NO_CONTENT.into_response())
 }

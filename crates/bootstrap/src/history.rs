@@ -70,17 +70,25 @@ fn cli_owner() -> String {
     owner("cli")
 }
 
+/// Whether the `agent` process that owns a run (`<kind>:<host>:<pid>`) runs:
+/// `None` for another host's process (or an owner in another form).
+fn owner_alive(owner: &str) -> Option<bool> {
+    let mut parts = owner.splitn(3, ':');
+    let (_kind, host, pid) = (parts.next()?, parts.next()?, parts.next()?);
+    if host != host_name() {
+        return None;
+    }
+    let pid: u32 = pid.parse().ok()?;
+    Some(std::path::Path::new("/proc").join(pid.to_string()).exists())
+}
+
 /// Marks `interrupted` the runs that `agent` processes (chat or serve) on this
 /// host left `running` and that are gone (killed, or the machine stopped).
 async fn interrupt_dead_cli_runs(store: &Store) -> Result<(), agent_store::StoreError> {
     for kind in ["cli", "serve"] {
         let prefix = format!("{kind}:{}:", host_name());
         for owner in store.running_owners(&prefix).await? {
-            let alive = owner
-                .strip_prefix(&prefix)
-                .and_then(|pid| pid.parse::<u32>().ok())
-                .is_some_and(|pid| std::path::Path::new("/proc").join(pid.to_string()).exists());
-            if !alive {
+            if owner_alive(&owner) == Some(false) {
                 let marked = store.interrupt_runs_of(&owner, now_ms()).await?;
                 tracing::info!(owner = %owner, runs = marked, "runs of a stopped agent process marked interrupted");
             }
@@ -104,7 +112,8 @@ pub(crate) async fn server_store(
     let mut key = [0u8; 32];
     hex::decode_to_slice(&shared, &mut key)
         .map_err(|_| "the stored approval key is not 64 hex digits".to_owned())?;
-    let server = agent_server::ServerStore::new(store, owner("serve"));
+    let server = agent_server::ServerStore::new(store, owner("serve"))
+        .with_owner_check(Arc::new(owner_alive));
     let server = match pricing(config, &config.file.model.model) {
         Some(pricing) => server.with_pricing(pricing),
         None => server,

@@ -749,3 +749,99 @@ async fn two_servers_on_one_postgres_share_chats_and_approvals() {
         1
     );
 }
+
+/// Resume through another server: a run streaming on server A is followed by a
+/// client of server B (`GET /api/chat/{id}/stream`) from the store's event log;
+/// when A is killed, B's stream ends with an error instead of waiting forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_of_one_server_is_followed_through_another_until_its_server_dies() {
+    let server = OpenAiServer::start([Reply::endless(Duration::from_millis(10), |n| {
+        agent_testing::server::data(&format!(
+            r#"{{"id":"c","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":"w{n} "}},"finish_reason":null}}]}}"#
+        ))
+    })])
+    .await
+    .unwrap();
+    let home = Home::new(KEY);
+    let url = server.base_url();
+    let client = http();
+    let (mut a, base_a, token_a) =
+        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
+    let (_b, base_b, token_b) =
+        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
+    // Nothing to resume on B before the run starts.
+    let none = client
+        .get(format!("{base_b}/api/chat/chat-live/stream"))
+        .bearer_auth(&token_b)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(none.status().as_u16(), 204);
+    let mut on_a = client
+        .post(format!("{base_a}/api/chat"))
+        .bearer_auth(&token_a)
+        .json(&chat_body("chat-live", "Talk forever."))
+        .send()
+        .await
+        .unwrap()
+        .bytes_stream();
+    let _ = tokio::time::timeout(Duration::from_secs(30), on_a.next())
+        .await
+        .unwrap();
+    // The run is recorded when it starts; B follows it.
+    let mut followed = None;
+    for _ in 0..50 {
+        let response = client
+            .get(format!("{base_b}/api/chat/chat-live/stream"))
+            .bearer_auth(&token_b)
+            .send()
+            .await
+            .unwrap();
+        if response.status().as_u16() == 200 {
+            followed = Some(response);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut followed = followed.expect("B follows A's run").bytes_stream();
+    let mut text = String::new();
+    while !text.contains("w40 ") {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), followed.next())
+            .await
+            .expect("B keeps streaming A's run")
+            .unwrap()
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(text.contains("\"type\":\"text-delta\""), "{text}");
+    assert!(text.contains("w0 w1 "), "from the first delta on: {text}");
+    // A dies: B's stream says so and ends.
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-KILL", &a.id().unwrap().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    a.wait().await.unwrap();
+    drop(on_a);
+    loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), followed.next())
+            .await
+            .expect("B ends the stream once A is gone");
+        match chunk {
+            Some(chunk) => text.push_str(&String::from_utf8_lossy(&chunk.unwrap())),
+            None => break,
+        }
+    }
+    assert!(
+        text.contains("stopped before it ended"),
+        "{}",
+        &text[text.len().saturating_sub(600)..]
+    );
+    assert!(
+        text.ends_with("data: [DONE]\n\n"),
+        "{}",
+        &text[text.len().saturating_sub(300)..]
+    );
+}
