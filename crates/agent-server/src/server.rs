@@ -404,11 +404,14 @@ impl ChatService {
         if let Ok(output) = &outcome {
             remember(&self.transcript, &chat_id, &output.messages);
         }
+        // The client's stream ends first: a slow store delays the record, never
+        // the chat.
+        deliver(&mut client, &replay, encoder.end()).await;
+        drop(client);
+        self.active.close(&chat_id, &replay);
         if let Some(recording) = recording {
             crate::chats::end(recording, &outcome).await;
         }
-        deliver(&mut client, &replay, encoder.end()).await;
-        self.active.close(&chat_id, &replay);
     }
 }
 

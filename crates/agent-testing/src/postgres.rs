@@ -205,6 +205,42 @@ impl TestPostgres {
         }
     }
 
+    /// Runs `sql` in database `db` with `psql` (stops at the first error); its
+    /// output, unaligned and without headers.
+    pub fn execute(&self, db: &str, sql: &str) -> Result<String, String> {
+        let output = Command::new(self.bindir.join("psql"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "agent",
+            ])
+            .args([
+                "-d",
+                db,
+                "-X",
+                "-q",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-c",
+                sql,
+            ])
+            .output()
+            .map_err(|e| format!("cannot run psql: {e}"))?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+        } else {
+            Err(format!(
+                "psql failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ))
+        }
+    }
+
     /// The URL of database `name` (`postgres` exists from the start).
     pub fn url(&self, name: &str) -> String {
         format!("postgres://agent@127.0.0.1:{}/{name}", self.port)

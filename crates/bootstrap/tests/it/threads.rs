@@ -845,3 +845,89 @@ async fn a_run_of_one_server_is_followed_through_another_until_its_server_dies()
         &text[text.len().saturating_sub(300)..]
     );
 }
+
+/// A slow store (every write to the event log, usage and run status delayed
+/// 200 ms by a Postgres trigger) delays the record, not the chat: the client's
+/// stream has ended while the run is still being written, and then the record
+/// is complete (every delta, in order, none twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_store_delays_the_record_not_the_stream() {
+    let postgres = agent_testing::postgres::TestPostgres::start().unwrap();
+    postgres.create_database("slow").unwrap();
+    let words: Vec<String> = (0..300).map(|i| format!("word{i}")).collect();
+    let answer = words.join(" ");
+    let server = OpenAiServer::start([Reply::text(&answer)]).await.unwrap();
+    let home = Home::new(KEY);
+    std::fs::write(
+        home.workspace.join("agent.toml"),
+        format!("[store]\nurl = \"{}\"\n", postgres.url("slow")),
+    )
+    .unwrap();
+    let (code, _, stderr) = home.run(None, &["trust"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let url = server.base_url();
+    let (_serve, base, token) =
+        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
+    postgres
+        .execute(
+            "slow",
+            "CREATE FUNCTION slow_write() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.2); RETURN NULL; END $$; \
+             CREATE TRIGGER slow_events BEFORE INSERT ON run_events FOR EACH STATEMENT EXECUTE FUNCTION slow_write(); \
+             CREATE TRIGGER slow_usage BEFORE INSERT ON usage_facts FOR EACH STATEMENT EXECUTE FUNCTION slow_write(); \
+             CREATE TRIGGER slow_runs BEFORE UPDATE ON runs FOR EACH STATEMENT EXECUTE FUNCTION slow_write();",
+        )
+        .unwrap();
+    let chunks = ui_chunks(
+        &http(),
+        &base,
+        &token,
+        &chat_body("chat-slow", "Say it all."),
+    )
+    .await;
+    let status = postgres
+        .execute(
+            "slow",
+            "SELECT status FROM runs WHERE thread_id = 'chat-slow'",
+        )
+        .unwrap();
+    assert_eq!(
+        status, "running",
+        "the stream ended before the record was written"
+    );
+    let shown: String = chunks
+        .iter()
+        .filter(|c| c["type"] == "text-delta")
+        .filter_map(|c| c["delta"].as_str())
+        .collect();
+    assert_eq!(shown, answer);
+    // Then the record catches up, whole.
+    let mut status = String::new();
+    for _ in 0..200 {
+        status = postgres
+            .execute(
+                "slow",
+                "SELECT status FROM runs WHERE thread_id = 'chat-slow'",
+            )
+            .unwrap();
+        if status != "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, "done");
+    let seqs = postgres
+        .execute(
+            "slow",
+            "SELECT count(*) || ' ' || (max(seq) + 1) FROM run_events",
+        )
+        .unwrap();
+    let (count, next) = seqs.split_once(' ').unwrap();
+    assert_eq!(count, next, "contiguous from 0: {seqs}");
+    let stored = postgres
+        .execute(
+            "slow",
+            "SELECT string_agg(event::json ->> 'delta', '' ORDER BY seq) FROM run_events WHERE event::json ->> 'type' = 'text_delta'",
+        )
+        .unwrap();
+    assert_eq!(stored, answer);
+}
