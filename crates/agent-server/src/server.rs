@@ -83,7 +83,14 @@ pub struct ChatService {
     active: ActiveStreams,
     limits: contract::Limits,
     store: Option<crate::chats::ServerStore>,
+    /// Per chat, when the record of its latest run is finished: a run's record
+    /// is finished after the one before it, so a chat's messages are stored in
+    /// the order of its runs even when a record is slower than the next run.
+    records: std::sync::Mutex<std::collections::HashMap<String, (String, RecordDone)>>,
 }
+
+/// Resolves when a run's record is finished (or its run was dropped).
+type RecordDone = futures::future::Shared<tokio::sync::oneshot::Receiver<()>>;
 
 impl std::fmt::Debug for ChatService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -113,6 +120,7 @@ impl ChatService {
             active: ActiveStreams::default(),
             limits: contract::Limits::default(),
             store: None,
+            records: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -343,6 +351,20 @@ impl ChatService {
         let chat_id = chat.scoped;
         let approval =
             |call: &str, tool: &str, hash: &str| self.approvals.issue(&chat_id, call, tool, hash);
+        // This run's record waits for the one before it (see `records`).
+        let (recorded, previous) = match &self.store {
+            Some(_) => {
+                let (done, waiter) = tokio::sync::oneshot::channel::<()>();
+                let waiter = futures::FutureExt::shared(waiter);
+                let mut records = self
+                    .records
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                let previous = records.insert(chat_id.clone(), (meta.run_id.clone(), waiter));
+                (Some(done), previous.map(|(_, waiter)| waiter))
+            }
+            None => (None, None),
+        };
         let mut recording = match &self.store {
             Some(store) => {
                 store
@@ -409,8 +431,25 @@ impl ChatService {
         deliver(&mut client, &replay, encoder.end()).await;
         drop(client);
         self.active.close(&chat_id, &replay);
+        if let Some(previous) = previous {
+            let _ = previous.await;
+        }
         if let Some(recording) = recording {
             crate::chats::end(recording, &outcome).await;
+        }
+        if let Some(done) = recorded {
+            let _ = done.send(());
+            let mut records = self
+                .records
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Forget the chat unless a later run has taken its place.
+            if records
+                .get(&chat_id)
+                .is_some_and(|(run_id, _)| *run_id == meta.run_id)
+            {
+                records.remove(&chat_id);
+            }
         }
     }
 }

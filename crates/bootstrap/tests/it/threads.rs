@@ -931,3 +931,61 @@ async fn a_slow_store_delays_the_record_not_the_stream() {
         .unwrap();
     assert_eq!(stored, answer);
 }
+
+/// A chat's runs are recorded in their order even when the first run's record
+/// is slower than the whole second run (a trigger holds each write of the first
+/// run's events for a second): the thread reads turn one, then turn two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chats_messages_are_stored_in_the_order_of_its_runs() {
+    let postgres = agent_testing::postgres::TestPostgres::start().unwrap();
+    postgres.create_database("order").unwrap();
+    let server = OpenAiServer::start([Reply::text("First answer."), Reply::text("Second answer.")])
+        .await
+        .unwrap();
+    let home = Home::new(KEY);
+    std::fs::write(
+        home.workspace.join("agent.toml"),
+        format!("[store]\nurl = \"{}\"\n", postgres.url("order")),
+    )
+    .unwrap();
+    let (code, _, stderr) = home.run(None, &["trust"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let url = server.base_url();
+    let (_serve, base, token) =
+        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
+    postgres
+        .execute(
+            "order",
+            "CREATE FUNCTION slow_first() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1.0); RETURN NEW; END $$; \
+             CREATE TRIGGER slow_first BEFORE INSERT ON run_events FOR EACH ROW WHEN (NEW.event LIKE '%First%') EXECUTE FUNCTION slow_first();",
+        )
+        .unwrap();
+    let client = http();
+    let first = ui_chunks(&client, &base, &token, &chat_body("chat-order", "One?")).await;
+    let message_id = first[0]["messageId"].as_str().unwrap().to_owned();
+    let second = serde_json::json!({"id": "chat-order", "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "One?"}]},
+        {"id": message_id, "role": "assistant", "parts": [{"type": "step-start"}, {"type": "text", "text": "First answer.", "state": "done"}]},
+        {"id": "u2", "role": "user", "parts": [{"type": "text", "text": "Two?"}]}
+    ]});
+    let chunks = ui_chunks(&client, &base, &token, &second).await;
+    assert!(chunks.iter().any(|c| c["type"] == "finish"), "{chunks:?}");
+    let mut done = String::new();
+    for _ in 0..200 {
+        done = postgres
+            .execute("order", "SELECT count(*) FROM runs WHERE status = 'done'")
+            .unwrap();
+        if done == "2" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(done, "2");
+    let messages = postgres
+        .execute(
+            "order",
+            "SELECT string_agg(message::json ->> 'content', ' | ' ORDER BY seq) FROM thread_messages WHERE thread_id = 'chat-order'",
+        )
+        .unwrap();
+    assert_eq!(messages, "One? | First answer. | Two? | Second answer.");
+}
