@@ -171,7 +171,15 @@ pub(crate) struct RunMeta {
 /// Writes the end of a recorded run; failures go to the log.
 pub(crate) async fn end(recording: RunRecording, outcome: &Result<RunOutput, RunError>) {
     let run_id = recording.run_id().to_owned();
-    let end = match outcome {
+    for failure in recording.finish(run_end(outcome)).await {
+        tracing::error!(run_id = %run_id, failure = %failure, "the run store did not take the whole run");
+    }
+}
+
+/// How a run's outcome is recorded: paused or done with this turn's messages,
+/// interrupted when it was cancelled, failed otherwise.
+pub fn run_end(outcome: &Result<RunOutput, RunError>) -> RunEnd<'_> {
+    match outcome {
         Ok(output) => RunEnd {
             status: if output.paused.is_some() {
                 RunStatus::Paused
@@ -189,9 +197,6 @@ pub(crate) async fn end(recording: RunRecording, outcome: &Result<RunOutput, Run
             error: Some(error.to_string()),
             new_messages: &[],
         },
-    };
-    for failure in recording.finish(end).await {
-        tracing::error!(run_id = %run_id, failure = %failure, "the run store did not take the whole run");
     }
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use agent_graph::run::{RunError, RunOutput};
 use agent_store::recorder::now_ms;
-use agent_store::{CallUsage, NewRun, Pricing, RunEnd, RunRecording, RunStatus, Store, Thread};
+use agent_store::{CallUsage, NewRun, Pricing, RunRecording, Store, Thread};
 use ai_core::{AiEvent, Message};
 
 use crate::config::AgentConfig;
@@ -137,22 +137,7 @@ impl Recording {
     /// turn's messages. Failures are reported on stderr: the run itself already
     /// happened.
     pub async fn finish(self, outcome: &Result<RunOutput, RunError>) {
-        let end = match outcome {
-            Ok(output) => RunEnd {
-                status: if output.paused.is_some() {
-                    RunStatus::Paused
-                } else {
-                    RunStatus::Done
-                },
-                error: None,
-                new_messages: output.new_messages(),
-            },
-            Err(error) => RunEnd {
-                status: RunStatus::Failed,
-                error: Some(error.to_string()),
-                new_messages: &[],
-            },
-        };
+        let end = agent_server::chats::run_end(outcome);
         if let Some(first) = self.0.finish(end).await.first() {
             eprintln!("agent: the run store did not take the whole run: {first}");
         }

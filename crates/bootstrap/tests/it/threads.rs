@@ -156,13 +156,7 @@ async fn continue_without_a_thread_is_a_usage_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_chat_leaves_an_interrupted_run_with_a_contiguous_log() {
     use tokio::io::AsyncBufReadExt;
-    let server = OpenAiServer::start([Reply::endless(Duration::from_millis(10), |n| {
-        agent_testing::server::data(&format!(
-            r#"{{"id":"c","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":"w{n} "}},"finish_reason":null}}]}}"#
-        ))
-    })])
-    .await
-    .unwrap();
+    let server = OpenAiServer::start([endless_words(10)]).await.unwrap();
     let home = Home::new(KEY);
     let url = server.base_url();
     let mut child = home
@@ -184,14 +178,7 @@ async fn a_killed_chat_leaves_an_interrupted_run_with_a_contiguous_log() {
         shown.push(serde_json::from_str::<Value>(&line).unwrap());
     }
     let run_id = shown[0]["run_id"].as_str().unwrap().to_owned();
-    let pid = child.id().unwrap().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-KILL", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    sigkill(&child);
     child.wait().await.unwrap();
 
     let (code, run, stderr) = home.run(None, &["runs", "show", &run_id, "--json"]).await;
@@ -236,16 +223,9 @@ fn chat_body(chat: &str, text: &str) -> Value {
 /// SIGKILL in the middle of a run leaves it `interrupted` for the next process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn served_chats_are_kept_listed_and_deleted_and_a_killed_server_interrupts_its_run() {
-    let server = OpenAiServer::start([
-        Reply::text("Bonjour."),
-        Reply::endless(Duration::from_millis(10), |n| {
-            agent_testing::server::data(&format!(
-                r#"{{"id":"c","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":"w{n} "}},"finish_reason":null}}]}}"#
-            ))
-        }),
-    ])
-    .await
-    .unwrap();
+    let server = OpenAiServer::start([Reply::text("Bonjour."), endless_words(10)])
+        .await
+        .unwrap();
     let home = Home::new(KEY);
     let url = server.base_url();
     let command = home.command(Some(&url), &["serve", "--port", "0"]);
@@ -332,14 +312,7 @@ async fn served_chats_are_kept_listed_and_deleted_and_a_killed_server_interrupts
             .unwrap();
         seen += chunk.len();
     }
-    let pid = child.id().unwrap().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-KILL", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    sigkill(&child);
     child.wait().await.unwrap();
     let (_, listed, _) = home.run(None, &["threads", "list", "--json"]).await;
     let threads = json_lines(&listed);
@@ -402,8 +375,7 @@ async fn an_approval_outlives_a_killed_server_and_runs_its_call_once() {
     let home = Home::new(KEY);
     let url = server.base_url();
     let client = http();
-    let (mut first, base, token) =
-        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
+    let (mut first, base, token) = serve(&home, &url).await;
     let chunks = ui_chunks(
         &client,
         &base,
@@ -411,45 +383,17 @@ async fn an_approval_outlives_a_killed_server_and_runs_its_call_once() {
         &chat_body("chat-sh", "Count a run."),
     )
     .await;
-    let request = chunks
-        .iter()
-        .find(|c| c["type"] == "tool-approval-request")
-        .unwrap_or_else(|| panic!("{chunks:?}"))
-        .clone();
-    let input = chunks
-        .iter()
-        .find(|c| c["type"] == "tool-input-available")
-        .unwrap()["input"]
-        .clone();
-    let message_id = chunks[0]["messageId"].as_str().unwrap().to_owned();
-    let kill = |pid: u32| {
-        assert!(
-            std::process::Command::new("kill")
-                .args(["-KILL", &pid.to_string()])
-                .status()
-                .unwrap()
-                .success()
-        );
-    };
-    kill(first.id().unwrap());
+    sigkill(&first);
     first.wait().await.unwrap();
 
-    let approved = serde_json::json!({"id": "chat-sh", "trigger": "submit-message", "messages": [
-        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Count a run."}]},
-        {"id": message_id, "role": "assistant", "parts": [
-            {"type": "step-start"},
-            {"type": "tool-core__exec_shell", "toolCallId": request["toolCallId"], "state": "approval-responded",
-             "input": input, "approval": {"id": request["approvalId"], "approved": true}}
-        ]}
-    ]});
+    let approved = approval_answer("chat-sh", "Count a run.", &chunks);
     let count = || {
         std::fs::read_to_string(home.workspace.join("count.txt"))
             .unwrap_or_default()
             .lines()
             .count()
     };
-    let (mut second, base, token) =
-        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
+    let (mut second, base, token) = serve(&home, &url).await;
     let chunks = ui_chunks(&client, &base, &token, &approved).await;
     assert!(
         chunks.iter().any(|c| c["type"] == "tool-output-available"),
@@ -464,10 +408,9 @@ async fn an_approval_outlives_a_killed_server_and_runs_its_call_once() {
             .any(|c| c.to_string().contains("already used")),
         "{chunks:?}"
     );
-    kill(second.id().unwrap());
+    sigkill(&second);
     second.wait().await.unwrap();
-    let (_third, base, token) =
-        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
+    let (_third, base, token) = serve(&home, &url).await;
     let chunks = ui_chunks(&client, &base, &token, &approved).await;
     assert!(
         chunks
@@ -497,11 +440,7 @@ async fn accounts_never_reach_each_others_chats() {
         Reply::text("Acme's second chat."),
         Reply::text("Globex's answer."),
         Reply::text("Globex's own chat."),
-        Reply::endless(Duration::from_millis(20), |n| {
-            agent_testing::server::data(&format!(
-                r#"{{"id":"c","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":"w{n} "}},"finish_reason":null}}]}}"#
-            ))
-        }),
+        endless_words(20),
     ])
     .await
     .unwrap();
@@ -518,15 +457,13 @@ async fn accounts_never_reach_each_others_chats() {
     let (code, _, stderr) = home.run(None, &["trust"]).await;
     assert_eq!(code, 0, "{stderr}");
     let url = server.base_url();
-    let (_child, base, local) =
-        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
+    let (_child, base, local) = serve(&home, &url).await;
     let client = http();
     let send = |method: reqwest::Method, path: &str, token: &str| {
         client
             .request(method, format!("{base}{path}"))
             .bearer_auth(token)
     };
-    let status = |response: reqwest::Response| response.status().as_u16();
 
     // Acme: "shared" and "acme-only". Globex: "shared" (its own) and, by posting
     // to Acme's id, "acme-only" of its own.
@@ -577,41 +514,39 @@ async fn accounts_never_reach_each_others_chats() {
     );
 
     // Load: Globex's "shared" is its own; Acme's other chat is not found.
-    let globex_shared: Value = send(reqwest::Method::GET, "/api/chats/shared", GLOBEX)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let globex_shared = json_of(&client, &format!("{base}/api/chats/shared"), GLOBEX).await;
     assert!(
         !globex_shared.to_string().contains("Acme"),
         "{globex_shared}"
     );
-    let missing = send(reqwest::Method::GET, "/api/chats/acme-only", GLOBEX)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(status(missing), 404);
+    assert_eq!(
+        status_of(
+            &client,
+            reqwest::Method::GET,
+            &format!("{base}/api/chats/acme-only"),
+            GLOBEX
+        )
+        .await,
+        404
+    );
     // Delete: refused as not found, and Acme's chat stays.
-    let refused = send(reqwest::Method::DELETE, "/api/chats/acme-only", GLOBEX)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(status(refused), 404);
+    assert_eq!(
+        status_of(
+            &client,
+            reqwest::Method::DELETE,
+            &format!("{base}/api/chats/acme-only"),
+            GLOBEX
+        )
+        .await,
+        404
+    );
     // Continue: Globex posting to Acme's chat id starts its own chat; the model
     // sees none of Acme's messages.
     let chunks = ui_chunks(&client, &base, GLOBEX, &chat_body("acme-only", "Mine now?")).await;
     assert!(chunks.iter().any(|c| c["type"] == "finish"));
     let last = server.requests().last().unwrap().body.to_string();
     assert!(!last.contains("Acme"), "{last}");
-    let acme_only: Value = send(reqwest::Method::GET, "/api/chats/acme-only", ACME)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let acme_only = json_of(&client, &format!("{base}/api/chats/acme-only"), ACME).await;
     let texts = acme_only["messages"].to_string();
     assert!(
         texts.contains("Acme's second.") && !texts.contains("Mine now?"),
@@ -628,16 +563,26 @@ async fn accounts_never_reach_each_others_chats() {
     let _ = tokio::time::timeout(Duration::from_secs(30), live.next())
         .await
         .unwrap();
-    let theirs = send(reqwest::Method::GET, "/api/chat/acme-live/stream", GLOBEX)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(status(theirs), 204);
-    let mine = send(reqwest::Method::GET, "/api/chat/acme-live/stream", ACME)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(status(mine), 200);
+    assert_eq!(
+        status_of(
+            &client,
+            reqwest::Method::GET,
+            &format!("{base}/api/chat/acme-live/stream"),
+            GLOBEX
+        )
+        .await,
+        204
+    );
+    assert_eq!(
+        status_of(
+            &client,
+            reqwest::Method::GET,
+            &format!("{base}/api/chat/acme-live/stream"),
+            ACME
+        )
+        .await,
+        200
+    );
     drop(live);
 }
 
@@ -646,8 +591,7 @@ async fn accounts_never_reach_each_others_chats() {
 /// second, the call runs once, and both list and load the same thread.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_servers_on_one_postgres_share_chats_and_approvals() {
-    let postgres = agent_testing::postgres::TestPostgres::start().unwrap();
-    postgres.create_database("shared").unwrap();
+    let (_postgres, home) = postgres_home("shared").await;
     let command = serde_json::json!({"command": "echo ran >> count.txt"});
     let server = OpenAiServer::start([
         Reply::tool_calls(&[("call_sh", "core__exec_shell", command)]),
@@ -655,20 +599,10 @@ async fn two_servers_on_one_postgres_share_chats_and_approvals() {
     ])
     .await
     .unwrap();
-    let home = Home::new(KEY);
-    std::fs::write(
-        home.workspace.join("agent.toml"),
-        format!("[store]\nurl = \"{}\"\n", postgres.url("shared")),
-    )
-    .unwrap();
-    let (code, _, stderr) = home.run(None, &["trust"]).await;
-    assert_eq!(code, 0, "{stderr}");
     let url = server.base_url();
     let client = http();
-    let (_a, base_a, token_a) =
-        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
-    let (_b, base_b, token_b) =
-        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
+    let (_a, base_a, token_a) = serve(&home, &url).await;
+    let (_b, base_b, token_b) = serve(&home, &url).await;
 
     let chunks = ui_chunks(
         &client,
@@ -677,25 +611,7 @@ async fn two_servers_on_one_postgres_share_chats_and_approvals() {
         &chat_body("chat-pg", "Count a run."),
     )
     .await;
-    let request = chunks
-        .iter()
-        .find(|c| c["type"] == "tool-approval-request")
-        .unwrap_or_else(|| panic!("{chunks:?}"))
-        .clone();
-    let input = chunks
-        .iter()
-        .find(|c| c["type"] == "tool-input-available")
-        .unwrap()["input"]
-        .clone();
-    let message_id = chunks[0]["messageId"].as_str().unwrap().to_owned();
-    let approved = serde_json::json!({"id": "chat-pg", "trigger": "submit-message", "messages": [
-        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "Count a run."}]},
-        {"id": message_id, "role": "assistant", "parts": [
-            {"type": "step-start"},
-            {"type": "tool-core__exec_shell", "toolCallId": request["toolCallId"], "state": "approval-responded",
-             "input": input, "approval": {"id": request["approvalId"], "approved": true}}
-        ]}
-    ]});
+    let approved = approval_answer("chat-pg", "Count a run.", &chunks);
     let chunks = ui_chunks(&client, &base_b, &token_b, &approved).await;
     assert!(
         chunks.iter().any(|c| c["type"] == "tool-output-available"),
@@ -755,20 +671,12 @@ async fn two_servers_on_one_postgres_share_chats_and_approvals() {
 /// when A is killed, B's stream ends with an error instead of waiting forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_of_one_server_is_followed_through_another_until_its_server_dies() {
-    let server = OpenAiServer::start([Reply::endless(Duration::from_millis(10), |n| {
-        agent_testing::server::data(&format!(
-            r#"{{"id":"c","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":"w{n} "}},"finish_reason":null}}]}}"#
-        ))
-    })])
-    .await
-    .unwrap();
+    let server = OpenAiServer::start([endless_words(10)]).await.unwrap();
     let home = Home::new(KEY);
     let url = server.base_url();
     let client = http();
-    let (mut a, base_a, token_a) =
-        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
-    let (_b, base_b, token_b) =
-        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
+    let (mut a, base_a, token_a) = serve(&home, &url).await;
+    let (_b, base_b, token_b) = serve(&home, &url).await;
     // Nothing to resume on B before the run starts.
     let none = client
         .get(format!("{base_b}/api/chat/chat-live/stream"))
@@ -816,13 +724,7 @@ async fn a_run_of_one_server_is_followed_through_another_until_its_server_dies()
     assert!(text.contains("\"type\":\"text-delta\""), "{text}");
     assert!(text.contains("w0 w1 "), "from the first delta on: {text}");
     // A dies: B's stream says so and ends.
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-KILL", &a.id().unwrap().to_string()])
-            .status()
-            .unwrap()
-            .success()
-    );
+    sigkill(&a);
     a.wait().await.unwrap();
     drop(on_a);
     loop {
@@ -852,22 +754,12 @@ async fn a_run_of_one_server_is_followed_through_another_until_its_server_dies()
 /// is complete (every delta, in order, none twice).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_store_delays_the_record_not_the_stream() {
-    let postgres = agent_testing::postgres::TestPostgres::start().unwrap();
-    postgres.create_database("slow").unwrap();
+    let (postgres, home) = postgres_home("slow").await;
     let words: Vec<String> = (0..300).map(|i| format!("word{i}")).collect();
     let answer = words.join(" ");
     let server = OpenAiServer::start([Reply::text(&answer)]).await.unwrap();
-    let home = Home::new(KEY);
-    std::fs::write(
-        home.workspace.join("agent.toml"),
-        format!("[store]\nurl = \"{}\"\n", postgres.url("slow")),
-    )
-    .unwrap();
-    let (code, _, stderr) = home.run(None, &["trust"]).await;
-    assert_eq!(code, 0, "{stderr}");
     let url = server.base_url();
-    let (_serve, base, token) =
-        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
+    let (_serve, base, token) = serve(&home, &url).await;
     postgres
         .execute(
             "slow",
@@ -937,22 +829,12 @@ async fn a_slow_store_delays_the_record_not_the_stream() {
 /// run's events for a second): the thread reads turn one, then turn two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chats_messages_are_stored_in_the_order_of_its_runs() {
-    let postgres = agent_testing::postgres::TestPostgres::start().unwrap();
-    postgres.create_database("order").unwrap();
+    let (postgres, home) = postgres_home("order").await;
     let server = OpenAiServer::start([Reply::text("First answer."), Reply::text("Second answer.")])
         .await
         .unwrap();
-    let home = Home::new(KEY);
-    std::fs::write(
-        home.workspace.join("agent.toml"),
-        format!("[store]\nurl = \"{}\"\n", postgres.url("order")),
-    )
-    .unwrap();
-    let (code, _, stderr) = home.run(None, &["trust"]).await;
-    assert_eq!(code, 0, "{stderr}");
     let url = server.base_url();
-    let (_serve, base, token) =
-        crate::serve::serve_command(home.command(Some(&url), &["serve", "--port", "0"])).await;
+    let (_serve, base, token) = serve(&home, &url).await;
     postgres
         .execute(
             "order",
@@ -988,4 +870,98 @@ async fn a_chats_messages_are_stored_in_the_order_of_its_runs() {
         )
         .unwrap();
     assert_eq!(messages, "One? | First answer. | Two? | Second answer.");
+}
+
+/// A reply streaming `w0 w1 w2 ...` every `every_ms`, never ending.
+fn endless_words(every_ms: u64) -> Reply {
+    Reply::endless(Duration::from_millis(every_ms), |n| {
+        agent_testing::server::data(&format!(
+            r#"{{"id":"c","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":"w{n} "}},"finish_reason":null}}]}}"#
+        ))
+    })
+}
+
+/// `agent serve --port 0` in `home` against the model at `url`.
+async fn serve(home: &Home, url: &str) -> (tokio::process::Child, String, String) {
+    crate::serve::serve_command(home.command(Some(url), &["serve", "--port", "0"])).await
+}
+
+/// Kills `child` with SIGKILL.
+fn sigkill(child: &tokio::process::Child) {
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-KILL", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+/// The follow-up a client sends to approve the call `chunks` asked about, in
+/// chat `chat` whose first message was `text`.
+fn approval_answer(chat: &str, text: &str, chunks: &[Value]) -> Value {
+    let request = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-approval-request")
+        .unwrap_or_else(|| panic!("{chunks:?}"));
+    let tool = chunks
+        .iter()
+        .find(|c| c["type"] == "tool-input-available")
+        .unwrap();
+    serde_json::json!({"id": chat, "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]},
+        {"id": chunks[0]["messageId"], "role": "assistant", "parts": [
+            {"type": "step-start"},
+            {"type": format!("tool-{}", tool["toolName"].as_str().unwrap()), "toolCallId": request["toolCallId"],
+             "state": "approval-responded", "input": tool["input"],
+             "approval": {"id": request["approvalId"], "approved": true}}
+        ]}
+    ]})
+}
+
+/// A throwaway Postgres with database `db`, and a home whose trusted
+/// `agent.toml` keeps its store there.
+async fn postgres_home(db: &str) -> (agent_testing::postgres::TestPostgres, Home) {
+    let postgres = agent_testing::postgres::TestPostgres::start().unwrap();
+    postgres.create_database(db).unwrap();
+    let home = Home::new(KEY);
+    std::fs::write(
+        home.workspace.join("agent.toml"),
+        format!("[store]\nurl = \"{}\"\n", postgres.url(db)),
+    )
+    .unwrap();
+    let (code, _, stderr) = home.run(None, &["trust"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    (postgres, home)
+}
+
+/// The status of `method url` sent with `token`.
+async fn status_of(
+    client: &reqwest::Client,
+    method: reqwest::Method,
+    url: &str,
+    token: &str,
+) -> u16 {
+    client
+        .request(method, url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// The JSON body of `GET url` sent with `token` (`null` when it is not JSON).
+async fn json_of(client: &reqwest::Client, url: &str, token: &str) -> Value {
+    client
+        .get(url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap_or(Value::Null)
 }
