@@ -142,6 +142,12 @@ impl Approvals {
         args_hash: &str,
     ) -> Result<(), ApprovalError> {
         let (tag, expiry) = self.verify(id, chat_id, call_id, tool, args_hash)?;
+        self.mark_used(tag, expiry)
+    }
+
+    /// Marks a verified approval (its MAC bytes, valid until `expiry`) used in
+    /// this process; `Replayed` when it was used before.
+    pub fn mark_used(&self, tag: [u8; 32], expiry: u64) -> Result<(), ApprovalError> {
         let now = now_s();
         let mut used = self
             .used

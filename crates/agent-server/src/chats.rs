@@ -208,8 +208,7 @@ fn no_store() -> Response {
     )
 }
 
-fn not_found(id: &str) -> Response {
-    let _ = id;
+fn not_found() -> Response {
     refuse(StatusCode::NOT_FOUND, "not_found", "no such chat")
 }
 
@@ -230,20 +229,33 @@ fn json_response(value: serde_json::Value) -> Response {
         .into_response()
 }
 
+/// The request account's rows, when the server has a store.
+fn rows(state: &AppState, account: Account) -> Option<agent_store::AccountStore<'_>> {
+    state
+        .service
+        .store()
+        .map(|store| store.store.account(account.0))
+}
+
+/// A thread as the chats endpoints show it (without its messages).
+fn thread_json(thread: &Thread) -> serde_json::Value {
+    json!({
+        "id": thread.id, "title": thread.title, "graph": thread.graph,
+        "created_ms": thread.created_ms, "updated_ms": thread.updated_ms,
+    })
+}
+
 /// `GET /api/chats`: the threads, most recent first.
 pub(crate) async fn list(
     State(state): State<AppState>,
     Extension(account): Extension<Account>,
 ) -> Response {
-    let Some(store) = state.service.store() else {
+    let Some(rows) = rows(&state, account) else {
         return no_store();
     };
-    match store.store.account(account.0).threads(LIST_LIMIT).await {
+    match rows.threads(LIST_LIMIT).await {
         Ok(threads) => {
-            let chats: Vec<_> = threads
-                .iter()
-                .map(|t| json!({"id": t.id, "title": t.title, "graph": t.graph, "created_ms": t.created_ms, "updated_ms": t.updated_ms}))
-                .collect();
+            let chats: Vec<_> = threads.iter().map(thread_json).collect();
             json_response(json!({ "chats": chats }))
         }
         Err(error) => failed(error),
@@ -256,21 +268,20 @@ pub(crate) async fn load(
     Extension(account): Extension<Account>,
     Path(id): Path<String>,
 ) -> Response {
-    let Some(store) = state.service.store() else {
+    let Some(rows) = rows(&state, account) else {
         return no_store();
     };
-    let rows = store.store.account(account.0);
     let thread = match rows.thread(&id).await {
         Ok(Some(thread)) => thread,
-        Ok(None) => return not_found(&id),
+        Ok(None) => return not_found(),
         Err(error) => return failed(error),
     };
     match rows.messages(&id).await {
-        Ok(messages) => json_response(json!({
-            "id": thread.id, "title": thread.title, "graph": thread.graph,
-            "created_ms": thread.created_ms, "updated_ms": thread.updated_ms,
-            "messages": messages,
-        })),
+        Ok(messages) => {
+            let mut chat = thread_json(&thread);
+            chat["messages"] = json!(messages);
+            json_response(chat)
+        }
         Err(error) => failed(error),
     }
 }
@@ -281,12 +292,12 @@ pub(crate) async fn delete(
     Extension(account): Extension<Account>,
     Path(id): Path<String>,
 ) -> Response {
-    let Some(store) = state.service.store() else {
+    let Some(rows) = rows(&state, account) else {
         return no_store();
     };
-    match store.store.account(account.0).delete_thread(&id).await {
+    match rows.delete_thread(&id).await {
         Ok(true) => StatusCode::NO_CONTENT.into_response(),
-        Ok(false) => not_found(&id),
+        Ok(false) => not_found(),
         Err(error) => failed(error),
     }
 }

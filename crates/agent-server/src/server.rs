@@ -302,25 +302,20 @@ impl ChatService {
                 args_hash: answer.args_hash.clone(),
                 raw: None,
             };
-            let checked = match &self.store {
-                // Used once across every server on the store, and restarts.
-                Some(store) => match self.approvals.verify(
-                    &answer.approval_id,
-                    &chat.chat_id,
-                    &answer.tool_call_id,
-                    &answer.tool_name,
-                    &answer.args_hash,
-                ) {
-                    Ok((tag, expiry)) => store.use_approval(&tag, expiry).await,
-                    Err(error) => Err(error),
+            // Used once: across every server on the store and restarts when
+            // there is one, else in this process.
+            let checked = match self.approvals.verify(
+                &answer.approval_id,
+                &chat.chat_id,
+                &answer.tool_call_id,
+                &answer.tool_name,
+                &answer.args_hash,
+            ) {
+                Ok((tag, expiry)) => match &self.store {
+                    Some(store) => store.use_approval(&tag, expiry).await,
+                    None => self.approvals.mark_used(tag, expiry),
                 },
-                None => self.approvals.redeem(
-                    &answer.approval_id,
-                    &chat.chat_id,
-                    &answer.tool_call_id,
-                    &answer.tool_name,
-                    &answer.args_hash,
-                ),
+                Err(error) => Err(error),
             };
             let decision = match checked {
                 Err(error) => {

@@ -384,6 +384,12 @@ async fn suite(store: &Store) {
     concurrent_appends(store).await;
 }
 
+/// A reopened store applied no migration again and kept the suite's rows.
+async fn assert_rows_kept(store: &Store) {
+    let events = store.account("load").events("run-0", None).await.unwrap();
+    assert_eq!(events.len(), 40);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_suite_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
@@ -394,15 +400,7 @@ async fn the_suite_on_sqlite() {
     store.close().await;
     // Reopening applies nothing again and keeps the rows; the journal is WAL.
     let store = Store::open_sqlite(&path).await.unwrap();
-    assert_eq!(
-        store
-            .account("load")
-            .events("run-0", None)
-            .await
-            .unwrap()
-            .len(),
-        40
-    );
+    assert_rows_kept(&store).await;
     assert!(dir.path().join("nested/store.db-wal").exists());
 }
 
@@ -416,15 +414,7 @@ async fn the_suite_on_postgres() {
     suite(&store).await;
     store.close().await;
     let store = Store::open(&url).await.unwrap();
-    assert_eq!(
-        store
-            .account("load")
-            .events("run-0", None)
-            .await
-            .unwrap()
-            .len(),
-        40
-    );
+    assert_rows_kept(&store).await;
     store.close().await;
 }
 

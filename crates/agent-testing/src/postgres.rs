@@ -183,59 +183,41 @@ impl TestPostgres {
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(format!("not a plain database name: {name:?}"));
         }
-        let output = Command::new(self.bindir.join("createdb"))
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "agent",
-                name,
-            ])
-            .output()
-            .map_err(|e| format!("cannot run createdb: {e}"))?;
-        if output.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "createdb {name} failed: {}",
-                String::from_utf8_lossy(&output.stderr)
-            ))
-        }
+        self.client("createdb", &[name]).map(drop)
     }
 
     /// Runs `sql` in database `db` with `psql` (stops at the first error); its
     /// output, unaligned and without headers.
     pub fn execute(&self, db: &str, sql: &str) -> Result<String, String> {
-        let output = Command::new(self.bindir.join("psql"))
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "agent",
-            ])
-            .args([
-                "-d",
-                db,
-                "-X",
-                "-q",
-                "-A",
-                "-t",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-c",
-                sql,
-            ])
+        let args = [
+            "-d",
+            db,
+            "-X",
+            "-q",
+            "-A",
+            "-t",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            sql,
+        ];
+        self.client("psql", &args)
+    }
+
+    /// Runs client `program` of the server's binaries against it, as `agent`,
+    /// with `args`; its trimmed output.
+    fn client(&self, program: &str, args: &[&str]) -> Result<String, String> {
+        let port = self.port.to_string();
+        let output = Command::new(self.bindir.join(program))
+            .args(["-h", "127.0.0.1", "-p", &port, "-U", "agent"])
+            .args(args)
             .output()
-            .map_err(|e| format!("cannot run psql: {e}"))?;
+            .map_err(|e| format!("cannot run {program}: {e}"))?;
         if output.status.success() {
             Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
         } else {
             Err(format!(
-                "psql failed: {}",
+                "{program} failed: {}",
                 String::from_utf8_lossy(&output.stderr)
             ))
         }

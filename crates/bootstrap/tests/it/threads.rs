@@ -254,20 +254,14 @@ async fn served_chats_are_kept_listed_and_deleted_and_a_killed_server_interrupts
             )
         }
     };
-    // The run is written when its stream ends; the list follows shortly.
-    let mut chats = Value::Null;
-    for _ in 0..50 {
-        let (status, body) = get(format!("{base}/api/chats")).await;
-        assert_eq!(status, 200);
-        chats = body;
-        if chats["chats"].as_array().is_some_and(|c| !c.is_empty()) {
-            let (_, chat) = get(format!("{base}/api/chats/chat-fr")).await;
-            if chat["messages"].as_array().is_some_and(|m| m.len() == 2) {
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // The run is written when its stream ends; the chat follows shortly.
+    eventually(
+        || get(format!("{base}/api/chats/chat-fr")),
+        |(_, chat): &(u16, Value)| chat["messages"].as_array().is_some_and(|m| m.len() == 2),
+    )
+    .await;
+    let (status, chats) = get(format!("{base}/api/chats")).await;
+    assert_eq!(status, 200);
     assert_eq!(chats["chats"][0]["id"], "chat-fr", "{chats}");
     assert_eq!(chats["chats"][0]["title"], "Say hello in French.");
     let (_, chat) = get(format!("{base}/api/chats/chat-fr")).await;
@@ -496,12 +490,7 @@ async fn accounts_never_reach_each_others_chats() {
         }
     };
     // The store is written when each stream ends: wait until Acme's two show.
-    for _ in 0..50 {
-        if list(ACME).await.len() == 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(|| list(ACME), |titles: &Vec<String>| titles.len() == 2).await;
     assert_eq!(
         list(ACME).await,
         ["acme-only=Acme's second.", "shared=Acme secret plan."]
@@ -630,22 +619,12 @@ async fn two_servers_on_one_postgres_share_chats_and_approvals() {
 
     // Both servers list the thread and load the whole conversation.
     for (base, token) in [(&base_a, &token_a), (&base_b, &token_b)] {
-        let mut chat = Value::Null;
-        for _ in 0..50 {
-            chat = client
-                .get(format!("{base}/api/chats/chat-pg"))
-                .bearer_auth(token)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap_or(Value::Null);
-            if chat.to_string().contains("Done on the second server.") {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let url = format!("{base}/api/chats/chat-pg");
+        let chat = eventually(
+            || json_of(&client, &url, token),
+            |chat: &Value| chat.to_string().contains("Done on the second server."),
+        )
+        .await;
         assert_eq!(chat["title"], "Count a run.", "{chat}");
         let text = chat["messages"].to_string();
         assert!(
@@ -697,21 +676,21 @@ async fn a_run_of_one_server_is_followed_through_another_until_its_server_dies()
         .await
         .unwrap();
     // The run is recorded when it starts; B follows it.
-    let mut followed = None;
-    for _ in 0..50 {
-        let response = client
-            .get(format!("{base_b}/api/chat/chat-live/stream"))
-            .bearer_auth(&token_b)
-            .send()
-            .await
-            .unwrap();
-        if response.status().as_u16() == 200 {
-            followed = Some(response);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let mut followed = followed.expect("B follows A's run").bytes_stream();
+    let stream_url = format!("{base_b}/api/chat/chat-live/stream");
+    let followed = eventually(
+        || async {
+            client
+                .get(&stream_url)
+                .bearer_auth(&token_b)
+                .send()
+                .await
+                .unwrap()
+        },
+        |response: &reqwest::Response| response.status().as_u16() == 200,
+    )
+    .await;
+    assert_eq!(followed.status().as_u16(), 200, "B follows A's run");
+    let mut followed = followed.bytes_stream();
     let mut text = String::new();
     while !text.contains("w40 ") {
         let chunk = tokio::time::timeout(Duration::from_secs(30), followed.next())
@@ -793,19 +772,18 @@ async fn a_slow_store_delays_the_record_not_the_stream() {
         .collect();
     assert_eq!(shown, answer);
     // Then the record catches up, whole.
-    let mut status = String::new();
-    for _ in 0..200 {
-        status = postgres
-            .execute(
-                "slow",
-                "SELECT status FROM runs WHERE thread_id = 'chat-slow'",
-            )
-            .unwrap();
-        if status != "running" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let status = eventually(
+        || async {
+            postgres
+                .execute(
+                    "slow",
+                    "SELECT status FROM runs WHERE thread_id = 'chat-slow'",
+                )
+                .unwrap()
+        },
+        |status: &String| status != "running",
+    )
+    .await;
     assert_eq!(status, "done");
     let seqs = postgres
         .execute(
@@ -852,16 +830,15 @@ async fn a_chats_messages_are_stored_in_the_order_of_its_runs() {
     ]});
     let chunks = ui_chunks(&client, &base, &token, &second).await;
     assert!(chunks.iter().any(|c| c["type"] == "finish"), "{chunks:?}");
-    let mut done = String::new();
-    for _ in 0..200 {
-        done = postgres
-            .execute("order", "SELECT count(*) FROM runs WHERE status = 'done'")
-            .unwrap();
-        if done == "2" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let done = eventually(
+        || async {
+            postgres
+                .execute("order", "SELECT count(*) FROM runs WHERE status = 'done'")
+                .unwrap()
+        },
+        |done: &String| done == "2",
+    )
+    .await;
     assert_eq!(done, "2");
     let messages = postgres
         .execute(
@@ -964,4 +941,22 @@ async fn json_of(client: &reqwest::Client, url: &str, token: &str) -> Value {
         .json()
         .await
         .unwrap_or(Value::Null)
+}
+
+/// `probe`'s value once `ready` holds for it, polling every 50 ms for at most
+/// 10 s (then its last value, for the caller's assertion to show).
+async fn eventually<T, F, Fut>(mut probe: F, ready: impl Fn(&T) -> bool) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let mut value = probe().await;
+    for _ in 0..200 {
+        if ready(&value) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        value = probe().await;
+    }
+    value
 }
