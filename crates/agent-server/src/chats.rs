@@ -14,8 +14,9 @@
 //! check tells) is marked `interrupted` and the stream ends with an error.
 //!
 //! `GET /api/chats` lists the threads, `GET /api/chats/{id}` returns one with its
-//! messages, `DELETE /api/chats/{id}` removes it (its runs and events too; usage
-//! stays). Without a store they answer 404 `no_store`.
+//! messages as UI messages (tool calls as their redacted views), `DELETE
+//! /api/chats/{id}` removes it (its runs and events too; usage stays). Without a
+//! store they answer 404 `no_store`.
 //!
 //! With a store, an approval id is marked used in the store (whichever server on
 //! it redeems the id, and across restarts), and bootstrap gives every server on
@@ -159,6 +160,40 @@ impl ServerStore {
     }
 }
 
+/// How long a request waits for a run of its chat that another process is
+/// running (or recording) before it continues from the thread as stored.
+const SETTLE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often it looks meanwhile.
+const SETTLE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+impl ServerStore {
+    /// The messages of `account`'s thread `chat_id` as stored (empty for a new
+    /// chat), once the thread's latest run, when another process runs it, has
+    /// ended and been recorded (at most [`SETTLE_WAIT`]): a chat continued on
+    /// another server right after a run continues after that run.
+    pub(crate) async fn thread_messages(
+        &self,
+        account: &str,
+        chat_id: &str,
+    ) -> Result<Vec<ai_core::Message>, agent_store::StoreError> {
+        let rows = self.store.account(account.to_owned());
+        let deadline = tokio::time::Instant::now() + SETTLE_WAIT;
+        while tokio::time::Instant::now() < deadline {
+            let latest = rows.runs_of_thread(chat_id).await?.pop();
+            let elsewhere = latest.is_some_and(|run| {
+                run.status == RunStatus::Running
+                    && run.run.owner != self.owner
+                    && !self.owner_dead(&run.run.owner)
+            });
+            if !elsewhere {
+                break;
+            }
+            tokio::time::sleep(SETTLE_EVERY).await;
+        }
+        rows.messages(chat_id).await
+    }
+}
+
 /// What a started run is, for its record.
 #[derive(Debug, Clone)]
 pub(crate) struct RunMeta {
@@ -166,19 +201,35 @@ pub(crate) struct RunMeta {
     pub(crate) graph: String,
     pub(crate) model: String,
     pub(crate) prompt_hash: Option<String>,
+    /// How many of the run's first messages its thread holds as stored; `None`
+    /// when the thread could not be read (the run's messages are then not
+    /// written, so a stored result is never replaced by a client's).
+    pub(crate) kept: Option<usize>,
 }
 
-/// Writes the end of a recorded run; failures go to the log.
-pub(crate) async fn end(recording: RunRecording, outcome: &Result<RunOutput, RunError>) {
+/// Writes the end of a recorded run that continued the first `kept` messages of
+/// its thread as stored (`None`: its messages are not written); failures go to
+/// the log.
+pub(crate) async fn end(
+    recording: RunRecording,
+    outcome: &Result<RunOutput, RunError>,
+    kept: Option<usize>,
+) {
     let run_id = recording.run_id().to_owned();
-    for failure in recording.finish(run_end(outcome)).await {
+    let mut end = run_end(outcome, kept.unwrap_or(0));
+    if kept.is_none() {
+        end.conversation = &[];
+    }
+    for failure in recording.finish(end).await {
         tracing::error!(run_id = %run_id, failure = %failure, "the run store did not take the whole run");
     }
 }
 
-/// How a run's outcome is recorded: paused or done with this turn's messages,
-/// interrupted when it was cancelled, failed otherwise.
-pub fn run_end(outcome: &Result<RunOutput, RunError>) -> RunEnd<'_> {
+/// How a run's outcome is recorded: paused or done with its conversation (of
+/// which the thread already holds the first `kept` messages), interrupted when
+/// it was cancelled, failed otherwise.
+pub fn run_end(outcome: &Result<RunOutput, RunError>, kept: usize) -> RunEnd<'_> {
+    let kept = u64::try_from(kept).unwrap_or(u64::MAX);
     match outcome {
         Ok(output) => RunEnd {
             status: if output.paused.is_some() {
@@ -187,7 +238,8 @@ pub fn run_end(outcome: &Result<RunOutput, RunError>) -> RunEnd<'_> {
                 RunStatus::Done
             },
             error: None,
-            new_messages: output.new_messages(),
+            conversation: output.conversation(),
+            kept,
         },
         Err(error) => RunEnd {
             status: match error {
@@ -195,7 +247,8 @@ pub fn run_end(outcome: &Result<RunOutput, RunError>) -> RunEnd<'_> {
                 _ => RunStatus::Failed,
             },
             error: Some(error.to_string()),
-            new_messages: &[],
+            conversation: &[],
+            kept,
         },
     }
 }
@@ -262,12 +315,14 @@ pub(crate) async fn list(
     }
 }
 
-/// `GET /api/chats/{id}`: one thread with its messages as the model saw them.
+/// `GET /api/chats/{id}`: one thread with its messages as UI messages (see
+/// [`crate::ui_messages`]: tool calls as their redacted views).
 pub(crate) async fn load(
     State(state): State<AppState>,
     Extension(account): Extension<Account>,
     Path(id): Path<String>,
 ) -> Response {
+    let scoped = crate::server::scope(account.name(), &id);
     let Some(rows) = rows(&state, account) else {
         return no_store();
     };
@@ -276,7 +331,23 @@ pub(crate) async fn load(
         Ok(None) => return not_found(),
         Err(error) => return failed(error),
     };
-    match rows.messages(&id).await {
+    let shown = async {
+        let messages = rows.messages(&id).await?;
+        let mut events = Vec::new();
+        for run in rows.runs_of_thread(&id).await? {
+            events.extend(
+                rows.events(&run.run.id, None)
+                    .await?
+                    .into_iter()
+                    .map(|e| e.event),
+            );
+        }
+        let views = crate::ui_messages::call_views(&events);
+        let approvals = state.service.approvals();
+        let issue = |call: &str, tool: &str, hash: &str| approvals.issue(&scoped, call, tool, hash);
+        Ok::<_, agent_store::StoreError>(crate::ui_messages::ui_messages(&messages, &views, &issue))
+    };
+    match shown.await {
         Ok(messages) => {
             let mut chat = thread_json(&thread);
             chat["messages"] = json!(messages);

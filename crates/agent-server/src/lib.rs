@@ -51,7 +51,9 @@ mod server;
 pub mod stream;
 #[cfg(test)]
 mod test_events;
+mod thread;
 pub mod transcript;
+mod ui_messages;
 pub mod ui_stream;
 
 pub use access::{

@@ -86,11 +86,24 @@ pub struct ChatService {
     /// Per chat, when the record of its latest run is finished: a run's record
     /// is finished after the one before it, so a chat's messages are stored in
     /// the order of its runs even when a record is slower than the next run.
-    records: std::sync::Mutex<std::collections::HashMap<String, (String, RecordDone)>>,
+    records: std::sync::Mutex<std::collections::HashMap<String, ChatRecord>>,
 }
 
 /// Resolves when a run's record is finished (or its run was dropped).
 type RecordDone = futures::future::Shared<tokio::sync::oneshot::Receiver<()>>;
+
+/// The latest run of a chat in this process whose record is not finished.
+struct ChatRecord {
+    run_id: String,
+    /// The thread as the run's record will leave it, once the run has ended
+    /// (dropped when the record leaves the thread as it was).
+    thread: futures::future::Shared<tokio::sync::oneshot::Receiver<Arc<Vec<Message>>>>,
+    recorded: RecordDone,
+}
+
+/// How long a request waits for a run of its chat in this process to end
+/// before it continues from the thread as stored.
+const RUN_WAIT: Duration = Duration::from_secs(30);
 
 impl std::fmt::Debug for ChatService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -223,6 +236,7 @@ impl ChatService {
     async fn start_run(
         &self,
         chat: &mut ChatRequest,
+        kept: Option<usize>,
     ) -> Result<(RunHandle, crate::chats::RunMeta), agent_graph::graph::GraphError> {
         let context = RunContext::generate();
         let history = std::mem::take(&mut chat.history);
@@ -239,6 +253,7 @@ impl ChatService {
             graph: self.graph.name.clone(),
             model: self.model_id.clone(),
             prompt_hash: prepared.request.prompt_hash.clone(),
+            kept,
         };
         let deps = prepared.deps(Arc::clone(&self.model), Arc::clone(&self.runner));
         if chat.decisions.is_empty() {
@@ -257,15 +272,84 @@ impl ChatService {
         Ok((agent_graph::run::resume(paused, decisions, deps), meta))
     }
 
+    /// The thread of chat `chat` as the store will hold it once the runs before
+    /// this request are recorded: the conversation of the chat's latest run in
+    /// this process when it has one (its record may still be under way), else
+    /// the stored messages (see [`crate::chats::ServerStore::thread_messages`]).
+    async fn stored_thread(
+        &self,
+        store: &crate::chats::ServerStore,
+        chat: &ChatRef,
+    ) -> Result<Vec<Message>, agent_store::StoreError> {
+        let running = self
+            .records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&chat.scoped)
+            .map(|record| (record.thread.clone(), record.recorded.clone()));
+        if let Some((thread, recorded)) = running {
+            let waited = tokio::time::timeout(RUN_WAIT, async {
+                match thread.await {
+                    Ok(conversation) => Some(conversation),
+                    Err(_) => {
+                        let _ = recorded.await;
+                        None
+                    }
+                }
+            })
+            .await;
+            if let Ok(Some(conversation)) = waited {
+                return Ok(conversation.as_ref().clone());
+            }
+        }
+        store.thread_messages(&chat.account, &chat.id).await
+    }
+
+    /// With a store, makes `chat`'s history the stored thread continued by the
+    /// request (see [`crate::thread`]). Returns the stored messages and how
+    /// many of the history's first messages are theirs (`None` without a store,
+    /// or when the thread could not be read: the request's history is used and
+    /// the run's messages are not written).
+    async fn continue_stored(
+        &self,
+        chat: &mut ChatRequest,
+        chat_ref: &ChatRef,
+    ) -> (Vec<Message>, Option<usize>) {
+        let Some(store) = &self.store else {
+            return (Vec::new(), None);
+        };
+        match self.stored_thread(store, chat_ref).await {
+            Ok(stored) => {
+                let continued = crate::thread::continue_thread(&stored, chat);
+                chat.history = continued.history;
+                (stored, Some(continued.kept))
+            }
+            Err(error) => {
+                tracing::error!(%error, "the chat's stored thread could not be read; the client's history is used and this run's messages are not stored");
+                (Vec::new(), None)
+            }
+        }
+    }
+
     /// Checks that each first output of a client tool answers a call this server
-    /// handed to this chat's client, for that tool and those arguments, and
-    /// records it: from then on the recorded output is the call's result (one
-    /// output per call).
-    fn accept_client_outputs(&self, chat: &ChatRequest) -> Result<(), RequestError> {
+    /// handed to this chat's client (or a call the chat's stored thread holds
+    /// unanswered, as any server on the store handed it), for that tool and
+    /// those arguments, and records it: from then on the recorded output is the
+    /// call's result (one output per call).
+    fn accept_client_outputs(
+        &self,
+        chat: &ChatRequest,
+        stored: &[Message],
+    ) -> Result<(), RequestError> {
+        let open = crate::thread::unanswered(stored);
         for output in &chat.client_outputs {
             let issued = self
                 .client_calls
-                .recall(&chat.chat_id, &output.tool_call_id);
+                .recall(&chat.chat_id, &output.tool_call_id)
+                .or_else(|| {
+                    open.get(output.tool_call_id.as_str())
+                        .map(|(tool, arguments)| ((*arguments).to_owned(), (*tool).to_owned()))
+                });
             match issued {
                 Some((arguments, tool))
                     if tool == output.tool_name && arguments == output.arguments => {}
@@ -347,18 +431,27 @@ impl ChatService {
         let approval =
             |call: &str, tool: &str, hash: &str| self.approvals.issue(&chat_id, call, tool, hash);
         // This run's record waits for the one before it (see `records`).
-        let (recorded, previous) = match &self.store {
+        let (recorded, mut thread, previous) = match &self.store {
             Some(_) => {
                 let (done, waiter) = tokio::sync::oneshot::channel::<()>();
-                let waiter = futures::FutureExt::shared(waiter);
+                let (thread, thread_waiter) = tokio::sync::oneshot::channel();
+                let entry = ChatRecord {
+                    run_id: meta.run_id.clone(),
+                    thread: futures::FutureExt::shared(thread_waiter),
+                    recorded: futures::FutureExt::shared(waiter),
+                };
                 let mut records = self
                     .records
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let previous = records.insert(chat_id.clone(), (meta.run_id.clone(), waiter));
-                (Some(done), previous.map(|(_, waiter)| waiter))
+                let previous = records.insert(chat_id.clone(), entry);
+                (
+                    Some(done),
+                    Some(thread),
+                    previous.map(|record| record.recorded),
+                )
             }
-            None => (None, None),
+            None => (None, None, None),
         };
         let mut recording = match &self.store {
             Some(store) => {
@@ -421,6 +514,13 @@ impl ChatService {
         if let Ok(output) = &outcome {
             remember(&self.transcript, &chat_id, &output.messages);
         }
+        // The next run of the chat continues from what this one's record writes.
+        if let (Some(thread), Some(_), Some(_), Ok(output)) =
+            (thread.take(), &recording, meta.kept, &outcome)
+        {
+            let _ = thread.send(Arc::new(output.conversation().to_vec()));
+        }
+        drop(thread);
         // The client's stream ends first: a slow store delays the record, never
         // the chat.
         deliver(&mut client, &replay, encoder.end()).await;
@@ -430,7 +530,7 @@ impl ChatService {
             let _ = previous.await;
         }
         if let Some(recording) = recording {
-            crate::chats::end(recording, &outcome).await;
+            crate::chats::end(recording, &outcome, meta.kept).await;
         }
         if let Some(done) = recorded {
             let _ = done.send(());
@@ -441,7 +541,7 @@ impl ChatService {
             // Forget the chat unless a later run has taken its place.
             if records
                 .get(&chat_id)
-                .is_some_and(|(run_id, _)| *run_id == meta.run_id)
+                .is_some_and(|record| record.run_id == meta.run_id)
             {
                 records.remove(&chat_id);
             }
@@ -671,7 +771,14 @@ async fn chat(
     // From here on the chat is known by its key in this account.
     let client_id = std::mem::take(&mut chat.chat_id);
     chat.chat_id = scope(account.name(), &client_id);
-    if let Err(error) = state.service.accept_client_outputs(&chat) {
+    let mut chat_ref = ChatRef {
+        scoped: chat.chat_id.clone(),
+        id: client_id,
+        account: account.0,
+        title: String::new(),
+    };
+    let (stored, kept) = state.service.continue_stored(&mut chat, &chat_ref).await;
+    if let Err(error) = state.service.accept_client_outputs(&chat, &stored) {
         return invalid(&error);
     }
     let encoder = match encoder(protocol.as_deref(), &chat) {
@@ -686,7 +793,7 @@ async fn chat(
             "too many open streams; try again",
         );
     };
-    let title = chat
+    chat_ref.title = chat
         .history
         .iter()
         .find_map(|m| match m {
@@ -694,7 +801,7 @@ async fn chat(
             _ => None,
         })
         .unwrap_or_else(|| agent_store::title_from(""));
-    let started = match state.service.start_run(&mut chat).await {
+    let started = match state.service.start_run(&mut chat, kept).await {
         Ok(started) => started,
         Err(error) => {
             tracing::error!(%error, "the graph could not be prepared");
@@ -712,18 +819,7 @@ async fn chat(
     let heartbeat = state.access.heartbeat;
     tokio::spawn(async move {
         service
-            .respond(
-                ChatRef {
-                    scoped: chat.chat_id,
-                    id: client_id,
-                    account: account.0,
-                    title,
-                },
-                started,
-                encoder,
-                tx,
-                (heartbeat, replay),
-            )
+            .respond(chat_ref, started, encoder, tx, (heartbeat, replay))
             .await;
         drop(permit);
     });

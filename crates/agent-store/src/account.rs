@@ -244,6 +244,15 @@ fn insert_events_sql(rows: usize) -> String {
     sql
 }
 
+/// How much of a thread a write keeps.
+#[derive(Debug, Clone, Copy)]
+enum Kept {
+    /// Everything: the messages are appended.
+    All,
+    /// The first this many; the rest is replaced.
+    First(u64),
+}
+
 const RUN_COLUMNS: &str =
     "id, thread_id, graph, model, prompt_hash, owner, started_ms, status, error, updated_ms";
 
@@ -351,6 +360,37 @@ impl<'a> AccountStore<'a> {
         messages: &[Message],
         now_ms: i64,
     ) -> Result<u64, StoreError> {
+        self.write_messages(thread_id, run_id, Kept::All, messages, now_ms)
+            .await
+    }
+
+    /// Makes the thread `conversation`, given that its first `kept` messages are
+    /// already stored as they are there: what the thread holds from position
+    /// `kept` on (a rewound or regenerated turn) is replaced by the rest of
+    /// `conversation`. A thread holding fewer than `kept` messages (a record that
+    /// was lost) gets the missing ones from `conversation` too. Touches the
+    /// thread; returns the number of messages it then holds. The thread must
+    /// exist.
+    pub async fn replace_messages(
+        &self,
+        thread_id: &str,
+        run_id: Option<&str>,
+        kept: u64,
+        conversation: &[Message],
+        now_ms: i64,
+    ) -> Result<u64, StoreError> {
+        self.write_messages(thread_id, run_id, Kept::First(kept), conversation, now_ms)
+            .await
+    }
+
+    async fn write_messages(
+        &self,
+        thread_id: &str,
+        run_id: Option<&str>,
+        kept: Kept,
+        messages: &[Message],
+        now_ms: i64,
+    ) -> Result<u64, StoreError> {
         let mut transaction = self.pool.begin().await?;
         let touched =
             sqlx::query("UPDATE threads SET updated_ms = $1 WHERE account_id = $2 AND id = $3")
@@ -362,7 +402,7 @@ impl<'a> AccountStore<'a> {
         if touched.rows_affected() != 1 {
             return Err(StoreError::Conflict(format!("no thread `{thread_id}`")));
         }
-        let next: i64 = sqlx::query(
+        let stored: i64 = sqlx::query(
             "SELECT COALESCE(MAX(seq) + 1, 0) AS next FROM thread_messages WHERE account_id = $1 AND thread_id = $2",
         )
         .bind(&self.account)
@@ -370,7 +410,23 @@ impl<'a> AccountStore<'a> {
         .fetch_one(&mut *transaction)
         .await?
         .try_get("next")?;
-        for (offset, message) in (0i64..).zip(messages) {
+        let (next, new) = match kept {
+            Kept::All => (stored, messages),
+            Kept::First(kept) => {
+                let next = stored.min(i64::try_from(kept).unwrap_or(i64::MAX));
+                sqlx::query(
+                    "DELETE FROM thread_messages WHERE account_id = $1 AND thread_id = $2 AND seq >= $3",
+                )
+                .bind(&self.account)
+                .bind(thread_id)
+                .bind(next)
+                .execute(&mut *transaction)
+                .await?;
+                let from = usize::try_from(next).unwrap_or(usize::MAX);
+                (next, messages.get(from..).unwrap_or_default())
+            }
+        };
+        for (offset, message) in (0i64..).zip(new) {
             sqlx::query(
                 "INSERT INTO thread_messages (account_id, thread_id, seq, run_id, message) VALUES ($1, $2, $3, $4, $5)",
             )
@@ -383,7 +439,7 @@ impl<'a> AccountStore<'a> {
             .await?;
         }
         transaction.commit().await?;
-        count(next, "message count").map(|n| n + messages.len() as u64)
+        count(next, "message count").map(|n| n + new.len() as u64)
     }
 
     /// The thread's messages, in order.

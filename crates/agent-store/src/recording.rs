@@ -2,7 +2,8 @@
 //! the run's row and status, its thread (created when new), its event log
 //! (through a [`RunRecorder`]: never blocking the run), one usage fact per model
 //! call (from its `usage_report` events, priced when a price is known), and at
-//! the end this turn's messages appended to the thread.
+//! the end the thread's messages: the run's conversation, replacing what the
+//! thread held after the history the run continued.
 
 use std::sync::Arc;
 
@@ -25,9 +26,15 @@ pub struct RunEnd<'a> {
     pub status: RunStatus,
     /// Why it failed, if it did.
     pub error: Option<String>,
-    /// This turn's messages (the user's and what the run added), appended to the
-    /// thread; empty when the run produced none.
-    pub new_messages: &'a [Message],
+    /// The run's whole conversation (without the system prompt), which the
+    /// thread becomes; empty when the run produced none (the thread is left as
+    /// it is).
+    pub conversation: &'a [Message],
+    /// How many of the conversation's first messages came from the thread as
+    /// stored (the history the run continued): the thread keeps those and
+    /// replaces the rest, so a rewound turn (an edit, a regeneration) is
+    /// replaced rather than repeated.
+    pub kept: u64,
 }
 
 /// One run being recorded (see the module docs).
@@ -155,9 +162,9 @@ impl RunRecording {
             failures.push(e.to_string());
         }
         if let Some(thread) = &self.thread
-            && !end.new_messages.is_empty()
+            && !end.conversation.is_empty()
             && let Err(e) = rows
-                .append_messages(thread, Some(&self.run_id), end.new_messages, now)
+                .replace_messages(thread, Some(&self.run_id), end.kept, end.conversation, now)
                 .await
         {
             failures.push(e.to_string());

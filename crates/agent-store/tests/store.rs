@@ -121,6 +121,34 @@ async fn threads_and_messages(store: &Store) {
         a.append_messages("nope", None, &messages, T0).await,
         Err(StoreError::Conflict(_))
     ));
+    // A rewound turn: the first 2 are kept, the rest replaced.
+    let mut rewound = messages[..2].to_vec();
+    rewound.push(Message::user("something else"));
+    assert_eq!(
+        a.replace_messages("t1", Some("r2"), 2, &rewound, T0 + 11)
+            .await
+            .unwrap(),
+        3
+    );
+    assert_eq!(a.messages("t1").await.unwrap(), rewound);
+    // A thread shorter than what the writer kept (a lost record) gets the
+    // missing messages too; nothing is duplicated.
+    assert_eq!(
+        a.replace_messages("t1", Some("r3"), 4, &messages, T0 + 11)
+            .await
+            .unwrap(),
+        4
+    );
+    let mut now = rewound.clone();
+    now.push(messages[3].clone());
+    assert_eq!(a.messages("t1").await.unwrap(), now);
+    assert_eq!(
+        a.replace_messages("t1", Some("r4"), 0, &messages, T0 + 11)
+            .await
+            .unwrap(),
+        4
+    );
+    assert_eq!(a.messages("t1").await.unwrap(), messages);
     // Appending touched t1: it lists first now.
     assert_eq!(a.threads(1).await.unwrap()[0].id, "t1");
     assert!(a.rename_thread("t1", "Clock", T0 + 12).await.unwrap());

@@ -123,22 +123,26 @@ pub(crate) async fn server_store(
 
 /// One `agent chat` run being recorded (the store's [`RunRecording`], with
 /// failures reported on stderr).
-pub struct Recording(RunRecording);
+pub struct Recording {
+    inner: RunRecording,
+    /// The thread's messages the run continued (its history).
+    kept: usize,
+}
 
 impl Recording {
     /// Queues `event` (never waits); a store too far behind is said once.
     pub fn record(&mut self, event: &AiEvent) {
-        if let Err(error) = self.0.record(event) {
+        if let Err(error) = self.inner.record(event) {
             eprintln!("agent: {error}");
         }
     }
 
-    /// Writes the rest: events, usage, the run's status and, for a thread, this
-    /// turn's messages. Failures are reported on stderr: the run itself already
+    /// Writes the rest: events, usage, the run's status and, for a thread, its
+    /// conversation. Failures are reported on stderr: the run itself already
     /// happened.
     pub async fn finish(self, outcome: &Result<RunOutput, RunError>) {
-        let end = agent_server::chats::run_end(outcome);
-        if let Some(first) = self.0.finish(end).await.first() {
+        let end = agent_server::chats::run_end(outcome, self.kept);
+        if let Some(first) = self.inner.finish(end).await.first() {
             eprintln!("agent: the run store did not take the whole run: {first}");
         }
     }
@@ -258,6 +262,7 @@ pub(crate) async fn start_recording(
         started_ms: now_ms(),
     };
     let now = now_ms();
+    let kept = thread.as_ref().map_or(0, |t| t.history.len());
     let thread = thread.map(|t| Thread {
         id: t.id,
         title: t.title,
@@ -267,7 +272,7 @@ pub(crate) async fn start_recording(
     });
     let price = pricing(config, &run.model);
     match RunRecording::start(store, LOCAL_ACCOUNT, &run, thread, price).await {
-        Ok(recording) => Some(Recording(recording)),
+        Ok(inner) => Some(Recording { inner, kept }),
         Err(e) => {
             eprintln!("agent: the run store refused the run, so it is not recorded: {e}");
             None

@@ -1,0 +1,296 @@
+//! A stored thread as the AI SDK's UI messages (`GET /api/chats/{id}`), for a
+//! client to show and continue (`useChat({ messages })`).
+//!
+//! The thread's messages are stored as the model saw them, unredacted; a UI
+//! never sees them so. The text of user and assistant messages is shown as it
+//! is (the user's own words and the answers the live stream showed); a tool
+//! call's input and output are the redacted views its run's event log holds,
+//! as the live stream showed them. A call the log has no view of shows `{}`.
+//! A call waiting for an approval is shown as the approval request, with an
+//! approval id the server issues anew; a client tool's output is the client's
+//! own.
+
+use std::collections::HashMap;
+
+use ai_core::event::AiEventKind;
+use ai_core::{AiEvent, Message};
+use serde_json::{Map, Value, json};
+
+/// What the event log shows of one call.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CallView {
+    input: Option<Value>,
+    output: Option<Value>,
+    error: Option<String>,
+    /// `sha256:` of the arguments, when the call asked for an approval.
+    approval_hash: Option<String>,
+}
+
+/// The views of the calls in `events`, by call id.
+pub(crate) fn call_views<'a>(
+    events: impl IntoIterator<Item = &'a AiEvent>,
+) -> HashMap<String, CallView> {
+    let mut views: HashMap<String, CallView> = HashMap::new();
+    for event in events {
+        match &event.kind {
+            AiEventKind::ToolCallStart {
+                tool_call_id, args, ..
+            }
+            | AiEventKind::ClientToolCall {
+                tool_call_id, args, ..
+            } => {
+                views.entry(tool_call_id.clone()).or_default().input = Some(args.clone());
+            }
+            AiEventKind::ToolApprovalRequested {
+                tool_call_id,
+                args,
+                args_hash,
+                ..
+            } => {
+                let view = views.entry(tool_call_id.clone()).or_default();
+                view.input = Some(args.clone());
+                view.approval_hash = Some(args_hash.clone());
+            }
+            AiEventKind::ToolCallResult {
+                tool_call_id,
+                ok,
+                result,
+                message,
+                error_code,
+                ..
+            } => {
+                let view = views.entry(tool_call_id.clone()).or_default();
+                if *ok {
+                    view.output = Some(result.clone().unwrap_or_else(empty));
+                } else {
+                    view.error = Some(message.clone().unwrap_or_else(|| {
+                        error_code.map_or_else(|| "failed".to_owned(), |c| format!("{c:?}"))
+                    }));
+                }
+            }
+            _ => {}
+        }
+    }
+    views
+}
+
+fn empty() -> Value {
+    Value::Object(Map::new())
+}
+
+/// Issues an approval id for (call id, tool, arguments hash).
+pub(crate) type IssueApproval<'a> = &'a dyn Fn(&str, &str, &str) -> String;
+
+/// `messages` (a thread, as stored) as UI messages, with `views` of its calls.
+pub(crate) fn ui_messages(
+    messages: &[Message],
+    views: &HashMap<String, CallView>,
+    approval: IssueApproval<'_>,
+) -> Vec<Value> {
+    let results = results_of(messages);
+    let mut shown: Vec<Value> = Vec::new();
+    let mut assistant: Option<Value> = None;
+    for (seq, message) in messages.iter().enumerate() {
+        match message {
+            Message::User { content, .. } => {
+                shown.extend(assistant.take());
+                shown.push(json!({"id": format!("u-{seq}"), "role": "user",
+                                  "parts": [{"type": "text", "text": content}]}));
+            }
+            Message::Assistant {
+                content,
+                reasoning,
+                tool_calls,
+                ..
+            } => {
+                let current = assistant.get_or_insert_with(
+                    || json!({"id": format!("a-{seq}"), "role": "assistant", "parts": []}),
+                );
+                let Some(parts) = current["parts"].as_array_mut() else {
+                    continue;
+                };
+                parts.push(json!({"type": "step-start"}));
+                if let Some(text) = reasoning {
+                    parts.push(json!({"type": "reasoning", "text": text, "state": "done"}));
+                }
+                if let Some(text) = content {
+                    parts.push(json!({"type": "text", "text": text, "state": "done"}));
+                }
+                for call in tool_calls {
+                    let view = views.get(&call.id).cloned().unwrap_or_default();
+                    parts.push(tool_part(
+                        &call.id,
+                        &call.name,
+                        view,
+                        results.get(call.id.as_str()),
+                        approval,
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    shown.extend(assistant);
+    shown
+}
+
+/// The thread's tool results, by call id: (content, is_error).
+fn results_of(messages: &[Message]) -> HashMap<&str, (&str, bool)> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool {
+                tool_call_id,
+                content,
+                is_error,
+            } => Some((tool_call_id.as_str(), (content.as_str(), *is_error))),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One call as a tool part.
+fn tool_part(
+    id: &str,
+    tool: &str,
+    view: CallView,
+    result: Option<&(&str, bool)>,
+    approval: IssueApproval<'_>,
+) -> Value {
+    let mut part = json!({"type": format!("tool-{tool}"), "toolCallId": id,
+                          "input": view.input.clone().unwrap_or_else(empty)});
+    let client_tool = tool.starts_with("client__");
+    match (result, view) {
+        (Some((content, false)), view) => {
+            part["state"] = "output-available".into();
+            part["output"] = match view.output {
+                Some(output) => output,
+                // The client's own output, as it sent it.
+                None if client_tool => {
+                    serde_json::from_str(content).unwrap_or_else(|_| json!(content))
+                }
+                None => empty(),
+            };
+        }
+        (Some((content, true)), view) => {
+            part["state"] = "output-error".into();
+            part["errorText"] = view
+                .error
+                .unwrap_or_else(|| {
+                    if client_tool || is_server_text(content) {
+                        (*content).to_owned()
+                    } else {
+                        "The call failed.".to_owned()
+                    }
+                })
+                .into();
+        }
+        (
+            None,
+            CallView {
+                approval_hash: Some(hash),
+                ..
+            },
+        ) => {
+            part["state"] = "approval-requested".into();
+            part["approval"] = json!({"id": approval(id, tool, &hash)});
+        }
+        (None, _) if client_tool => part["state"] = "input-available".into(),
+        (None, _) => {
+            part["state"] = "output-error".into();
+            part["errorText"] = crate::contract::NOT_RUN.into();
+        }
+    }
+    part
+}
+
+/// One of the server's own texts for a call that did not run.
+pub(crate) fn is_server_text(content: &str) -> bool {
+    [
+        crate::contract::DENIED,
+        crate::contract::NOT_RUN,
+        crate::contract::STALE_DECISION,
+    ]
+    .contains(&content)
+}
+
+#[cfg(test)]
+mod tests {
+    use ai_core::RunContext;
+    use ai_core::message::MessageToolCall;
+
+    use super::*;
+
+    fn event(kind: AiEventKind) -> AiEvent {
+        AiEvent::new(&RunContext::new("r1", "t1"), kind)
+    }
+
+    fn call(id: &str, name: &str) -> MessageToolCall {
+        MessageToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: r#"{"path":"secret.txt","token":"hunter2"}"#.into(),
+            raw: None,
+        }
+    }
+
+    #[test]
+    fn calls_show_the_logs_redacted_views_never_the_stored_values() {
+        let thread = vec![
+            Message::user("read it"),
+            Message::Assistant {
+                content: None,
+                reasoning: None,
+                blocks: Vec::new(),
+                tool_calls: vec![
+                    call("c1", "core__read_file"),
+                    call("c2", "core__exec_shell"),
+                ],
+            },
+            Message::tool("c1", "the secret contents"),
+            Message::tool_error("c2", "exit 1: hunter2 rejected"),
+            Message::Assistant {
+                content: Some("Done.".into()),
+                reasoning: None,
+                blocks: Vec::new(),
+                tool_calls: vec![call("c3", "core__exec_shell")],
+            },
+        ];
+        let events = [
+            event(AiEventKind::ToolCallStart {
+                tool_call_id: "c1".into(),
+                tool_name: "core__read_file".into(),
+                args: json!({"path": "secret.txt"}),
+            }),
+            event(AiEventKind::ToolApprovalRequested {
+                tool_call_id: "c3".into(),
+                tool_name: "core__exec_shell".into(),
+                args: json!({"command": "ls"}),
+                args_hash: "sha256:ab".into(),
+            }),
+        ];
+        let views = call_views(&events);
+        let issue = |call: &str, tool: &str, hash: &str| format!("{call}|{tool}|{hash}");
+        let shown = ui_messages(&thread, &views, &issue);
+        let text = serde_json::to_string(&shown).unwrap();
+        assert!(
+            !text.contains("hunter2") && !text.contains("secret contents"),
+            "{text}"
+        );
+        assert_eq!(shown.len(), 2);
+        assert_eq!(shown[0]["id"], "u-0");
+        let parts = shown[1]["parts"].as_array().unwrap();
+        assert_eq!(shown[1]["id"], "a-1");
+        assert_eq!(parts[1]["input"], json!({"path": "secret.txt"}));
+        assert_eq!(parts[1]["state"], "output-available");
+        assert_eq!(parts[1]["output"], json!({}));
+        assert_eq!(parts[2]["state"], "output-error");
+        assert_eq!(parts[2]["errorText"], "The call failed.");
+        assert_eq!(parts[2]["input"], json!({}));
+        assert_eq!(parts[3], json!({"type": "step-start"}));
+        assert_eq!(parts[4]["text"], "Done.");
+        assert_eq!(parts[5]["state"], "approval-requested");
+        assert_eq!(parts[5]["approval"]["id"], "c3|core__exec_shell|sha256:ab");
+        assert_eq!(parts[5]["input"], json!({"command": "ls"}));
+    }
+}
