@@ -153,6 +153,8 @@ function validateScript(script, client) {
   check(script !== null && typeof script === 'object' && !Array.isArray(script), 'must be a JSON object');
   check(script.chatId === undefined || typeof script.chatId === 'string', '"chatId" must be a string');
   check(script.sendAutomaticallyWhen === undefined || AUTO_SEND.includes(script.sendAutomaticallyWhen), `"sendAutomaticallyWhen" must be one of ${AUTO_SEND.join(', ')}`);
+  check(script.lastMessageOnly === undefined || typeof script.lastMessageOnly === 'boolean', '"lastMessageOnly" must be a boolean');
+  check(!script.lastMessageOnly || client !== 'ai4', '"lastMessageOnly" is not supported with --client ai4');
   check(Array.isArray(script.steps), '"steps" must be an array');
   const allowed = client === 'ai4' ? AI4_STEPS : UI_STEPS;
   for (const [index, step] of script.steps.entries()) {
@@ -179,7 +181,7 @@ function validateScript(script, client) {
       check(step.untilChunk === undefined || typeof step.untilChunk === 'string', `${where}: "untilChunk" must be a string`);
       check(step.untilChunk === undefined || client !== 'ai4', `${where}: "untilChunk" is not supported with --client ai4`);
     }
-    if (step.do === 'reload') check(step.persist === undefined || ['lastUser', 'all'].includes(step.persist), `${where}: "persist" must be "lastUser" or "all"`);
+    if (step.do === 'reload') check(step.persist === undefined || ['lastUser', 'all', 'server'].includes(step.persist), `${where}: "persist" must be "lastUser", "all" or "server"`);
   }
 }
 
@@ -323,12 +325,19 @@ async function uiDriver(args, headers, script) {
     }
   }
 
+  // "lastMessageOnly": the request carries only the last message, as a page
+  // whose server keeps the conversation sends it (the AI SDK's persistence
+  // recipe with prepareSendMessagesRequest).
+  const prepareSendMessagesRequest = script.lastMessageOnly
+    ? ({ id, messages, trigger, messageId }) => ({ body: { id, messages: messages.slice(-1), trigger, messageId } })
+    : undefined;
+
   // One per "page load": a new chat with its own transport, as useChat makes.
   const createChat = (messages) =>
     new Chat({
       id: chatId,
       messages,
-      transport: new ObservedTransport({ api: args.api, headers, fetch }),
+      transport: new ObservedTransport({ api: args.api, headers, fetch, prepareSendMessagesRequest }),
       sendAutomaticallyWhen,
     });
 
@@ -458,9 +467,15 @@ async function uiDriver(args, headers, script) {
       // saved when it finishes); when the chat is idle it is all of them.
       // "persist": "lastUser" | "all" overrides. The old chat is left
       // alone: its request is not aborted and keeps going.
+      // "server": the page loads the chat from the server's
+      // GET /api/chats/{id} (next to --api) and checks the messages with the
+      // SDK's own validateUIMessages, as a page would before useChat.
       const persist = step.persist ?? (isBusy(chat.status) ? 'lastUser' : 'all');
       const lastUser = chat.messages.findLastIndex((message) => message.role === 'user');
-      const persisted = structuredClone(persist === 'all' ? chat.messages : chat.messages.slice(0, lastUser + 1));
+      const persisted =
+        persist === 'server'
+          ? await loadFromServer(ai, args.api, headers, chatId)
+          : structuredClone(persist === 'all' ? chat.messages : chat.messages.slice(0, lastUser + 1));
       record.persisted = persisted.length;
       chat = createChat(persisted);
       current = chat;
@@ -472,6 +487,17 @@ async function uiDriver(args, headers, script) {
       record.reconnectStatus = reconnect?.status ?? null;
     },
   };
+}
+
+/** The chat's messages from the server, validated by the SDK. */
+async function loadFromServer(ai, api, headers, chatId) {
+  const url = new URL(api);
+  url.pathname = url.pathname.replace(/\/chat\/?$/, `/chats/${encodeURIComponent(chatId)}`);
+  url.search = '';
+  const response = await recordingFetch((r) => r)(url.href, { method: 'GET', headers });
+  if (!response.ok) throw new Error(`GET ${url.pathname}: ${response.status}`);
+  const { messages } = await response.json();
+  return ai.validateUIMessages({ messages });
 }
 
 // ------------------------------------------------------------------ ai4

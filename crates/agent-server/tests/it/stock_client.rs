@@ -368,3 +368,76 @@ async fn the_driver_agrees_with_the_ai_sdks_own_server() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// With a run store the server keeps the conversation: the stock chat logic
+/// sends only its last message (`prepareSendMessagesRequest`), the model still
+/// reads the whole thread, and a page reloaded from `GET /api/chats/{id}`
+/// (checked by the SDK's `validateUIMessages`) shows the thread, approves the
+/// call that waited there, and the call runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_that_sends_only_its_last_message_continues_the_stored_thread() {
+    for client in CLIENTS {
+        let (live, _dir) = crate::support::start_stored(ScriptedModel::new([
+            Turn::new().tool_call("e1", "app__echo", json!({"text": "hi"})),
+            Turn::text("Echoed."),
+            Turn::text("Two."),
+            Turn::new().tool_call("w1", "app__write", json!({"key": "k", "value": 1})),
+            Turn::text("Written."),
+        ]))
+        .await;
+        let result = drive(
+            client,
+            &live,
+            json!({"chatId": "kept", "lastMessageOnly": true, "sendAutomaticallyWhen": "approvals",
+                   "steps": [
+                {"do": "send", "text": "echo hi"},
+                {"do": "send", "text": "second"},
+                {"do": "send", "text": "write k"},
+                {"do": "reload", "persist": "server"},
+                {"do": "approve", "approved": true}
+            ]}),
+        )
+        .await;
+        assert_no_error(&result, client);
+        // Every chat request carried one message.
+        for request in result["requests"].as_array().unwrap() {
+            if request["method"] == "POST" {
+                assert_eq!(
+                    request["body"]["messages"].as_array().unwrap().len(),
+                    1,
+                    "{client}: {request}"
+                );
+            }
+        }
+        // The second question reached the model after the whole first turn.
+        let requests = live.model.requests();
+        let seen = &requests[2].messages;
+        assert!(
+            seen.contains(&Message::user("echo hi")),
+            "{client}: {seen:#?}"
+        );
+        assert!(
+            seen.iter()
+                .any(|m| matches!(m, Message::Tool { tool_call_id, .. } if tool_call_id == "e1")),
+            "{client}: {seen:#?}"
+        );
+        assert_eq!(seen.last(), Some(&Message::user("second")), "{client}");
+        // The reloaded page showed the thread and its pending approval; the
+        // approval went through once.
+        assert_eq!(live.writes.load(Ordering::SeqCst), 1, "{client}: {result}");
+        let shown = messages(&result);
+        let texts: Vec<String> = shown.iter().map(text).collect();
+        assert_eq!(
+            texts,
+            [
+                "echo hi", "Echoed.", "second", "Two.", "write k", "Written."
+            ],
+            "{client}: {result}"
+        );
+        assert_eq!(
+            tool_part(&result, "w1")["state"],
+            "output-available",
+            "{client}: {result}"
+        );
+    }
+}

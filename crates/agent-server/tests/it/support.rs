@@ -98,6 +98,43 @@ pub(crate) async fn start_with(
     access: impl FnOnce(u16) -> Access,
     limits: agent_server::ConnectionLimits,
 ) -> Live {
+    start_full(model, access, limits, None).await
+}
+
+/// [`start`] on a run store: a new SQLite file (removed with the returned
+/// folder guard).
+pub(crate) async fn start_stored(model: ScriptedModel) -> (Live, StoreDir) {
+    let dir = StoreDir(std::env::temp_dir().join(format!("agent-store-{}", uuid::Uuid::new_v4())));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let store = agent_store::Store::open_sqlite(&dir.0.join("store.db"))
+        .await
+        .unwrap();
+    let store = agent_server::ServerStore::new(store, "test-server");
+    let live = start_full(
+        model,
+        Access::loopback,
+        agent_server::ConnectionLimits::default(),
+        Some(store),
+    )
+    .await;
+    (live, dir)
+}
+
+/// A folder removed when dropped.
+pub(crate) struct StoreDir(std::path::PathBuf);
+
+impl Drop for StoreDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+async fn start_full(
+    model: ScriptedModel,
+    access: impl FnOnce(u16) -> Access,
+    limits: agent_server::ConnectionLimits,
+    store: Option<agent_server::ServerStore>,
+) -> Live {
     let model = Arc::new(model);
     let writes = Arc::new(AtomicUsize::new(0));
     let wait_started = Arc::new(AtomicBool::new(false));
@@ -139,6 +176,10 @@ pub(crate) async fn start_with(
         graph: agent_graph::Graph::new("test", "The tests' graph.", "You are a test."),
     })
     .unwrap();
+    let service = match store {
+        Some(store) => service.with_store(store),
+        None => service,
+    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let router = Arc::new(service).router(access(addr.port()).with_token(TOKEN));
