@@ -20,6 +20,10 @@
 //!     core and a `warn` log filter, as `agent serve` runs it. Its model is an
 //!     in-process [`CompletionPort`] that streams K text deltas per request, the
 //!     i-th due at start + i·I (tokio timers), then the final turn with usage.
+//!   - `agent-server-store`: the same as `relay --serve-agent-store`, with every
+//!     run recorded in a run store (a SQLite file in a new temporary folder), as
+//!     `agent serve` records by default: the thread, the run's row and status,
+//!     its event log (deltas merged per 250 ms) and usage.
 //!   - `node-ai7`: `node tests/js/bench-node.mjs`: `streamText({ model, messages:
 //!     await convertToModelMessages(messages) }).toUIMessageStreamResponse()` of
 //!     `ai` 7.0.173, the Web `Response` written to `node:http` chunk by chunk (what
@@ -58,13 +62,14 @@
 //!   `[DONE]`, or with fewer than K deltas.
 //!
 //! Then the targets: agent-server ≥ 5× `node-ai7`'s deltas per CPU-second,
-//! ≤ 64 KiB per open stream, p99 ≤ 1 ms at 1,000 streams; and one JSON line
+//! ≤ 64 KiB per open stream, p99 ≤ 1 ms at 1,000 streams, `agent-server-store`
+//! ≥ 0.9× `agent-server`'s deltas per CPU-second; and one JSON line
 //! (`relay-json: {...}`) with every figure.
 //!
 //! # Options (after `--`)
 //!
 //! `--clients 100,1000` `--deltas 200` `--interval-ms 20` `--ramp-ms 1000`
-//! `--warmup 50` `--servers agent-server,node-ai7,node-ai7-pipe`; `RELAY_NODE`
+//! `--warmup 50` `--servers agent-server,agent-server-store,node-ai7,node-ai7-pipe`; `RELAY_NODE`
 //! names the node binary (default `node`).
 //!
 //! The default pace, a delta every 20 ms (50 tokens/s per stream, a fast model),
@@ -119,6 +124,9 @@ const DELTA_TEXT_LEN: usize = 22;
 const TARGET_RATIO: f64 = 5.0;
 const TARGET_KIB_PER_STREAM: f64 = 64.0;
 const TARGET_P99_MS: f64 = 1.0;
+/// With the run store on, at least this share of the deltas per CPU-second
+/// without it (within 10%).
+const TARGET_STORE_SHARE: f64 = 0.9;
 /// How long one client may take before it counts as failed.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -190,7 +198,9 @@ impl CompletionPort for PacedModel {
 }
 
 /// `relay --serve-agent`: serves until stdin closes; prints `listening <port> <ns>`.
-fn serve_agent(deltas: usize, interval: Duration) {
+/// With `stored`, every run is recorded in a run store (a SQLite file in a new
+/// temporary folder, removed at the end), as `agent serve` does by default.
+fn serve_agent(deltas: usize, interval: Duration, stored: bool) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -214,6 +224,16 @@ fn serve_agent(deltas: usize, interval: Duration) {
             ),
         })
         .expect("the chat service");
+        let folder = std::env::temp_dir().join(format!("relay-store-{}", std::process::id()));
+        let service = if stored {
+            std::fs::create_dir_all(&folder).expect("a folder for the store");
+            let store = agent_store::Store::open_sqlite(&folder.join("store.db"))
+                .await
+                .expect("the run store");
+            service.with_store(agent_server::ServerStore::new(store, "relay"))
+        } else {
+            service
+        };
         let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
         socket
             .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
@@ -242,6 +262,9 @@ fn serve_agent(deltas: usize, interval: Duration) {
         agent_server::serve(listener, router, limits, shutdown, Duration::from_secs(1))
             .await
             .expect("serve");
+        if stored {
+            let _ = std::fs::remove_dir_all(&folder);
+        }
     });
 }
 
@@ -555,6 +578,7 @@ fn rss_kib(pid: &str) -> Option<u64> {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Agent,
+    AgentStore,
     Node,
     NodePipe,
 }
@@ -563,13 +587,14 @@ impl Kind {
     fn name(self) -> &'static str {
         match self {
             Self::Agent => "agent-server",
+            Self::AgentStore => "agent-server-store",
             Self::Node => "node-ai7",
             Self::NodePipe => "node-ai7-pipe",
         }
     }
 
     fn parse(name: &str) -> Option<Self> {
-        [Self::Agent, Self::Node, Self::NodePipe]
+        [Self::Agent, Self::AgentStore, Self::Node, Self::NodePipe]
             .into_iter()
             .find(|k| k.name() == name)
     }
@@ -622,9 +647,13 @@ fn node_missing(config: &Config) -> Option<String> {
 
 async fn start_server(kind: Kind, config: &Config) -> Server {
     let mut command = match kind {
-        Kind::Agent => {
+        Kind::Agent | Kind::AgentStore => {
             let mut c = tokio::process::Command::new(std::env::current_exe().expect("this binary"));
-            c.arg("--serve-agent");
+            c.arg(if kind == Kind::Agent {
+                "--serve-agent"
+            } else {
+                "--serve-agent-store"
+            });
             c
         }
         Kind::Node | Kind::NodePipe => {
@@ -932,6 +961,20 @@ fn targets(rows: &[Row], clients: &[usize]) -> Value {
                 );
             }
         }
+        if let Some(stored) = row("agent-server-store", c) {
+            let share = stored.per_cpu_s() / agent.per_cpu_s();
+            let ok = share.is_finite().then_some(share >= TARGET_STORE_SHARE);
+            println!(
+                "  C={c:>4}: deltas/CPU-s with the run store / without = {:.0} / {:.0} = {share:.3} (target >= {TARGET_STORE_SHARE}): {}",
+                stored.per_cpu_s(),
+                agent.per_cpu_s(),
+                verdict(ok)
+            );
+            out.push(
+                json!({"target": "store_deltas_per_cpu_s_share", "clients": c,
+                            "value": share, "limit": TARGET_STORE_SHARE, "pass": ok}),
+            );
+        }
         let kib = agent.kib_per_stream();
         let ok = kib.map(|k| k <= TARGET_KIB_PER_STREAM);
         println!(
@@ -964,10 +1007,10 @@ fn parse_args() -> Result<Option<Config>, String> {
         interval_ms: 20,
         ramp: Duration::from_millis(1000),
         warmup: 50,
-        servers: vec![Kind::Agent, Kind::Node, Kind::NodePipe],
+        servers: vec![Kind::Agent, Kind::AgentStore, Kind::Node, Kind::NodePipe],
         node: std::env::var("RELAY_NODE").unwrap_or_else(|_| "node".into()),
     };
-    let mut serve_agent_mode = false;
+    let mut serve_agent_mode = None;
     let mut args = std::env::args().skip(1);
     let number = |flag: &str, value: Option<String>| -> Result<u64, String> {
         value
@@ -978,7 +1021,8 @@ fn parse_args() -> Result<Option<Config>, String> {
         match arg.as_str() {
             // cargo bench passes --bench to harness = false targets.
             "--bench" => {}
-            "--serve-agent" => serve_agent_mode = true,
+            "--serve-agent" => serve_agent_mode = Some(false),
+            "--serve-agent-store" => serve_agent_mode = Some(true),
             "--deltas" => config.deltas = number(&arg, args.next())?.max(1) as usize,
             "--interval-ms" => config.interval_ms = number(&arg, args.next())?,
             "--ramp-ms" => config.ramp = Duration::from_millis(number(&arg, args.next())?),
@@ -999,13 +1043,19 @@ fn parse_args() -> Result<Option<Config>, String> {
                     .split(',')
                     .map(|s| Kind::parse(s.trim()))
                     .collect::<Option<Vec<_>>>()
-                    .ok_or("--servers takes agent-server,node-ai7,node-ai7-pipe")?;
+                    .ok_or(
+                        "--servers takes agent-server,agent-server-store,node-ai7,node-ai7-pipe",
+                    )?;
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    if serve_agent_mode {
-        serve_agent(config.deltas, Duration::from_millis(config.interval_ms));
+    if let Some(stored) = serve_agent_mode {
+        serve_agent(
+            config.deltas,
+            Duration::from_millis(config.interval_ms),
+            stored,
+        );
         return Ok(None);
     }
     Ok(Some(config))
@@ -1043,12 +1093,13 @@ fn main() {
     }
     let mut servers = config.servers.clone();
     let mut skipped = Vec::new();
-    if servers.iter().any(|k| *k != Kind::Agent)
+    let node = |k: &Kind| matches!(k, Kind::Node | Kind::NodePipe);
+    if servers.iter().any(node)
         && let Some(why) = node_missing(&config)
     {
         eprintln!("relay: skipping the Node rows: {why}");
         skipped.push(why);
-        servers.retain(|k| *k == Kind::Agent);
+        servers.retain(|k| !node(k));
     }
     println!(
         "relay: {} deltas per stream, one every {} ms ({} B of text each), clients {:?} started over {} ms, warm-up {} streams; {} cores; RLIMIT_NOFILE {:?}",

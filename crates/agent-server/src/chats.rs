@@ -116,15 +116,15 @@ impl ServerStore {
         self
     }
 
-    /// Starts recording a run of chat `chat_id` (a warning, and no recording,
-    /// when the store refuses).
-    pub(crate) async fn begin(
+    /// Starts recording a run of chat `chat_id`, without waiting for the store
+    /// (a start it refuses is logged when the run's record is finished).
+    pub(crate) fn begin(
         &self,
         run: &RunMeta,
         account: &str,
         chat_id: &str,
         title: &str,
-    ) -> Option<RunRecording> {
+    ) -> RunRecording {
         let now = agent_store::recorder::now_ms();
         let new = NewRun {
             id: run.run_id.clone(),
@@ -142,21 +142,13 @@ impl ServerStore {
             created_ms: now,
             updated_ms: now,
         };
-        let started = RunRecording::start(
+        RunRecording::begin(
             self.store.clone(),
             account,
             &new,
             Some(thread),
             self.pricing.clone(),
         )
-        .await;
-        match started {
-            Ok(recording) => Some(recording),
-            Err(error) => {
-                tracing::error!(run_id = %run.run_id, %error, "the run store refused the run; it is not recorded");
-                None
-            }
-        }
     }
 }
 
@@ -179,7 +171,7 @@ impl ServerStore {
         let rows = self.store.account(account.to_owned());
         let deadline = tokio::time::Instant::now() + SETTLE_WAIT;
         while tokio::time::Instant::now() < deadline {
-            let latest = rows.runs_of_thread(chat_id).await?.pop();
+            let latest = rows.latest_run(chat_id).await?;
             let elsewhere = latest.is_some_and(|run| {
                 run.status == RunStatus::Running
                     && run.run.owner != self.owner
@@ -387,7 +379,7 @@ pub(crate) async fn follow(
 ) -> Option<Response> {
     let store = service.store()?.clone();
     let rows = store.store.account(account.to_owned());
-    let latest = rows.runs_of_thread(chat_id).await.ok()?.pop()?;
+    let latest = rows.latest_run(chat_id).await.ok()??;
     if latest.status != RunStatus::Running && !recently_interrupted(&latest) {
         return None;
     }

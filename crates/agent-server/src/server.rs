@@ -453,14 +453,10 @@ impl ChatService {
             }
             None => (None, None, None),
         };
-        let mut recording = match &self.store {
-            Some(store) => {
-                store
-                    .begin(&meta, &chat.account, &chat.id, &chat.title)
-                    .await
-            }
-            None => None,
-        };
+        let mut recording = self
+            .store
+            .as_ref()
+            .map(|store| store.begin(&meta, &chat.account, &chat.id, &chat.title));
         let stop = handle.cancel_token();
         let (mut events, outcome) = handle.into_parts();
         let mut beat = tokio::time::interval(heartbeat.max(Duration::from_millis(10)));

@@ -49,6 +49,8 @@ pub(crate) fn usage_of(prompt: u64) -> AiEvent {
         total_tokens: prompt + 2,
         cached_tokens: None,
         reasoning_tokens: None,
+        cache_creation_tokens: None,
+        cost_micros: None,
         prompt_hash: None,
     })
 }

@@ -792,6 +792,8 @@ mod tests {
             total_tokens: 30,
             cached_tokens: Some(4),
             reasoning_tokens: None,
+            cache_creation_tokens: None,
+            cost_micros: None,
             prompt_hash: None,
         });
         let chunks = encode(&mut encoder, &[usage_of(1), with_details, done()]);

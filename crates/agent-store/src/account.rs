@@ -218,32 +218,6 @@ fn run_of(row: &AnyRow) -> Result<RunRecord, StoreError> {
     })
 }
 
-/// Rows per `INSERT` of events (5 parameters each, well under both backends'
-/// parameter limits).
-const EVENTS_PER_STATEMENT: usize = 500;
-
-/// `INSERT ... VALUES` for `rows` events, returning the positions it inserted.
-fn insert_events_sql(rows: usize) -> String {
-    let mut sql =
-        String::from("INSERT INTO run_events (account_id, run_id, seq, at_ms, event) VALUES ");
-    for row in 0..rows {
-        let p = row * 5;
-        if row > 0 {
-            sql.push_str(", ");
-        }
-        sql.push_str(&format!(
-            "(${}, ${}, ${}, ${}, ${})",
-            p + 1,
-            p + 2,
-            p + 3,
-            p + 4,
-            p + 5
-        ));
-    }
-    sql.push_str(" ON CONFLICT (account_id, run_id, seq) DO NOTHING RETURNING seq");
-    sql
-}
-
 /// How much of a thread a write keeps.
 #[derive(Debug, Clone, Copy)]
 enum Kept {
@@ -538,6 +512,19 @@ impl<'a> AccountStore<'a> {
         rows.iter().map(run_of).collect()
     }
 
+    /// The thread's latest run (the last [`AccountStore::runs_of_thread`] gives).
+    pub async fn latest_run(&self, thread_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE account_id = $1 AND thread_id = $2 ORDER BY started_ms DESC, id DESC LIMIT 1"
+        );
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(&self.account)
+            .bind(thread_id)
+            .fetch_optional(self.pool)
+            .await?;
+        row.as_ref().map(run_of).transpose()
+    }
+
     /// Appends events `first_seq..` of a run in one transaction (one statement per
     /// 500 events). Idempotent: an event already stored at its position is skipped
     /// when it is the same, and a [`StoreError::Conflict`] when it differs.
@@ -550,13 +537,13 @@ impl<'a> AccountStore<'a> {
     ) -> Result<(), StoreError> {
         let mut transaction = self.pool.begin().await?;
         let mut seq = first_seq;
-        for chunk in events.chunks(EVENTS_PER_STATEMENT) {
+        for chunk in events.chunks(crate::batch::ROWS_PER_STATEMENT) {
             let rows: Vec<(i64, String)> = chunk
                 .iter()
                 .zip(seq..)
                 .map(|(event, seq)| Ok((int(seq, "event seq")?, json(event)?)))
                 .collect::<Result<_, StoreError>>()?;
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(insert_events_sql(rows.len())));
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(crate::batch::insert_sql(rows.len())));
             for (seq, text) in &rows {
                 query = query
                     .bind(&self.account)

@@ -17,7 +17,9 @@
 //! [`RunRecorder`] writes a run's events in the background: batched, deltas merged,
 //! retried, never blocking the run, with a bounded backlog. [`RunRecording`] is
 //! the whole of one run on top of it (row, thread, events, usage, messages), the
-//! one way the command line and the server record runs.
+//! one way the command line and the server record runs. The appends of every
+//! recorder of a process go through one writer, which writes those that queued
+//! meanwhile in one transaction (see `batch`).
 //!
 //! The store keeps what it is given: events are redacted by their writer before
 //! they reach it (the run's events already carry redacted views of arguments and
@@ -27,6 +29,7 @@
 //! the composition root.
 
 mod account;
+mod batch;
 mod error;
 pub mod recorder;
 pub mod recording;

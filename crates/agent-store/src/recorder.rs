@@ -66,8 +66,8 @@ impl EventLog for StoreLog {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             self.store
-                .account(self.account.clone())
-                .append_events(run_id, first_seq, events, now_ms())
+                .event_writer()
+                .append(&self.account, run_id, first_seq, events, now_ms())
                 .await
         })
     }

@@ -47,6 +47,9 @@ pub struct RunRecording {
     pricing: Option<Pricing>,
     usage: Vec<CallUsage>,
     refused: Option<RecordError>,
+    /// The start's writes, when [`RunRecording::begin`] left them to the
+    /// background.
+    started: Option<tokio::task::JoinHandle<Result<(), StoreError>>>,
 }
 
 impl std::fmt::Debug for RunRecording {
@@ -69,14 +72,41 @@ impl RunRecording {
         pricing: Option<Pricing>,
     ) -> Result<Self, StoreError> {
         let account = account.into();
-        let rows = store.account(account.clone());
-        if let Some(thread) = &thread {
-            rows.create_thread(thread).await?;
-        }
-        rows.start_run(run).await?;
+        write_start(&store, &account, run, thread.as_ref()).await?;
+        Ok(Self::recording(store, account, run, thread, pricing, None))
+    }
+
+    /// [`RunRecording::start`] without waiting for the store: the run's row and
+    /// thread are written in the background (before its status at the end), so
+    /// a slow store never delays the run's first event. A start the store
+    /// refused is reported by [`RunRecording::finish`].
+    pub fn begin(
+        store: Store,
+        account: impl Into<String>,
+        run: &NewRun,
+        thread: Option<Thread>,
+        pricing: Option<Pricing>,
+    ) -> Self {
+        let account = account.into();
+        let writes = {
+            let (store, account, run, thread) =
+                (store.clone(), account.clone(), run.clone(), thread.clone());
+            tokio::spawn(async move { write_start(&store, &account, &run, thread.as_ref()).await })
+        };
+        Self::recording(store, account, run, thread, pricing, Some(writes))
+    }
+
+    fn recording(
+        store: Store,
+        account: String,
+        run: &NewRun,
+        thread: Option<Thread>,
+        pricing: Option<Pricing>,
+        started: Option<tokio::task::JoinHandle<Result<(), StoreError>>>,
+    ) -> Self {
         let log = Arc::new(StoreLog::new(store.clone(), account.clone()));
         let recorder = RunRecorder::start(log, run.id.clone(), 0, RecorderOptions::default());
-        Ok(Self {
+        Self {
             store,
             account,
             recorder,
@@ -85,7 +115,8 @@ impl RunRecording {
             pricing,
             usage: Vec::new(),
             refused: None,
-        })
+            started,
+        }
     }
 
     /// The run id.
@@ -103,6 +134,8 @@ impl RunRecording {
             completion_tokens,
             cached_tokens,
             reasoning_tokens,
+            cache_creation_tokens,
+            cost_micros,
             ..
         } = &event.kind
         {
@@ -114,12 +147,15 @@ impl RunRecording {
                 prompt_tokens: *prompt_tokens,
                 completion_tokens: *completion_tokens,
                 cached_tokens: *cached_tokens,
-                cache_creation_tokens: None,
+                cache_creation_tokens: *cache_creation_tokens,
                 reasoning_tokens: *reasoning_tokens,
                 cost_micros: None,
                 at_ms: now_ms(),
             };
-            fact.cost_micros = self.pricing.as_ref().and_then(|price| price(model, &fact));
+            // What the provider or gateway charged, when it said; else the
+            // configured price.
+            fact.cost_micros =
+                cost_micros.or_else(|| self.pricing.as_ref().and_then(|price| price(model, &fact)));
             self.usage.push(fact);
         }
         match self.recorder.record(event.clone()) {
@@ -137,6 +173,13 @@ impl RunRecording {
     /// already happened; the caller reports it).
     pub async fn finish(self, end: RunEnd<'_>) -> Vec<String> {
         let mut failures = Vec::new();
+        if let Some(started) = self.started {
+            match started.await {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => failures.push(format!("the run's start was not stored: {error}")),
+                Err(error) => failures.push(format!("the run's start was not stored: {error}")),
+            }
+        }
         let summary = self.recorder.finish().await;
         if let Some(error) = &summary.unwritten {
             failures.push(format!(
@@ -171,6 +214,20 @@ impl RunRecording {
         }
         failures
     }
+}
+
+/// The run's row, and its thread when new.
+async fn write_start(
+    store: &Store,
+    account: &str,
+    run: &NewRun,
+    thread: Option<&Thread>,
+) -> Result<(), StoreError> {
+    let rows = store.account(account.to_owned());
+    if let Some(thread) = thread {
+        rows.create_thread(thread).await?;
+    }
+    rows.start_run(run).await
 }
 
 /// A thread's title from the text of its first message: the first line, at most

@@ -32,6 +32,8 @@ pub enum Backend {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
+    /// The one writer of recorders' event appends (see [`crate::batch`]).
+    events: crate::batch::EventWriter,
 }
 
 impl Store {
@@ -84,7 +86,12 @@ impl Store {
             .connect(url)
             .await
             .map_err(|e| StoreError::Database(scrub_url(&e.to_string(), url)))?;
-        let store = Self { pool, backend };
+        let events = crate::batch::EventWriter::start(pool.clone());
+        let store = Self {
+            pool,
+            backend,
+            events,
+        };
         store.migrate().await?;
         Ok(store)
     }
@@ -107,6 +114,11 @@ impl Store {
             .run(&self.pool)
             .await?;
         Ok(())
+    }
+
+    /// The writer that batches recorders' event appends.
+    pub(crate) fn event_writer(&self) -> &crate::batch::EventWriter {
+        &self.events
     }
 
     /// The backend.

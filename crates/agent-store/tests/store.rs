@@ -249,6 +249,8 @@ async fn runs_and_events(store: &Store) {
             ("r3".into(), RunStatus::Running),
         ]
     );
+    let latest = a.latest_run("t1").await.unwrap().unwrap();
+    assert_eq!(latest.run.id, "r3");
 }
 
 async fn usage_and_paused(store: &Store) {
@@ -339,6 +341,7 @@ async fn delete_and_purge(store: &Store) {
     assert_eq!(a.thread("t1").await.unwrap(), None);
     assert!(a.messages("t1").await.unwrap().is_empty());
     assert!(a.runs_of_thread("t1").await.unwrap().is_empty());
+    assert!(a.latest_run("t1").await.unwrap().is_none());
     assert!(a.events("r1", None).await.unwrap().is_empty());
     // Usage stays: it is the billing record.
     assert_eq!(a.usage(0, UsageGrouping::Model).await.unwrap().len(), 2);
@@ -385,6 +388,70 @@ async fn concurrent_appends(store: &Store) {
     }
 }
 
+/// Many recorders at once through the store's one event writer (their appends
+/// batched into shared transactions): every run's log whole and contiguous, in
+/// its own account; a repeat with other content fails only its own append.
+async fn batched_recorders(store: &Store) {
+    use agent_store::{EventLog, RecorderOptions, RunRecorder, StoreLog};
+    let mut recorders = Vec::new();
+    for writer in 0..30 {
+        let account = format!("batch-{}", writer % 3);
+        let log: std::sync::Arc<dyn EventLog> =
+            std::sync::Arc::new(StoreLog::new(store.clone(), account));
+        let run = format!("rec-{writer}");
+        let recorder = RunRecorder::start(log, run.clone(), 0, RecorderOptions::default());
+        recorders.push((run, recorder));
+    }
+    // Interleaved: each round gives every recorder one row (a status event
+    // between deltas keeps the deltas from merging).
+    for round in 0..20 {
+        for (run, recorder) in &recorders {
+            recorder.record(text(run, &format!("{round} "))).unwrap();
+            recorder
+                .record(AiEvent::new(
+                    &RunContext::new(run.as_str(), "trace"),
+                    AiEventKind::ToolInputDelta {
+                        tool_call_id: format!("c{round}"),
+                        tool_name: "app__echo".into(),
+                        delta: "{}".into(),
+                    },
+                ))
+                .unwrap();
+        }
+    }
+    for (_, recorder) in recorders {
+        let summary = recorder.finish().await;
+        assert_eq!(summary.unwritten, None);
+        assert_eq!(summary.rows, 40);
+    }
+    for writer in 0..30 {
+        let rows = store.account(format!("batch-{}", writer % 3));
+        let events = rows.events(&format!("rec-{writer}"), None).await.unwrap();
+        let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (0..40).collect::<Vec<_>>(), "rec-{writer}");
+        // Another account has no such run.
+        let other = store.account(format!("batch-{}", (writer + 1) % 3));
+        assert!(
+            other
+                .events(&format!("rec-{writer}"), None)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+    let log = StoreLog::new(store.clone(), "batch-0");
+    let (other, more) = ([text("rec-0", "other")], [text("rec-0", "more")]);
+    let (conflict, fine) = tokio::join!(
+        log.append("rec-0", 0, &other),
+        log.append("rec-0", 40, &more),
+    );
+    assert!(
+        matches!(conflict, Err(StoreError::Conflict(_))),
+        "{conflict:?}"
+    );
+    fine.unwrap();
+}
+
 /// Secrets and used approvals shared by the servers on one store.
 async fn server_keys_and_approvals(store: &Store) {
     let first = store.server_key("approvals", "key-one").await.unwrap();
@@ -410,6 +477,7 @@ async fn suite(store: &Store) {
     tenant_isolation(store).await;
     delete_and_purge(store).await;
     concurrent_appends(store).await;
+    batched_recorders(store).await;
 }
 
 /// A reopened store applied no migration again and kept the suite's rows.

@@ -26,6 +26,22 @@ pub struct UsageFact {
     /// Prompt tokens written to the provider's cache, when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_creation_tokens: Option<u64>,
+    /// What the call cost, as the provider or a gateway in front of it
+    /// reported it (LiteLLM's `x-litellm-response-cost` header, `usage.cost`
+    /// in a stream from OpenRouter or LiteLLM), in millionths of a US dollar,
+    /// rounded; `None` when nothing was reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_micros: Option<i64>,
+}
+
+impl UsageFact {
+    /// A cost in US dollars as millionths, rounded: `None` for a value that is
+    /// not a finite, non-negative number of a sane size (a provider's typo must
+    /// not become a bill).
+    pub fn micros_from_usd(usd: f64) -> Option<i64> {
+        let micros = (usd * 1_000_000.0).round();
+        (usd.is_finite() && (0.0..1e15).contains(&micros)).then_some(micros as i64)
+    }
 }
 
 /// A tool call named by its id and tool, without arguments or result (e.g. a call
@@ -164,6 +180,13 @@ pub enum AiEventKind {
         /// Completion tokens spent on reasoning, when reported.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reasoning_tokens: Option<u64>,
+        /// Prompt tokens written to the provider's cache, when reported.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache_creation_tokens: Option<u64>,
+        /// The call's cost as the provider or a gateway reported it, in
+        /// millionths of a US dollar (see [`UsageFact::cost_micros`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_micros: Option<i64>,
         /// The prompt hash of the run that made the call (system prompt, offered
         /// tools' schemas, model id), when the run has one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -249,6 +272,8 @@ impl From<UsageFact> for AiEventKind {
             total_tokens: usage.total_tokens,
             cached_tokens: usage.cached_tokens,
             reasoning_tokens: usage.reasoning_tokens,
+            cache_creation_tokens: usage.cache_creation_tokens,
+            cost_micros: usage.cost_micros,
             prompt_hash: None,
         }
     }

@@ -276,6 +276,8 @@ mod tests {
                 total_tokens: 15,
                 cached_tokens: None,
                 reasoning_tokens: None,
+                cache_creation_tokens: None,
+                cost_micros: None,
                 prompt_hash: None,
             },
             AiEventKind::AssistantFinal {

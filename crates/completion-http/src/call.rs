@@ -49,6 +49,11 @@ pub trait Wire: Send + 'static {
     fn finish_turn(&self, _turn: &mut CompletionFinal) {}
 }
 
+/// The response header in which LiteLLM's proxy reports what a call cost, in
+/// US dollars (on whole responses; a stream carries it as `usage.cost` when
+/// the proxy is set to).
+const COST_HEADER: &str = "x-litellm-response-cost";
+
 impl HttpTransport {
     /// Sends `body` (or ends at once with its encoding error) and streams the
     /// response through `wire`'s decoder, inside `span`.
@@ -68,6 +73,7 @@ impl HttpTransport {
             queue: VecDeque::new(),
             scratch: Vec::new(),
             terminal: false,
+            reported_cost: None,
         };
         futures::stream::unfold(call, move |mut call| {
             let span = span.clone();
@@ -107,6 +113,8 @@ struct Call<W: Wire> {
     scratch: Vec<CompletionDelta>,
     /// A final or an error was queued.
     terminal: bool,
+    /// The call's cost from the response's `x-litellm-response-cost` header.
+    reported_cost: Option<i64>,
 }
 
 impl<W: Wire> Call<W> {
@@ -195,6 +203,12 @@ impl<W: Wire> Call<W> {
         let transport = Arc::clone(&self.transport);
         self.deadline = transport.config.timeouts.total.map(after);
         let response = transport.send(&self.cancel, body, self.deadline).await?;
+        self.reported_cost = response
+            .headers()
+            .get(COST_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .and_then(ai_core::event::UsageFact::micros_from_usd);
         let is_json = response
             .headers()
             .get(header::CONTENT_TYPE)
@@ -239,6 +253,9 @@ impl<W: Wire> Call<W> {
 
     fn queue_final(&mut self, mut turn: CompletionFinal) {
         self.wire.finish_turn(&mut turn);
+        if let Some(usage) = &mut turn.usage {
+            usage.cost_micros = usage.cost_micros.or(self.reported_cost);
+        }
         tracing::debug!(
             finish_reason = ?turn.finish_reason,
             tool_calls = turn.tool_calls.len(),

@@ -105,6 +105,9 @@ struct Assembly {
     output_tokens: u64,
     cache_creation: Option<u64>,
     cache_read: Option<u64>,
+    /// `usage.cost` in US dollars, when a gateway adds it (LiteLLM's proxy
+    /// with `include_cost_in_streaming_usage`), as millionths.
+    cost_micros: Option<i64>,
     usage_seen: bool,
     stop_reason: Option<String>,
     blocks: Vec<Option<Block>>,
@@ -326,6 +329,9 @@ impl Assembly {
         if let Some(n) = count(usage, "cache_read_input_tokens") {
             self.cache_read = Some(n);
         }
+        if let Some(cost) = field(usage, "cost").as_f64() {
+            self.cost_micros = UsageFact::micros_from_usd(cost);
+        }
     }
 
     fn index(value: &Value) -> Result<usize, String> {
@@ -508,6 +514,7 @@ impl Assembly {
                 cached_tokens: self.cache_read,
                 reasoning_tokens: None,
                 cache_creation_tokens: self.cache_creation,
+                cost_micros: self.cost_micros,
             }
         });
         let mut text = String::new();

@@ -628,6 +628,11 @@ impl Assembly {
         let completion_tokens = usage.completion_tokens.unwrap_or(0);
         self.usage = Some(UsageFact {
             cache_creation_tokens: None,
+            cost_micros: usage
+                .cost
+                .as_ref()
+                .and_then(serde_json::Value::as_f64)
+                .and_then(UsageFact::micros_from_usd),
             model: String::new(),
             prompt_tokens,
             completion_tokens,

@@ -468,6 +468,10 @@ pub(crate) struct UsageDto {
     /// DeepSeek's own name for cached prompt tokens (beside the details).
     #[serde(default)]
     pub(crate) prompt_cache_hit_tokens: Count,
+    /// What the call cost in US dollars, when the server says so (OpenRouter,
+    /// LiteLLM with `include_cost_in_streaming_usage`).
+    #[serde(default)]
+    pub(crate) cost: Option<serde_json::Value>,
 }
 
 impl UsageDto {

@@ -1361,6 +1361,8 @@ fn usage_event(fact: UsageFact, prompt_hash: Option<&str>) -> AiEventKind {
         total_tokens: fact.total_tokens,
         cached_tokens: fact.cached_tokens,
         reasoning_tokens: fact.reasoning_tokens,
+        cache_creation_tokens: fact.cache_creation_tokens,
+        cost_micros: fact.cost_micros,
         prompt_hash: prompt_hash.map(str::to_owned),
     }
 }

@@ -104,6 +104,8 @@ fn usage(prompt: u64, completion: u64) -> AiEvent {
         total_tokens: prompt + completion,
         cached_tokens: None,
         reasoning_tokens: None,
+        cache_creation_tokens: None,
+        cost_micros: None,
         prompt_hash: None,
     })
 }
@@ -307,6 +309,8 @@ fn reasoning_then_text() {
                 total_tokens: 40,
                 cached_tokens: Some(4),
                 reasoning_tokens: Some(25),
+                cache_creation_tokens: None,
+                cost_micros: None,
                 prompt_hash: None,
             }),
             final_("Hi!"),

@@ -445,6 +445,8 @@ fn other_events_match_the_design_table() {
                 total_tokens: 15,
                 cached_tokens: None,
                 reasoning_tokens: None,
+                cache_creation_tokens: None,
+                cost_micros: None,
                 prompt_hash: Some("ab12".into()),
             },
             json!({"type": "usage_report", "model": "gpt-test", "prompt_tokens": 10,

@@ -168,6 +168,68 @@ async fn the_anthropic_wire_through_litellm() {
     let proxy = Proxy::start(dir.path()).await;
     chat_tool_loop_with_signed_thinking(&proxy).await;
     serve_streams_reasoning_parts(&proxy).await;
+    the_gateways_cost_is_the_recorded_cost(&proxy).await;
+}
+
+/// The proxy prices each call (1 and 2 millionths of a dollar per prompt and
+/// completion token, in its config) and reports it in the stream's last usage
+/// (`usage.cost`): both wires carry it into the usage facts of the run store,
+/// where `agent usage` reads it (no `[pricing]` is configured).
+async fn the_gateways_cost_is_the_recorded_cost(proxy: &Proxy) {
+    for wire in ["anthropic", "openai"] {
+        let home = if wire == "anthropic" {
+            thinking_home()
+        } else {
+            Home::new("sk-openai-unused")
+        };
+        let base = if wire == "openai" {
+            format!("{}/v1", proxy.url)
+        } else {
+            proxy.url.clone()
+        };
+        let args = [
+            "--api",
+            wire,
+            "--base-url",
+            &base,
+            "--model",
+            "scripted-claude",
+            "chat",
+            "What time is it?",
+        ];
+        let mut command = home.command(None, &args);
+        command
+            .env("ANTHROPIC_API_KEY", MASTER_KEY)
+            .env("OPENAI_API_KEY", MASTER_KEY);
+        let output = tokio::time::timeout(Duration::from_secs(120), command.output())
+            .await
+            .expect("the agent hung")
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{wire}: {stderr}
+{}",
+            proxy.diagnostics()
+        );
+        let (code, usage, stderr) = home
+            .run(None, &["--api", wire, "usage", "--by", "model", "--json"])
+            .await;
+        assert_eq!(code, 0, "{stderr}");
+        let rows = json_lines(&usage);
+        assert_eq!(rows.len(), 1, "{wire}: {usage}");
+        let row = &rows[0];
+        // Two calls: 20 + 12 and 40 + 8 tokens as the provider counted them.
+        let prompt = row["prompt_tokens"].as_u64().unwrap();
+        let completion = row["completion_tokens"].as_u64().unwrap();
+        assert_eq!(row["calls"], 2, "{wire}: {row}");
+        assert_eq!(
+            row["cost_micros"].as_u64(),
+            Some(prompt + 2 * completion),
+            "{wire}: the proxy's cost: {row}"
+        );
+    }
 }
 
 /// The model thinks (signed), calls the clock, gets the result as a `tool_result`

@@ -985,3 +985,27 @@ async fn https_needs_no_process_wide_tls_provider() {
         "a process-wide provider was installed"
     );
 }
+
+/// What a call cost, as a gateway reports it: LiteLLM's proxy in the
+/// `x-litellm-response-cost` header of a whole response, OpenRouter and LiteLLM
+/// as `usage.cost` in a stream's last usage chunk (US dollars, kept as
+/// millionths). A cost that is not a sane number is not kept.
+#[tokio::test]
+async fn a_cost_the_gateway_reports_reaches_the_usage() {
+    let with_header = json_response().header("x-litellm-response-cost", "0.0004215");
+    let in_usage = Reply::sse([concat!(
+        r#"data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}"#,
+        "\n\n",
+        r#"data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4,"cost":0.0000125}}"#,
+        "\n\ndata: [DONE]\n\n"
+    )]);
+    let absurd = json_response().header("x-litellm-response-cost", "NaN");
+    let server = server([with_header, in_usage, absurd]).await;
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    let mut costs = Vec::new();
+    for _ in 0..3 {
+        let (_, result) = collect(&client, CancellationToken::new()).await;
+        costs.push(result.unwrap().usage.and_then(|u| u.cost_micros));
+    }
+    assert_eq!(costs, [Some(422), Some(13), None]);
+}
