@@ -50,7 +50,15 @@ pub struct ServerStore {
     owner: String,
     pricing: Option<Pricing>,
     alive: Option<OwnerCheck>,
+    /// The heartbeat task, started with the first run.
+    beating: std::sync::Arc<std::sync::Once>,
 }
+
+/// How often a server says its running runs are alive.
+pub const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a running run may go without a heartbeat before a server that
+/// cannot ask its owner's host (another host) takes it for abandoned.
+pub const HEARTBEAT_LEASE: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// Whether the process named by a run's owner still runs (`None`: cannot tell,
 /// e.g. it is on another host).
@@ -76,6 +84,7 @@ impl ServerStore {
             owner: owner.into(),
             pricing: None,
             alive: None,
+            beating: std::sync::Arc::new(std::sync::Once::new()),
         }
     }
 
@@ -125,6 +134,19 @@ impl ServerStore {
         chat_id: &str,
         title: &str,
     ) -> RunRecording {
+        self.beating.call_once(|| {
+            let (store, owner) = (self.store.clone(), self.owner.clone());
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(HEARTBEAT_EVERY);
+                loop {
+                    every.tick().await;
+                    let now = agent_store::recorder::now_ms();
+                    if let Err(error) = store.heartbeat(&owner, now).await {
+                        tracing::warn!(%error, "the run store did not take this server's heartbeat");
+                    }
+                }
+            });
+        });
         let now = agent_store::recorder::now_ms();
         let new = NewRun {
             id: run.run_id.clone(),
@@ -134,6 +156,7 @@ impl ServerStore {
             prompt_hash: run.prompt_hash.clone(),
             owner: self.owner.clone(),
             started_ms: now,
+            heartbeat: true,
         };
         let thread = Thread {
             id: chat_id.to_owned(),
@@ -175,7 +198,7 @@ impl ServerStore {
             let elsewhere = latest.is_some_and(|run| {
                 run.status == RunStatus::Running
                     && run.run.owner != self.owner
-                    && !self.owner_dead(&run.run.owner)
+                    && !self.owner_dead(&run)
             });
             if !elsewhere {
                 break;
@@ -384,7 +407,7 @@ pub(crate) async fn follow(
         return None;
     }
     let mut encoder =
-        crate::ui_stream::UiStreamEncoder::new(format!("msg-{}", uuid::Uuid::new_v4()));
+        crate::ui_stream::UiStreamEncoder::new(crate::server::answer_id(&latest.run.id));
     let headers = crate::stream::StreamEncoder::headers(&encoder);
     let (tx, rx) = tokio::sync::mpsc::channel::<axum::body::Bytes>(64);
     let account = account.to_owned();
@@ -413,7 +436,7 @@ pub(crate) async fn follow(
                 break;
             };
             match run.status {
-                RunStatus::Running if store.owner_dead(&run.run.owner) => {
+                RunStatus::Running if store.owner_dead(&run) => {
                     let now = agent_store::recorder::now_ms();
                     let _ = store.store.interrupt_runs_of(&run.run.owner, now).await;
                 }
@@ -457,11 +480,16 @@ fn recently_interrupted(run: &agent_store::RunRecord) -> bool {
 }
 
 impl ServerStore {
-    /// Whether a run's owner is known to be gone.
-    fn owner_dead(&self, owner: &str) -> bool {
-        self.alive
-            .as_ref()
-            .and_then(|alive| alive(owner))
-            .is_some_and(|alive| !alive)
+    /// Whether a running run's owner is known to be gone: its process is not
+    /// running (asked on this host), or, where that cannot be asked (another
+    /// host), its heartbeats stopped longer than [`HEARTBEAT_LEASE`] ago.
+    fn owner_dead(&self, run: &agent_store::RunRecord) -> bool {
+        match self.alive.as_ref().and_then(|alive| alive(&run.run.owner)) {
+            Some(alive) => !alive,
+            None => run.alive_ms.is_some_and(|at| {
+                let lease = i64::try_from(HEARTBEAT_LEASE.as_millis()).unwrap_or(i64::MAX);
+                agent_store::recorder::now_ms().saturating_sub(at) > lease
+            }),
+        }
     }
 }

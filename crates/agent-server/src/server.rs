@@ -236,9 +236,9 @@ impl ChatService {
     async fn start_run(
         &self,
         chat: &mut ChatRequest,
+        context: RunContext,
         kept: Option<usize>,
     ) -> Result<(RunHandle, crate::chats::RunMeta), agent_graph::graph::GraphError> {
-        let context = RunContext::generate();
         let history = std::mem::take(&mut chat.history);
         let mut prepared = self.graph.prepare(
             context,
@@ -709,17 +709,26 @@ struct ChatQuery {
     protocol: Option<String>,
 }
 
-/// The encoder of a response to `chat` in `protocol`.
+/// The id of the message that answers with run `run_id`: the same for a
+/// client that follows the run through another server (see
+/// [`crate::chats::follow`]).
+pub(crate) fn answer_id(run_id: &str) -> String {
+    format!("msg-{run_id}")
+}
+
+/// The encoder of a response to `chat` in `protocol`, answering with run
+/// `run_id`.
 fn encoder(
     protocol: Option<&str>,
     chat: &ChatRequest,
+    run_id: &str,
 ) -> Result<Box<dyn StreamEncoder>, RequestError> {
     // As the AI SDK's own server: the response continues the last message only
     // when the request continues it; anything else is a new message.
-    let message_id = chat.continuing.as_ref().map_or_else(
-        || format!("msg-{}", uuid::Uuid::new_v4()),
-        |(id, _)| id.clone(),
-    );
+    let message_id = chat
+        .continuing
+        .as_ref()
+        .map_or_else(|| answer_id(run_id), |(id, _)| id.clone());
     let known: Vec<String> = chat
         .continuing
         .as_ref()
@@ -777,7 +786,8 @@ async fn chat(
     if let Err(error) = state.service.accept_client_outputs(&chat, &stored) {
         return invalid(&error);
     }
-    let encoder = match encoder(protocol.as_deref(), &chat) {
+    let context = RunContext::generate();
+    let encoder = match encoder(protocol.as_deref(), &chat, &context.run_id) {
         Ok(encoder) => encoder,
         Err(error) => return invalid(&error),
     };
@@ -797,7 +807,7 @@ async fn chat(
             _ => None,
         })
         .unwrap_or_else(|| agent_store::title_from(""));
-    let started = match state.service.start_run(&mut chat, kept).await {
+    let started = match state.service.start_run(&mut chat, context, kept).await {
         Ok(started) => started,
         Err(error) => {
             tracing::error!(%error, "the graph could not be prepared");

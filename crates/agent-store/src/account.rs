@@ -79,6 +79,10 @@ pub struct NewRun {
     pub owner: String,
     /// Unix milliseconds.
     pub started_ms: i64,
+    /// Its owner says it is alive while it runs ([`crate::Store::heartbeat`],
+    /// as a server does): the start is the first sign, and a run whose signs
+    /// stopped is one its owner left behind (see [`RunRecord::alive_ms`]).
+    pub heartbeat: bool,
 }
 
 /// A stored run.
@@ -92,6 +96,9 @@ pub struct RunRecord {
     pub error: Option<String>,
     /// Unix milliseconds of the last status change.
     pub updated_ms: i64,
+    /// When its owner last said it was alive ([`crate::Store::heartbeat`]);
+    /// `None` for a run whose owner does not say ([`NewRun::heartbeat`]).
+    pub alive_ms: Option<i64>,
 }
 
 /// One event of a run's log.
@@ -211,10 +218,12 @@ fn run_of(row: &AnyRow) -> Result<RunRecord, StoreError> {
             prompt_hash: row.try_get("prompt_hash")?,
             owner: row.try_get("owner")?,
             started_ms: row.try_get("started_ms")?,
+            heartbeat: row.try_get::<Option<i64>, _>("alive_ms")?.is_some(),
         },
         status: RunStatus::parse(&status)?,
         error: row.try_get("error")?,
         updated_ms: row.try_get("updated_ms")?,
+        alive_ms: row.try_get("alive_ms")?,
     })
 }
 
@@ -227,8 +236,7 @@ enum Kept {
     First(u64),
 }
 
-const RUN_COLUMNS: &str =
-    "id, thread_id, graph, model, prompt_hash, owner, started_ms, status, error, updated_ms";
+const RUN_COLUMNS: &str = "id, thread_id, graph, model, prompt_hash, owner, started_ms, status, error, updated_ms, alive_ms";
 
 impl<'a> AccountStore<'a> {
     pub(crate) fn new(pool: &'a AnyPool, account: String) -> Self {
@@ -433,7 +441,7 @@ impl<'a> AccountStore<'a> {
     /// Records a run as `running`; a repeat of the same start is a no-op.
     pub async fn start_run(&self, run: &NewRun) -> Result<(), StoreError> {
         let done = sqlx::query(
-            "INSERT INTO runs (account_id, id, thread_id, graph, model, prompt_hash, status, owner, error, started_ms, updated_ms) VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, NULL, $8, $8) ON CONFLICT (account_id, id) DO NOTHING",
+            "INSERT INTO runs (account_id, id, thread_id, graph, model, prompt_hash, status, owner, error, started_ms, updated_ms, alive_ms) VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, NULL, $8, $8, $9) ON CONFLICT (account_id, id) DO NOTHING",
         )
         .bind(&self.account)
         .bind(&run.id)
@@ -443,6 +451,7 @@ impl<'a> AccountStore<'a> {
         .bind(run.prompt_hash.as_deref())
         .bind(&run.owner)
         .bind(run.started_ms)
+        .bind(run.heartbeat.then_some(run.started_ms))
         .execute(self.pool)
         .await?;
         if done.rows_affected() == 0 {

@@ -16,13 +16,12 @@
 //!   up to a deadline, and says how it went.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use ai_core::AiEvent;
 use ai_core::event::AiEventKind;
 use futures::future::BoxFuture;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::Store;
@@ -135,17 +134,47 @@ pub struct RecordSummary {
 }
 
 /// Writes one run's events in the background (see the module docs).
+///
+/// Taking an event wakes nothing: it is merged or queued under a lock, and the
+/// writer task wakes once per merge window (or when [`BATCH_ROWS`] rows are
+/// waiting) to write what was taken meanwhile. A stream of deltas costs the
+/// run a lock and a string append each, not a task switch each.
 #[derive(Debug)]
 pub struct RunRecorder {
-    sender: mpsc::UnboundedSender<AiEvent>,
-    /// Events taken and not yet written (queued or pending in the writer).
-    unwritten: Arc<AtomicUsize>,
+    shared: Arc<Shared>,
     backlog: usize,
     task: tokio::task::JoinHandle<RecordSummary>,
 }
 
 /// Rows the writer holds before it writes without waiting for the window.
 const BATCH_ROWS: usize = 512;
+
+/// What the run and the writer share.
+#[derive(Debug)]
+struct Shared {
+    taken: Mutex<Taken>,
+    /// [`RecorderOptions::merge_window`].
+    window: Duration,
+    /// Wakes the writer early: a full batch, or the end.
+    wake: tokio::sync::Notify,
+}
+
+/// Events taken and not yet handed to the writer.
+#[derive(Debug, Default)]
+struct Taken {
+    /// Rows (the last may still take deltas).
+    rows: Vec<AiEvent>,
+    /// Events in `rows` (merged deltas count each).
+    events: usize,
+    /// Events taken and not yet written: `events` and those the writer holds.
+    unwritten: usize,
+    /// When the last row started taking deltas.
+    merge_started: Option<Instant>,
+    /// Events taken in all.
+    total: u64,
+    /// No more events (the recorder is finishing).
+    closed: bool,
+}
 
 impl RunRecorder {
     /// Starts recording run `run_id` into `log`, from position `first_seq` (0 for
@@ -157,17 +186,19 @@ impl RunRecorder {
         options: RecorderOptions,
     ) -> Self {
         let backlog = options.backlog.max(1);
-        let (sender, receiver) = mpsc::unbounded_channel();
-        let unwritten = Arc::new(AtomicUsize::new(0));
+        let shared = Arc::new(Shared {
+            taken: Mutex::new(Taken::default()),
+            window: options.merge_window,
+            wake: tokio::sync::Notify::new(),
+        });
         let writer = Writer {
             log,
-            unwritten: Arc::clone(&unwritten),
-            pending_events: 0,
+            shared: Arc::clone(&shared),
             run_id: run_id.into(),
             next_seq: first_seq,
             options,
-            pending: Vec::new(),
-            merge_started: None,
+            batch: Vec::new(),
+            batch_events: 0,
             summary: RecordSummary {
                 events: 0,
                 rows: 0,
@@ -175,30 +206,48 @@ impl RunRecorder {
                 unwritten: None,
             },
         };
-        let task = tokio::spawn(writer.run(receiver));
+        let task = tokio::spawn(writer.run());
         Self {
-            sender,
-            unwritten,
+            shared,
             backlog,
             task,
         }
     }
 
-    /// Queues `event` without waiting.
-    pub fn record(&self, event: AiEvent) -> Result<(), RecordError> {
-        if self.unwritten.fetch_add(1, Ordering::SeqCst) >= self.backlog {
-            self.unwritten.fetch_sub(1, Ordering::SeqCst);
+    /// Takes `event` without waiting: merged into the last row when both are
+    /// deltas of the same kind and source within the merge window.
+    pub fn record(&self, event: &AiEvent) -> Result<(), RecordError> {
+        let mut taken = self.shared.lock();
+        if taken.closed {
+            return Err(RecordError::Stopped);
+        }
+        if taken.unwritten >= self.backlog {
             return Err(RecordError::Backlog(self.backlog));
         }
-        self.sender.send(event).map_err(|_| {
-            self.unwritten.fetch_sub(1, Ordering::SeqCst);
-            RecordError::Stopped
-        })
+        taken.unwritten += 1;
+        taken.events += 1;
+        taken.total += 1;
+        let within = taken
+            .merge_started
+            .is_some_and(|at| at.elapsed() < self.shared.window);
+        if within
+            && let Some(last) = taken.rows.last_mut()
+            && merge(last, event)
+        {
+            return Ok(());
+        }
+        taken.merge_started = is_delta(event).then(Instant::now);
+        taken.rows.push(event.clone());
+        if taken.rows.len() >= BATCH_ROWS {
+            self.shared.wake.notify_one();
+        }
+        Ok(())
     }
 
-    /// Writes everything queued (retrying until the finish deadline) and stops.
+    /// Writes everything taken (retrying until the finish deadline) and stops.
     pub async fn finish(self) -> RecordSummary {
-        drop(self.sender);
+        self.shared.lock().closed = true;
+        self.shared.wake.notify_one();
         self.task.await.unwrap_or_else(|error| RecordSummary {
             events: 0,
             rows: 0,
@@ -208,96 +257,89 @@ impl RunRecorder {
     }
 }
 
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Taken> {
+        self.taken
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 struct Writer {
     log: Arc<dyn EventLog>,
-    unwritten: Arc<AtomicUsize>,
-    /// Events in `pending` (merged deltas count each).
-    pending_events: usize,
+    shared: Arc<Shared>,
     run_id: String,
     next_seq: u64,
     options: RecorderOptions,
-    /// Rows not written yet (the last may still take deltas).
-    pending: Vec<AiEvent>,
-    /// When the last pending row started taking deltas.
-    merge_started: Option<Instant>,
+    /// Rows taken from the run and not written yet; after a failed attempt
+    /// they are final (a write that landed before failing is repeated
+    /// identically), and newer rows only follow them.
+    batch: Vec<AiEvent>,
+    /// Events in `batch`.
+    batch_events: usize,
     summary: RecordSummary,
 }
 
 impl Writer {
-    async fn run(mut self, mut receiver: mpsc::UnboundedReceiver<AiEvent>) -> RecordSummary {
+    async fn run(mut self) -> RecordSummary {
         let window = self.options.merge_window;
         let mut tick = tokio::time::interval_at(Instant::now() + window, window);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                event = receiver.recv() => match event {
-                    Some(event) => {
-                        self.take(event);
-                        if self.pending.len() >= BATCH_ROWS {
-                            self.write(None).await;
-                        }
-                    }
-                    None => break,
-                },
-                _ = tick.tick() => {
-                    if !self.pending.is_empty() {
-                        self.write(None).await;
-                    }
-                }
+                () = self.shared.wake.notified() => {}
+                _ = tick.tick() => {}
+            }
+            let closed = self.take();
+            if closed {
+                break;
+            }
+            if !self.batch.is_empty() {
+                self.write(None).await;
             }
         }
         let deadline = Instant::now() + self.options.finish_deadline;
         self.write(Some(deadline)).await;
+        self.summary.events = self.shared.lock().total;
         self.summary
     }
 
-    /// Adds an event: merged into the last pending row when both are deltas of
-    /// the same kind and source within the merge window.
-    fn take(&mut self, event: AiEvent) {
-        self.summary.events += 1;
-        self.pending_events += 1;
-        let within = self
-            .merge_started
-            .is_some_and(|at| at.elapsed() < self.options.merge_window);
-        if within
-            && let Some(last) = self.pending.last_mut()
-            && merge(last, &event)
-        {
-            return;
-        }
-        self.merge_started = is_delta(&event).then(Instant::now);
-        self.pending.push(event);
+    /// Moves the rows the run took into the batch (the next delta starts a new
+    /// row); whether the recorder is finishing.
+    fn take(&mut self) -> bool {
+        let mut taken = self.shared.lock();
+        self.batch_events += std::mem::take(&mut taken.events);
+        self.batch.append(&mut taken.rows);
+        taken.merge_started = None;
+        taken.closed
     }
 
-    /// Writes the pending rows, retrying with backoff until they are written or,
-    /// with a deadline, until it passes (without one, until the next event may be
-    /// taken: a failure leaves the rows pending for the next tick).
+    /// Writes the batch, retrying with backoff until it is written or, with a
+    /// deadline, until it passes (without one, until the next tick: a failure
+    /// leaves the rows in the batch).
     async fn write(&mut self, deadline: Option<Instant>) {
         let mut delay = Duration::from_millis(50);
-        while !self.pending.is_empty() {
+        while !self.batch.is_empty() {
             match self
                 .log
-                .append(&self.run_id, self.next_seq, &self.pending)
+                .append(&self.run_id, self.next_seq, &self.batch)
                 .await
             {
                 Ok(()) => {
-                    let written = self.pending.len() as u64;
+                    let written = self.batch.len() as u64;
                     self.next_seq += written;
                     self.summary.rows += written;
                     self.summary.unwritten = None;
-                    self.pending.clear();
-                    self.merge_started = None;
-                    self.unwritten
-                        .fetch_sub(std::mem::take(&mut self.pending_events), Ordering::SeqCst);
+                    self.batch.clear();
+                    let events = std::mem::take(&mut self.batch_events);
+                    let mut taken = self.shared.lock();
+                    taken.unwritten = taken.unwritten.saturating_sub(events);
                     return;
                 }
                 Err(error) => {
                     self.summary.retries += 1;
-                    // The rows as attempted are final: a write that landed before
-                    // failing must be repeated identically (no more merging).
-                    self.merge_started = None;
                     if self.summary.retries.is_power_of_two() {
-                        tracing::warn!(run_id = %self.run_id, %error, rows = self.pending.len(), failures = self.summary.retries, "writing the run's events failed; retrying");
+                        tracing::warn!(run_id = %self.run_id, %error, rows = self.batch.len(), failures = self.summary.retries, "writing the run's events failed; retrying");
                     }
                     self.summary.unwritten = Some(error.to_string());
                     let Some(deadline) = deadline else {

@@ -158,7 +158,7 @@ impl RunRecording {
                 cost_micros.or_else(|| self.pricing.as_ref().and_then(|price| price(model, &fact)));
             self.usage.push(fact);
         }
-        match self.recorder.record(event.clone()) {
+        match self.recorder.record(event) {
             Ok(()) => Ok(()),
             Err(error) if self.refused.is_none() => {
                 self.refused = Some(error.clone());

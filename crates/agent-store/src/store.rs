@@ -15,6 +15,7 @@ use crate::error::StoreError;
 const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "runs", include_str!("../migrations/0001_runs.sql")),
     (2, "server", include_str!("../migrations/0002_server.sql")),
+    (3, "alive", include_str!("../migrations/0003_alive.sql")),
 ];
 
 /// Which database a store is on.
@@ -141,6 +142,19 @@ impl Store {
         .bind(owner)
         .execute(&self.pool)
         .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Says that `owner` is alive: its `running` runs (in every account) get
+    /// `alive_ms = now_ms` (see [`crate::RunRecord::alive_ms`]); returns how
+    /// many. A process calls it every few seconds while it runs runs.
+    pub async fn heartbeat(&self, owner: &str, now_ms: i64) -> Result<u64, StoreError> {
+        let done =
+            sqlx::query("UPDATE runs SET alive_ms = $1 WHERE owner = $2 AND status = 'running'")
+                .bind(now_ms)
+                .bind(owner)
+                .execute(&self.pool)
+                .await?;
         Ok(done.rows_affected())
     }
 

@@ -85,11 +85,11 @@ async fn deltas_are_merged_into_rows_and_nothing_is_lost() {
     for i in 0..300 {
         let piece = format!("w{i} ");
         expected.push_str(&piece);
-        recorder.record(text(&piece)).unwrap();
+        recorder.record(&text(&piece)).unwrap();
     }
-    recorder.record(tool_start()).unwrap();
+    recorder.record(&tool_start()).unwrap();
     for _ in 0..40 {
-        recorder.record(reasoning("hm ")).unwrap();
+        recorder.record(&reasoning("hm ")).unwrap();
     }
     let summary = recorder.finish().await;
     assert_eq!(summary.events, 341);
@@ -137,7 +137,7 @@ async fn a_stuck_store_never_blocks_the_run_and_a_full_backlog_is_an_error() {
     // until the backlog is full.
     let mut taken = 0;
     let refused = loop {
-        match recorder.record(tool_start()) {
+        match recorder.record(&tool_start()) {
             Ok(()) => taken += 1,
             Err(error) => break error,
         }
@@ -198,9 +198,9 @@ async fn failed_writes_are_retried_without_duplicates() {
     for i in 0..200 {
         let piece = format!("{i},");
         expected.push_str(&piece);
-        recorder.record(text(&piece)).unwrap();
+        recorder.record(&text(&piece)).unwrap();
         if i % 25 == 0 {
-            recorder.record(tool_start()).unwrap();
+            recorder.record(&tool_start()).unwrap();
             tokio::time::sleep(Duration::from_millis(15)).await;
         }
     }
@@ -231,7 +231,7 @@ async fn a_store_that_stays_down_is_reported_not_hidden() {
     let mut options = RecorderOptions::default();
     options.finish_deadline = Duration::from_secs(5);
     let recorder = RunRecorder::start(Arc::new(Down), "run-1", 0, options);
-    recorder.record(text("lost?")).unwrap();
+    recorder.record(&text("lost?")).unwrap();
     let summary = recorder.finish().await;
     assert_eq!(summary.rows, 0);
     assert_eq!(summary.events, 1);

@@ -36,6 +36,7 @@ fn new_run(id: &str, thread: Option<&str>, owner: &str) -> NewRun {
         prompt_hash: Some("ph-1".into()),
         owner: owner.into(),
         started_ms: T0,
+        heartbeat: owner.starts_with("serve:"),
     }
 }
 
@@ -169,6 +170,18 @@ async fn runs_and_events(store: &Store) {
         a.start_run(&other).await,
         Err(StoreError::Conflict(_))
     ));
+    // A server's run says it is alive from its start, then with each
+    // heartbeat of its owner; a run whose owner does not say never does.
+    let served = new_run("hb", None, "serve:h:1");
+    a.start_run(&served).await.unwrap();
+    assert_eq!(a.run("hb").await.unwrap().unwrap().alive_ms, Some(T0));
+    assert_eq!(store.heartbeat("serve:h:1", T0 + 5_000).await.unwrap(), 1);
+    let stored = a.run("hb").await.unwrap().unwrap();
+    assert_eq!((stored.alive_ms, stored.run), (Some(T0 + 5_000), served));
+    assert_eq!(a.run("r1").await.unwrap().unwrap().alive_ms, None);
+    a.set_run_status("hb", RunStatus::Done, None, T0)
+        .await
+        .unwrap();
     let events: Vec<AiEvent> = (0..5).map(|i| text("r1", &format!("piece {i}"))).collect();
     a.append_events("r1", 0, &events[..3], T0).await.unwrap();
     // A retry of the same batch, and the next batch overlapping it: no duplicates.
@@ -406,9 +419,9 @@ async fn batched_recorders(store: &Store) {
     // between deltas keeps the deltas from merging).
     for round in 0..20 {
         for (run, recorder) in &recorders {
-            recorder.record(text(run, &format!("{round} "))).unwrap();
+            recorder.record(&text(run, &format!("{round} "))).unwrap();
             recorder
-                .record(AiEvent::new(
+                .record(&AiEvent::new(
                     &RunContext::new(run.as_str(), "trace"),
                     AiEventKind::ToolInputDelta {
                         tool_call_id: format!("c{round}"),

@@ -260,6 +260,7 @@ pub(crate) async fn start_recording(
         prompt_hash: request.prompt_hash.clone(),
         owner: cli_owner(),
         started_ms: now_ms(),
+        heartbeat: false,
     };
     let now = now_ms();
     let kept = thread.as_ref().map_or(0, |t| t.history.len());

@@ -10,4 +10,5 @@ mod http;
 mod js;
 mod limits;
 mod stock_client;
+mod stored;
 mod support;

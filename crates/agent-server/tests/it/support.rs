@@ -123,6 +123,15 @@ pub(crate) async fn start_stored(model: ScriptedModel) -> (Live, StoreDir) {
 /// A folder removed when dropped.
 pub(crate) struct StoreDir(std::path::PathBuf);
 
+impl StoreDir {
+    /// The store the server uses, opened again (SQLite: many connections).
+    pub(crate) async fn open(&self) -> agent_store::Store {
+        agent_store::Store::open_sqlite(&self.0.join("store.db"))
+            .await
+            .unwrap()
+    }
+}
+
 impl Drop for StoreDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
