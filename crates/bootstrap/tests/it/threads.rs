@@ -1120,3 +1120,129 @@ async fn the_stored_thread_is_the_truth_a_client_cannot_override() {
         ]
     );
 }
+
+/// One `agent serve` holding a finished chat, a run paused on an approval and a
+/// run streaming is killed with SIGKILL. After a restart on the same store the
+/// three chats list and the finished one loads; the approval is honoured and
+/// its command runs once; the streaming run is `interrupted`; every run's event
+/// log is contiguous from 0, with no repeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_server_with_a_chat_an_approval_and_a_stream_loses_nothing() {
+    let command = serde_json::json!({"command": "echo ran >> count.txt"});
+    let server = OpenAiServer::start([
+        Reply::text("Bonjour."),
+        Reply::tool_calls(&[("call_sh", "core__exec_shell", command)]),
+        endless_words(10),
+        Reply::text("Done."),
+    ])
+    .await
+    .unwrap();
+    let home = Home::new(KEY);
+    let url = server.base_url();
+    let client = http();
+    let (mut first, base, token) = serve(&home, &url).await;
+    let open = ui_chunks(
+        &client,
+        &base,
+        &token,
+        &chat_body("chat-open", "Say hello."),
+    )
+    .await;
+    assert!(open.iter().any(|c| c["type"] == "finish"), "{open:?}");
+    let asked = ui_chunks(
+        &client,
+        &base,
+        &token,
+        &chat_body("chat-sh", "Count a run."),
+    )
+    .await;
+    let mut stream = client
+        .post(format!("{base}/api/chat"))
+        .bearer_auth(&token)
+        .json(&chat_body("chat-long", "Talk forever."))
+        .send()
+        .await
+        .unwrap()
+        .bytes_stream();
+    let mut seen = 0;
+    while seen < 3_000 {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), stream.next())
+            .await
+            .expect("the server streams")
+            .unwrap()
+            .unwrap();
+        seen += chunk.len();
+    }
+    // The finished and the paused runs' records are written (they end after
+    // their streams); then the server dies.
+    let store_path = home.data_home.join("agent/store.db");
+    let store = agent_store::Store::open_sqlite(&store_path).await.unwrap();
+    let rows = store.account("local");
+    eventually(
+        || async { rows.recent_runs(10).await.unwrap() },
+        |runs: &Vec<agent_store::RunRecord>| {
+            runs.iter()
+                .filter(|r| r.status != agent_store::RunStatus::Running)
+                .count()
+                == 2
+        },
+    )
+    .await;
+    sigkill(&first);
+    first.wait().await.unwrap();
+
+    let (_second, base, token) = serve(&home, &url).await;
+    let chats = json_of(&client, &format!("{base}/api/chats"), &token).await;
+    let mut ids: Vec<&str> = chats["chats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["id"].as_str())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["chat-long", "chat-open", "chat-sh"], "{chats}");
+    let loaded = json_of(&client, &format!("{base}/api/chats/chat-open"), &token).await;
+    assert!(
+        loaded["messages"].to_string().contains("Bonjour."),
+        "{loaded}"
+    );
+    let ran = ui_chunks(
+        &client,
+        &base,
+        &token,
+        &approval_answer("chat-sh", "Count a run.", &asked),
+    )
+    .await;
+    assert!(
+        ran.iter().any(|c| c["type"] == "tool-output-available"),
+        "the approved call ran: {ran:?}"
+    );
+    let count = std::fs::read_to_string(home.workspace.join("count.txt")).unwrap();
+    assert_eq!(count.lines().count(), 1, "the command ran once");
+    let runs = eventually(
+        || async { rows.recent_runs(10).await.unwrap() },
+        |runs: &Vec<agent_store::RunRecord>| {
+            runs.len() == 4
+                && runs
+                    .iter()
+                    .all(|r| r.status != agent_store::RunStatus::Running)
+        },
+    )
+    .await;
+    let long = runs
+        .iter()
+        .find(|r| r.run.thread_id.as_deref() == Some("chat-long"))
+        .unwrap();
+    assert_eq!(long.status, agent_store::RunStatus::Interrupted, "{long:?}");
+    for run in &runs {
+        let seqs: Vec<u64> = rows
+            .events(&run.run.id, None)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| e.seq)
+            .collect();
+        assert!(!seqs.is_empty(), "{run:?}");
+        assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>(), "{run:?}");
+    }
+}
