@@ -338,6 +338,7 @@ pub(crate) async fn load(
     Path(id): Path<String>,
 ) -> Response {
     let scoped = crate::server::scope(account.name(), &id);
+    state.service.recorded(&scoped).await;
     let Some(rows) = rows(&state, account) else {
         return no_store();
     };

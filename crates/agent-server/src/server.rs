@@ -104,6 +104,8 @@ struct ChatRecord {
 /// How long a request waits for a run of its chat in this process to end
 /// before it continues from the thread as stored.
 const RUN_WAIT: Duration = Duration::from_secs(30);
+/// How long loading a chat waits for its ended run's record.
+const RECORD_WAIT: Duration = Duration::from_secs(5);
 
 impl std::fmt::Debug for ChatService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -328,6 +330,25 @@ impl ChatService {
                 tracing::error!(%error, "the chat's stored thread could not be read; the client's history is used and this run's messages are not stored");
                 (Vec::new(), None)
             }
+        }
+    }
+
+    /// Waits (briefly) for the record of the chat's latest run in this process
+    /// when that run has ended, so a chat loaded right after its answer holds
+    /// that answer. A run still going is not waited for.
+    pub(crate) async fn recorded(&self, scoped: &str) {
+        let ended = self
+            .records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(scoped)
+            .map(|record| (record.thread.clone(), record.recorded.clone()));
+        let Some((thread, recorded)) = ended else {
+            return;
+        };
+        let running = futures::FutureExt::now_or_never(thread).is_none();
+        if !running {
+            let _ = tokio::time::timeout(RECORD_WAIT, recorded).await;
         }
     }
 

@@ -578,6 +578,23 @@ impl<'a> AccountStore<'a> {
         Ok(())
     }
 
+    /// The event stored at `seq` of a run, as stored.
+    pub(crate) async fn stored_event(
+        &self,
+        run_id: &str,
+        seq: i64,
+    ) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query(
+            "SELECT event FROM run_events WHERE account_id = $1 AND run_id = $2 AND seq = $3",
+        )
+        .bind(&self.account)
+        .bind(run_id)
+        .bind(seq)
+        .fetch_optional(self.pool)
+        .await?;
+        Ok(row.map(|row| row.try_get("event")).transpose()?)
+    }
+
     /// Checks that the event stored at `seq` is `text` (a repeated append).
     async fn same_event(
         &self,
@@ -673,7 +690,7 @@ impl<'a> AccountStore<'a> {
         Ok(())
     }
 
-    async fn usage_fact(
+    pub(crate) async fn usage_fact(
         &self,
         run_id: &str,
         call_seq: u64,

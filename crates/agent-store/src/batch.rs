@@ -1,49 +1,90 @@
-//! The store's one event writer: the appends of every run recorder in the
-//! process, written together.
+//! The store's one writer of run records: the event appends and the ends of
+//! every run recorded in the process, written together.
 //!
-//! Each recorder writes its rows every merge window (250 ms); a thousand
-//! streaming runs would be four thousand transactions a second, one per run
-//! and window, most of the store's cost. The writer takes the appends that
-//! queued while it wrote the last batch and writes them all in one
-//! transaction, with multi-row statements across runs and accounts: the cost
-//! per run drops to its rows. Each append still succeeds or fails on its own
-//! (a conflicting repeat fails its append only), and keeps the recorder's
-//! semantics: idempotent rows at fixed positions, retried by the recorder
-//! when the write fails. (Rows of a conflicting append that did not conflict
-//! are kept: the recorder repeats the same rows, so they are repeats then.)
+//! Each recorder writes its rows every merge window (250 ms), and each run
+//! writes its status, usage and messages at its end;
+//! a thousand streaming runs would be thousands of transactions a second, most
+//! of the store's cost. The writer gathers what queued for [`GATHER`] after the
+//! first request (less when the queue goes quiet) and writes it all in one
+//! transaction, with multi-row statements across runs and accounts (events,
+//! then ends):
+//! the cost per run drops to its rows. Each request still succeeds or fails on
+//! its own (a conflicting repeat fails its request only) with the semantics of
+//! the [`crate::AccountStore`] method it stands for: idempotent rows at fixed
+//! positions, retried by the recorder when the write fails. (Rows of a
+//! conflicting request that did not conflict are kept: a retry repeats them.)
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use ai_core::AiEvent;
-use sqlx::{AnyPool, Row};
+use ai_core::{AiEvent, Message};
+use sqlx::any::{AnyArguments, AnyRow};
+use sqlx::{Any, AnyPool, Row};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::account::{AccountStore, CallUsage, RunStatus};
 use crate::error::StoreError;
 
+/// How long the writer gathers requests after the first one before it writes
+/// them, at most: fewer, larger transactions (a commit's cost is mostly the
+/// pages it touches), for a little more delay in persistence.
+const GATHER: std::time::Duration = std::time::Duration::from_millis(100);
+/// It stops gathering sooner when no request came for this long: a quiet
+/// store writes at once, a busy one in large batches.
+const IDLE: std::time::Duration = std::time::Duration::from_millis(5);
 /// Rows written in one transaction, at most (more waits for the next one).
 const ROWS_PER_BATCH: usize = 4_000;
-/// Rows per statement (5 parameters each: under both backends' limits).
-pub(crate) const ROWS_PER_STATEMENT: usize = 500;
+/// Rows per statement. SQLite finds each `$n` parameter's name by a linear
+/// walk, so a statement's binding cost grows with the square of its
+/// parameters: a hundred rows is the sweet spot measured by the relay bench.
+pub(crate) const ROWS_PER_STATEMENT: usize = 100;
 
-/// One recorder's append: rows `first_seq..` of `run_id` of `account`.
-struct Append {
+/// How a run ended, for its record (see [`StoreWriter::end_run`]).
+#[derive(Debug)]
+pub(crate) struct RunEndWrite {
+    pub(crate) run_id: String,
+    pub(crate) status: RunStatus,
+    pub(crate) error: Option<String>,
+    pub(crate) at_ms: i64,
+    pub(crate) usage: Vec<CallUsage>,
+    /// The thread becomes the conversation, keeping its first `kept`
+    /// messages (see `AccountStore::replace_messages`).
+    pub(crate) thread: Option<(String, u64, Vec<Message>)>,
+}
+
+enum Op {
+    Events {
+        run_id: String,
+        first_seq: u64,
+        at_ms: i64,
+        /// The events as JSON text.
+        rows: Vec<String>,
+    },
+    End(RunEndWrite),
+}
+
+impl Op {
+    fn rows(&self) -> usize {
+        match self {
+            Self::Events { rows, .. } => rows.len(),
+            Self::End(end) => 2 + end.usage.len() + end.thread.as_ref().map_or(0, |t| t.2.len()),
+        }
+    }
+}
+
+struct Request {
     account: String,
-    run_id: String,
-    first_seq: u64,
-    at_ms: i64,
-    /// The events as JSON text.
-    rows: Vec<String>,
+    op: Op,
     reply: oneshot::Sender<Result<(), StoreError>>,
 }
 
 /// A handle to the writer (cheap to clone); the writer stops when the last
 /// handle is dropped.
 #[derive(Debug, Clone)]
-pub(crate) struct EventWriter {
-    sender: mpsc::UnboundedSender<Append>,
+pub(crate) struct StoreWriter {
+    sender: mpsc::UnboundedSender<Request>,
 }
 
-impl EventWriter {
+impl StoreWriter {
     /// Starts the writer on `pool`.
     pub(crate) fn start(pool: AnyPool) -> Self {
         let (sender, receiver) = mpsc::unbounded_channel();
@@ -51,8 +92,19 @@ impl EventWriter {
         Self { sender }
     }
 
-    /// Appends `events` at positions `first_seq..` of `run_id` (see
-    /// `AccountStore::append_events`), in the writer's next batch.
+    async fn request(&self, account: &str, op: Op) -> Result<(), StoreError> {
+        let stopped = || StoreError::Database("the store's writer stopped".into());
+        let (reply, answer) = oneshot::channel();
+        let request = Request {
+            account: account.to_owned(),
+            op,
+            reply,
+        };
+        self.sender.send(request).map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
+    }
+
+    /// `AccountStore::append_events`, in the writer's next batch.
     pub(crate) async fn append(
         &self,
         account: &str,
@@ -61,42 +113,44 @@ impl EventWriter {
         events: &[AiEvent],
         at_ms: i64,
     ) -> Result<(), StoreError> {
-        let rows = events
-            .iter()
-            .map(|event| {
-                serde_json::to_string(event)
-                    .map_err(|e| StoreError::Conflict(format!("not serializable: {e}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let (reply, answer) = oneshot::channel();
-        let append = Append {
-            account: account.to_owned(),
+        let rows = events.iter().map(json).collect::<Result<Vec<_>, _>>()?;
+        let op = Op::Events {
             run_id: run_id.to_owned(),
             first_seq,
             at_ms,
             rows,
-            reply,
         };
-        self.sender
-            .send(append)
-            .map_err(|_| StoreError::Database("the store's event writer stopped".into()))?;
-        answer
-            .await
-            .map_err(|_| StoreError::Database("the store's event writer stopped".into()))?
+        self.request(account, op).await
+    }
+
+    /// A run's usage facts (`record_usage`), status (`set_run_status`) and
+    /// thread (`replace_messages`), in the writer's next batch.
+    pub(crate) async fn end_run(&self, account: &str, end: RunEndWrite) -> Result<(), StoreError> {
+        self.request(account, Op::End(end)).await
     }
 }
 
-async fn run(pool: AnyPool, mut receiver: mpsc::UnboundedReceiver<Append>) {
+fn json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Conflict(format!("not serializable: {e}")))
+}
+
+fn int(value: u64, what: &str) -> Result<i64, StoreError> {
+    i64::try_from(value).map_err(|_| StoreError::Conflict(format!("{what} {value} is too large")))
+}
+
+async fn run(pool: AnyPool, mut receiver: mpsc::UnboundedReceiver<Request>) {
     while let Some(first) = receiver.recv().await {
+        let mut rows = first.op.rows();
         let mut batch = vec![first];
-        let mut rows = batch[0].rows.len();
+        let gathered = tokio::time::Instant::now() + GATHER;
         while rows < ROWS_PER_BATCH {
-            match receiver.try_recv() {
-                Ok(append) => {
-                    rows += append.rows.len();
-                    batch.push(append);
+            let until = gathered.min(tokio::time::Instant::now() + IDLE);
+            match tokio::time::timeout_at(until, receiver.recv()).await {
+                Ok(Some(request)) => {
+                    rows += request.op.rows();
+                    batch.push(request);
                 }
-                Err(_) => break,
+                Ok(None) | Err(_) => break,
             }
         }
         let outcomes = match write(&pool, &batch).await {
@@ -109,52 +163,186 @@ async fn run(pool: AnyPool, mut receiver: mpsc::UnboundedReceiver<Append>) {
                     .collect()
             }
         };
-        for (append, outcome) in batch.into_iter().zip(outcomes) {
-            let _ = append.reply.send(outcome);
+        for (request, outcome) in batch.into_iter().zip(outcomes) {
+            let _ = request.reply.send(outcome);
         }
     }
 }
 
-/// One row: (append index, account, run, seq, at, text).
-type EventRow<'a> = (usize, &'a str, &'a str, i64, i64, &'a str);
+/// One bound value of a multi-row statement.
+#[derive(Debug, Clone, Copy)]
+enum Value<'a> {
+    Text(&'a str),
+    MaybeText(Option<&'a str>),
+    Int(i64),
+    MaybeInt(Option<i64>),
+}
 
-/// Writes `batch` in one transaction; each append's outcome (a repeat with
-/// other content fails its own append).
+type Query<'q> = sqlx::query::Query<'q, Any, AnyArguments>;
+
+fn bind<'q>(query: Query<'q>, value: Value<'q>) -> Query<'q> {
+    match value {
+        Value::Text(v) => query.bind(v),
+        Value::MaybeText(v) => query.bind(v),
+        Value::Int(v) => query.bind(v),
+        Value::MaybeInt(v) => query.bind(v),
+    }
+}
+
+/// `($1, $2), ($3, $4)` for `rows` tuples of `columns`.
+fn tuples(rows: usize, columns: usize) -> String {
+    let mut sql = String::new();
+    for row in 0..rows {
+        sql.push_str(if row == 0 { "(" } else { ", (" });
+        for column in 0..columns {
+            if column > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("${}", row * columns + column + 1));
+        }
+        sql.push(')');
+    }
+    sql
+}
+
+/// Runs `head (tuples) tail` over `rows`, [`ROWS_PER_STATEMENT`] at a time;
+/// the rows they return.
+async fn multi_row<'a>(
+    connection: &mut sqlx::AnyConnection,
+    head: &str,
+    tail: &str,
+    rows: &[Vec<Value<'a>>],
+) -> Result<Vec<AnyRow>, StoreError> {
+    let mut returned = Vec::new();
+    let Some(columns) = rows.first().map(Vec::len) else {
+        return Ok(returned);
+    };
+    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+        let sql = format!("{head} {} {tail}", tuples(chunk.len(), columns));
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for row in chunk {
+            for value in row {
+                query = bind(query, *value);
+            }
+        }
+        returned.extend(query.fetch_all(&mut *connection).await?);
+    }
+    Ok(returned)
+}
+
+/// Checks left for after the commit: rows a request wrote that were there
+/// already (a repeat, or a conflict).
+enum Check<'a> {
+    Event(usize, &'a str, &'a str, i64, &'a str),
+    Usage(usize, &'a str, &'a CallUsage),
+}
+
+/// Writes `batch` in one transaction; each request's outcome.
 async fn write(
     pool: &AnyPool,
-    batch: &[Append],
+    batch: &[Request],
 ) -> Result<Vec<Result<(), StoreError>>, StoreError> {
-    let mut rows: Vec<EventRow<'_>> = Vec::new();
-    for (index, append) in batch.iter().enumerate() {
-        let first = i64::try_from(append.first_seq)
-            .map_err(|_| StoreError::Conflict(format!("event seq {}", append.first_seq)))?;
-        for (seq, text) in (first..).zip(&append.rows) {
-            rows.push((
-                index,
-                &append.account,
-                &append.run_id,
-                seq,
-                append.at_ms,
-                text,
-            ));
+    let mut outcomes: Vec<Result<(), StoreError>> = batch.iter().map(|_| Ok(())).collect();
+    let mut checks = Vec::new();
+    let mut transaction = pool.begin().await?;
+    events(&mut transaction, batch, &mut outcomes, &mut checks).await?;
+    ends(&mut transaction, batch, &mut outcomes, &mut checks).await?;
+    transaction.commit().await?;
+    for check in checks {
+        let (index, result) = match check {
+            Check::Event(index, account, run_id, seq, text) => {
+                let same = AccountStore::new(pool, account.to_owned())
+                    .stored_event(run_id, seq)
+                    .await;
+                (
+                    index,
+                    match same {
+                        Ok(Some(stored)) if stored == text => Ok(()),
+                        Ok(_) => Err(StoreError::Conflict(format!(
+                            "event {seq} of run `{run_id}` is stored with other content"
+                        ))),
+                        Err(error) => Err(error),
+                    },
+                )
+            }
+            Check::Usage(index, account, fact) => {
+                let stored = AccountStore::new(pool, account.to_owned())
+                    .usage_fact(&fact.run_id, fact.call_seq)
+                    .await;
+                (
+                    index,
+                    match stored {
+                        Ok(Some(stored)) if same_usage(&stored, fact) => Ok(()),
+                        Ok(_) => Err(StoreError::Conflict(format!(
+                            "usage of call {} of run `{}` is stored with other numbers",
+                            fact.call_seq, fact.run_id
+                        ))),
+                        Err(error) => Err(error),
+                    },
+                )
+            }
+        };
+        if outcomes[index].is_ok() {
+            outcomes[index] = result;
         }
     }
-    let mut outcomes: Vec<Result<(), StoreError>> = batch.iter().map(|_| Ok(())).collect();
-    let mut transaction = pool.begin().await?;
-    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(insert_sql(chunk.len())));
-        for (_, account, run_id, seq, at_ms, text) in chunk {
-            query = query
-                .bind(*account)
-                .bind(*run_id)
-                .bind(*seq)
-                .bind(*at_ms)
-                .bind(*text);
-        }
-        let inserted = query.fetch_all(&mut *transaction).await?;
-        if inserted.len() == chunk.len() {
+    Ok(outcomes)
+}
+
+/// The same fact, whenever it was written.
+fn same_usage(stored: &CallUsage, fact: &CallUsage) -> bool {
+    CallUsage {
+        at_ms: fact.at_ms,
+        ..stored.clone()
+    } == *fact
+}
+
+/// The batch's event appends.
+async fn events<'a>(
+    connection: &mut sqlx::AnyConnection,
+    batch: &'a [Request],
+    outcomes: &mut [Result<(), StoreError>],
+    checks: &mut Vec<Check<'a>>,
+) -> Result<(), StoreError> {
+    let mut rows = Vec::new();
+    let mut keys = Vec::new();
+    for (index, request) in batch.iter().enumerate() {
+        let Op::Events {
+            run_id,
+            first_seq,
+            at_ms,
+            rows: texts,
+        } = &request.op
+        else {
             continue;
+        };
+        let first = match int(*first_seq, "event seq") {
+            Ok(first) => first,
+            Err(error) => {
+                outcomes[index] = Err(error);
+                continue;
+            }
+        };
+        for (seq, text) in (first..).zip(texts) {
+            let account = request.account.as_str();
+            rows.push(vec![
+                Value::Text(account),
+                Value::Text(run_id),
+                Value::Int(seq),
+                Value::Int(*at_ms),
+                Value::Text(text),
+            ]);
+            keys.push((index, account, run_id.as_str(), seq, text.as_str()));
         }
+    }
+    let inserted = multi_row(
+        connection,
+        "INSERT INTO run_events (account_id, run_id, seq, at_ms, event) VALUES",
+        "ON CONFLICT (account_id, run_id, seq) DO NOTHING RETURNING account_id, run_id, seq",
+        &rows,
+    )
+    .await?;
+    if inserted.len() < keys.len() {
         let fresh: HashSet<(String, String, i64)> = inserted
             .iter()
             .map(|row| {
@@ -165,51 +353,250 @@ async fn write(
                 ))
             })
             .collect::<Result<_, sqlx::Error>>()?;
-        for (index, account, run_id, seq, _, text) in chunk {
-            let key = ((*account).to_owned(), (*run_id).to_owned(), *seq);
-            if fresh.contains(&key) || outcomes[*index].is_err() {
-                continue;
-            }
-            let stored: String = sqlx::query(
-                "SELECT event FROM run_events WHERE account_id = $1 AND run_id = $2 AND seq = $3",
-            )
-            .bind(*account)
-            .bind(*run_id)
-            .bind(*seq)
-            .fetch_one(&mut *transaction)
-            .await?
-            .try_get("event")?;
-            if stored != *text {
-                outcomes[*index] = Err(StoreError::Conflict(format!(
-                    "event {seq} of run `{run_id}` is stored with other content"
-                )));
+        for (index, account, run_id, seq, text) in keys {
+            if !fresh.contains(&(account.to_owned(), run_id.to_owned(), seq)) {
+                checks.push(Check::Event(index, account, run_id, seq, text));
             }
         }
     }
-    transaction.commit().await?;
-    Ok(outcomes)
+    Ok(())
+}
+
+/// The batch's run ends: usage facts, statuses, threads.
+async fn ends<'a>(
+    connection: &mut sqlx::AnyConnection,
+    batch: &'a [Request],
+    outcomes: &mut [Result<(), StoreError>],
+    checks: &mut Vec<Check<'a>>,
+) -> Result<(), StoreError> {
+    let ended: Vec<(usize, &str, &RunEndWrite)> = batch
+        .iter()
+        .enumerate()
+        .filter_map(|(index, request)| match &request.op {
+            Op::End(end) => Some((index, request.account.as_str(), end)),
+            _ => None,
+        })
+        .collect();
+    if ended.is_empty() {
+        return Ok(());
+    }
+    usage(connection, &ended, outcomes, checks).await?;
+    let statuses: Vec<Vec<Value<'_>>> = ended
+        .iter()
+        .map(|(_, account, end)| {
+            vec![
+                Value::Text(account),
+                Value::Text(&end.run_id),
+                Value::Text(end.status.as_str()),
+                Value::MaybeText(end.error.as_deref()),
+                Value::Int(end.at_ms),
+            ]
+        })
+        .collect();
+    multi_row(
+        connection,
+        "UPDATE runs SET status = v.column3, error = v.column4, updated_ms = v.column5 FROM (VALUES",
+        ") AS v WHERE runs.account_id = v.column1 AND runs.id = v.column2",
+        &statuses,
+    )
+    .await?;
+    threads(connection, &ended, outcomes).await
+}
+
+async fn usage<'a>(
+    connection: &mut sqlx::AnyConnection,
+    ended: &[(usize, &'a str, &'a RunEndWrite)],
+    outcomes: &mut [Result<(), StoreError>],
+    checks: &mut Vec<Check<'a>>,
+) -> Result<(), StoreError> {
+    let mut rows = Vec::new();
+    let mut facts = Vec::new();
+    for &(index, account, end) in ended {
+        for fact in &end.usage {
+            let counts = [
+                int(fact.call_seq, "call seq"),
+                int(fact.prompt_tokens, "prompt tokens"),
+                int(fact.completion_tokens, "completion tokens"),
+            ];
+            let optional = [
+                fact.cached_tokens,
+                fact.cache_creation_tokens,
+                fact.reasoning_tokens,
+            ]
+            .map(|v| v.map(|v| int(v, "tokens")).transpose());
+            let (Ok(seq), Ok(prompt), Ok(completion)) = (&counts[0], &counts[1], &counts[2]) else {
+                outcomes[index] = Err(StoreError::Conflict("usage counts are too large".into()));
+                continue;
+            };
+            let [Ok(cached), Ok(creation), Ok(reasoning)] = optional else {
+                outcomes[index] = Err(StoreError::Conflict("usage counts are too large".into()));
+                continue;
+            };
+            rows.push(vec![
+                Value::Text(account),
+                Value::Text(&fact.run_id),
+                Value::Int(*seq),
+                Value::MaybeText(fact.thread_id.as_deref()),
+                Value::Text(&fact.model),
+                Value::Int(*prompt),
+                Value::Int(*completion),
+                Value::MaybeInt(cached),
+                Value::MaybeInt(creation),
+                Value::MaybeInt(reasoning),
+                Value::MaybeInt(fact.cost_micros),
+                Value::Int(fact.at_ms),
+            ]);
+            facts.push((index, account, fact, *seq));
+        }
+    }
+    let inserted = multi_row(
+        connection,
+        "INSERT INTO usage_facts (account_id, run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms) VALUES",
+        "ON CONFLICT (account_id, run_id, call_seq) DO NOTHING RETURNING account_id, run_id, call_seq",
+        &rows,
+    )
+    .await?;
+    let fresh: HashSet<(String, String, i64)> = inserted
+        .iter()
+        .map(|row| {
+            Ok((
+                row.try_get("account_id")?,
+                row.try_get("run_id")?,
+                row.try_get("call_seq")?,
+            ))
+        })
+        .collect::<Result<_, sqlx::Error>>()?;
+    for (index, account, fact, seq) in facts {
+        if !fresh.contains(&(account.to_owned(), fact.run_id.clone(), seq)) {
+            checks.push(Check::Usage(index, account, fact));
+        }
+    }
+    Ok(())
+}
+
+/// One ended run's thread write.
+struct ThreadWrite<'a> {
+    index: usize,
+    account: &'a str,
+    thread: &'a str,
+    run_id: &'a str,
+    kept: u64,
+    conversation: &'a [Message],
+    at_ms: i64,
+}
+
+/// The threads of the batch's ended runs: each becomes its run's
+/// conversation, keeping its first `kept` messages (fewer when it holds fewer:
+/// a lost record is filled in).
+async fn threads(
+    connection: &mut sqlx::AnyConnection,
+    ended: &[(usize, &str, &RunEndWrite)],
+    outcomes: &mut [Result<(), StoreError>],
+) -> Result<(), StoreError> {
+    let written: Vec<ThreadWrite<'_>> = ended
+        .iter()
+        .filter_map(|&(index, account, end)| {
+            let (thread, kept, conversation) = end.thread.as_ref()?;
+            Some(ThreadWrite {
+                index,
+                account,
+                thread,
+                run_id: &end.run_id,
+                kept: *kept,
+                conversation,
+                at_ms: end.at_ms,
+            })
+        })
+        .collect();
+    if written.is_empty() {
+        return Ok(());
+    }
+    let keys: Vec<Vec<Value<'_>>> = written
+        .iter()
+        .map(|w| vec![Value::Text(w.account), Value::Text(w.thread)])
+        .collect();
+    let stored: HashMap<(String, String), i64> = multi_row(
+        connection,
+        "SELECT account_id, thread_id, MAX(seq) + 1 AS next FROM thread_messages WHERE (account_id, thread_id) IN (VALUES",
+        ") GROUP BY account_id, thread_id",
+        &keys,
+    )
+    .await?
+    .iter()
+    .map(|row| Ok(((row.try_get("account_id")?, row.try_get("thread_id")?), row.try_get("next")?)))
+    .collect::<Result<_, sqlx::Error>>()?;
+    let mut cuts = Vec::new();
+    let mut texts: Vec<(usize, &str, &str, &str, i64, String)> = Vec::new();
+    for &ThreadWrite {
+        index,
+        account,
+        thread,
+        run_id,
+        kept,
+        conversation,
+        at_ms,
+    } in &written
+    {
+        let held = stored
+            .get(&(account.to_owned(), thread.to_owned()))
+            .copied()
+            .unwrap_or(0);
+        let from = held.min(i64::try_from(kept).unwrap_or(i64::MAX));
+        cuts.push(vec![
+            Value::Text(account),
+            Value::Text(thread),
+            Value::Int(from),
+            Value::Int(at_ms),
+        ]);
+        let skip = usize::try_from(from).unwrap_or(usize::MAX);
+        for (seq, message) in (from..).zip(conversation.iter().skip(skip)) {
+            match json(message) {
+                Ok(text) => texts.push((index, account, thread, run_id, seq, text)),
+                Err(error) => outcomes[index] = Err(error),
+            }
+        }
+    }
+    multi_row(
+        connection,
+        "DELETE FROM thread_messages WHERE EXISTS (SELECT 1 FROM (VALUES",
+        ") AS v WHERE v.column1 = thread_messages.account_id AND v.column2 = thread_messages.thread_id AND thread_messages.seq >= v.column3)",
+        &cuts,
+    )
+    .await?;
+    let rows: Vec<Vec<Value<'_>>> = texts
+        .iter()
+        .filter(|t| outcomes[t.0].is_ok())
+        .map(|(_, account, thread, run_id, seq, text)| {
+            vec![
+                Value::Text(account),
+                Value::Text(thread),
+                Value::Int(*seq),
+                Value::Text(run_id),
+                Value::Text(text),
+            ]
+        })
+        .collect();
+    multi_row(
+        connection,
+        "INSERT INTO thread_messages (account_id, thread_id, seq, run_id, message) VALUES",
+        "",
+        &rows,
+    )
+    .await?;
+    multi_row(
+        connection,
+        "UPDATE threads SET updated_ms = v.column4 FROM (VALUES",
+        ") AS v WHERE threads.account_id = v.column1 AND threads.id = v.column2",
+        &cuts,
+    )
+    .await?;
+    Ok(())
 }
 
 /// `INSERT ... VALUES` for `rows` events, returning the keys it inserted.
 pub(crate) fn insert_sql(rows: usize) -> String {
-    let mut sql =
-        String::from("INSERT INTO run_events (account_id, run_id, seq, at_ms, event) VALUES ");
-    for row in 0..rows {
-        let p = row * 5;
-        if row > 0 {
-            sql.push_str(", ");
-        }
-        sql.push_str(&format!(
-            "(${}, ${}, ${}, ${}, ${})",
-            p + 1,
-            p + 2,
-            p + 3,
-            p + 4,
-            p + 5
-        ));
-    }
-    sql.push_str(
-        " ON CONFLICT (account_id, run_id, seq) DO NOTHING RETURNING account_id, run_id, seq",
-    );
-    sql
+    format!(
+        "INSERT INTO run_events (account_id, run_id, seq, at_ms, event) VALUES {} ON CONFLICT (account_id, run_id, seq) DO NOTHING RETURNING account_id, run_id, seq",
+        tuples(rows, 5)
+    )
 }

@@ -65,7 +65,7 @@ impl EventLog for StoreLog {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             self.store
-                .event_writer()
+                .writer()
                 .append(&self.account, run_id, first_seq, events, now_ms())
                 .await
         })

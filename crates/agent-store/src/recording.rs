@@ -11,6 +11,7 @@ use ai_core::event::AiEventKind;
 use ai_core::{AiEvent, Message};
 
 use crate::account::{CallUsage, NewRun, RunStatus, Thread};
+use crate::batch::RunEndWrite;
 use crate::error::StoreError;
 use crate::recorder::{RecordError, RecorderOptions, RunRecorder, StoreLog, now_ms};
 use crate::store::Store;
@@ -191,25 +192,19 @@ impl RunRecording {
         if let Some(error) = &self.refused {
             failures.push(error.to_string());
         }
-        let rows = self.store.account(self.account.clone());
-        for fact in &self.usage {
-            if let Err(e) = rows.record_usage(fact).await {
-                failures.push(e.to_string());
-            }
-        }
-        let now = now_ms();
-        if let Err(e) = rows
-            .set_run_status(&self.run_id, end.status, end.error.as_deref(), now)
-            .await
-        {
-            failures.push(e.to_string());
-        }
-        if let Some(thread) = &self.thread
-            && !end.conversation.is_empty()
-            && let Err(e) = rows
-                .replace_messages(thread, Some(&self.run_id), end.kept, end.conversation, now)
-                .await
-        {
+        let thread = self
+            .thread
+            .filter(|_| !end.conversation.is_empty())
+            .map(|thread| (thread, end.kept, end.conversation.to_vec()));
+        let write = RunEndWrite {
+            run_id: self.run_id.clone(),
+            status: end.status,
+            error: end.error,
+            at_ms: now_ms(),
+            usage: self.usage,
+            thread,
+        };
+        if let Err(e) = self.store.writer().end_run(&self.account, write).await {
             failures.push(e.to_string());
         }
         failures

@@ -33,8 +33,8 @@ pub enum Backend {
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
-    /// The one writer of recorders' event appends (see [`crate::batch`]).
-    events: crate::batch::EventWriter,
+    /// The one writer of run records (see `batch`).
+    writer: crate::batch::StoreWriter,
 }
 
 impl Store {
@@ -87,11 +87,11 @@ impl Store {
             .connect(url)
             .await
             .map_err(|e| StoreError::Database(scrub_url(&e.to_string(), url)))?;
-        let events = crate::batch::EventWriter::start(pool.clone());
+        let writer = crate::batch::StoreWriter::start(pool.clone());
         let store = Self {
             pool,
             backend,
-            events,
+            writer,
         };
         store.migrate().await?;
         Ok(store)
@@ -117,9 +117,9 @@ impl Store {
         Ok(())
     }
 
-    /// The writer that batches recorders' event appends.
-    pub(crate) fn event_writer(&self) -> &crate::batch::EventWriter {
-        &self.events
+    /// The writer that batches run records.
+    pub(crate) fn writer(&self) -> &crate::batch::StoreWriter {
+        &self.writer
     }
 
     /// The backend.

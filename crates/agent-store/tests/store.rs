@@ -465,6 +465,111 @@ async fn batched_recorders(store: &Store) {
     fine.unwrap();
 }
 
+/// Runs recorded at once through the store's one writer (their starts, events
+/// and ends share transactions): each run's row, status, usage and thread come
+/// out as if written alone, in its own account; a later run of a thread that
+/// rewinds it replaces the turns after what it kept.
+async fn recordings_together(store: &Store) {
+    use agent_store::{RunEnd, RunRecording};
+    let mut recordings = Vec::new();
+    for (account, chat) in [("rec-a", "one"), ("rec-a", "two"), ("rec-b", "one")] {
+        let mut run = new_run(&format!("{account}-{chat}"), Some(chat), "serve:h:9");
+        run.started_ms = T0;
+        let recording =
+            RunRecording::begin(store.clone(), account, &run, Some(thread(chat, T0)), None);
+        recordings.push((account, chat, recording));
+    }
+    for (account, chat, recording) in &mut recordings {
+        let ctx = RunContext::new(format!("{account}-{chat}"), "trace");
+        recording.record(&text(&ctx.run_id, "hello")).unwrap();
+        recording
+            .record(&AiEvent::new(
+                &ctx,
+                AiEventKind::UsageReport {
+                    model: "m".into(),
+                    prompt_tokens: 7,
+                    completion_tokens: 3,
+                    total_tokens: 10,
+                    cached_tokens: None,
+                    reasoning_tokens: None,
+                    cache_creation_tokens: None,
+                    cost_micros: Some(42),
+                    prompt_hash: None,
+                },
+            ))
+            .unwrap();
+    }
+    let conversation = |account: &str, chat: &str| {
+        vec![
+            Message::user(format!("{account} asks in {chat}")),
+            Message::assistant(format!("{account} answered in {chat}")),
+        ]
+    };
+    let ends = recordings.into_iter().map(|(account, chat, recording)| {
+        let messages = conversation(account, chat);
+        async move {
+            let failures = recording
+                .finish(RunEnd {
+                    status: RunStatus::Done,
+                    error: None,
+                    conversation: &messages,
+                    kept: 0,
+                })
+                .await;
+            assert!(failures.is_empty(), "{failures:?}");
+        }
+    });
+    futures::future::join_all(ends).await;
+    for (account, chat) in [("rec-a", "one"), ("rec-a", "two"), ("rec-b", "one")] {
+        let rows = store.account(account);
+        assert_eq!(
+            rows.messages(chat).await.unwrap(),
+            conversation(account, chat)
+        );
+        let run = rows
+            .run(&format!("{account}-{chat}"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(run.status, RunStatus::Done);
+        let events = rows.events(&run.run.id, None).await.unwrap();
+        assert_eq!(events.len(), 2);
+    }
+    let usage = store
+        .account("rec-a")
+        .usage(0, UsageGrouping::Model)
+        .await
+        .unwrap();
+    assert_eq!((usage[0].calls, usage[0].cost_micros), (2, 84));
+    // The next run of rec-a's "one" keeps its first message and rewrites the rest.
+    let run = new_run("rec-a-one-2", Some("one"), "serve:h:9");
+    let recording =
+        RunRecording::begin(store.clone(), "rec-a", &run, Some(thread("one", T0)), None);
+    let rewound = vec![
+        Message::user("rec-a asks in one"),
+        Message::assistant("a second answer"),
+        Message::user("and more"),
+        Message::assistant("more"),
+    ];
+    let failures = recording
+        .finish(RunEnd {
+            status: RunStatus::Done,
+            error: None,
+            conversation: &rewound,
+            kept: 1,
+        })
+        .await;
+    assert!(failures.is_empty(), "{failures:?}");
+    assert_eq!(
+        store.account("rec-a").messages("one").await.unwrap(),
+        rewound
+    );
+    assert_eq!(
+        store.account("rec-b").messages("one").await.unwrap(),
+        conversation("rec-b", "one")
+    );
+}
+
 /// Secrets and used approvals shared by the servers on one store.
 async fn server_keys_and_approvals(store: &Store) {
     let first = store.server_key("approvals", "key-one").await.unwrap();
@@ -491,6 +596,7 @@ async fn suite(store: &Store) {
     delete_and_purge(store).await;
     concurrent_appends(store).await;
     batched_recorders(store).await;
+    recordings_together(store).await;
 }
 
 /// A reopened store applied no migration again and kept the suite's rows.

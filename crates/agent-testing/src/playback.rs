@@ -154,7 +154,7 @@ impl TurnBuilder {
 #[derive(Debug)]
 pub(super) enum Ending {
     /// With the assembled turn.
-    Final(CompletionFinal),
+    Final(Box<CompletionFinal>),
     /// With an error.
     Error(CompletionError),
     /// Never on its own: waits for cancellation, then ends with `Cancelled`.
@@ -220,7 +220,7 @@ impl Playback {
         }
         self.finished = true;
         match self.ending.take()? {
-            Ending::Final(last) => Some(Ok(CompletionItem::Final(last))),
+            Ending::Final(last) => Some(Ok(CompletionItem::Final(*last))),
             Ending::Error(error) => Some(Err(error)),
             Ending::Pending => {
                 self.cancel.cancelled().await;

@@ -244,7 +244,7 @@ impl Turn {
             });
         let (deltas, last) = builder.finish(self.finish.clone(), usage);
         let ending = match &self.ending {
-            ScriptEnding::Final => Ending::Final(last),
+            ScriptEnding::Final => Ending::Final(Box::new(last)),
             ScriptEnding::Error(error) => Ending::Error(error.clone()),
             ScriptEnding::Pending => Ending::Pending,
         };

@@ -407,7 +407,7 @@ impl TestModel {
         let (deltas, last) = builder.finish(None, Some(usage));
         Plan {
             deltas,
-            ending: Ending::Final(last),
+            ending: Ending::Final(Box::new(last)),
             first_delay: std::time::Duration::ZERO,
             between: std::time::Duration::ZERO,
         }

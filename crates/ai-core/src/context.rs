@@ -28,7 +28,7 @@ impl RunContext {
     /// A context whose run and trace ids are fresh UUIDs (for an ingress point that
     /// received none).
     pub fn generate() -> Self {
-        let id = uuid::Uuid::new_v4().to_string();
+        let id = uuid::Uuid::now_v7().to_string();
         Self::new(id.clone(), id)
     }
 

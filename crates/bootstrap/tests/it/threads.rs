@@ -773,9 +773,10 @@ async fn a_slow_store_delays_the_record_not_the_stream() {
             "SELECT status FROM runs WHERE thread_id = 'chat-slow'",
         )
         .unwrap();
-    assert_eq!(
-        status, "running",
-        "the stream ended before the record was written"
+    // Not yet `done` (still `running`, or its row not even written yet).
+    assert!(
+        status.is_empty() || status == "running",
+        "the stream ended before the record was written: {status}"
     );
     let shown: String = chunks
         .iter()
