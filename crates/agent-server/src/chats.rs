@@ -318,6 +318,7 @@ pub(crate) async fn list(
     State(state): State<AppState>,
     Extension(account): Extension<Account>,
 ) -> Response {
+    state.service.started_runs(account.name()).await;
     let Some(rows) = rows(&state, account) else {
         return no_store();
     };

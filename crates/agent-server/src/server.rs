@@ -99,6 +99,18 @@ struct ChatRecord {
     /// (dropped when the record leaves the thread as it was).
     thread: futures::future::Shared<tokio::sync::oneshot::Receiver<Arc<Vec<Message>>>>,
     recorded: RecordDone,
+    /// When its start (row and thread) is written.
+    started: agent_store::StartWritten,
+}
+
+/// A run made the latest of its chat (see `ChatService::register`).
+struct Registration {
+    /// Says the run's record is finished.
+    done: tokio::sync::oneshot::Sender<()>,
+    /// Says what the run's record leaves the thread as.
+    thread: tokio::sync::oneshot::Sender<Arc<Vec<Message>>>,
+    /// When the record of the run before it is finished.
+    previous: Option<RecordDone>,
 }
 
 /// How long a request waits for a run of its chat in this process to end
@@ -333,19 +345,27 @@ impl ChatService {
         }
     }
 
-    /// Waits (briefly) for the record of the chat's latest run in this process
-    /// when that run has ended, so a chat loaded right after its answer holds
-    /// that answer. A run still going is not waited for.
+    /// Waits (briefly) for the start of the chat's latest run in this process
+    /// to be written and, when that run has ended, for its record, so a chat
+    /// loaded right after its answer holds that answer. A run still going is
+    /// not waited for.
     pub(crate) async fn recorded(&self, scoped: &str) {
         let ended = self
             .records
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(scoped)
-            .map(|record| (record.thread.clone(), record.recorded.clone()));
-        let Some((thread, recorded)) = ended else {
+            .map(|record| {
+                (
+                    record.thread.clone(),
+                    record.recorded.clone(),
+                    record.started.clone(),
+                )
+            });
+        let Some((thread, recorded, started)) = ended else {
             return;
         };
+        let _ = tokio::time::timeout(RECORD_WAIT, started).await;
         let running = futures::FutureExt::now_or_never(thread).is_none();
         if !running {
             let _ = tokio::time::timeout(RECORD_WAIT, recorded).await;
@@ -436,6 +456,50 @@ impl ChatService {
         redeemed
     }
 
+    /// Makes run `run_id` the latest of chat `chat_id` in this process (see
+    /// `records`): the senders that say its record is finished and what it
+    /// leaves the thread as, and when the record of the run before it is.
+    fn register(
+        &self,
+        chat_id: &str,
+        run_id: &str,
+        started: agent_store::StartWritten,
+    ) -> Registration {
+        let (done, waiter) = tokio::sync::oneshot::channel::<()>();
+        let (thread, thread_waiter) = tokio::sync::oneshot::channel();
+        let entry = ChatRecord {
+            run_id: run_id.to_owned(),
+            thread: futures::FutureExt::shared(thread_waiter),
+            recorded: futures::FutureExt::shared(waiter),
+            started,
+        };
+        let previous = self
+            .records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(chat_id.to_owned(), entry);
+        Registration {
+            done,
+            thread,
+            previous: previous.map(|record| record.recorded),
+        }
+    }
+
+    /// Waits (briefly) until the starts of the account's runs in this process
+    /// are written, so a list right after a new chat holds it.
+    pub(crate) async fn started_runs(&self, account: &str) {
+        let prefix = scope(account, "");
+        let started: Vec<agent_store::StartWritten> = self
+            .records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|(chat, _)| chat.starts_with(&prefix))
+            .map(|(_, record)| record.started.clone())
+            .collect();
+        let _ = tokio::time::timeout(RECORD_WAIT, futures::future::join_all(started)).await;
+    }
+
     /// Streams a run's events into `tx` through `encoder` until the run ends, and
     /// into `replay` for clients that reattach; a client that goes away cancels
     /// the run (its last frames still reach the replay). Records the model-facing
@@ -451,33 +515,21 @@ impl ChatService {
         let chat_id = chat.scoped;
         let approval =
             |call: &str, tool: &str, hash: &str| self.approvals.issue(&chat_id, call, tool, hash);
-        // This run's record waits for the one before it (see `records`).
-        let (recorded, mut thread, previous) = match &self.store {
-            Some(_) => {
-                let (done, waiter) = tokio::sync::oneshot::channel::<()>();
-                let (thread, thread_waiter) = tokio::sync::oneshot::channel();
-                let entry = ChatRecord {
-                    run_id: meta.run_id.clone(),
-                    thread: futures::FutureExt::shared(thread_waiter),
-                    recorded: futures::FutureExt::shared(waiter),
-                };
-                let mut records = self
-                    .records
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                let previous = records.insert(chat_id.clone(), entry);
-                (
-                    Some(done),
-                    Some(thread),
-                    previous.map(|record| record.recorded),
-                )
-            }
-            None => (None, None, None),
-        };
         let mut recording = self
             .store
             .as_ref()
             .map(|store| store.begin(&meta, &chat.account, &chat.id, &chat.title));
+        let (recorded, mut thread, previous) = match &recording {
+            Some(recording) => {
+                let registered = self.register(&chat_id, &meta.run_id, recording.started());
+                (
+                    Some(registered.done),
+                    Some(registered.thread),
+                    registered.previous,
+                )
+            }
+            None => (None, None, None),
+        };
         let stop = handle.cancel_token();
         let (mut events, outcome) = handle.into_parts();
         let mut beat = tokio::time::interval(heartbeat.max(Duration::from_millis(10)));

@@ -41,5 +41,5 @@ pub use account::{
 };
 pub use error::StoreError;
 pub use recorder::{EventLog, RecordError, RecordSummary, RecorderOptions, RunRecorder, StoreLog};
-pub use recording::{Pricing, RunEnd, RunRecording, title_from};
+pub use recording::{Pricing, RunEnd, RunRecording, StartWritten, title_from};
 pub use store::{Backend, Store};

@@ -7,6 +7,10 @@
 
 use std::sync::Arc;
 
+use futures::FutureExt;
+use futures::future::Shared;
+use tokio::sync::oneshot;
+
 use ai_core::event::AiEventKind;
 use ai_core::{AiEvent, Message};
 
@@ -48,9 +52,9 @@ pub struct RunRecording {
     pricing: Option<Pricing>,
     usage: Vec<CallUsage>,
     refused: Option<RecordError>,
-    /// The start's writes, when [`RunRecording::begin`] left them to the
-    /// background.
-    started: Option<tokio::task::JoinHandle<Result<(), StoreError>>>,
+    /// Resolves when the start is written (at once after
+    /// [`RunRecording::start`]); with why it was not.
+    started: StartWritten,
 }
 
 impl std::fmt::Debug for RunRecording {
@@ -74,13 +78,23 @@ impl RunRecording {
     ) -> Result<Self, StoreError> {
         let account = account.into();
         write_start(&store, &account, run, thread.as_ref()).await?;
-        Ok(Self::recording(store, account, run, thread, pricing, None))
+        let (written, started) = oneshot::channel();
+        let _ = written.send(Ok(()));
+        Ok(Self::recording(
+            store,
+            account,
+            run,
+            thread,
+            pricing,
+            StartWritten(started.shared()),
+        ))
     }
 
     /// [`RunRecording::start`] without waiting for the store: the run's row and
-    /// thread are written in the background (before its status at the end), so
-    /// a slow store never delays the run's first event. A start the store
-    /// refused is reported by [`RunRecording::finish`].
+    /// thread are written in the background, through the store's writer
+    /// (before its status at the end), so a slow store never delays the run's
+    /// first event. [`RunRecording::started`] tells when the start is written;
+    /// a start the store refused is reported by [`RunRecording::finish`].
     pub fn begin(
         store: Store,
         account: impl Into<String>,
@@ -89,12 +103,29 @@ impl RunRecording {
         pricing: Option<Pricing>,
     ) -> Self {
         let account = account.into();
-        let writes = {
+        let (written, started) = oneshot::channel();
+        {
             let (store, account, run, thread) =
                 (store.clone(), account.clone(), run.clone(), thread.clone());
-            tokio::spawn(async move { write_start(&store, &account, &run, thread.as_ref()).await })
-        };
-        Self::recording(store, account, run, thread, pricing, Some(writes))
+            tokio::spawn(async move {
+                let result = store.writer().start_run(&account, run, thread).await;
+                let _ = written.send(result.map_err(|e| e.to_string()));
+            });
+        }
+        Self::recording(
+            store,
+            account,
+            run,
+            thread,
+            pricing,
+            StartWritten(started.shared()),
+        )
+    }
+
+    /// Resolves when the run's start is written (or its write failed): a
+    /// reader of the store in this process that must see the run waits on it.
+    pub fn started(&self) -> StartWritten {
+        self.started.clone()
     }
 
     fn recording(
@@ -103,7 +134,7 @@ impl RunRecording {
         run: &NewRun,
         thread: Option<Thread>,
         pricing: Option<Pricing>,
-        started: Option<tokio::task::JoinHandle<Result<(), StoreError>>>,
+        started: StartWritten,
     ) -> Self {
         let log = Arc::new(StoreLog::new(store.clone(), account.clone()));
         let recorder = RunRecorder::start(log, run.id.clone(), 0, RecorderOptions::default());
@@ -174,12 +205,10 @@ impl RunRecording {
     /// already happened; the caller reports it).
     pub async fn finish(self, end: RunEnd<'_>) -> Vec<String> {
         let mut failures = Vec::new();
-        if let Some(started) = self.started {
-            match started.await {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => failures.push(format!("the run's start was not stored: {error}")),
-                Err(error) => failures.push(format!("the run's start was not stored: {error}")),
-            }
+        match self.started.0.await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => failures.push(format!("the run's start was not stored: {error}")),
+            Err(_) => failures.push("the run's start was not stored: its writer stopped".into()),
         }
         let summary = self.recorder.finish().await;
         if let Some(error) = &summary.unwritten {
@@ -208,6 +237,28 @@ impl RunRecording {
             failures.push(e.to_string());
         }
         failures
+    }
+}
+
+/// Resolves when a run's start is written, or its write failed (see
+/// [`RunRecording::started`]).
+#[derive(Clone)]
+pub struct StartWritten(Shared<oneshot::Receiver<Result<(), String>>>);
+
+impl std::fmt::Debug for StartWritten {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StartWritten")
+    }
+}
+
+impl std::future::Future for StartWritten {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        self.0.poll_unpin(cx).map(|_| ())
     }
 }
 
