@@ -14,7 +14,7 @@
 //! positions, retried by the recorder when the write fails. (Rows of a
 //! conflicting request that did not conflict are kept: a retry repeats them.)
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use ai_core::{AiEvent, Message};
 use sqlx::any::{AnyArguments, AnyRow};
@@ -246,6 +246,38 @@ async fn multi_row<'a>(
     Ok(returned)
 }
 
+/// Inserts `rows` (`head (tuples) tail`, an `INSERT ... ON CONFLICT DO
+/// NOTHING`), [`ROWS_PER_STATEMENT`] at a time; the rows of the statements
+/// that did not insert all of theirs (a repeat or a conflict among them), for
+/// the caller to check. Counting beats `RETURNING`: SQLite hands each returned
+/// row across a thread.
+async fn insert_rows<'a>(
+    connection: &mut sqlx::AnyConnection,
+    head: &str,
+    tail: &str,
+    rows: &[Vec<Value<'a>>],
+) -> Result<Vec<usize>, StoreError> {
+    let mut unsure = Vec::new();
+    let Some(columns) = rows.first().map(Vec::len) else {
+        return Ok(unsure);
+    };
+    for (chunk_index, chunk) in rows.chunks(ROWS_PER_STATEMENT).enumerate() {
+        let sql = format!("{head} {} {tail}", tuples(chunk.len(), columns));
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for row in chunk {
+            for value in row {
+                query = bind(query, *value);
+            }
+        }
+        let done = query.execute(&mut *connection).await?;
+        if done.rows_affected() < chunk.len() as u64 {
+            let first = chunk_index * ROWS_PER_STATEMENT;
+            unsure.extend(first..first + chunk.len());
+        }
+    }
+    Ok(unsure)
+}
+
 /// Checks left for after the commit: rows a request wrote that were there
 /// already (a repeat, or a conflict).
 enum Check<'a> {
@@ -374,21 +406,16 @@ async fn starts<'a>(
         &threads,
     )
     .await?;
-    let inserted = multi_row(
+    let unsure = insert_rows(
         connection,
         "INSERT INTO runs (account_id, id, thread_id, graph, model, prompt_hash, owner, started_ms, alive_ms, status, updated_ms) VALUES",
-        "ON CONFLICT (account_id, id) DO NOTHING RETURNING account_id, id",
+        "ON CONFLICT (account_id, id) DO NOTHING",
         &runs,
     )
     .await?;
-    let fresh: HashSet<(String, String)> = inserted
-        .iter()
-        .map(|row| Ok((row.try_get("account_id")?, row.try_get("id")?)))
-        .collect::<Result<_, sqlx::Error>>()?;
-    for (index, account, run) in started {
-        if !fresh.contains(&(account.to_owned(), run.id.clone())) {
-            checks.push(Check::Run(index, account, run));
-        }
+    for row in unsure {
+        let (index, account, run) = started[row];
+        checks.push(Check::Run(index, account, run));
     }
     Ok(())
 }
@@ -431,29 +458,16 @@ async fn events<'a>(
             keys.push((index, account, run_id.as_str(), seq, text.as_str()));
         }
     }
-    let inserted = multi_row(
+    let unsure = insert_rows(
         connection,
         "INSERT INTO run_events (account_id, run_id, seq, at_ms, event) VALUES",
-        "ON CONFLICT (account_id, run_id, seq) DO NOTHING RETURNING account_id, run_id, seq",
+        "ON CONFLICT (account_id, run_id, seq) DO NOTHING",
         &rows,
     )
     .await?;
-    if inserted.len() < keys.len() {
-        let fresh: HashSet<(String, String, i64)> = inserted
-            .iter()
-            .map(|row| {
-                Ok((
-                    row.try_get("account_id")?,
-                    row.try_get("run_id")?,
-                    row.try_get("seq")?,
-                ))
-            })
-            .collect::<Result<_, sqlx::Error>>()?;
-        for (index, account, run_id, seq, text) in keys {
-            if !fresh.contains(&(account.to_owned(), run_id.to_owned(), seq)) {
-                checks.push(Check::Event(index, account, run_id, seq, text));
-            }
-        }
+    for row in unsure {
+        let (index, account, run_id, seq, text) = keys[row];
+        checks.push(Check::Event(index, account, run_id, seq, text));
     }
     Ok(())
 }
@@ -542,30 +556,19 @@ async fn usage<'a>(
                 Value::MaybeInt(fact.cost_micros),
                 Value::Int(fact.at_ms),
             ]);
-            facts.push((index, account, fact, *seq));
+            facts.push((index, account, fact));
         }
     }
-    let inserted = multi_row(
+    let unsure = insert_rows(
         connection,
         "INSERT INTO usage_facts (account_id, run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms) VALUES",
-        "ON CONFLICT (account_id, run_id, call_seq) DO NOTHING RETURNING account_id, run_id, call_seq",
+        "ON CONFLICT (account_id, run_id, call_seq) DO NOTHING",
         &rows,
     )
     .await?;
-    let fresh: HashSet<(String, String, i64)> = inserted
-        .iter()
-        .map(|row| {
-            Ok((
-                row.try_get("account_id")?,
-                row.try_get("run_id")?,
-                row.try_get("call_seq")?,
-            ))
-        })
-        .collect::<Result<_, sqlx::Error>>()?;
-    for (index, account, fact, seq) in facts {
-        if !fresh.contains(&(account.to_owned(), fact.run_id.clone(), seq)) {
-            checks.push(Check::Usage(index, account, fact));
-        }
+    for row in unsure {
+        let (index, account, fact) = facts[row];
+        checks.push(Check::Usage(index, account, fact));
     }
     Ok(())
 }

@@ -153,8 +153,6 @@ const BATCH_ROWS: usize = 512;
 #[derive(Debug)]
 struct Shared {
     taken: Mutex<Taken>,
-    /// [`RecorderOptions::merge_window`].
-    window: Duration,
     /// Wakes the writer early: a full batch, or the end.
     wake: tokio::sync::Notify,
 }
@@ -162,14 +160,13 @@ struct Shared {
 /// Events taken and not yet handed to the writer.
 #[derive(Debug, Default)]
 struct Taken {
-    /// Rows (the last may still take deltas).
+    /// Rows taken since the writer last took them: the last may still take
+    /// deltas, so a row holds the deltas of one merge window at most.
     rows: Vec<AiEvent>,
     /// Events in `rows` (merged deltas count each).
     events: usize,
     /// Events taken and not yet written: `events` and those the writer holds.
     unwritten: usize,
-    /// When the last row started taking deltas.
-    merge_started: Option<Instant>,
     /// Events taken in all.
     total: u64,
     /// No more events (the recorder is finishing).
@@ -188,7 +185,6 @@ impl RunRecorder {
         let backlog = options.backlog.max(1);
         let shared = Arc::new(Shared {
             taken: Mutex::new(Taken::default()),
-            window: options.merge_window,
             wake: tokio::sync::Notify::new(),
         });
         let writer = Writer {
@@ -227,16 +223,11 @@ impl RunRecorder {
         taken.unwritten += 1;
         taken.events += 1;
         taken.total += 1;
-        let within = taken
-            .merge_started
-            .is_some_and(|at| at.elapsed() < self.shared.window);
-        if within
-            && let Some(last) = taken.rows.last_mut()
+        if let Some(last) = taken.rows.last_mut()
             && merge(last, event)
         {
             return Ok(());
         }
-        taken.merge_started = is_delta(event).then(Instant::now);
         taken.rows.push(event.clone());
         if taken.rows.len() >= BATCH_ROWS {
             self.shared.wake.notify_one();
@@ -310,7 +301,6 @@ impl Writer {
         let mut taken = self.shared.lock();
         self.batch_events += std::mem::take(&mut taken.events);
         self.batch.append(&mut taken.rows);
-        taken.merge_started = None;
         taken.closed
     }
 
@@ -354,13 +344,6 @@ impl Writer {
             }
         }
     }
-}
-
-fn is_delta(event: &AiEvent) -> bool {
-    matches!(
-        event.kind,
-        AiEventKind::TextDelta { .. } | AiEventKind::ReasoningDelta { .. }
-    )
 }
 
 /// Appends `next`'s delta to `last` when both are deltas of one kind from the
