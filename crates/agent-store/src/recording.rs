@@ -81,12 +81,7 @@ impl RunRecording {
         let (written, started) = oneshot::channel();
         let _ = written.send(Ok(()));
         Ok(Self::recording(
-            store,
-            account,
-            run,
-            thread,
-            pricing,
-            StartWritten(started.shared()),
+            store, account, run, thread, pricing, started,
         ))
     }
 
@@ -112,14 +107,7 @@ impl RunRecording {
                 let _ = written.send(result.map_err(|e| e.to_string()));
             });
         }
-        Self::recording(
-            store,
-            account,
-            run,
-            thread,
-            pricing,
-            StartWritten(started.shared()),
-        )
+        Self::recording(store, account, run, thread, pricing, started)
     }
 
     /// Resolves when the run's start is written (or its write failed): a
@@ -134,7 +122,7 @@ impl RunRecording {
         run: &NewRun,
         thread: Option<Thread>,
         pricing: Option<Pricing>,
-        started: StartWritten,
+        started: oneshot::Receiver<Result<(), String>>,
     ) -> Self {
         let log = Arc::new(StoreLog::new(store.clone(), account.clone()));
         let recorder = RunRecorder::start(log, run.id.clone(), 0, RecorderOptions::default());
@@ -147,7 +135,7 @@ impl RunRecording {
             pricing,
             usage: Vec::new(),
             refused: None,
-            started,
+            started: StartWritten(started.shared()),
         }
     }
 

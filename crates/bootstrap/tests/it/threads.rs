@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde_json::Value;
 
 use agent_testing::server::{OpenAiServer, Reply};
@@ -301,23 +300,14 @@ async fn served_chats_are_kept_listed_and_deleted_and_a_killed_server_interrupts
     assert_eq!(get(format!("{base}/api/chats/chat-fr")).await.0, 404);
 
     // A second chat streams without end; the server is killed during it.
-    let mut stream = client
-        .post(format!("{base}/api/chat"))
-        .bearer_auth(&token)
-        .json(&chat_body("chat-long", "Talk forever."))
-        .send()
-        .await
-        .unwrap()
-        .bytes_stream();
-    let mut seen = 0;
-    while seen < 4_000 {
-        let chunk = tokio::time::timeout(Duration::from_secs(30), stream.next())
-            .await
-            .expect("the server streams")
-            .unwrap()
-            .unwrap();
-        seen += chunk.len();
-    }
+    let _stream = streaming(
+        &client,
+        &base,
+        &token,
+        &chat_body("chat-long", "Talk forever."),
+        4_000,
+    )
+    .await;
     sigkill(&child);
     child.wait().await.unwrap();
     let (_, listed, _) = home.run(None, &["threads", "list", "--json"]).await;
@@ -862,6 +852,34 @@ async fn a_chats_messages_are_stored_in_the_order_of_its_runs() {
     assert_eq!(messages, "One? | First answer. | Two? | Second answer.");
 }
 
+/// POSTs chat `body` and reads its stream until `bytes` arrived; the response,
+/// still streaming.
+async fn streaming(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+    body: &Value,
+    bytes: usize,
+) -> reqwest::Response {
+    let mut response = client
+        .post(format!("{base}/api/chat"))
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let mut seen = 0;
+    while seen < bytes {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), response.chunk())
+            .await
+            .expect("the server streams")
+            .unwrap()
+            .expect("the stream goes on");
+        seen += chunk.len();
+    }
+    response
+}
+
 /// A reply streaming `w0 w1 w2 ...` every `every_ms`, never ending.
 fn endless_words(every_ms: u64) -> Reply {
     Reply::endless(Duration::from_millis(every_ms), |n| {
@@ -1157,23 +1175,14 @@ async fn a_killed_server_with_a_chat_an_approval_and_a_stream_loses_nothing() {
         &chat_body("chat-sh", "Count a run."),
     )
     .await;
-    let mut stream = client
-        .post(format!("{base}/api/chat"))
-        .bearer_auth(&token)
-        .json(&chat_body("chat-long", "Talk forever."))
-        .send()
-        .await
-        .unwrap()
-        .bytes_stream();
-    let mut seen = 0;
-    while seen < 3_000 {
-        let chunk = tokio::time::timeout(Duration::from_secs(30), stream.next())
-            .await
-            .expect("the server streams")
-            .unwrap()
-            .unwrap();
-        seen += chunk.len();
-    }
+    let _stream = streaming(
+        &client,
+        &base,
+        &token,
+        &chat_body("chat-long", "Talk forever."),
+        3_000,
+    )
+    .await;
     // The finished and the paused runs' records are written (they end after
     // their streams); then the server dies.
     let store_path = home.data_home.join("agent/store.db");
