@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use futures::StreamExt;
 use serde_json::Value;
 
 use agent_testing::server::{OpenAiServer, Reply};
