@@ -2,8 +2,9 @@
 //! client to show and continue (`useChat({ messages })`).
 //!
 //! The thread's messages are stored as the model saw them, unredacted; a UI
-//! never sees them so. The text of user and assistant messages is shown as it
-//! is (the user's own words and the answers the live stream showed); a tool
+//! never sees them so. The text and files of user messages and the text of
+//! assistant messages are shown as they are (the user's own words and files,
+//! and the answers the live stream showed); a tool
 //! call's input and output are the redacted views its run's event log holds,
 //! as the live stream showed them. A call the log has no view of shows `{}`.
 //! A call waiting for an approval is shown as the approval request, with an
@@ -92,10 +93,26 @@ pub(crate) fn ui_messages(
     let mut assistant: Option<Value> = None;
     for (seq, message) in messages.iter().enumerate() {
         match message {
-            Message::User { content, .. } => {
+            Message::User {
+                content,
+                attachments,
+            } => {
                 shown.extend(assistant.take());
-                shown.push(json!({"id": format!("u-{seq}"), "role": "user",
-                                  "parts": [{"type": "text", "text": content}]}));
+                let mut parts: Vec<Value> = attachments
+                    .iter()
+                    .map(|file| {
+                        let mut part = json!({"type": "file", "mediaType": file.media_type(),
+                                              "url": file.to_data_url()});
+                        if let Some(name) = file.name() {
+                            part["filename"] = name.into();
+                        }
+                        part
+                    })
+                    .collect();
+                if !content.is_empty() || parts.is_empty() {
+                    parts.insert(0, json!({"type": "text", "text": content}));
+                }
+                shown.push(json!({"id": format!("u-{seq}"), "role": "user", "parts": parts}));
             }
             Message::Assistant {
                 content,
@@ -292,5 +309,38 @@ mod tests {
         assert_eq!(parts[5]["state"], "approval-requested");
         assert_eq!(parts[5]["approval"]["id"], "c3|core__exec_shell|sha256:ab");
         assert_eq!(parts[5]["input"], json!({"command": "ls"}));
+    }
+
+    #[test]
+    fn a_users_files_come_back_as_the_file_parts_it_sent() {
+        let png = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUg==";
+        let image = ai_core::message::Attachment::from_data_url("dot.png", png, 1024).unwrap();
+        let notes = ai_core::message::Attachment::from_data_url(
+            "notes.txt",
+            "data:text/plain;base64,aGVsbG8=",
+            1024,
+        )
+        .unwrap();
+        let thread = vec![Message::User {
+            content: "look".into(),
+            attachments: vec![image.clone(), notes.clone()],
+        }];
+        let issue = |_: &str, _: &str, _: &str| String::new();
+        let shown = ui_messages(&thread, &HashMap::new(), &issue);
+        let parts = shown[0]["parts"].as_array().unwrap();
+        assert_eq!(parts[0], json!({"type": "text", "text": "look"}));
+        assert_eq!(
+            parts[1],
+            json!({"type": "file", "mediaType": "image/png", "filename": "dot.png", "url": png})
+        );
+        // What the page would send back is the same attachment again.
+        for (part, file) in parts[1..].iter().zip([image, notes]) {
+            let url = part["url"].as_str().unwrap();
+            let name = part["filename"].as_str().unwrap();
+            assert_eq!(
+                ai_core::message::Attachment::from_data_url(name, url, 1024).unwrap(),
+                file
+            );
+        }
     }
 }

@@ -314,6 +314,38 @@ impl Attachment {
             Self::Text { text, .. } => text.len(),
         }
     }
+
+    /// Its file name, when known.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Self::Image { name, .. } => name.as_deref(),
+            Self::Text { name, .. } => Some(name),
+        }
+    }
+
+    /// Its media type.
+    pub fn media_type(&self) -> &str {
+        match self {
+            Self::Image { media_type, .. } | Self::Text { media_type, .. } => media_type,
+        }
+    }
+
+    /// As a `data:<type>;base64,<data>` URL, the form
+    /// [`Attachment::from_data_url`] reads back (and a browser shows).
+    pub fn to_data_url(&self) -> String {
+        use base64::Engine as _;
+        match self {
+            Self::Image {
+                media_type, data, ..
+            } => format!("data:{media_type};base64,{data}"),
+            Self::Text {
+                media_type, text, ..
+            } => format!(
+                "data:{media_type};base64,{}",
+                base64::engine::general_purpose::STANDARD.encode(text)
+            ),
+        }
+    }
 }
 
 /// The image type of `bytes`, by signature.
