@@ -8,8 +8,8 @@
 //! call's input and output are the redacted views its run's event log holds,
 //! as the live stream showed them. A call the log has no view of shows `{}`.
 //! A call waiting for an approval is shown as the approval request, with an
-//! approval id the server issues anew; a client tool's output is the client's
-//! own.
+//! approval id the server issues anew, and a denied one as `output-denied`; a
+//! client tool's output is the client's own.
 
 use std::collections::HashMap;
 
@@ -189,6 +189,12 @@ fn tool_part(
                 None => empty(),
             };
         }
+        (Some((content, true)), _) if *content == crate::contract::DENIED => {
+            // As the AI SDK shows a denied approval; sent back, it reads as a
+            // denial again.
+            part["state"] = "output-denied".into();
+            part["approval"] = json!({"id": format!("denied-{id}"), "approved": false});
+        }
         (Some((content, true)), view) => {
             part["state"] = "output-error".into();
             part["errorText"] = view
@@ -262,9 +268,11 @@ mod tests {
                 tool_calls: vec![
                     call("c1", "core__read_file"),
                     call("c2", "core__exec_shell"),
+                    call("c4", "core__exec_shell"),
                 ],
             },
             Message::tool("c1", "the secret contents"),
+            Message::tool_error("c4", crate::contract::DENIED),
             Message::tool_error("c2", "exit 1: hunter2 rejected"),
             Message::Assistant {
                 content: Some("Done.".into()),
@@ -304,11 +312,13 @@ mod tests {
         assert_eq!(parts[2]["state"], "output-error");
         assert_eq!(parts[2]["errorText"], "The call failed.");
         assert_eq!(parts[2]["input"], json!({}));
-        assert_eq!(parts[3], json!({"type": "step-start"}));
-        assert_eq!(parts[4]["text"], "Done.");
-        assert_eq!(parts[5]["state"], "approval-requested");
-        assert_eq!(parts[5]["approval"]["id"], "c3|core__exec_shell|sha256:ab");
-        assert_eq!(parts[5]["input"], json!({"command": "ls"}));
+        assert_eq!(parts[3]["state"], "output-denied");
+        assert_eq!(parts[3]["approval"]["approved"], false);
+        assert_eq!(parts[4], json!({"type": "step-start"}));
+        assert_eq!(parts[5]["text"], "Done.");
+        assert_eq!(parts[6]["state"], "approval-requested");
+        assert_eq!(parts[6]["approval"]["id"], "c3|core__exec_shell|sha256:ab");
+        assert_eq!(parts[6]["input"], json!({"command": "ls"}));
     }
 
     #[test]
