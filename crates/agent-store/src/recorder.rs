@@ -136,7 +136,7 @@ pub struct RecordSummary {
 /// Writes one run's events in the background (see the module docs).
 ///
 /// Taking an event wakes nothing: it is merged or queued under a lock, and the
-/// writer task wakes once per merge window (or when [`BATCH_ROWS`] rows are
+/// writer task wakes once per merge window (or when 512 rows are
 /// waiting) to write what was taken meanwhile. A stream of deltas costs the
 /// run a lock and a string append each, not a task switch each.
 #[derive(Debug)]
