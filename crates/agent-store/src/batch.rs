@@ -205,6 +205,29 @@ fn bind<'q>(query: Query<'q>, value: Value<'q>) -> Query<'q> {
     }
 }
 
+/// `rows` cut into statements: [`ROWS_PER_STATEMENT`] rows each, the rest in
+/// power-of-two sizes (64, 32, ..., 1), so a kind of statement has at most
+/// eight shapes and each connection's prepared-statement cache keeps them (a
+/// statement of every size would be parsed anew each time). Each with the
+/// index of its first row.
+fn statements<'r, T>(rows: &'r [T]) -> impl Iterator<Item = (usize, &'r [T])> + 'r {
+    let mut first = 0;
+    std::iter::from_fn(move || {
+        let left = rows.len() - first;
+        if left == 0 {
+            return None;
+        }
+        let size = if left >= ROWS_PER_STATEMENT {
+            ROWS_PER_STATEMENT
+        } else {
+            1 << left.ilog2()
+        };
+        let chunk = (first, &rows[first..first + size]);
+        first += size;
+        Some(chunk)
+    })
+}
+
 /// `($1, $2), ($3, $4)` for `rows` tuples of `columns`.
 fn tuples(rows: usize, columns: usize) -> String {
     let mut sql = String::new();
@@ -233,7 +256,7 @@ async fn multi_row<'a>(
     let Some(columns) = rows.first().map(Vec::len) else {
         return Ok(returned);
     };
-    for chunk in rows.chunks(ROWS_PER_STATEMENT) {
+    for (_, chunk) in statements(rows) {
         let sql = format!("{head} {} {tail}", tuples(chunk.len(), columns));
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         for row in chunk {
@@ -261,7 +284,7 @@ async fn insert_rows<'a>(
     let Some(columns) = rows.first().map(Vec::len) else {
         return Ok(unsure);
     };
-    for (chunk_index, chunk) in rows.chunks(ROWS_PER_STATEMENT).enumerate() {
+    for (first, chunk) in statements(rows) {
         let sql = format!("{head} {} {tail}", tuples(chunk.len(), columns));
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         for row in chunk {
@@ -271,7 +294,6 @@ async fn insert_rows<'a>(
         }
         let done = query.execute(&mut *connection).await?;
         if done.rows_affected() < chunk.len() as u64 {
-            let first = chunk_index * ROWS_PER_STATEMENT;
             unsure.extend(first..first + chunk.len());
         }
     }
@@ -698,4 +720,17 @@ pub(crate) fn insert_sql(rows: usize) -> String {
         "INSERT INTO run_events (account_id, run_id, seq, at_ms, event) VALUES {} ON CONFLICT (account_id, run_id, seq) DO NOTHING RETURNING account_id, run_id, seq",
         tuples(rows, 5)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_take_whole_hundreds_then_powers_of_two() {
+        let rows: Vec<u32> = (0..237).collect();
+        let cut: Vec<(usize, usize)> = statements(&rows).map(|(at, c)| (at, c.len())).collect();
+        assert_eq!(cut, [(0, 100), (100, 100), (200, 32), (232, 4), (236, 1)]);
+        assert_eq!(statements(&rows[..0]).count(), 0);
+    }
 }

@@ -73,7 +73,9 @@ impl Store {
             .acquire_timeout(Duration::from_secs(10));
         let options = match backend {
             // One writer at a time: wait for the lock instead of failing at once.
-            Backend::Sqlite => options.after_connect(|connection, _| {
+            // A local file's connection does not go stale: no ping before each
+            // use (a round trip to the connection's thread every time).
+            Backend::Sqlite => options.test_before_acquire(false).after_connect(|connection, _| {
                 Box::pin(async move {
                     connection
                         .execute("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;")
