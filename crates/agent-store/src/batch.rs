@@ -29,8 +29,11 @@ use crate::error::StoreError;
 /// pages it touches), for a little more delay in persistence.
 const GATHER: std::time::Duration = std::time::Duration::from_millis(100);
 /// It stops gathering sooner when no request came for this long: a quiet
-/// store writes at once, a busy one in large batches.
-const IDLE: std::time::Duration = std::time::Duration::from_millis(5);
+/// store writes within 25 ms, a busy one in large batches. (Every transaction
+/// costs round trips to SQLite's connection thread: at 5 ms, a hundred
+/// streams made a transaction every few milliseconds, and the relay bench lost
+/// a fifth more CPU to it.)
+const IDLE: std::time::Duration = std::time::Duration::from_millis(25);
 /// Rows written in one transaction, at most (more waits for the next one).
 const ROWS_PER_BATCH: usize = 4_000;
 /// Rows per statement. SQLite finds each `$n` parameter's name by a linear
