@@ -25,6 +25,8 @@ pub(crate) struct CallView {
     error: Option<String>,
     /// `sha256:` of the arguments, when the call asked for an approval.
     approval_hash: Option<String>,
+    /// The user denied the call.
+    denied: bool,
 }
 
 /// The views of the calls in `events`, by call id.
@@ -61,6 +63,7 @@ pub(crate) fn call_views<'a>(
                 ..
             } => {
                 let view = views.entry(tool_call_id.clone()).or_default();
+                view.denied = *error_code == Some(ai_core::tool::ToolErrorCode::ApprovalDenied);
                 if *ok {
                     view.output = Some(result.clone().unwrap_or_else(empty));
                 } else {
@@ -189,7 +192,7 @@ fn tool_part(
                 None => empty(),
             };
         }
-        (Some((content, true)), _) if *content == crate::contract::DENIED => {
+        (Some((content, true)), view) if view.denied || *content == crate::contract::DENIED => {
             // As the AI SDK shows a denied approval; sent back, it reads as a
             // denial again.
             part["state"] = "output-denied".into();

@@ -441,3 +441,52 @@ async fn a_page_that_sends_only_its_last_message_continues_the_stored_thread() {
         );
     }
 }
+
+/// A stored chat with a denied call and a file reloads in the stock chat
+/// logic: `validateUIMessages` takes the denied call (`output-denied`) and the
+/// file part as the server returns them, and the chat goes on from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_chat_with_a_denial_and_a_file_reloads_and_goes_on() {
+    for client in CLIENTS {
+        let (live, _dir) = crate::support::start_stored(ScriptedModel::new([
+            Turn::new().tool_call("w1", "app__write", json!({"key": "k", "value": 1})),
+            Turn::text("Not written, as you wish."),
+            Turn::text("Still here."),
+        ]))
+        .await;
+        let result = drive(
+            client,
+            &live,
+            json!({"chatId": "denied", "sendAutomaticallyWhen": "approvals", "steps": [
+                {"do": "send", "text": "write k", "files": [
+                    {"mediaType": "text/plain", "url": "data:text/plain;base64,aGVsbG8=", "filename": "notes.txt"}
+                ]},
+                {"do": "approve", "approved": false},
+                {"do": "reload", "persist": "server"},
+                {"do": "send", "text": "anything else?"}
+            ]}),
+        )
+        .await;
+        assert_no_error(&result, client);
+        assert_eq!(live.writes.load(Ordering::SeqCst), 0, "{client}: {result}");
+        let shown = messages(&result);
+        assert_eq!(
+            tool_part(&result, "w1")["state"],
+            "output-denied",
+            "{client}: {result}"
+        );
+        let files: Vec<&Value> = shown[0]["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["type"] == "file")
+            .collect();
+        assert_eq!(files.len(), 1, "{client}: {result}");
+        assert_eq!(files[0]["filename"], "notes.txt");
+        assert_eq!(
+            text(shown.last().unwrap()),
+            "Still here.",
+            "{client}: {result}"
+        );
+    }
+}
