@@ -1,14 +1,16 @@
-//! The store's one writer of run records: the starts, event appends and ends
-//! of every run recorded in the process, written together.
+//! The store's one writer of run records: the event appends and the ends of
+//! every run recorded in the process, written together.
 //!
 //! Each recorder writes its rows every merge window (250 ms), and each run
-//! writes its row at its start and its status, usage and messages at its end;
+//! writes its status, usage and messages at its end;
 //! a thousand streaming runs would be thousands of transactions a second, most
 //! of the store's cost. The writer gathers what queued for [`GATHER`] after the
 //! first request (less when the queue goes quiet) and writes it all in one
-//! transaction, with multi-row statements across runs and accounts (starts,
-//! events, then ends):
-//! the cost per run drops to its rows. Each request still succeeds or fails on
+//! transaction, with multi-row statements across runs and accounts (events,
+//! then ends):
+//! the cost per run drops to its rows. A run's start is not
+//! batched: another server deciding whether a chat's run is still going must
+//! see it at once. Each request still succeeds or fails on
 //! its own (a conflicting repeat fails its request only) with the semantics of
 //! the [`crate::AccountStore`] method it stands for: idempotent rows at fixed
 //! positions, retried by the recorder when the write fails. (Rows of a
@@ -21,7 +23,7 @@ use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::{Any, AnyPool, Row};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::account::{AccountStore, CallUsage, NewRun, RunStatus, Thread};
+use crate::account::{AccountStore, CallUsage, RunStatus};
 use crate::error::StoreError;
 
 /// How long the writer gathers requests after the first one before it writes
@@ -62,10 +64,6 @@ enum Op {
         /// The events as JSON text.
         rows: Vec<String>,
     },
-    Start {
-        run: NewRun,
-        thread: Option<Thread>,
-    },
     End(RunEndWrite),
 }
 
@@ -73,7 +71,6 @@ impl Op {
     fn rows(&self) -> usize {
         match self {
             Self::Events { rows, .. } => rows.len(),
-            Self::Start { .. } => 2,
             Self::End(end) => 2 + end.usage.len() + end.thread.as_ref().map_or(0, |t| t.2.len()),
         }
     }
@@ -129,17 +126,6 @@ impl StoreWriter {
             rows,
         };
         self.request(account, op).await
-    }
-
-    /// `AccountStore::create_thread` (when given) and `start_run`, in the
-    /// writer's next batch.
-    pub(crate) async fn start_run(
-        &self,
-        account: &str,
-        run: NewRun,
-        thread: Option<Thread>,
-    ) -> Result<(), StoreError> {
-        self.request(account, Op::Start { run, thread }).await
     }
 
     /// A run's usage facts (`record_usage`), status (`set_run_status`) and
@@ -306,7 +292,6 @@ async fn insert_rows<'a>(
 /// Checks left for after the commit: rows a request wrote that were there
 /// already (a repeat, or a conflict).
 enum Check<'a> {
-    Run(usize, &'a str, &'a NewRun),
     Event(usize, &'a str, &'a str, i64, &'a str),
     Usage(usize, &'a str, &'a CallUsage),
 }
@@ -319,25 +304,11 @@ async fn write(
     let mut outcomes: Vec<Result<(), StoreError>> = batch.iter().map(|_| Ok(())).collect();
     let mut checks = Vec::new();
     let mut transaction = pool.begin().await?;
-    starts(&mut transaction, batch, &mut checks).await?;
     events(&mut transaction, batch, &mut outcomes, &mut checks).await?;
     ends(&mut transaction, batch, &mut outcomes, &mut checks).await?;
     transaction.commit().await?;
     for check in checks {
         let (index, result) = match check {
-            Check::Run(index, account, run) => {
-                let stored = AccountStore::new(pool, account.to_owned())
-                    .run(&run.id)
-                    .await;
-                (
-                    index,
-                    match stored {
-                        Ok(Some(stored)) if stored.run == *run => Ok(()),
-                        Ok(_) => Err(StoreError::Conflict(format!("run `{}` exists", run.id))),
-                        Err(error) => Err(error),
-                    },
-                )
-            }
             Check::Event(index, account, run_id, seq, text) => {
                 let same = AccountStore::new(pool, account.to_owned())
                     .stored_event(run_id, seq)
@@ -383,66 +354,6 @@ fn same_usage(stored: &CallUsage, fact: &CallUsage) -> bool {
         at_ms: fact.at_ms,
         ..stored.clone()
     } == *fact
-}
-
-/// The batch's new threads and runs.
-async fn starts<'a>(
-    connection: &mut sqlx::AnyConnection,
-    batch: &'a [Request],
-    checks: &mut Vec<Check<'a>>,
-) -> Result<(), StoreError> {
-    let mut threads = Vec::new();
-    let mut runs = Vec::new();
-    let mut started = Vec::new();
-    for (index, request) in batch.iter().enumerate() {
-        let Op::Start { run, thread } = &request.op else {
-            continue;
-        };
-        let account = request.account.as_str();
-        if let Some(t) = thread {
-            threads.push(vec![
-                Value::Text(account),
-                Value::Text(&t.id),
-                Value::Text(&t.title),
-                Value::Text(&t.graph),
-                Value::Int(t.created_ms),
-                Value::Int(t.updated_ms),
-            ]);
-        }
-        runs.push(vec![
-            Value::Text(account),
-            Value::Text(&run.id),
-            Value::MaybeText(run.thread_id.as_deref()),
-            Value::Text(&run.graph),
-            Value::Text(&run.model),
-            Value::MaybeText(run.prompt_hash.as_deref()),
-            Value::Text(&run.owner),
-            Value::Int(run.started_ms),
-            Value::MaybeInt(run.heartbeat.then_some(run.started_ms)),
-            Value::Text(RunStatus::Running.as_str()),
-            Value::Int(run.started_ms),
-        ]);
-        started.push((index, account, run));
-    }
-    multi_row(
-        connection,
-        "INSERT INTO threads (account_id, id, title, graph, created_ms, updated_ms) VALUES",
-        "ON CONFLICT (account_id, id) DO NOTHING",
-        &threads,
-    )
-    .await?;
-    let unsure = insert_rows(
-        connection,
-        "INSERT INTO runs (account_id, id, thread_id, graph, model, prompt_hash, owner, started_ms, alive_ms, status, updated_ms) VALUES",
-        "ON CONFLICT (account_id, id) DO NOTHING",
-        &runs,
-    )
-    .await?;
-    for row in unsure {
-        let (index, account, run) = started[row];
-        checks.push(Check::Run(index, account, run));
-    }
-    Ok(())
 }
 
 /// The batch's event appends.

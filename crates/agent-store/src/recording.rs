@@ -86,8 +86,8 @@ impl RunRecording {
     }
 
     /// [`RunRecording::start`] without waiting for the store: the run's row and
-    /// thread are written in the background, through the store's writer
-    /// (before its status at the end), so a slow store never delays the run's
+    /// thread are written in the background, at once (before its status at the
+    /// end; not through the batching writer, so other servers see the run), so a slow store never delays the run's
     /// first event. [`RunRecording::started`] tells when the start is written;
     /// a start the store refused is reported by [`RunRecording::finish`].
     pub fn begin(
@@ -103,7 +103,7 @@ impl RunRecording {
             let (store, account, run, thread) =
                 (store.clone(), account.clone(), run.clone(), thread.clone());
             tokio::spawn(async move {
-                let result = store.writer().start_run(&account, run, thread).await;
+                let result = write_start(&store, &account, &run, thread.as_ref()).await;
                 let _ = written.send(result.map_err(|e| e.to_string()));
             });
         }
