@@ -342,6 +342,12 @@ const STALE_STATE: &str = "stale-decision";
 /// What the model is told about a call the user denied.
 pub const DENIED: &str = "The user denied this call.";
 
+/// Whether `content` is one of the server's own texts for a call that did not
+/// run ([`DENIED`], [`NOT_RUN`], [`STALE_DECISION`]).
+pub(crate) fn is_server_text(content: &str) -> bool {
+    [DENIED, NOT_RUN, STALE_DECISION].contains(&content)
+}
+
 /// Parses and checks a request body. `transcript` supplies what the model saw of
 /// calls the server ran; files are held to `limits`.
 pub fn parse(

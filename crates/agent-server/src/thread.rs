@@ -31,7 +31,7 @@ use std::collections::{HashMap, HashSet};
 
 use ai_core::Message;
 
-use crate::contract::{ChatRequest, DENIED, NOT_RUN, STALE_DECISION, Trigger};
+use crate::contract::{ChatRequest, NOT_RUN, Trigger};
 
 /// A run's history built on the stored thread.
 #[derive(Debug, Clone, PartialEq)]
@@ -185,7 +185,7 @@ fn settle(
             continue;
         }
         let result = match offered.get(id) {
-            Some(message) if tool.starts_with("client__") || is_settled_text(message) => {
+            Some(message) if tool.starts_with("client__") || is_server_result(message) => {
                 (*message).clone()
             }
             _ => Message::tool_error(id, NOT_RUN),
@@ -206,10 +206,9 @@ fn client_results(chat: &ChatRequest) -> HashMap<&str, &Message> {
         .collect()
 }
 
-/// One of the server's own texts for a call that did not run.
-fn is_settled_text(message: &Message) -> bool {
-    matches!(message, Message::Tool { content, .. }
-        if content == DENIED || content == NOT_RUN || content == STALE_DECISION)
+/// A result holding one of the server's own texts for a call that did not run.
+fn is_server_result(message: &Message) -> bool {
+    matches!(message, Message::Tool { content, .. } if crate::contract::is_server_text(content))
 }
 
 /// The calls of `messages` that have no result yet: call id to (tool, canonical
@@ -240,7 +239,7 @@ mod tests {
     use ai_core::message::MessageToolCall;
 
     use super::*;
-    use crate::contract::{ApprovalResponse, BodyFormat};
+    use crate::contract::{ApprovalResponse, BodyFormat, DENIED};
 
     fn request(history: Vec<Message>) -> ChatRequest {
         ChatRequest {

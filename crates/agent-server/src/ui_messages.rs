@@ -203,7 +203,7 @@ fn tool_part(
             part["errorText"] = view
                 .error
                 .unwrap_or_else(|| {
-                    if client_tool || is_server_text(content) {
+                    if client_tool || crate::contract::is_server_text(content) {
                         (*content).to_owned()
                     } else {
                         "The call failed.".to_owned()
@@ -228,16 +228,6 @@ fn tool_part(
         }
     }
     part
-}
-
-/// One of the server's own texts for a call that did not run.
-pub(crate) fn is_server_text(content: &str) -> bool {
-    [
-        crate::contract::DENIED,
-        crate::contract::NOT_RUN,
-        crate::contract::STALE_DECISION,
-    ]
-    .contains(&content)
 }
 
 #[cfg(test)]

@@ -233,6 +233,16 @@ fn tuples(rows: usize, columns: usize) -> String {
     sql
 }
 
+/// `head (tuples) tail` for `chunk`, its values bound.
+fn statement<'q>(head: &str, tail: &str, chunk: &[Vec<Value<'q>>], columns: usize) -> Query<'q> {
+    let sql = format!("{head} {} {tail}", tuples(chunk.len(), columns));
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for value in chunk.iter().flatten() {
+        query = bind(query, *value);
+    }
+    query
+}
+
 /// Runs `head (tuples) tail` over `rows`, [`ROWS_PER_STATEMENT`] at a time;
 /// the rows they return.
 async fn multi_row<'a>(
@@ -246,13 +256,7 @@ async fn multi_row<'a>(
         return Ok(returned);
     };
     for (_, chunk) in statements(rows) {
-        let sql = format!("{head} {} {tail}", tuples(chunk.len(), columns));
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for row in chunk {
-            for value in row {
-                query = bind(query, *value);
-            }
-        }
+        let query = statement(head, tail, chunk, columns);
         returned.extend(query.fetch_all(&mut *connection).await?);
     }
     Ok(returned)
@@ -274,14 +278,9 @@ async fn insert_rows<'a>(
         return Ok(unsure);
     };
     for (first, chunk) in statements(rows) {
-        let sql = format!("{head} {} {tail}", tuples(chunk.len(), columns));
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for row in chunk {
-            for value in row {
-                query = bind(query, *value);
-            }
-        }
-        let done = query.execute(&mut *connection).await?;
+        let done = statement(head, tail, chunk, columns)
+            .execute(&mut *connection)
+            .await?;
         if done.rows_affected() < chunk.len() as u64 {
             unsure.extend(first..first + chunk.len());
         }
