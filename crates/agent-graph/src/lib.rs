@@ -18,6 +18,10 @@
 //!   deferred approvals pauses with a serializable [`run::PausedRun`], and
 //!   [`run::resume`] continues it inside the loop with the user's
 //!   [`run::Decision`]s.
+//! - [`journal`]: the step seam of durable runs ([`run::durable`]): each model
+//!   call and tool execution a numbered step recorded in a
+//!   [`journal::StepJournal`] before the next starts; a run started again
+//!   replays what was recorded and never runs a call that acts twice.
 //! - [`prompt`]: prompts built from sections that contribute tools, and
 //!   [`prompt::prompt_hash`].
 //! - [`fanout`]: billing and history (lossless) and UI (lossy, bounded) consumers,
@@ -26,6 +30,7 @@
 pub mod agent;
 pub mod fanout;
 pub mod graph;
+pub mod journal;
 pub mod prompt;
 pub mod run;
 

@@ -30,6 +30,7 @@ mod queue;
 
 pub(crate) use queue::{Queue, Slot};
 
+use crate::journal::{Capture, RunStart, StepBody, StepJournal, StepKind, Steps};
 use crate::prompt::Params;
 
 /// Limits of one run. Every limit is explicit and its error says which was hit.
@@ -464,6 +465,10 @@ pub enum RunError {
     /// with another graph); the message says why.
     #[error("the paused run cannot be resumed: {0}")]
     InvalidResume(String),
+    /// A durable run's step journal could not be read or written: the run
+    /// stops rather than go on with a step it cannot record.
+    #[error(transparent)]
+    Journal(#[from] crate::journal::JournalError),
     /// The run failed in an unexpected way (a bug); the message is safe.
     #[error("internal error: {0}")]
     Internal(String),
@@ -498,6 +503,7 @@ impl RunError {
             Self::Incomplete { .. } => "incomplete_answer",
             Self::InvalidOutput { .. } => "invalid_output",
             Self::InvalidResume(_) => "invalid_resume",
+            Self::Journal(_) => "journal_failed",
             Self::Internal(_) => "internal_error",
         }
     }
@@ -725,6 +731,8 @@ pub(crate) struct Emitter {
     ctx: RunContext,
     /// Set for a subagent: the parent's call id and the child graph.
     nested: Option<(String, Option<String>)>,
+    /// A durable run's events since its last recorded step.
+    capture: Option<Arc<Capture>>,
 }
 
 enum Target {
@@ -733,11 +741,14 @@ enum Target {
 }
 
 /// Pushes into a run's queue (the sink of nested events; events are tagged by the
-/// call that emits them).
-struct QueueSink(Arc<Queue>);
+/// call that emits them), and into a durable run's capture.
+struct QueueSink(Arc<Queue>, Option<Arc<Capture>>);
 
 impl EventSink for QueueSink {
     fn emit(&self, event: AiEvent) {
+        if let Some(capture) = &self.1 {
+            capture.push(&event);
+        }
         self.0.push(event);
     }
 }
@@ -752,6 +763,9 @@ impl Emitter {
             Some((parent, graph)) => event.nested(parent, graph.as_deref()),
             None => event,
         };
+        if let Some(capture) = &self.capture {
+            capture.push(&event);
+        }
         match &self.target {
             Target::Queue(queue) => {
                 queue.push(event);
@@ -760,10 +774,22 @@ impl Emitter {
         }
     }
 
+    /// Emits a replayed step's events again (not captured: they are recorded).
+    fn replay(&self, events: &[AiEvent]) {
+        for event in events {
+            match &self.target {
+                Target::Queue(queue) => {
+                    queue.push(event.clone());
+                }
+                Target::Sink(sink) => sink.emit(event.clone()),
+            }
+        }
+    }
+
     /// Where tools of this run emit nested events.
     fn nested_sink(&self) -> Arc<dyn EventSink> {
         match &self.target {
-            Target::Queue(queue) => Arc::new(QueueSink(Arc::clone(queue))),
+            Target::Queue(queue) => Arc::new(QueueSink(Arc::clone(queue), self.capture.clone())),
             Target::Sink(sink) => Arc::clone(sink),
         }
     }
@@ -795,6 +821,8 @@ pub(crate) struct Start {
     resume: Option<(Vec<PendingApproval>, Vec<ClientCall>, Vec<Decision>)>,
     /// Set when the run cannot start: it ends with this error at once.
     refused: Option<RunError>,
+    /// A durable run's journal, and the capture of its events.
+    journal: Option<(Arc<dyn StepJournal>, Arc<Capture>)>,
 }
 
 impl Start {
@@ -813,6 +841,7 @@ impl Start {
             model_turns: 0,
             resume: None,
             refused: None,
+            journal: None,
         }
     }
 
@@ -831,6 +860,7 @@ impl Start {
             model_turns: paused.model_turns,
             resume: Some((paused.pending, paused.client_calls, decisions)),
             refused,
+            journal: None,
         }
     }
 }
@@ -850,6 +880,7 @@ pub(crate) async fn run_nested(
         target: Target::Sink(sink),
         ctx: request.context.clone(),
         nested: Some((parent_tool_call_id.to_owned(), request.graph.clone())),
+        capture: None,
     };
     drive(Start::new(request), deps, &emitter, cancel, 1).await
 }
@@ -867,6 +898,7 @@ pub(crate) fn fail(context: RunContext, error: RunError) -> RunHandle {
         target: Target::Queue(Arc::clone(&queue)),
         ctx: context,
         nested: None,
+        capture: None,
     };
     emitter.emit(AiEventKind::Error {
         code: error.code().to_owned(),
@@ -904,6 +936,20 @@ pub fn resume(paused: PausedRun, decisions: Vec<Decision>, deps: RunDeps) -> Run
     start(Start::resumed(paused, decisions), deps)
 }
 
+/// Starts (or starts again, after a crash) a durable run on the current tokio
+/// runtime: each model call and tool execution is a step recorded in `journal`
+/// before the next starts, and the steps `journal` already holds for the run
+/// are replayed, not repeated (see [`crate::journal`]). Give it the same
+/// [`RunStart`] every time; the run keeps its id.
+pub fn durable(start: RunStart, deps: RunDeps, journal: Arc<dyn StepJournal>) -> RunHandle {
+    let mut start = match start {
+        RunStart::New { request } => Start::new(request),
+        RunStart::Continue { paused, decisions } => Start::resumed(paused, decisions),
+    };
+    start.journal = Some((journal, Arc::new(Capture::default())));
+    self::start(start, deps)
+}
+
 fn start(start: Start, deps: RunDeps) -> RunHandle {
     let queue = Arc::new(Queue::lossless());
     let (final_tx, final_rx) = oneshot::channel();
@@ -915,10 +961,15 @@ fn start(start: Start, deps: RunDeps) -> RunHandle {
         trace_id = %log_field(&context.trace_id),
         ingress_request_id = %log_field(context.ingress_request_id.as_deref().unwrap_or("")),
     );
+    let capture = start
+        .journal
+        .as_ref()
+        .map(|(_, capture)| Arc::clone(capture));
     let emitter = Emitter {
         target: Target::Queue(Arc::clone(&queue)),
         ctx: context.clone(),
         nested: None,
+        capture,
     };
     let task_cancel = cancel.clone();
     let prompt_hash = start.request.prompt_hash.clone();
@@ -968,12 +1019,12 @@ fn start(start: Start, deps: RunDeps) -> RunHandle {
 /// messages and records in call order, as if it had never paused.
 async fn settle_pending(
     deps: &RunDeps,
-    (context, scope): (&RunContext, &CallScope),
+    (context, scope, counter): (&RunContext, &CallScope, &mut StepCounter<'_>),
     (pending, client_calls, decisions): (Vec<PendingApproval>, Vec<ClientCall>, Vec<Decision>),
     emitter: &Emitter,
     cancel: &CancellationToken,
     (messages, records): (&mut Vec<Message>, &mut Vec<ToolInvocationRecord>),
-) {
+) -> Result<(), RunError> {
     for call in &client_calls {
         let output = decisions.iter().find_map(|d| match d {
             Decision::ClientOutput {
@@ -1026,14 +1077,14 @@ async fn settle_pending(
             outcome: ai_core::completion::ToolCallOutcome::Complete,
             raw: call.raw,
         };
-        let exec = deps
-            .runner
-            .exec_scoped(context, &deps.catalog, call, cancel, emitter, &scope)
-            .await;
+        let number = counter.take(1);
+        let journal = (counter.steps, number);
+        let exec = exec_step(deps, (context, &scope), call, journal, emitter, cancel).await?;
         messages.push(tool_message(&exec));
         records.push(exec.record);
     }
     in_call_order(messages, records);
+    Ok(())
 }
 
 /// Orders the tool messages after the last assistant turn, and the records of its
@@ -1077,10 +1128,21 @@ async fn drive(
         model_turns,
         resume,
         refused,
+        journal,
     } = start;
     if let Some(error) = refused {
         return Err(error);
     }
+    let steps = match journal {
+        Some((journal, capture)) => {
+            Some(Steps::load(journal, &request.context.run_id, capture).await?)
+        }
+        None => None,
+    };
+    let mut counter = StepCounter {
+        steps: steps.as_ref(),
+        next: 0,
+    };
     let hash = request.prompt_hash.clone();
     let scope = CallScope {
         graph: request.graph.clone(),
@@ -1093,6 +1155,7 @@ async fn drive(
             depth,
         }),
         decisions: Vec::new(),
+        outcome_unknown: Vec::new(),
     };
     let context = request.context.clone();
     if depth == 0 {
@@ -1107,7 +1170,8 @@ async fn drive(
     }
     if let Some(resume) = resume {
         let history = (&mut request.messages, &mut records);
-        settle_pending(deps, (&context, &scope), resume, emitter, cancel, history).await;
+        let call = (&context, &scope, &mut counter);
+        settle_pending(deps, call, resume, emitter, cancel, history).await?;
         if cancel.is_cancelled() {
             return Err(RunError::Cancelled);
         }
@@ -1146,10 +1210,18 @@ async fn drive(
             context: context.clone(),
             settings: request.settings.clone(),
         };
-        let turn = model_turn(deps, completion, emitter, cancel).await?;
+        let number = counter.take(1);
+        let turn = turn_step(
+            deps,
+            completion,
+            (&counter, number),
+            emitter,
+            cancel,
+            hash.as_deref(),
+        )
+        .await?;
         if let Some(fact) = &turn.usage {
             total_tokens = total_tokens.saturating_add(fact.total_tokens);
-            emitter.emit(usage_event(fact.clone(), hash.as_deref()));
             usage.push(fact.clone());
         }
         if turn.tool_calls.is_empty() {
@@ -1188,7 +1260,7 @@ async fn drive(
         }
         let waiting = tool_turn(
             deps,
-            (&context, &scope),
+            (&context, &scope, &mut counter),
             &turn,
             (request.defer_approvals, limits.tool_concurrency),
             emitter,
@@ -1199,7 +1271,7 @@ async fn drive(
         if cancel.is_cancelled() {
             return Err(RunError::Cancelled);
         }
-        let (waiting, client_calls) = waiting;
+        let (waiting, client_calls) = waiting?;
         if !waiting.is_empty() || !client_calls.is_empty() {
             for pending in &waiting {
                 emitter.emit(AiEventKind::ToolApprovalRequested {
@@ -1251,13 +1323,13 @@ async fn drive(
 /// deferred calls (a deferred call gets its tool message when the run resumes).
 async fn tool_turn(
     deps: &RunDeps,
-    (context, scope): (&RunContext, &CallScope),
+    (context, scope, counter): (&RunContext, &CallScope, &mut StepCounter<'_>),
     turn: &CompletionFinal,
     (defer_approvals, concurrency): (bool, usize),
     emitter: &Emitter,
     cancel: &CancellationToken,
     (messages, records): (&mut Vec<Message>, &mut Vec<ToolInvocationRecord>),
-) -> (Vec<PendingApproval>, Vec<ClientCall>) {
+) -> Result<(Vec<PendingApproval>, Vec<ClientCall>), RunError> {
     let pending: Vec<Option<Deferred>> = turn
         .tool_calls
         .iter()
@@ -1274,9 +1346,18 @@ async fn tool_turn(
         .filter(|(_, p)| p.is_none())
         .map(|(call, _)| as_tool_call(call))
         .collect();
-    let mut executions = run_tools(deps, (context, scope), to_run, emitter, cancel, concurrency)
-        .await
-        .into_iter();
+    let first = counter.take(u32::try_from(to_run.len()).unwrap_or(u32::MAX));
+    let journal = (counter.steps, first);
+    let mut executions = run_tools(
+        deps,
+        (context, scope, journal),
+        to_run,
+        emitter,
+        cancel,
+        concurrency,
+    )
+    .await?
+    .into_iter();
     let mut calls = Vec::with_capacity(turn.tool_calls.len());
     let mut tool_messages = Vec::new();
     let mut waiting = Vec::new();
@@ -1318,7 +1399,7 @@ async fn tool_turn(
         tool_calls: calls,
     });
     messages.extend(tool_messages);
-    (waiting, client_calls)
+    Ok((waiting, client_calls))
 }
 
 /// The tool message of an execution: its model-facing result, flagged as an
@@ -1547,34 +1628,149 @@ impl ArgumentStreams {
 /// results in call order. Otherwise one at a time, in call order.
 async fn run_tools(
     deps: &RunDeps,
-    (context, scope): (&RunContext, &CallScope),
+    (context, scope, (steps, first)): (&RunContext, &CallScope, (Option<&Steps>, u32)),
     calls: Vec<ToolCall>,
     emitter: &Emitter,
     cancel: &CancellationToken,
     concurrency: usize,
-) -> Vec<ToolExecution> {
+) -> Result<Vec<ToolExecution>, RunError> {
     let all_read_only = calls.iter().all(|call| {
         deps.catalog
             .get(&call.name)
             .is_none_or(|spec| spec.effect == ToolEffect::ReadOnly)
     });
-    let exec = |call: ToolCall| {
-        deps.runner
-            .exec_scoped(context, &deps.catalog, call, cancel, emitter, scope)
+    let count = calls.len();
+    let numbered = calls.into_iter().zip(first..);
+    let exec = |(call, number): (ToolCall, u32)| {
+        exec_step(
+            deps,
+            (context, scope),
+            call,
+            (steps, number),
+            emitter,
+            cancel,
+        )
     };
-    if all_read_only && calls.len() > 1 {
-        futures::stream::iter(calls)
+    if all_read_only && count > 1 {
+        futures::stream::iter(numbered)
             .map(exec)
             .buffered(concurrency.max(1))
-            .collect()
+            .collect::<Vec<_>>()
             .await
+            .into_iter()
+            .collect()
     } else {
-        let mut out = Vec::with_capacity(calls.len());
-        for call in calls {
-            out.push(exec(call).await);
+        let mut out = Vec::with_capacity(count);
+        for call in numbered {
+            out.push(exec(call).await?);
         }
-        out
+        Ok(out)
     }
+}
+
+/// Runs one call through the runner; in a durable run, as step `number`: a
+/// recorded result is replayed, a call that acts records its intent first (and
+/// one whose intent was recorded without a result ends `outcome_unknown`
+/// unless its tool is idempotent), and the result is recorded before the run
+/// goes on.
+async fn exec_step(
+    deps: &RunDeps,
+    (context, scope): (&RunContext, &CallScope),
+    call: ToolCall,
+    (steps, number): (Option<&Steps>, u32),
+    emitter: &Emitter,
+    cancel: &CancellationToken,
+) -> Result<ToolExecution, RunError> {
+    let Some(steps) = steps else {
+        return Ok(deps
+            .runner
+            .exec_scoped(context, &deps.catalog, call, cancel, emitter, scope)
+            .await);
+    };
+    if let Some(step) = steps.get(number, StepKind::Tool)
+        && let Some(exec) = crate::journal::replayed_execution(step)
+    {
+        emitter.replay(&step.events);
+        return Ok(exec);
+    }
+    let id = deps.runner.call_ref(&call).tool_call_id;
+    let mut scope = std::borrow::Cow::Borrowed(scope);
+    if let Some(spec) = deps.catalog.get(&call.name)
+        && spec.effect != ToolEffect::ReadOnly
+    {
+        if steps.get(number, StepKind::Intent).is_some() {
+            if !spec.idempotent {
+                tracing::warn!(tool_call_id = %log_field(&id), "a call that acts was under way when the run stopped: its outcome is unknown");
+                scope.to_mut().outcome_unknown.push(id.clone());
+            }
+        } else {
+            let intent = StepBody::Intent {
+                idempotency_key: format!("{}:{id}", context.run_id),
+                tool_call_id: id.clone(),
+                tool_name: spec.id.as_str().to_owned(),
+            };
+            steps.record(number, intent, None).await?;
+        }
+    }
+    let exec = deps
+        .runner
+        .exec_scoped(context, &deps.catalog, call, cancel, emitter, &scope)
+        .await;
+    // A call cut short by the run's cancellation is not its result.
+    if cancel.is_cancelled() {
+        return Ok(exec);
+    }
+    steps
+        .record(number, StepBody::tool(&exec), Some(&id))
+        .await?;
+    Ok(exec)
+}
+
+/// A durable run's journal and the number of its next step (for any run: a run
+/// without a journal counts too, and records nothing).
+struct StepCounter<'a> {
+    steps: Option<&'a Steps>,
+    next: u32,
+}
+
+impl StepCounter<'_> {
+    /// The first of `n` numbers.
+    fn take(&mut self, n: u32) -> u32 {
+        let first = self.next;
+        self.next = self.next.saturating_add(n);
+        first
+    }
+}
+
+/// One model turn; in a durable run, step `number`: replayed when recorded, else
+/// streamed and recorded (its calls' ids settled first, so a replay names the
+/// same calls).
+async fn turn_step(
+    deps: &RunDeps,
+    completion: CompletionRequest,
+    (counter, number): (&StepCounter<'_>, u32),
+    emitter: &Emitter,
+    cancel: &CancellationToken,
+    prompt_hash: Option<&str>,
+) -> Result<CompletionFinal, RunError> {
+    if let Some(step) = counter.steps.and_then(|s| s.get(number, StepKind::Model))
+        && let crate::journal::StepBody::Model { turn } = &step.body
+    {
+        emitter.replay(&step.events);
+        return Ok(turn.clone());
+    }
+    let mut turn = model_turn(deps, completion, emitter, cancel).await?;
+    for call in &mut turn.tool_calls {
+        call.id = deps.runner.call_ref(&as_tool_call(call)).tool_call_id;
+    }
+    if let Some(fact) = &turn.usage {
+        emitter.emit(usage_event(fact.clone(), prompt_hash));
+    }
+    if let Some(steps) = counter.steps {
+        let body = StepBody::Model { turn: turn.clone() };
+        steps.record(number, body, None).await?;
+    }
+    Ok(turn)
 }
 
 /// The pending approval of `call` when it is deferred: a complete call of an

@@ -17,6 +17,7 @@ mod conformance;
 mod deferred;
 mod fanout_graph;
 mod front_door;
+mod journal;
 mod lifecycle;
 mod prompt;
 mod resume;

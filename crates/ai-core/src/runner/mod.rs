@@ -76,6 +76,10 @@ pub struct CallScope {
     /// call that needs an approval and has one is decided by it, not by the
     /// approver.
     pub decisions: Vec<PriorDecision>,
+    /// Calls whose outcome is unknown (a durable run's calls that were about to
+    /// act when its process died, by call id): each ends `outcome_unknown`
+    /// without running, its events and record as for any call.
+    pub outcome_unknown: Vec<String>,
 }
 
 impl std::fmt::Debug for CallScope {
@@ -86,6 +90,7 @@ impl std::fmt::Debug for CallScope {
             .field("events", &self.events.is_some())
             .field("nested", &self.nested)
             .field("decisions", &self.decisions)
+            .field("outcome_unknown", &self.outcome_unknown)
             .finish()
     }
 }
@@ -580,6 +585,12 @@ impl ToolRunner {
             ));
         };
         let spec = &entry.spec;
+        if scope.outcome_unknown.iter().any(|id| id == tool_call_id) {
+            return Err(Failure::new(
+                ToolErrorCode::OutcomeUnknown,
+                "the run stopped while this call was running, before its result was recorded: it may or may not have taken effect. It is not run again; check its effect (for example by reading what it would have changed) before you act again",
+            ));
+        }
         // Subagents nest one level deep: a subagent never runs a subagent.
         if *spec.id.source() == ToolSource::Graph
             && scope.nested.as_ref().is_some_and(|port| port.depth >= 1)

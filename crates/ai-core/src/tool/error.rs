@@ -43,11 +43,16 @@ pub enum ToolErrorCode {
     BudgetExceeded,
     /// A subagent tried to call a subagent: graphs nest at most one level deep.
     DepthExceeded,
+    /// A durable run stopped (its process died) after this call was about to act
+    /// and before its result was recorded: the call may or may not have happened,
+    /// and it is not run again. The model should check (read the file, list the
+    /// resource) before it acts again.
+    OutcomeUnknown,
 }
 
 impl ToolErrorCode {
     /// Every code, in declaration order.
-    pub const ALL: [ToolErrorCode; 16] = [
+    pub const ALL: [ToolErrorCode; 17] = [
         Self::InvalidJson,
         Self::InvalidArgs,
         Self::PolicyDenied,
@@ -64,6 +69,7 @@ impl ToolErrorCode {
         Self::NotFound,
         Self::BudgetExceeded,
         Self::DepthExceeded,
+        Self::OutcomeUnknown,
     ];
 
     /// The stable snake_case code.
@@ -85,6 +91,7 @@ impl ToolErrorCode {
             Self::NotFound => "not_found",
             Self::BudgetExceeded => "budget_exceeded",
             Self::DepthExceeded => "depth_exceeded",
+            Self::OutcomeUnknown => "outcome_unknown",
         }
     }
 }

@@ -170,6 +170,14 @@ impl ToolCallContext {
             nested: None,
         }
     }
+
+    /// The key an idempotent tool dedupes on: `RUN_ID:TOOL_CALL_ID`, the same
+    /// every time a durable run executes this call (a run keeps its id when it
+    /// resumes, and a call its id). Send it where the effect happens (an
+    /// `Idempotency-Key` header, a unique column) so a repeat does not act twice.
+    pub fn idempotency_key(&self) -> String {
+        format!("{}:{}", self.run.run_id, self.tool_call_id)
+    }
 }
 
 /// An event sink for events nested under one tool call: each emitted event is tagged

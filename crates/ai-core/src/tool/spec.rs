@@ -56,6 +56,14 @@ pub struct ToolSpec {
     /// `built-in` or `mcp server github`.
     #[serde(default)]
     pub origin: String,
+    /// The tool is safe to run again with the same idempotency key
+    /// ([`crate::tool::ToolCallContext::idempotency_key`]): a second call with a key
+    /// it has seen does not act twice. A durable run that stopped between such a
+    /// call's start and its recorded result runs it again with the same key
+    /// instead of reporting `outcome_unknown`. Meaningless for `read_only` tools
+    /// (they always run again).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idempotent: bool,
 }
 
 impl ToolSpec {
@@ -76,6 +84,7 @@ impl ToolSpec {
             redaction: None,
             schema_hash,
             origin: String::from("unspecified"),
+            idempotent: false,
         }
     }
 
@@ -89,6 +98,13 @@ impl ToolSpec {
     /// Sets the redaction allowlists.
     pub fn with_redaction(mut self, redaction: Redaction) -> Self {
         self.redaction = Some(redaction);
+        self
+    }
+
+    /// Declares the tool idempotent under its idempotency key (see
+    /// [`ToolSpec::idempotent`]).
+    pub fn with_idempotent(mut self, idempotent: bool) -> Self {
+        self.idempotent = idempotent;
         self
     }
 

@@ -159,6 +159,22 @@ async fn every_path_emits_exactly_one_start_and_one_result_with_one_id() {
         ids.push(exec.result.tool_call_id);
     }
 
+    // A durable run's call whose outcome is unknown: it ends without running.
+    let scope = ai_core::runner::CallScope {
+        outcome_unknown: vec!["call-unknown".into()],
+        ..ai_core::runner::CallScope::default()
+    };
+    let exec = h
+        .exec_scoped(ToolCall::new("call-unknown", "core__fails", "{}"), &scope)
+        .await;
+    assert_eq!(exec.result.error_code, Some(ToolErrorCode::OutcomeUnknown));
+    assert!(
+        exec.model_content
+            .contains("may or may not have taken effect")
+    );
+    covered.insert(Some("outcome_unknown"));
+    ids.push(exec.result.tool_call_id);
+
     // The last path: the run is cancelled while a tool sleeps (its budget is 30 s).
     let cancel = h.cancel.clone();
     let canceller = tokio::spawn(async move {

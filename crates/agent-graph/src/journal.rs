@@ -1,0 +1,400 @@
+//! The step seam of durable runs: a run's model calls and tool executions as
+//! numbered steps, each recorded in a [`StepJournal`] before the next starts, so a
+//! run whose process died resumes from its first unrecorded step.
+//!
+//! Start a durable run with [`crate::run::durable`] and a [`RunStart`] (a new
+//! request, or a paused run with its decisions); start it again, after a crash,
+//! with the same [`RunStart`] and the same journal: the steps recorded are
+//! replayed from the journal (their events emitted again, no model call, no tool
+//! call) and the run goes on from the first step that was not.
+//!
+//! What is exactly-once and what is not:
+//!
+//! - A recorded step's result is used as recorded, whatever happens later: a
+//!   model turn is paid for once, a tool result read by the model is the one it
+//!   read.
+//! - A step's body is at-least-once: a process that dies during a model call
+//!   makes that call again when the run resumes, and a `read_only` tool runs
+//!   again.
+//! - A `state_change` or `external_side_effect` call is at-most-once: before it
+//!   runs, an [`StepBody::Intent`] is recorded. A resumed run finding an intent
+//!   without a result does not run the call again: it ends `outcome_unknown`
+//!   (the model is told the call may or may not have happened), unless the
+//!   tool's spec says it is idempotent (`ToolSpec::idempotent`), in which case it
+//!   runs again with the same idempotency key
+//!   (`ToolCallContext::idempotency_key`, `RUN_ID:TOOL_CALL_ID`).
+//!
+//! Numbering: step 0 is the first thing a run does. The calls a continued run
+//! settles first (approved calls) take the first numbers, in call order; then
+//! each model turn takes one, and each of its executed calls one, in call order,
+//! assigned before any of them runs (so calls run concurrently keep their
+//! numbers). Calls deferred to an approval or to the client take none. A
+//! subagent's call is one step of its parent (its own turns are not steps).
+//!
+//! A step keeps the events the run emitted for it (already redacted, deltas
+//! merged), so a resumed run shows its whole history again: a consumer of a
+//! resumed run's events (the server's event log, started over) sees every step
+//! once, then the new ones.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use ai_core::AiEvent;
+use ai_core::completion::CompletionFinal;
+use ai_core::event::AiEventKind;
+use ai_core::runner::{ToolExecResult, ToolExecution, ToolInvocationRecord};
+use futures::future::BoxFuture;
+
+use crate::run::{Decision, PausedRun, RunRequest};
+
+/// What a durable run starts from: all it needs to start again after a crash
+/// (serializable; store it beside the run).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "from", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunStart {
+    /// A new run of a prepared request.
+    New {
+        /// The request.
+        request: RunRequest,
+    },
+    /// A paused run continued with the user's decisions.
+    Continue {
+        /// The paused run.
+        paused: PausedRun,
+        /// The decisions.
+        decisions: Vec<Decision>,
+    },
+}
+
+impl RunStart {
+    /// The run's id.
+    pub fn run_id(&self) -> &str {
+        match self {
+            Self::New { request } => &request.context.run_id,
+            Self::Continue { paused, .. } => &paused.request.context.run_id,
+        }
+    }
+}
+
+/// Which kind of record a [`Step`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StepKind {
+    /// A model call's assembled turn.
+    Model,
+    /// A call that acts is about to run.
+    Intent,
+    /// A tool call's result.
+    Tool,
+}
+
+impl StepKind {
+    /// The stable snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Model => "model",
+            Self::Intent => "intent",
+            Self::Tool => "tool",
+        }
+    }
+}
+
+/// What a step recorded.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StepBody {
+    /// A model call: the assembled turn (text, reasoning, calls with their
+    /// settled ids, usage, finish).
+    Model {
+        /// The turn.
+        turn: CompletionFinal,
+    },
+    /// A `state_change` or `external_side_effect` call is about to run.
+    Intent {
+        /// The call.
+        tool_call_id: String,
+        /// Its tool.
+        tool_name: String,
+        /// The key an idempotent tool dedupes on.
+        idempotency_key: String,
+    },
+    /// A tool call's result, as the model and the UI saw it.
+    Tool {
+        /// The UI result (redacted).
+        result: ToolExecResult,
+        /// The text of the model's tool message.
+        model_content: String,
+        /// Whether `model_content` was cut.
+        truncated: bool,
+        /// The audit record (redacted).
+        record: ToolInvocationRecord,
+    },
+}
+
+/// One recorded step of a run.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct Step {
+    /// Its number in the run (see the module docs). An intent and its call's
+    /// result share one.
+    pub number: u32,
+    /// What it recorded.
+    pub body: StepBody,
+    /// The events the run emitted for it, emitted again when it is replayed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<AiEvent>,
+}
+
+impl Step {
+    /// A step numbered `number` recording `body`, with the `events` emitted for it.
+    pub fn new(number: u32, body: StepBody, events: Vec<AiEvent>) -> Self {
+        Self {
+            number,
+            body,
+            events,
+        }
+    }
+
+    /// Which kind of record it is.
+    pub fn kind(&self) -> StepKind {
+        match self.body {
+            StepBody::Model { .. } => StepKind::Model,
+            StepBody::Intent { .. } => StepKind::Intent,
+            StepBody::Tool { .. } => StepKind::Tool,
+        }
+    }
+}
+
+/// Why the journal could not be read or written: a durable run stops rather
+/// than go on unrecorded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the step journal failed: {0}")]
+pub struct JournalError(pub String);
+
+/// Where a durable run's steps are recorded.
+///
+/// `record` returns once the step is durable (a run that goes on after it may
+/// be killed at once). Recording a step that is already recorded with the same
+/// number and kind keeps the first (a run replays it rather than record it
+/// again, but a retried write must not fail).
+pub trait StepJournal: Send + Sync {
+    /// The steps recorded for `run_id`, in any order.
+    fn steps<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<Vec<Step>, JournalError>>;
+
+    /// Records `step` of `run_id`.
+    fn record<'a>(
+        &'a self,
+        run_id: &'a str,
+        step: &'a Step,
+    ) -> BoxFuture<'a, Result<(), JournalError>>;
+}
+
+/// A journal in memory: for tests, benchmarks, and runs that only need replay
+/// within one process.
+#[derive(Debug, Default)]
+pub struct MemoryJournal {
+    runs: Mutex<HashMap<String, Vec<Step>>>,
+}
+
+impl MemoryJournal {
+    /// An empty journal.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The steps of `run_id` in the order they were recorded.
+    pub fn recorded(&self, run_id: &str) -> Vec<Step> {
+        self.runs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(run_id)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Forgets the steps of `run_id` from `keep` on (to stage a crash after
+    /// `keep` records in a test).
+    pub fn truncate(&self, run_id: &str, keep: usize) {
+        if let Some(steps) = self
+            .runs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get_mut(run_id)
+        {
+            steps.truncate(keep);
+        }
+    }
+}
+
+impl StepJournal for MemoryJournal {
+    fn steps<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<Vec<Step>, JournalError>> {
+        let steps = self.recorded(run_id);
+        Box::pin(async move { Ok(steps) })
+    }
+
+    fn record<'a>(
+        &'a self,
+        run_id: &'a str,
+        step: &'a Step,
+    ) -> BoxFuture<'a, Result<(), JournalError>> {
+        let mut runs = self
+            .runs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let steps = runs.entry(run_id.to_owned()).or_default();
+        if !steps
+            .iter()
+            .any(|s| s.number == step.number && s.kind() == step.kind())
+        {
+            steps.push(step.clone());
+        }
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// A run's journal as the loop uses it: what was recorded before (to replay),
+/// where new steps go, and the events emitted since the last step.
+pub(crate) struct Steps {
+    journal: Arc<dyn StepJournal>,
+    run_id: String,
+    recorded: HashMap<(u32, StepKind), Step>,
+    capture: Arc<Capture>,
+}
+
+impl Steps {
+    /// Reads what `journal` holds of `run_id`.
+    pub(crate) async fn load(
+        journal: Arc<dyn StepJournal>,
+        run_id: &str,
+        capture: Arc<Capture>,
+    ) -> Result<Self, JournalError> {
+        let recorded = journal
+            .steps(run_id)
+            .await?
+            .into_iter()
+            .map(|step| ((step.number, step.kind()), step))
+            .collect();
+        Ok(Self {
+            journal,
+            run_id: run_id.to_owned(),
+            recorded,
+            capture,
+        })
+    }
+
+    /// The recorded step `number` of `kind`.
+    pub(crate) fn get(&self, number: u32, kind: StepKind) -> Option<&Step> {
+        self.recorded.get(&(number, kind))
+    }
+
+    /// Records a step with the events captured for it (`call`: a tool call's
+    /// events only; `None`: every event captured so far).
+    pub(crate) async fn record(
+        &self,
+        number: u32,
+        body: StepBody,
+        call: Option<&str>,
+    ) -> Result<(), JournalError> {
+        let events = match body {
+            StepBody::Intent { .. } => Vec::new(),
+            _ => self.capture.take(call),
+        };
+        let step = Step::new(number, body, events);
+        self.journal.record(&self.run_id, &step).await
+    }
+}
+
+impl StepBody {
+    /// The tool step of an execution.
+    pub(crate) fn tool(exec: &ToolExecution) -> Self {
+        Self::Tool {
+            result: exec.result.clone(),
+            model_content: exec.model_content.clone(),
+            truncated: exec.truncated,
+            record: exec.record.clone(),
+        }
+    }
+}
+
+/// The execution a tool step recorded (its full output is not kept: the
+/// in-process caller of a replayed call gets `None`).
+pub(crate) fn replayed_execution(step: &Step) -> Option<ToolExecution> {
+    match &step.body {
+        StepBody::Tool {
+            result,
+            model_content,
+            truncated,
+            record,
+        } => Some(ToolExecution {
+            result: result.clone(),
+            model_content: model_content.clone(),
+            truncated: *truncated,
+            output: None,
+            record: record.clone(),
+        }),
+        _ => None,
+    }
+}
+
+/// The events a durable run emitted since its last recorded step (consecutive
+/// deltas merged).
+#[derive(Debug, Default)]
+pub(crate) struct Capture(Mutex<Vec<AiEvent>>);
+
+impl Capture {
+    pub(crate) fn push(&self, event: &AiEvent) {
+        let mut events = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(last) = events.last_mut()
+            && last.parent_tool_call_id == event.parent_tool_call_id
+        {
+            match (&mut last.kind, &event.kind) {
+                (AiEventKind::TextDelta { delta: a }, AiEventKind::TextDelta { delta: b })
+                | (
+                    AiEventKind::ReasoningDelta { delta: a },
+                    AiEventKind::ReasoningDelta { delta: b },
+                ) => {
+                    a.push_str(b);
+                    return;
+                }
+                _ => {}
+            }
+        }
+        events.push(event.clone());
+    }
+
+    /// Takes the events of call `call` (its own and its subagent's), or all.
+    fn take(&self, call: Option<&str>) -> Vec<AiEvent> {
+        let mut events = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(call) = call else {
+            return std::mem::take(&mut *events);
+        };
+        let (mine, rest): (Vec<AiEvent>, Vec<AiEvent>) = std::mem::take(&mut *events)
+            .into_iter()
+            .partition(|event| of_call(event, call));
+        *events = rest;
+        mine
+    }
+}
+
+/// Whether `event` belongs to call `call`.
+fn of_call(event: &AiEvent, call: &str) -> bool {
+    if event.parent_tool_call_id.as_deref() == Some(call) {
+        return true;
+    }
+    match &event.kind {
+        AiEventKind::ToolCallStart { tool_call_id, .. }
+        | AiEventKind::ToolInputDelta { tool_call_id, .. }
+        | AiEventKind::ToolCallResult { tool_call_id, .. }
+        | AiEventKind::ToolApprovalRequested { tool_call_id, .. } => tool_call_id == call,
+        _ => false,
+    }
+}
