@@ -119,6 +119,16 @@ impl ServerStore {
         }
     }
 
+    /// The store.
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The owner this server writes in its runs.
+    pub(crate) fn owner(&self) -> &str {
+        &self.owner
+    }
+
     /// Prices each model call with `pricing`.
     pub fn with_pricing(mut self, pricing: Pricing) -> Self {
         self.pricing = Some(pricing);
@@ -149,6 +159,7 @@ impl ServerStore {
         });
         let now = agent_store::recorder::now_ms();
         let new = NewRun {
+            heartbeat: true,
             id: run.run_id.clone(),
             thread_id: Some(chat_id.to_owned()),
             graph: run.graph.clone(),
@@ -156,8 +167,10 @@ impl ServerStore {
             prompt_hash: run.prompt_hash.clone(),
             owner: self.owner.clone(),
             started_ms: now,
-            heartbeat: true,
         };
+        if run.resumed {
+            return RunRecording::resumed(self.store.clone(), account, &new, self.pricing.clone());
+        }
         let thread = Thread {
             id: chat_id.to_owned(),
             title: title.to_owned(),
@@ -220,6 +233,9 @@ pub(crate) struct RunMeta {
     /// when the thread could not be read (the run's messages are then not
     /// written, so a stored result is never replaced by a client's).
     pub(crate) kept: Option<usize>,
+    /// A durable run started again after its server died: its row and thread
+    /// are stored already.
+    pub(crate) resumed: bool,
 }
 
 /// Writes the end of a recorded run that continued the first `kept` messages of
@@ -440,7 +456,28 @@ pub(crate) async fn follow(
             match run.status {
                 RunStatus::Running if store.owner_dead(&run) => {
                     let now = agent_store::recorder::now_ms();
-                    let _ = store.store.interrupt_runs_of(&run.run.owner, now).await;
+                    let _ = store
+                        .store
+                        .interrupt_runs_without_start(&run.run.owner, now)
+                        .await;
+                    // A durable run stays running: the next server on the store
+                    // goes on with it. Until then this stream ends.
+                    if matches!(rows.run(&run_id).await, Ok(Some(r)) if r.status == RunStatus::Running)
+                    {
+                        let waiting = ai_core::AiEvent::new(
+                            &ai_core::RunContext::new(run_id.clone(), String::new()),
+                            ai_core::event::AiEventKind::Error {
+                                code: "run_suspended".into(),
+                                message: "The server running this answer stopped; the answer goes on when a server starts again. Reload to follow it.".into(),
+                            },
+                        );
+                        for frame in
+                            crate::stream::StreamEncoder::frames(&mut encoder, &waiting, &approval)
+                        {
+                            let _ = tx.send(frame).await;
+                        }
+                        break;
+                    }
                 }
                 RunStatus::Running => tokio::time::sleep(FOLLOW_EVERY).await,
                 RunStatus::Interrupted => {

@@ -25,6 +25,10 @@
 //!   response (what was sent so far, then live), or answers `204`.
 //! - [`chats`]: with a run store, every run recorded (thread, status, events,
 //!   usage, messages) and `GET`/`DELETE /api/chats[/{id}]`.
+//! - Durable runs: with a store, each run's model calls and tool calls are steps
+//!   journaled in the store before the next (`agent_graph::journal`);
+//!   [`ChatService::resume_runs_of`] goes on with the runs of a server that
+//!   died, from their first unrecorded step.
 //! - [`page`]: the chat page (built from `web/`, embedded) served at `/`.
 //! - [`access`]: `Host` and `Origin` must name the loopback address on loopback
 //!   (DNS-rebinding protection), and every API request carries a bearer token
@@ -44,6 +48,7 @@ pub mod body_format;
 pub mod chats;
 pub mod contract;
 pub mod data_stream;
+mod durable;
 mod listener;
 pub mod page;
 pub mod resume;

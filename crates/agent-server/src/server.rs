@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_graph::Graph;
+use agent_graph::journal::RunStart;
 use agent_graph::prompt::Params;
 use agent_graph::run::{Decision, PAUSED_RUN_VERSION, PausedRun, PendingApproval, RunHandle};
 use ai_core::{
@@ -83,6 +84,8 @@ pub struct ChatService {
     active: ActiveStreams,
     limits: contract::Limits,
     store: Option<crate::chats::ServerStore>,
+    /// Whether runs recorded in the store are durable (journaled steps).
+    durable: bool,
     /// Per chat, when the record of its latest run is finished: a run's record
     /// is finished after the one before it, so a chat's messages are stored in
     /// the order of its runs even when a record is slower than the next run.
@@ -147,6 +150,7 @@ impl ChatService {
             active: ActiveStreams::default(),
             limits: contract::Limits::default(),
             store: None,
+            durable: true,
             records: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
     }
@@ -161,6 +165,15 @@ impl ChatService {
     /// (see [`crate::chats`]).
     pub fn with_store(mut self, store: crate::chats::ServerStore) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// Whether the runs of a service with a store are durable (default: yes):
+    /// each step journaled in the store before the next, so a server started
+    /// after this one died goes on with them ([`ChatService::resume_runs_of`]).
+    /// Without a store runs are never durable.
+    pub fn with_durable(mut self, durable: bool) -> Self {
+        self.durable = durable;
         self
     }
 
@@ -250,6 +263,7 @@ impl ChatService {
     async fn start_run(
         &self,
         chat: &mut ChatRequest,
+        chat_ref: &ChatRef,
         context: RunContext,
         kept: Option<usize>,
     ) -> Result<(RunHandle, crate::chats::RunMeta), agent_graph::graph::GraphError> {
@@ -268,22 +282,142 @@ impl ChatService {
             model: self.model_id.clone(),
             prompt_hash: prepared.request.prompt_hash.clone(),
             kept,
+            resumed: false,
         };
         let deps = prepared.deps(Arc::clone(&self.model), Arc::clone(&self.runner));
-        if chat.decisions.is_empty() {
-            return Ok((agent_graph::run(prepared.request, deps), meta));
-        }
-        let (pending, decisions) = self.redeem(chat).await;
-        let paused = PausedRun {
-            version: PAUSED_RUN_VERSION,
-            request: prepared.request,
-            pending,
-            client_calls: Vec::new(),
-            usage: Vec::new(),
-            records: Vec::new(),
-            model_turns: 0,
+        let start = if chat.decisions.is_empty() {
+            RunStart::New {
+                request: prepared.request,
+            }
+        } else {
+            let (pending, decisions) = self.redeem(chat).await;
+            let paused = PausedRun {
+                version: PAUSED_RUN_VERSION,
+                request: prepared.request,
+                pending,
+                client_calls: Vec::new(),
+                usage: Vec::new(),
+                records: Vec::new(),
+                model_turns: 0,
+            };
+            RunStart::Continue { paused, decisions }
         };
-        Ok((agent_graph::run::resume(paused, decisions, deps), meta))
+        let handle = match self.store.as_ref().filter(|_| self.durable) {
+            Some(store) => {
+                let saved = crate::durable::SavedStart {
+                    start,
+                    kept,
+                    graph: meta.graph.clone(),
+                    model: meta.model.clone(),
+                    prompt_hash: meta.prompt_hash.clone(),
+                };
+                let journal = crate::durable::journal_for(store.store(), &chat_ref.account, &saved);
+                agent_graph::run::durable(saved.start, deps, journal)
+            }
+            None => agent_graph::run::start(start, deps),
+        };
+        Ok((handle, meta))
+    }
+
+    /// Starts again the durable runs that `previous` (a server process on this
+    /// store that died) left running, each as this server's, with no client
+    /// (a client attaches with `GET /api/chat/{id}/stream`); returns how many.
+    /// A run another server took first is left to it; one that cannot start
+    /// (its graph is not this server's, its start unreadable) is marked
+    /// interrupted.
+    pub async fn resume_runs_of(
+        self: &Arc<Self>,
+        previous: &str,
+    ) -> Result<usize, agent_store::StoreError> {
+        let Some(store) = self.store.clone() else {
+            return Ok(0);
+        };
+        let mut resumed = 0;
+        for run in store.store().durable_runs_of(previous).await? {
+            let key = (run.account_id.as_str(), run.run_id.as_str());
+            if !store
+                .store()
+                .claim_run(
+                    key,
+                    previous,
+                    store.owner(),
+                    agent_store::recorder::now_ms(),
+                )
+                .await?
+            {
+                continue;
+            }
+            let rows = store.store().account(run.account_id.clone());
+            let started = serde_json::from_str::<crate::durable::SavedStart>(&run.start)
+                .map_err(|e| e.to_string())
+                .and_then(|saved| {
+                    let journal = Arc::new(crate::durable::StoreJournal::new(
+                        store.store().clone(),
+                        run.account_id.clone(),
+                        None,
+                    ));
+                    let handle = self
+                        .graph
+                        .durable(
+                            saved.start.clone(),
+                            Arc::clone(&self.model),
+                            Arc::clone(&self.runner),
+                            journal,
+                        )
+                        .map_err(|e| e.to_string())?;
+                    Ok((handle, saved))
+                });
+            let (handle, saved) = match started {
+                Ok(started) => started,
+                Err(error) => {
+                    tracing::error!(run_id = %run.run_id, %error, "a durable run cannot start again; marked interrupted");
+                    let now = agent_store::recorder::now_ms();
+                    rows.set_run_status(
+                        &run.run_id,
+                        agent_store::RunStatus::Interrupted,
+                        Some(&error),
+                        now,
+                    )
+                    .await?;
+                    continue;
+                }
+            };
+            rows.clear_events(&run.run_id).await?;
+            let chat_id = run.thread_id.clone().unwrap_or_default();
+            let meta = crate::chats::RunMeta {
+                run_id: run.run_id.clone(),
+                graph: saved.graph,
+                model: saved.model,
+                prompt_hash: saved.prompt_hash,
+                kept: saved.kept,
+                resumed: true,
+            };
+            let chat = ChatRef {
+                scoped: scope(&run.account_id, &chat_id),
+                id: chat_id,
+                account: run.account_id.clone(),
+                title: String::new(),
+            };
+            let encoder: Box<dyn StreamEncoder> = Box::new(crate::ui_stream::UiStreamEncoder::new(
+                answer_id(&run.run_id),
+            ));
+            let replay = self.active.open(&chat.scoped, encoder.headers());
+            let service = Arc::clone(self);
+            tracing::info!(run_id = %run.run_id, "a durable run of a stopped server goes on here");
+            tokio::spawn(async move {
+                service
+                    .respond(
+                        chat,
+                        (handle, meta),
+                        encoder,
+                        None,
+                        (crate::DEFAULT_HEARTBEAT, replay),
+                    )
+                    .await;
+            });
+            resumed += 1;
+        }
+        Ok(resumed)
     }
 
     /// The thread of chat `chat` as the store will hold it once the runs before
@@ -509,7 +643,7 @@ impl ChatService {
         chat: ChatRef,
         (handle, meta): (RunHandle, crate::chats::RunMeta),
         mut encoder: Box<dyn StreamEncoder>,
-        tx: mpsc::Sender<Bytes>,
+        tx: Option<mpsc::Sender<Bytes>>,
         (heartbeat, replay): (Duration, Arc<Replay>),
     ) {
         let chat_id = chat.scoped;
@@ -534,7 +668,7 @@ impl ChatService {
         let (mut events, outcome) = handle.into_parts();
         let mut beat = tokio::time::interval(heartbeat.max(Duration::from_millis(10)));
         beat.tick().await;
-        let mut client = Some(tx);
+        let mut client = tx;
         loop {
             let gone = async {
                 match &client {
@@ -880,7 +1014,11 @@ async fn chat(
             _ => None,
         })
         .unwrap_or_else(|| agent_store::title_from(""));
-    let started = match state.service.start_run(&mut chat, context, kept).await {
+    let started = match state
+        .service
+        .start_run(&mut chat, &chat_ref, context, kept)
+        .await
+    {
         Ok(started) => started,
         Err(error) => {
             tracing::error!(%error, "the graph could not be prepared");
@@ -898,7 +1036,7 @@ async fn chat(
     let heartbeat = state.access.heartbeat;
     tokio::spawn(async move {
         service
-            .respond(chat_ref, started, encoder, tx, (heartbeat, replay))
+            .respond(chat_ref, started, encoder, Some(tx), (heartbeat, replay))
             .await;
         drop(permit);
     });

@@ -314,6 +314,8 @@ impl<'a> AccountStore<'a> {
         for sql in [
             "DELETE FROM run_events WHERE account_id = $1 AND run_id IN (SELECT id FROM runs WHERE account_id = $1 AND thread_id = $2)",
             "DELETE FROM paused_runs WHERE account_id = $1 AND run_id IN (SELECT id FROM runs WHERE account_id = $1 AND thread_id = $2)",
+            "DELETE FROM run_steps WHERE account_id = $1 AND run_id IN (SELECT id FROM runs WHERE account_id = $1 AND thread_id = $2)",
+            "DELETE FROM run_starts WHERE account_id = $1 AND run_id IN (SELECT id FROM runs WHERE account_id = $1 AND thread_id = $2)",
             "DELETE FROM runs WHERE account_id = $1 AND thread_id = $2",
             "DELETE FROM thread_messages WHERE account_id = $1 AND thread_id = $2",
         ] {
@@ -766,6 +768,80 @@ impl<'a> AccountStore<'a> {
         .execute(self.pool)
         .await?;
         Ok(())
+    }
+
+    /// Records step `step` of kind `kind` of run `run_id` (`body`: its JSON),
+    /// durably before it returns. A step already recorded with that number and
+    /// kind is kept as it is (the first record wins; a retry is a no-op).
+    pub async fn record_step(
+        &self,
+        run_id: &str,
+        (step, kind): (u32, &str),
+        body: &str,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO run_steps (account_id, run_id, step, kind, body, at_ms) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account_id, run_id, step, kind) DO NOTHING",
+        )
+        .bind(&self.account)
+        .bind(run_id)
+        .bind(i64::from(step))
+        .bind(kind)
+        .bind(body)
+        .bind(now_ms)
+        .execute(self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The steps of run `run_id`: `(step, kind, body)`, in step order.
+    pub async fn steps(&self, run_id: &str) -> Result<Vec<(u32, String, String)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT step, kind, body FROM run_steps WHERE account_id = $1 AND run_id = $2 ORDER BY step, kind",
+        )
+        .bind(&self.account)
+        .bind(run_id)
+        .fetch_all(self.pool)
+        .await?;
+        let mut steps = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let step: i64 = row.try_get("step")?;
+            let step = u32::try_from(step)
+                .map_err(|_| StoreError::Corrupt(format!("step number {step}")))?;
+            steps.push((step, row.try_get("kind")?, row.try_get("body")?));
+        }
+        Ok(steps)
+    }
+
+    /// Saves how durable run `run_id` starts (its JSON), once: a start already
+    /// saved is kept.
+    pub async fn save_start(
+        &self,
+        run_id: &str,
+        start: &str,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO run_starts (account_id, run_id, start, created_ms) VALUES ($1, $2, $3, $4) ON CONFLICT (account_id, run_id) DO NOTHING",
+        )
+        .bind(&self.account)
+        .bind(run_id)
+        .bind(start)
+        .bind(now_ms)
+        .execute(self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Deletes the event log of run `run_id` (a durable run started again
+    /// writes it anew, its recorded steps first); returns the rows deleted.
+    pub async fn clear_events(&self, run_id: &str) -> Result<u64, StoreError> {
+        let done = sqlx::query("DELETE FROM run_events WHERE account_id = $1 AND run_id = $2")
+            .bind(&self.account)
+            .bind(run_id)
+            .execute(self.pool)
+            .await?;
+        Ok(done.rows_affected())
     }
 
     /// Removes and returns the state of a paused run: one caller resumes it.

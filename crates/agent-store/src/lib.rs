@@ -42,4 +42,4 @@ pub use account::{
 pub use error::StoreError;
 pub use recorder::{EventLog, RecordError, RecordSummary, RecorderOptions, RunRecorder, StoreLog};
 pub use recording::{Pricing, RunEnd, RunRecording, StartWritten, title_from};
-pub use store::{Backend, Store};
+pub use store::{Backend, DurableRun, Store};

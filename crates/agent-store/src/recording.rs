@@ -110,6 +110,28 @@ impl RunRecording {
         Self::recording(store, account, run, thread, pricing, started)
     }
 
+    /// Records the rest of a run whose row is already stored (a durable run
+    /// started again after its process died): its event log, which the caller
+    /// cleared ([`crate::AccountStore::clear_events`]) and the run writes anew,
+    /// its usage and its end. Its row and thread are not written again.
+    pub fn resumed(
+        store: Store,
+        account: impl Into<String>,
+        run: &NewRun,
+        pricing: Option<Pricing>,
+    ) -> Self {
+        let (written, started) = oneshot::channel();
+        let _ = written.send(Ok(()));
+        let thread = run.thread_id.clone().map(|id| Thread {
+            id,
+            title: String::new(),
+            graph: run.graph.clone(),
+            created_ms: run.started_ms,
+            updated_ms: run.started_ms,
+        });
+        Self::recording(store, account.into(), run, thread, pricing, started)
+    }
+
     /// Resolves when the run's start is written (or its write failed): a
     /// reader of the store in this process that must see the run waits on it.
     pub fn started(&self) -> StartWritten {

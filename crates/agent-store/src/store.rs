@@ -16,7 +16,22 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (1, "runs", include_str!("../migrations/0001_runs.sql")),
     (2, "server", include_str!("../migrations/0002_server.sql")),
     (3, "alive", include_str!("../migrations/0003_alive.sql")),
+    (4, "steps", include_str!("../migrations/0004_steps.sql")),
 ];
+
+/// A run left `running` by a process that died, with what it needs to start
+/// again (see [`Store::durable_runs_of`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurableRun {
+    /// Its account.
+    pub account_id: String,
+    /// The run.
+    pub run_id: String,
+    /// Its thread.
+    pub thread_id: Option<String>,
+    /// Its durable start, as it was saved.
+    pub start: String,
+}
 
 /// Which database a store is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +162,68 @@ impl Store {
         Ok(done.rows_affected())
     }
 
+    /// Marks `interrupted` the runs `owner` left `running` that cannot start
+    /// again (no durable start is stored for them); returns how many. The others
+    /// are for [`Store::durable_runs_of`].
+    pub async fn interrupt_runs_without_start(
+        &self,
+        owner: &str,
+        now_ms: i64,
+    ) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'interrupted', error = 'the server stopped during the run', updated_ms = $1 WHERE owner = $2 AND status = 'running' AND NOT EXISTS (SELECT 1 FROM run_starts s WHERE s.account_id = runs.account_id AND s.run_id = runs.id)",
+        )
+        .bind(now_ms)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// The runs `owner` left `running` that have a durable start, in every
+    /// account, oldest first.
+    pub async fn durable_runs_of(&self, owner: &str) -> Result<Vec<DurableRun>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT r.account_id, r.id, r.thread_id, s.start FROM runs r JOIN run_starts s ON s.account_id = r.account_id AND s.run_id = r.id WHERE r.owner = $1 AND r.status = 'running' ORDER BY r.started_ms",
+        )
+        .bind(owner)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut runs = Vec::with_capacity(rows.len());
+        for row in &rows {
+            runs.push(DurableRun {
+                account_id: row.try_get("account_id")?,
+                run_id: row.try_get("id")?,
+                thread_id: row.try_get("thread_id")?,
+                start: row.try_get("start")?,
+            });
+        }
+        Ok(runs)
+    }
+
+    /// Makes `owner` the owner of `account`'s run `run_id` when `previous` still
+    /// owns it and it is `running`: `true` for the one caller that takes it (two
+    /// servers never both start it again).
+    pub async fn claim_run(
+        &self,
+        (account, run_id): (&str, &str),
+        previous: &str,
+        owner: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE runs SET owner = $1, alive_ms = $2, updated_ms = $2 WHERE account_id = $3 AND id = $4 AND owner = $5 AND status = 'running'",
+        )
+        .bind(owner)
+        .bind(now_ms)
+        .bind(account)
+        .bind(run_id)
+        .bind(previous)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// Says that `owner` is alive: its `running` runs (in every account) get
     /// `alive_ms = now_ms` (see [`crate::RunRecord::alive_ms`]); returns how
     /// many. A process calls it every few seconds while it runs runs.
@@ -228,6 +305,8 @@ impl Store {
         for sql in [
             "DELETE FROM run_events WHERE EXISTS (SELECT 1 FROM runs r WHERE r.account_id = run_events.account_id AND r.id = run_events.run_id AND r.updated_ms < $1 AND r.status <> 'running')",
             "DELETE FROM paused_runs WHERE created_ms < $1",
+            "DELETE FROM run_steps WHERE EXISTS (SELECT 1 FROM runs r WHERE r.account_id = run_steps.account_id AND r.id = run_steps.run_id AND r.updated_ms < $1 AND r.status <> 'running')",
+            "DELETE FROM run_starts WHERE EXISTS (SELECT 1 FROM runs r WHERE r.account_id = run_starts.account_id AND r.id = run_starts.run_id AND r.updated_ms < $1 AND r.status <> 'running')",
             "DELETE FROM runs WHERE updated_ms < $1 AND status <> 'running'",
             "DELETE FROM thread_messages WHERE EXISTS (SELECT 1 FROM threads t WHERE t.account_id = thread_messages.account_id AND t.id = thread_messages.thread_id AND t.updated_ms < $1)",
             "DELETE FROM threads WHERE updated_ms < $1",

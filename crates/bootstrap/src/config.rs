@@ -345,6 +345,30 @@ pub struct FileConfig {
     /// Prices per model id (as the provider reports it), for the cost column of
     /// `agent usage`.
     pub pricing: BTreeMap<String, PriceConfig>,
+    /// Durable runs of `agent serve`.
+    pub durable: DurableConfig,
+}
+
+/// `[durable]`: the runs of `agent serve` with a store are durable (each model
+/// call and tool call a step journaled in the store before the next).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DurableConfig {
+    /// At startup, go on with the runs a stopped `agent serve` on this host left
+    /// running (default); `false` marks them interrupted.
+    pub resume: bool,
+    /// Journal the steps of runs (default); `false` records runs without a
+    /// journal (nothing to resume; a little less store traffic).
+    pub journal: bool,
+}
+
+impl Default for DurableConfig {
+    fn default() -> Self {
+        Self {
+            resume: true,
+            journal: true,
+        }
+    }
 }
 
 /// `[pricing."MODEL"]`: what a model's tokens cost, per million, in one currency.

@@ -36,7 +36,7 @@ pub async fn open(config: &AgentConfig) -> Result<Store, String> {
         }
     }
     .map_err(|e| e.to_string())?;
-    interrupt_dead_cli_runs(&store)
+    interrupt_dead_cli_runs(&store, config.file.durable.resume)
         .await
         .map_err(|e| e.to_string())?;
     let days = |d: Option<u32>| d.map_or(i64::MIN, |d| now_ms() - i64::from(d) * DAY_MS);
@@ -83,13 +83,22 @@ fn owner_alive(owner: &str) -> Option<bool> {
 }
 
 /// Marks `interrupted` the runs that `agent` processes (chat or serve) on this
-/// host left `running` and that are gone (killed, or the machine stopped).
-async fn interrupt_dead_cli_runs(store: &Store) -> Result<(), agent_store::StoreError> {
+/// host left `running` and that are gone (killed, or the machine stopped); with
+/// `resume`, a server's durable runs stay `running` for the next `agent serve`
+/// to go on with ([`dead_servers`]).
+async fn interrupt_dead_cli_runs(
+    store: &Store,
+    resume: bool,
+) -> Result<(), agent_store::StoreError> {
     for kind in ["cli", "serve"] {
         let prefix = format!("{kind}:{}:", host_name());
         for owner in store.running_owners(&prefix).await? {
             if owner_alive(&owner) == Some(false) {
-                let marked = store.interrupt_runs_of(&owner, now_ms()).await?;
+                let marked = if kind == "serve" && resume {
+                    store.interrupt_runs_without_start(&owner, now_ms()).await?
+                } else {
+                    store.interrupt_runs_of(&owner, now_ms()).await?
+                };
                 tracing::info!(owner = %owner, runs = marked, "runs of a stopped agent process marked interrupted");
             }
         }
@@ -97,13 +106,38 @@ async fn interrupt_dead_cli_runs(store: &Store) -> Result<(), agent_store::Store
     Ok(())
 }
 
+/// The `agent serve` processes of this host that left runs `running` and are
+/// gone.
+pub(crate) async fn dead_servers(store: &Store) -> Result<Vec<String>, agent_store::StoreError> {
+    let prefix = format!("serve:{}:", host_name());
+    Ok(store
+        .running_owners(&prefix)
+        .await?
+        .into_iter()
+        .filter(|owner| owner_alive(owner) == Some(false))
+        .collect())
+}
+
 /// The run store of `agent serve` (runs of dead processes marked interrupted on
-/// the way), with `[pricing]`, and the approval key every server on the store
+/// the way, but for the durable runs of stopped servers, whose owners it
+/// returns), with `[pricing]`, and the approval key every server on the store
 /// shares (made on first use), so approval ids outlive a restart.
 pub(crate) async fn server_store(
     config: &AgentConfig,
-) -> Result<(agent_server::ServerStore, [u8; 32]), String> {
+) -> Result<(agent_server::ServerStore, [u8; 32], Vec<String>), String> {
     let store = open(config).await?;
+    // The stopped servers whose durable runs this one goes on with; with
+    // `[durable] resume = false`, their runs are marked interrupted instead.
+    let mut dead = dead_servers(&store).await.map_err(|e| e.to_string())?;
+    if !config.file.durable.resume {
+        for owner in dead.drain(..) {
+            let marked = store
+                .interrupt_runs_of(&owner, now_ms())
+                .await
+                .map_err(|e| e.to_string())?;
+            tracing::info!(owner = %owner, runs = marked, "runs of a stopped server marked interrupted ([durable] resume = false)");
+        }
+    }
     let fresh = agent_server::ServerSecret::generate();
     let shared = store
         .server_key("approvals", fresh.expose())
@@ -118,7 +152,7 @@ pub(crate) async fn server_store(
         Some(pricing) => server.with_pricing(pricing),
         None => server,
     };
-    Ok((server, key))
+    Ok((server, key, dead))
 }
 
 /// One `agent chat` run being recorded (the store's [`RunRecording`], with

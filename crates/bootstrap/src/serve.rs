@@ -203,6 +203,20 @@ fn page_authority(bound: SocketAddr) -> String {
     SocketAddr::new(ip, bound.port()).to_string()
 }
 
+/// Goes on with the durable runs of the stopped servers `stopped` (each said on
+/// stderr).
+async fn resume_runs(service: &Arc<ChatService>, stopped: &[String]) {
+    for owner in stopped {
+        match service.resume_runs_of(owner).await {
+            Ok(0) => {}
+            Ok(n) => eprintln!(
+                "agent: going on with {n} run(s) a stopped server left unfinished (GET /api/chat/ID/stream follows each)"
+            ),
+            Err(e) => eprintln!("agent: the runs a stopped server left could not be resumed: {e}"),
+        }
+    }
+}
+
 async fn serve_with(
     config: &AgentConfig,
     session: &mut crate::session::Session,
@@ -226,12 +240,19 @@ async fn serve_with(
             // Runs are recorded and conversations kept when the store opens; a
             // server without one still serves chats (and says so).
             match crate::history::server_store(config).await {
-                Ok((store, key)) => Arc::new(service.with_store(store).with_approvals(
-                    agent_server::approval::Approvals::new(
-                        key,
-                        agent_server::approval::DEFAULT_APPROVAL_TTL,
-                    ),
-                )),
+                Ok((store, key, stopped)) => {
+                    let service = Arc::new(
+                        service
+                            .with_store(store)
+                            .with_durable(config.file.durable.journal)
+                            .with_approvals(agent_server::approval::Approvals::new(
+                                key,
+                                agent_server::approval::DEFAULT_APPROVAL_TTL,
+                            )),
+                    );
+                    resume_runs(&service, &stopped).await;
+                    service
+                }
                 Err(e) => {
                     eprintln!("agent: the run store is not available, so chats are not kept: {e}");
                     Arc::new(service)

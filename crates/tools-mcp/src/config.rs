@@ -107,6 +107,12 @@ pub struct ToolConfig {
     /// Output fields that may appear in events and logs (default none).
     #[serde(default)]
     pub show_output: Vec<String>,
+    /// The tool dedupes on the idempotency key the agent sends with every call
+    /// (`_meta["agent/idempotency-key"]`, `RUN_ID:TOOL_CALL_ID`): a durable run
+    /// that stopped during a call runs it again with the same key instead of
+    /// reporting `outcome_unknown`. Only say so when the server really does.
+    #[serde(default)]
+    pub idempotent: bool,
 }
 
 /// How a server is reached.

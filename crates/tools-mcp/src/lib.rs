@@ -53,3 +53,4 @@ pub use pin::{Definition, PinState, Pins, PinsError, definition_hash, legacy_def
 pub use schema::{Dialect, SchemaTranslation, Untranslatable, translate_schema};
 pub use server::{SERVER_MARKER_VAR, ServerStatus};
 pub use source::{McpSources, McpWarning, ServerReport, ToolReport};
+pub use tool::IDEMPOTENCY_META_KEY;

@@ -275,6 +275,7 @@ impl McpSources {
             effect_of(config, &tool_config, state),
         )
         .with_redaction(redaction)
+        .with_idempotent(tool_config.idempotent)
         .with_origin(format!("mcp server {}", server.id()));
         if let Some(schema) = output_schema {
             spec = spec.with_output_schema(schema);

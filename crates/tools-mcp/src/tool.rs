@@ -98,6 +98,17 @@ impl Drop for InFlight {
     }
 }
 
+/// The `_meta` key that carries a call's idempotency key to the server.
+pub const IDEMPOTENCY_META_KEY: &str = "agent/idempotency-key";
+
+/// The `_meta` of a `tools/call`: the call's idempotency key (the same when a
+/// durable run runs the call again), for servers that dedupe on it.
+fn idempotency_meta(key: &str) -> rmcp::model::RequestMetaObject {
+    let mut meta = serde_json::Map::new();
+    meta.insert(IDEMPOTENCY_META_KEY.into(), Value::String(key.to_owned()));
+    rmcp::model::RequestMetaObject(rmcp::model::MetaObject(meta))
+}
+
 impl ToolExecutor for McpTool {
     fn availability(&self) -> Result<(), String> {
         self.check()
@@ -115,6 +126,7 @@ impl ToolExecutor for McpTool {
         let timeout = self.call_timeout;
         let available = self.check();
         let hash = self.hash.clone();
+        let key = cx.idempotency_key();
         Box::pin(async move {
             available.map_err(|reason| failure(ToolErrorCode::ExecutionFailed, reason))?;
             if !input.is_valid(&args) {
@@ -131,9 +143,9 @@ impl ToolExecutor for McpTool {
             };
             let peer = server.peer().await?;
             let mut changes = server.watch();
-            let request = ClientRequest::CallToolRequest(CallToolRequest::new(
-                CallToolRequestParams::new(name.clone()).with_arguments(arguments),
-            ));
+            let mut params = CallToolRequestParams::new(name.clone()).with_arguments(arguments);
+            params.meta = Some(idempotency_meta(&key));
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
             let handle = match peer
                 .send_request_with_option(request, PeerRequestOptions::no_options())
                 .await

@@ -283,6 +283,34 @@ impl Graph {
         Ok(crate::run::resume(paused, decisions, deps))
     }
 
+    /// Starts (or starts again after a crash) a durable run of this graph (see
+    /// [`crate::run::durable`]), offering the tools it was prepared with.
+    pub fn durable(
+        &self,
+        start: crate::journal::RunStart,
+        model: Arc<dyn CompletionPort>,
+        runner: Arc<ToolRunner>,
+        journal: Arc<dyn crate::journal::StepJournal>,
+    ) -> Result<RunHandle, GraphError> {
+        let request = match &start {
+            crate::journal::RunStart::New { request } => request,
+            crate::journal::RunStart::Continue { paused, .. } => &paused.request,
+        };
+        if request.graph.as_deref() != Some(self.name.as_str()) {
+            return Err(GraphError::WrongGraph {
+                expected: self.name.clone(),
+                found: request.graph.clone().unwrap_or_else(|| "-".into()),
+            });
+        }
+        let (catalog, _) = self.offer(&runner, &request.context, &request.prompt_params)?;
+        let deps = RunDeps {
+            model,
+            runner,
+            catalog: Arc::new(catalog),
+        };
+        Ok(crate::run::durable(start, deps, journal))
+    }
+
     /// The catalog a run offers and its system text (see [`Graph::prepare`]).
     fn offer(
         &self,

@@ -887,7 +887,7 @@ pub(crate) async fn run_nested(
 
 /// Starts a run on the current tokio runtime.
 pub fn run(request: RunRequest, deps: RunDeps) -> RunHandle {
-    start(Start::new(request), deps)
+    spawn(Start::new(request), deps)
 }
 
 /// A run that ends at once with `error` (its events: `error`, `done`), for a
@@ -933,7 +933,7 @@ pub(crate) fn fail(context: RunContext, error: RunError) -> RunHandle {
 /// and the model then reads their results. `deps` must offer the tools the run
 /// was prepared with (`Graph::resume` makes sure of it).
 pub fn resume(paused: PausedRun, decisions: Vec<Decision>, deps: RunDeps) -> RunHandle {
-    start(Start::resumed(paused, decisions), deps)
+    spawn(Start::resumed(paused, decisions), deps)
 }
 
 /// Starts (or starts again, after a crash) a durable run on the current tokio
@@ -942,15 +942,26 @@ pub fn resume(paused: PausedRun, decisions: Vec<Decision>, deps: RunDeps) -> Run
 /// are replayed, not repeated (see [`crate::journal`]). Give it the same
 /// [`RunStart`] every time; the run keeps its id.
 pub fn durable(start: RunStart, deps: RunDeps, journal: Arc<dyn StepJournal>) -> RunHandle {
-    let mut start = match start {
-        RunStart::New { request } => Start::new(request),
-        RunStart::Continue { paused, decisions } => Start::resumed(paused, decisions),
-    };
+    let mut start = Start::from(start);
     start.journal = Some((journal, Arc::new(Capture::default())));
-    self::start(start, deps)
+    spawn(start, deps)
 }
 
-fn start(start: Start, deps: RunDeps) -> RunHandle {
+/// Starts a run from a [`RunStart`] without a journal: [`run()`] or [`resume`].
+pub fn start(start: RunStart, deps: RunDeps) -> RunHandle {
+    spawn(Start::from(start), deps)
+}
+
+impl From<RunStart> for Start {
+    fn from(start: RunStart) -> Self {
+        match start {
+            RunStart::New { request } => Start::new(request),
+            RunStart::Continue { paused, decisions } => Start::resumed(paused, decisions),
+        }
+    }
+}
+
+fn spawn(start: Start, deps: RunDeps) -> RunHandle {
     let queue = Arc::new(Queue::lossless());
     let (final_tx, final_rx) = oneshot::channel();
     let cancel = CancellationToken::new();

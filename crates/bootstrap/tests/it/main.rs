@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cli;
+mod durable;
 mod graphs;
 mod litellm;
 mod mcp;

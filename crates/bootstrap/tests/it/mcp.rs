@@ -14,7 +14,7 @@ use crate::support::{Home, json_lines, tool_message};
 
 const KEY: &str = "sk-e2e-mcp";
 
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     if let Some(path) = std::env::var_os("AGENT_TEST_PYTHON") {
         return PathBuf::from(path);
     }
@@ -26,7 +26,7 @@ fn python() -> PathBuf {
     venv
 }
 
-fn script() -> String {
+pub(crate) fn script() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tools-mcp/tests/servers/testserver.py")
         .display()

@@ -15,6 +15,10 @@ use crate::support::{Home, json_lines};
 
 const KEY: &str = "sk-e2e-threads-0123456789";
 
+/// A config whose servers mark a killed server's runs interrupted instead of
+/// going on with them (the durable path is `durable.rs`'s).
+const NO_RESUME: &str = "[durable]\nresume = false\n";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thread_continues_across_processes_and_is_recorded() {
     let server = OpenAiServer::start([Reply::text("Paris."), Reply::text("About 2.1 million.")])
@@ -205,14 +209,14 @@ async fn a_killed_chat_leaves_an_interrupted_run_with_a_contiguous_log() {
     assert!(shown_thread.trim().is_empty(), "{shown_thread}");
 }
 
-fn http() -> reqwest::Client {
+pub(crate) fn http() -> reqwest::Client {
     reqwest::Client::builder()
         .tls_backend_preconfigured(client_tls::client_config().unwrap())
         .build()
         .unwrap()
 }
 
-fn chat_body(chat: &str, text: &str) -> Value {
+pub(crate) fn chat_body(chat: &str, text: &str) -> Value {
     serde_json::json!({"id": chat, "trigger": "submit-message", "messages": [
         {"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}
     ]})
@@ -227,6 +231,8 @@ async fn served_chats_are_kept_listed_and_deleted_and_a_killed_server_interrupts
         .await
         .unwrap();
     let home = Home::new(KEY);
+    // The interrupted path: this server does not go on with a killed run.
+    std::fs::write(home.workspace.join("agent.toml"), NO_RESUME).unwrap();
     let url = server.base_url();
     let command = home.command(Some(&url), &["serve", "--port", "0"]);
     let (mut child, base, token) = crate::serve::serve_command(command).await;
@@ -337,7 +343,12 @@ async fn served_chats_are_kept_listed_and_deleted_and_a_killed_server_interrupts
 }
 
 /// One chat turn over HTTP: the stream's chunks.
-async fn ui_chunks(client: &reqwest::Client, base: &str, token: &str, body: &Value) -> Vec<Value> {
+pub(crate) async fn ui_chunks(
+    client: &reqwest::Client,
+    base: &str,
+    token: &str,
+    body: &Value,
+) -> Vec<Value> {
     let text = client
         .post(format!("{base}/api/chat"))
         .bearer_auth(token)
@@ -370,6 +381,7 @@ async fn an_approval_outlives_a_killed_server_and_runs_its_call_once() {
     .await
     .unwrap();
     let home = Home::new(KEY);
+    std::fs::write(home.workspace.join("agent.toml"), NO_RESUME).unwrap();
     let url = server.base_url();
     let client = http();
     let (mut first, base, token) = serve(&home, &url).await;
@@ -855,7 +867,7 @@ async fn a_chats_messages_are_stored_in_the_order_of_its_runs() {
 
 /// POSTs chat `body` and reads its stream until `bytes` arrived; the response,
 /// still streaming.
-async fn streaming(
+pub(crate) async fn streaming(
     client: &reqwest::Client,
     base: &str,
     token: &str,
@@ -882,7 +894,7 @@ async fn streaming(
 }
 
 /// A reply streaming `w0 w1 w2 ...` every `every_ms`, never ending.
-fn endless_words(every_ms: u64) -> Reply {
+pub(crate) fn endless_words(every_ms: u64) -> Reply {
     Reply::endless(Duration::from_millis(every_ms), |n| {
         agent_testing::server::data(&format!(
             r#"{{"id":"c","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":"w{n} "}},"finish_reason":null}}]}}"#
@@ -896,7 +908,7 @@ async fn serve(home: &Home, url: &str) -> (tokio::process::Child, String, String
 }
 
 /// Kills `child` with SIGKILL.
-fn sigkill(child: &tokio::process::Child) {
+pub(crate) fn sigkill(child: &tokio::process::Child) {
     let pid = child.id().unwrap().to_string();
     assert!(
         std::process::Command::new("kill")
@@ -977,7 +989,7 @@ async fn json_of(client: &reqwest::Client, url: &str, token: &str) -> Value {
 
 /// `probe`'s value once `ready` holds for it, polling every 50 ms for at most
 /// 10 s (then its last value, for the caller's assertion to show).
-async fn eventually<T, F, Fut>(mut probe: F, ready: impl Fn(&T) -> bool) -> T
+pub(crate) async fn eventually<T, F, Fut>(mut probe: F, ready: impl Fn(&T) -> bool) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = T>,
@@ -1158,6 +1170,7 @@ async fn a_killed_server_with_a_chat_an_approval_and_a_stream_loses_nothing() {
     .await
     .unwrap();
     let home = Home::new(KEY);
+    std::fs::write(home.workspace.join("agent.toml"), NO_RESUME).unwrap();
     let url = server.base_url();
     let client = http();
     let (mut first, base, token) = serve(&home, &url).await;

@@ -32,6 +32,12 @@ Other options:
                       that starts listing a new tool would
     --read-only-hint true|false
                       sets the `readOnlyHint` annotation of `add`
+    --ledger FILE     also lists `bump`: it appends one line to FILE per call
+                      (`acted KEY`, or `seen KEY` when `dedupe` is true and a
+                      line already holds the call's idempotency key, read from
+                      `_meta["agent/idempotency-key"]`), then, when it
+                      acted, sleeps `block_s` seconds (default 0) and
+                      answers: a tool that acts, then blocks, for crash tests
     --spawn-escapee   at start-up, starts `sleep 600` in a new session
                       (`setsid`), writes its pid to `pid-escapee`, and does not
                       wait for it: a process that leaves the server's process
@@ -196,6 +202,7 @@ class FixtureServer:
         state_dir: StateDir,
         extra_tool: str | None = None,
         read_only_hint: bool | None = None,
+        ledger: Path | None = None,
     ) -> None:
         self.variant = variant
         self.pages = pages
@@ -206,6 +213,20 @@ class FixtureServer:
         self._add_initial_tools(read_only_hint)
         if extra_tool is not None:
             self._register(ToolSpec(extra_tool, "A tool listed on request.", NO_ARGS, self._extra))
+        self.ledger = ledger
+        self.meta: dict[str, Any] = {}
+        if ledger is not None:
+            self._register(
+                ToolSpec(
+                    "bump",
+                    "Appends a line to the ledger, then waits block_s seconds.",
+                    {
+                        "type": "object",
+                        "properties": {"block_s": {"type": "number"}, "dedupe": {"type": "boolean"}},
+                    },
+                    self._bump,
+                )
+            )
 
     def _register(self, spec: ToolSpec) -> None:
         self.tools[spec.name] = spec
@@ -303,6 +324,8 @@ class FixtureServer:
         errors = sorted(validator_class(spec.input_schema).iter_errors(arguments), key=lambda e: list(e.path))
         if errors:
             return text_result(f"invalid arguments for {spec.name}: {errors[0].message}", is_error=True)
+        meta = getattr(params, "meta", None)
+        self.meta = dict(meta) if isinstance(meta, dict) else (meta.model_dump() if meta is not None else {})
         return await spec.handler(ctx, arguments)
 
     # -- tools ---------------------------------------------------------------
@@ -323,6 +346,21 @@ class FixtureServer:
     async def _slow(self, ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
         await self._until_cancelled(ctx, "slow", anyio.sleep(args["seconds"]))
         return text_result("done")
+
+    async def _bump(self, ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
+        assert self.ledger is not None
+        key = str(self.meta.get("agent/idempotency-key", ""))
+        lines = self.ledger.read_text(encoding="utf-8").splitlines() if self.ledger.exists() else []
+        seen = any(line.split(" ", 1)[-1] == key for line in lines)
+        verb = "seen" if args.get("dedupe") and seen and key else "acted"
+        with open(self.ledger, "a", encoding="utf-8") as f:
+            f.write(f"{verb} {key}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if verb == "acted":
+            await anyio.sleep(args.get("block_s", 0))
+        acted = sum(1 for line in lines if line.startswith("acted ")) + (verb == "acted")
+        return text_result(f"{verb}; acted {acted} time(s) in all")
 
     async def _hang(self, ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
         await self._until_cancelled(ctx, "hang", anyio.sleep_forever())
@@ -570,6 +608,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--read-only-hint", choices=["true", "false"], default=None, help="readOnlyHint annotation of `add`"
     )
+    parser.add_argument("--ledger", type=Path, default=None, help="also list `bump`, which appends to this file")
     parser.add_argument("--spawn-escapee", action="store_true", help="start `sleep 600` in a new session")
     args = parser.parse_args(argv)
     if args.pages < 1:
@@ -613,6 +652,7 @@ def main(argv: list[str] | None = None) -> None:
         state_dir=state_dir,
         extra_tool=args.extra_tool,
         read_only_hint=None if args.read_only_hint is None else args.read_only_hint == "true",
+        ledger=args.ledger,
     )
     server = build_server(test_server)
     if args.transport == "http":

@@ -1,0 +1,305 @@
+//! Durable runs through the `agent` binary: `agent serve` killed with SIGKILL in
+//! the middle of a run, started again on the same store, goes on with the run
+//! from its first unrecorded step. The tools are a real MCP server's (the Python
+//! test server of tools-mcp): `slow` (declared `read_only`) and `bump`, which
+//! appends a line to a ledger file each time it acts (an
+//! `external_side_effect`), then blocks: the ledger counts how often a call that
+//! acts really ran.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agent_testing::server::{OpenAiServer, Reply};
+use serde_json::json;
+
+use crate::mcp::{python, script};
+use crate::support::Home;
+use crate::threads::{chat_body, endless_words, eventually, http, sigkill, streaming};
+
+const KEY: &str = "sk-e2e-durable";
+
+/// The user's config: the MCP server `fx` with its ledger, tools that run
+/// without approval (a crash test, not an approval test), `bump` idempotent or
+/// not. Returns its path.
+fn config(home: &Home, ledger: &Path, idempotent: bool) -> PathBuf {
+    let dir = home.config_home.join("agent");
+    std::fs::create_dir_all(&dir).unwrap();
+    let args = vec![script(), "--ledger".into(), ledger.display().to_string()];
+    let text = format!(
+        "[mcp.servers.fx]\ncommand = {}\nargs = {}\nstartup_timeout_s = 60\n\n\
+         [mcp.servers.fx.tools.slow]\neffect = \"read_only\"\n\n\
+         [mcp.servers.fx.tools.bump]\nidempotent = {idempotent}\n\n\
+         [policy]\nallow = [\"mcp__fx__*\"]\nrequire_approval = []\n",
+        json!(python().display().to_string()),
+        json!(args),
+    );
+    let path = dir.join("agent.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `agent serve` with `config` against the model at `url`.
+async fn serve(home: &Home, url: &str, config: &Path) -> (tokio::process::Child, String, String) {
+    let config = config.display().to_string();
+    let command = home.command(Some(url), &["--config", &config, "serve", "--port", "0"]);
+    crate::serve::serve_command(command).await
+}
+
+/// The store of `home` (the default SQLite file).
+async fn store(home: &Home) -> agent_store::Store {
+    agent_store::Store::open_sqlite(&home.data_home.join("agent/store.db"))
+        .await
+        .unwrap()
+}
+
+/// The id of chat `chat`'s latest run, once it is stored.
+async fn run_of(store: &agent_store::Store, chat: &str) -> String {
+    let rows = store.account("local");
+    let run = eventually(
+        || async { rows.latest_run(chat).await.unwrap() },
+        Option::is_some,
+    )
+    .await;
+    run.expect("the run is stored").run.id
+}
+
+/// Waits until run `run_id` has recorded step `step` of `kind`.
+async fn recorded(store: &agent_store::Store, run_id: &str, step: u32, kind: &str) {
+    let rows = store.account("local");
+    let steps = eventually(
+        || async { rows.steps(run_id).await.unwrap() },
+        |steps: &Vec<(u32, String, String)>| steps.iter().any(|(n, k, _)| *n == step && k == kind),
+    )
+    .await;
+    assert!(
+        steps.iter().any(|(n, k, _)| *n == step && k == kind),
+        "step {step} ({kind}) was not recorded: {steps:?}"
+    );
+}
+
+/// The whole answer of chat `chat` as a client that reattaches reads it.
+async fn reattached(base: &str, token: &str, chat: &str) -> String {
+    let response = http()
+        .get(format!("{base}/api/chat/{chat}/stream"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status().as_u16(),
+        200,
+        "a running answer to attach to"
+    );
+    tokio::time::timeout(Duration::from_secs(60), response.text())
+        .await
+        .expect("the resumed run ends")
+        .unwrap()
+}
+
+/// The text of a UI stream body: its text deltas, joined.
+fn text_of(body: &str) -> String {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+        .filter(|c| c["type"] == "text-delta")
+        .filter_map(|c| c["delta"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The ledger's lines.
+fn ledger_lines(ledger: &Path) -> Vec<String> {
+    std::fs::read_to_string(ledger)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The `tool` messages of model request `index`.
+fn tool_results(server: &OpenAiServer, index: usize) -> Vec<String> {
+    server.requests()[index].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .collect()
+}
+
+/// Killed during a slow `read_only` call, then during a model call: each time
+/// the next server goes on with the run. The model is called once per model
+/// step (no recorded step is asked again), the call that acts ran exactly once,
+/// and a client that reattaches reads the whole answer once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_survives_two_kills_and_calls_the_model_and_its_tools_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.txt");
+    let server = OpenAiServer::start([
+        Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
+        Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 4}))]),
+        endless_words(20),
+        Reply::text("All done."),
+    ])
+    .await
+    .unwrap();
+    let url = server.base_url();
+    let home = Home::new(KEY);
+    let config = config(&home, &ledger, false);
+    let store = store(&home).await;
+
+    let (mut first, base, token) = serve(&home, &url, &config).await;
+    let _stream = streaming(
+        &http(),
+        &base,
+        &token,
+        &chat_body("chat-d", "Bump, then wait."),
+        1,
+    )
+    .await;
+    let run_id = run_of(&store, "chat-d").await;
+    // The slow call is under way: its model turn is recorded, its result not.
+    recorded(&store, &run_id, 2, "model").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    sigkill(&first);
+    first.wait().await.unwrap();
+    assert_eq!(server.requests().len(), 2);
+
+    let (mut second, _, _) = serve(&home, &url, &config).await;
+    // The slow call runs again (read-only); then the third model call streams.
+    recorded(&store, &run_id, 3, "tool").await;
+    eventually(|| async { server.requests().len() }, |n| *n == 3).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sigkill(&second);
+    second.wait().await.unwrap();
+
+    let (_third, base, token) = serve(&home, &url, &config).await;
+    let answer = reattached(&base, &token, "chat-d").await;
+    assert_eq!(text_of(&answer), "All done.", "{answer}");
+    // Every step once: one start and one output per call, the final text once.
+    assert_eq!(
+        answer.matches(r#""type":"tool-input-available""#).count(),
+        2,
+        "{answer}"
+    );
+    assert_eq!(
+        answer.matches(r#""type":"tool-output-available""#).count(),
+        2,
+        "{answer}"
+    );
+    assert!(
+        !answer.contains("w0 "),
+        "the killed model call's text is gone: {answer}"
+    );
+
+    // One request per model step: the two recorded turns were not asked again.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    assert_eq!(
+        requests[3].body["messages"], requests[2].body["messages"],
+        "the last call was the unrecorded one, asked again as it was"
+    );
+    // The call that acts ran exactly once, in the first process.
+    let lines = ledger_lines(&ledger);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].starts_with("acted "), "{lines:?}");
+    assert!(
+        lines[0].ends_with(":call_b"),
+        "the key names the run and the call: {lines:?}"
+    );
+    // The run ended `done`, its thread holds the answer, its log is contiguous.
+    let rows = store.account("local");
+    let run = eventually(
+        || async { rows.run(&run_id).await.unwrap().unwrap() },
+        |run| run.status == agent_store::RunStatus::Done,
+    )
+    .await;
+    assert_eq!(run.status, agent_store::RunStatus::Done, "{run:?}");
+    let messages = rows.messages("chat-d").await.unwrap();
+    assert_eq!(
+        messages.len(),
+        6,
+        "user, two calls with results, answer: {messages:?}"
+    );
+    let seqs: Vec<u64> = rows
+        .events(&run_id, None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>());
+}
+
+/// Killed while a call that acts blocks, after it acted: the next server does
+/// not run it again. Its result is `outcome_unknown`, which the model's next
+/// turn reads; the ledger says it acted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cut_by_a_kill_after_it_acted_is_outcome_unknown_and_not_run_again() {
+    let (answer, lines, server) = killed_during_bump(false).await;
+    assert_eq!(lines.len(), 1, "the call ran once: {lines:?}");
+    assert!(lines[0].starts_with("acted "), "{lines:?}");
+    let results = tool_results(&server, 1);
+    assert_eq!(results.len(), 1);
+    assert!(results[0].contains("outcome_unknown"), "{results:?}");
+    assert_eq!(text_of(&answer), "I will check first.", "{answer}");
+    assert!(
+        answer.contains(r#""errorText":"outcome_unknown"#),
+        "{answer}"
+    );
+}
+
+/// The same with `bump` declared idempotent: it runs again with the same
+/// idempotency key, and the server, which dedupes on it, acts once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_call_cut_by_a_kill_runs_again_with_its_key_and_acts_once() {
+    let (answer, lines, server) = killed_during_bump(true).await;
+    assert_eq!(lines.len(), 2, "the tool saw the call twice: {lines:?}");
+    let keys: Vec<&str> = lines.iter().map(|l| l.split_once(' ').unwrap().1).collect();
+    assert_eq!(keys[0], keys[1], "with the same key: {lines:?}");
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("acted ")).count(),
+        1,
+        "and acted once: {lines:?}"
+    );
+    let results = tool_results(&server, 1);
+    assert!(results[0].contains("seen; acted 1 time"), "{results:?}");
+    assert_eq!(text_of(&answer), "I will check first.", "{answer}");
+}
+
+/// Starts a chat whose call of `bump` acts and blocks, kills the server once
+/// the ledger shows it acted, starts another: the resumed answer, the ledger
+/// and the model server.
+async fn killed_during_bump(idempotent: bool) -> (String, Vec<String>, OpenAiServer) {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.txt");
+    let server = OpenAiServer::start([
+        Reply::tool_calls(&[(
+            "call_b",
+            "mcp__fx__bump",
+            json!({"block_s": 120, "dedupe": true}),
+        )]),
+        Reply::text("I will check first."),
+    ])
+    .await
+    .unwrap();
+    let url = server.base_url();
+    let home = Home::new(KEY);
+    let config = config(&home, &ledger, idempotent);
+    let (mut first, base, token) = serve(&home, &url, &config).await;
+    let _stream = streaming(&http(), &base, &token, &chat_body("chat-b", "Bump it."), 1).await;
+    eventually(
+        || async { ledger_lines(&ledger) },
+        |lines| !lines.is_empty(),
+    )
+    .await;
+    sigkill(&first);
+    first.wait().await.unwrap();
+    let (_second, base, token) = serve(&home, &url, &config).await;
+    let answer = reattached(&base, &token, "chat-b").await;
+    assert_eq!(
+        server.requests().len(),
+        2,
+        "the recorded turn was not asked again"
+    );
+    (answer, ledger_lines(&ledger), server)
+}
