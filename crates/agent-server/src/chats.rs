@@ -460,15 +460,26 @@ pub(crate) async fn follow(
                         .store
                         .interrupt_runs_without_start(&run.run.owner, now)
                         .await;
-                    // A durable run stays running: the next server on the store
-                    // goes on with it. Until then this stream ends.
+                    // A durable run stays running: this server goes on with it
+                    // (when it takes over runs), else the next one to start.
+                    // Either way this stream ends: the run's log starts over.
                     if matches!(rows.run(&run_id).await, Ok(Some(r)) if r.status == RunStatus::Running)
                     {
+                        let taken = service.takes_over()
+                            && service
+                                .resume_runs_of(&run.run.owner)
+                                .await
+                                .is_ok_and(|n| n > 0);
+                        let message = if taken {
+                            "The server running this answer stopped; this server goes on with it. Reload to follow it."
+                        } else {
+                            "The server running this answer stopped; the answer goes on when a server starts again. Reload to follow it."
+                        };
                         let waiting = ai_core::AiEvent::new(
                             &ai_core::RunContext::new(run_id.clone(), String::new()),
                             ai_core::event::AiEventKind::Error {
-                                code: "run_suspended".into(),
-                                message: "The server running this answer stopped; the answer goes on when a server starts again. Reload to follow it.".into(),
+                                code: "run_moved".into(),
+                                message: message.into(),
                             },
                         );
                         for frame in

@@ -86,6 +86,9 @@ pub struct ChatService {
     store: Option<crate::chats::ServerStore>,
     /// Whether runs recorded in the store are durable (journaled steps).
     durable: bool,
+    /// Whether this server goes on with the durable runs of a dead server it
+    /// finds while following them.
+    take_over: bool,
     /// Per chat, when the record of its latest run is finished: a run's record
     /// is finished after the one before it, so a chat's messages are stored in
     /// the order of its runs even when a record is slower than the next run.
@@ -151,6 +154,7 @@ impl ChatService {
             limits: contract::Limits::default(),
             store: None,
             durable: true,
+            take_over: true,
             records: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
     }
@@ -175,6 +179,19 @@ impl ChatService {
     pub fn with_durable(mut self, durable: bool) -> Self {
         self.durable = durable;
         self
+    }
+
+    /// Whether a stream following a run of a server that died makes this
+    /// server go on with it ([`ChatService::resume_runs_of`]; default: yes).
+    /// Off, the run waits for a server started with it in mind.
+    pub fn with_take_over(mut self, take_over: bool) -> Self {
+        self.take_over = take_over;
+        self
+    }
+
+    /// See [`ChatService::with_take_over`].
+    pub(crate) fn takes_over(&self) -> bool {
+        self.take_over && self.durable
     }
 
     /// The approval ids of this service.

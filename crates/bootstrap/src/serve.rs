@@ -245,6 +245,7 @@ async fn serve_with(
                         service
                             .with_store(store)
                             .with_durable(config.file.durable.journal)
+                            .with_take_over(config.file.durable.resume)
                             .with_approvals(agent_server::approval::Approvals::new(
                                 key,
                                 agent_server::approval::DEFAULT_APPROVAL_TTL,

@@ -662,10 +662,13 @@ async fn two_servers_on_one_postgres_share_chats_and_approvals() {
 
 /// Resume through another server: a run streaming on server A is followed by a
 /// client of server B (`GET /api/chat/{id}/stream`) from the store's event log;
-/// when A is killed, B's stream ends with an error instead of waiting forever.
+/// when A is killed, B's stream ends saying so (instead of waiting forever) and
+/// B goes on with the run: the client's next resume reads it to its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_of_one_server_is_followed_through_another_until_its_server_dies() {
-    let server = OpenAiServer::start([endless_words(10)]).await.unwrap();
+    let server = OpenAiServer::start([endless_words(10), Reply::text("Taken over.")])
+        .await
+        .unwrap();
     let home = Home::new(KEY);
     let url = server.base_url();
     let client = http();
@@ -731,7 +734,7 @@ async fn a_run_of_one_server_is_followed_through_another_until_its_server_dies()
         }
     }
     assert!(
-        text.contains("stopped before it ended"),
+        text.contains("this server goes on with it"),
         "{}",
         &text[text.len().saturating_sub(600)..]
     );
@@ -740,6 +743,24 @@ async fn a_run_of_one_server_is_followed_through_another_until_its_server_dies()
         "{}",
         &text[text.len().saturating_sub(300)..]
     );
+    // B runs the model call A did not finish; the client reattaches to it.
+    let resumed = client
+        .get(&stream_url)
+        .bearer_auth(&token_b)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resumed.status().as_u16(), 200);
+    let body = tokio::time::timeout(Duration::from_secs(30), resumed.text())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(body.contains("Taken over."), "{body}");
+    assert!(
+        !body.contains("w0 "),
+        "A's cut answer is not shown again: {body}"
+    );
+    assert_eq!(server.requests().len(), 2);
 }
 
 /// A slow store (every write to the event log, usage and run status delayed
