@@ -37,8 +37,9 @@ pub(crate) struct SavedStart {
     pub(crate) prompt_hash: Option<String>,
 }
 
-/// One account's step journal in the run store.
-pub(crate) struct StoreJournal {
+/// One account's step journal in the run store: each step a row of
+/// `run_steps`, written (and awaited) before the run goes on.
+pub struct StoreJournal {
     store: Store,
     account: String,
     /// Saved before the run's first step (`None` for a run started again: its
@@ -47,9 +48,9 @@ pub(crate) struct StoreJournal {
 }
 
 impl StoreJournal {
-    /// The journal of `account`'s runs; `start` is saved when the run reads its
-    /// steps (before its first step).
-    pub(crate) fn new(store: Store, account: impl Into<String>, start: Option<String>) -> Self {
+    /// The journal of `account`'s runs in `store`; `start` (the run's saved
+    /// start, JSON) is saved when the run reads its steps, before its first step.
+    pub fn new(store: Store, account: impl Into<String>, start: Option<String>) -> Self {
         Self {
             store,
             account: account.into(),

@@ -25,7 +25,7 @@
 //!   response (what was sent so far, then live), or answers `204`.
 //! - [`chats`]: with a run store, every run recorded (thread, status, events,
 //!   usage, messages) and `GET`/`DELETE /api/chats[/{id}]`.
-//! - Durable runs: with a store, each run's model calls and tool calls are steps
+//! - [`durable`]: with a store, each run's model calls and tool calls are steps
 //!   journaled in the store before the next (`agent_graph::journal`);
 //!   [`ChatService::resume_runs_of`] goes on with the runs of a server that
 //!   died, from their first unrecorded step.
@@ -48,7 +48,7 @@ pub mod body_format;
 pub mod chats;
 pub mod contract;
 pub mod data_stream;
-mod durable;
+pub mod durable;
 mod listener;
 pub mod page;
 pub mod resume;
