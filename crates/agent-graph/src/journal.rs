@@ -8,6 +8,12 @@
 //! replayed from the journal (their events emitted again, no model call, no tool
 //! call) and the run goes on from the first step that was not.
 //!
+//! The run asks the journal for each step in turn ([`StepJournal::step`]): a
+//! recorded one comes back as [`StepSlot::Recorded`], a missing one as
+//! [`StepSlot::Open`], through which the run records it once done. So a journal
+//! can be a table it reads (the run store's) or an engine that replays its own
+//! journal in order and knows what it holds only when asked (Restate's).
+//!
 //! What is exactly-once and what is not:
 //!
 //! - A recorded step's result is used as recorded, whatever happens later: a
@@ -174,29 +180,63 @@ impl Step {
 #[error("the step journal failed: {0}")]
 pub struct JournalError(pub String);
 
+/// A step as the journal hands it to the run: recorded before (the run replays
+/// it), or open (the run does it and records it).
+#[non_exhaustive]
+pub enum StepSlot {
+    /// Recorded by an earlier attempt of the run: replay it.
+    Recorded(Step),
+    /// Not recorded: do the step, then record it through the slot.
+    Open(Box<dyn OpenStep>),
+}
+
+impl std::fmt::Debug for StepSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Recorded(step) => f.debug_tuple("Recorded").field(step).finish(),
+            Self::Open(_) => f.write_str("Open"),
+        }
+    }
+}
+
+/// A step the run is doing; [`OpenStep::record`] returns once the step is
+/// durable. Dropped without a record, the step stays unrecorded (the run was
+/// cancelled).
+pub trait OpenStep: Send {
+    /// Records `step`.
+    fn record(self: Box<Self>, step: Step) -> BoxFuture<'static, Result<(), JournalError>>;
+}
+
 /// Where a durable run's steps are recorded.
 ///
-/// `record` returns once the step is durable (a run that goes on after it may
-/// be killed at once). Recording a step that is already recorded with the same
-/// number and kind keeps the first (a run replays it rather than record it
-/// again, but a retried write must not fail).
+/// The run opens its steps in number order (for a call that acts: its intent,
+/// then its result), and records an open step before it opens the next, except
+/// that calls run concurrently (read-only turns) open theirs concurrently unless
+/// [`StepJournal::one_step_at_a_time`] says not to. Recording a step whose
+/// number and kind are recorded already keeps the first (a retried write must
+/// not fail).
 pub trait StepJournal: Send + Sync {
-    /// The steps recorded for `run_id`, in any order.
-    fn steps<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<Vec<Step>, JournalError>>;
-
-    /// Records `step` of `run_id`.
-    fn record<'a>(
+    /// Step `number` of `kind` of run `run_id`.
+    fn step<'a>(
         &'a self,
         run_id: &'a str,
-        step: &'a Step,
-    ) -> BoxFuture<'a, Result<(), JournalError>>;
+        number: u32,
+        kind: StepKind,
+    ) -> BoxFuture<'a, Result<StepSlot, JournalError>>;
+
+    /// Whether steps must be opened strictly one after another (an engine that
+    /// replays its journal in order). The run then runs even read-only calls
+    /// one at a time. Default: no.
+    fn one_step_at_a_time(&self) -> bool {
+        false
+    }
 }
 
 /// A journal in memory: for tests, benchmarks, and runs that only need replay
 /// within one process.
 #[derive(Debug, Default)]
 pub struct MemoryJournal {
-    runs: Mutex<HashMap<String, Vec<Step>>>,
+    runs: Arc<Mutex<HashMap<String, Vec<Step>>>>,
 }
 
 impl MemoryJournal {
@@ -229,71 +269,83 @@ impl MemoryJournal {
     }
 }
 
-impl StepJournal for MemoryJournal {
-    fn steps<'a>(&'a self, run_id: &'a str) -> BoxFuture<'a, Result<Vec<Step>, JournalError>> {
-        let steps = self.recorded(run_id);
-        Box::pin(async move { Ok(steps) })
-    }
+/// An open step of a [`MemoryJournal`].
+struct MemorySlot {
+    runs: Arc<Mutex<HashMap<String, Vec<Step>>>>,
+    run_id: String,
+}
 
-    fn record<'a>(
-        &'a self,
-        run_id: &'a str,
-        step: &'a Step,
-    ) -> BoxFuture<'a, Result<(), JournalError>> {
+impl OpenStep for MemorySlot {
+    fn record(self: Box<Self>, step: Step) -> BoxFuture<'static, Result<(), JournalError>> {
         let mut runs = self
             .runs
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let steps = runs.entry(run_id.to_owned()).or_default();
+        let steps = runs.entry(self.run_id.clone()).or_default();
         if !steps
             .iter()
             .any(|s| s.number == step.number && s.kind() == step.kind())
         {
-            steps.push(step.clone());
+            steps.push(step);
         }
         Box::pin(async { Ok(()) })
     }
 }
 
-/// A run's journal as the loop uses it: what was recorded before (to replay),
-/// where new steps go, and the events emitted since the last step.
+impl StepJournal for MemoryJournal {
+    fn step<'a>(
+        &'a self,
+        run_id: &'a str,
+        number: u32,
+        kind: StepKind,
+    ) -> BoxFuture<'a, Result<StepSlot, JournalError>> {
+        let recorded = self
+            .recorded(run_id)
+            .into_iter()
+            .find(|s| s.number == number && s.kind() == kind);
+        let slot = match recorded {
+            Some(step) => StepSlot::Recorded(step),
+            None => StepSlot::Open(Box::new(MemorySlot {
+                runs: Arc::clone(&self.runs),
+                run_id: run_id.to_owned(),
+            })),
+        };
+        Box::pin(async move { Ok(slot) })
+    }
+}
+
+/// A run's journal as the loop uses it: where its steps are, and the events
+/// emitted since the last step.
 pub(crate) struct Steps {
     journal: Arc<dyn StepJournal>,
     run_id: String,
-    recorded: HashMap<(u32, StepKind), Step>,
     capture: Arc<Capture>,
 }
 
 impl Steps {
-    /// Reads what `journal` holds of `run_id`.
-    pub(crate) async fn load(
-        journal: Arc<dyn StepJournal>,
-        run_id: &str,
-        capture: Arc<Capture>,
-    ) -> Result<Self, JournalError> {
-        let recorded = journal
-            .steps(run_id)
-            .await?
-            .into_iter()
-            .map(|step| ((step.number, step.kind()), step))
-            .collect();
-        Ok(Self {
+    pub(crate) fn new(journal: Arc<dyn StepJournal>, run_id: &str, capture: Arc<Capture>) -> Self {
+        Self {
             journal,
             run_id: run_id.to_owned(),
-            recorded,
             capture,
-        })
+        }
     }
 
-    /// The recorded step `number` of `kind`.
-    pub(crate) fn get(&self, number: u32, kind: StepKind) -> Option<&Step> {
-        self.recorded.get(&(number, kind))
+    /// Step `number` of `kind`.
+    pub(crate) async fn open(&self, number: u32, kind: StepKind) -> Result<StepSlot, JournalError> {
+        self.journal.step(&self.run_id, number, kind).await
     }
 
-    /// Records a step with the events captured for it (`call`: a tool call's
-    /// events only; `None`: every event captured so far).
+    /// Whether calls run one at a time (see [`StepJournal::one_step_at_a_time`]).
+    pub(crate) fn one_step_at_a_time(&self) -> bool {
+        self.journal.one_step_at_a_time()
+    }
+
+    /// Records an open step with the events captured for it (`call`: a tool
+    /// call's events only; `None`: every event captured so far).
     pub(crate) async fn record(
         &self,
+        slot: Box<dyn OpenStep>,
         number: u32,
         body: StepBody,
         call: Option<&str>,
@@ -302,8 +354,7 @@ impl Steps {
             StepBody::Intent { .. } => Vec::new(),
             _ => self.capture.take(call),
         };
-        let step = Step::new(number, body, events);
-        self.journal.record(&self.run_id, &step).await
+        slot.record(Step::new(number, body, events)).await
     }
 }
 

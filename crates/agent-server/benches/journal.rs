@@ -19,9 +19,9 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agent_durable::StoreJournal;
 use agent_graph::journal::{MemoryJournal, RunStart, StepJournal};
 use agent_graph::run::{self, RunDeps, RunRequest};
-use agent_server::durable::StoreJournal;
 use agent_testing::{ScriptedModel, Turn, echo_tool};
 use ai_core::{Message, RunContext, ToolEffect, ToolPolicy, ToolRunner};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -72,15 +72,19 @@ fn journal_overhead(c: &mut Criterion) {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let store = runtime
-        .block_on(agent_store::Store::open_sqlite(&dir.path().join("bench.db")))
+        .block_on(agent_store::Store::open_sqlite(
+            &dir.path().join("bench.db"),
+        ))
         .unwrap();
-    let journals: Vec<(&str, Option<Arc<dyn StepJournal>>)> = vec![
+    let memory: Arc<dyn StepJournal> = Arc::new(MemoryJournal::new());
+    let in_memory = || Arc::clone(&memory);
+    // A store journal serves one run (it reads the run's steps once).
+    let sqlite =
+        || -> Arc<dyn StepJournal> { Arc::new(StoreJournal::new(store.clone(), "bench", None)) };
+    let journals: Vec<(&str, Option<&dyn Fn() -> Arc<dyn StepJournal>>)> = vec![
         ("off", None),
-        ("memory", Some(Arc::new(MemoryJournal::new()))),
-        (
-            "sqlite",
-            Some(Arc::new(StoreJournal::new(store.clone(), "bench", None))),
-        ),
+        ("memory", Some(&in_memory)),
+        ("sqlite", Some(&sqlite)),
     ];
     let script = script();
     let mut group = c.benchmark_group("journal");
@@ -100,7 +104,7 @@ fn journal_overhead(c: &mut Criterion) {
                                 let start = RunStart::New {
                                     request: request(n),
                                 };
-                                run::durable(start, deps, Arc::clone(journal))
+                                run::durable(start, deps, journal())
                             }
                         };
                         handle.into_outcome().await

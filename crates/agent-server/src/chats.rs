@@ -30,7 +30,7 @@
 //! another's (`404`, as for a chat that does not exist).
 
 use agent_graph::run::{RunError, RunOutput};
-use agent_store::{NewRun, Pricing, RunEnd, RunRecording, RunStatus, Store, Thread};
+use agent_store::{NewRun, Pricing, RunRecording, RunStatus, Store, Thread};
 use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
@@ -256,33 +256,7 @@ pub(crate) async fn end(
     }
 }
 
-/// How a run's outcome is recorded: paused or done with its conversation (of
-/// which the thread already holds the first `kept` messages), interrupted when
-/// it was cancelled, failed otherwise.
-pub fn run_end(outcome: &Result<RunOutput, RunError>, kept: usize) -> RunEnd<'_> {
-    let kept = u64::try_from(kept).unwrap_or(u64::MAX);
-    match outcome {
-        Ok(output) => RunEnd {
-            status: if output.paused.is_some() {
-                RunStatus::Paused
-            } else {
-                RunStatus::Done
-            },
-            error: None,
-            conversation: output.conversation(),
-            kept,
-        },
-        Err(error) => RunEnd {
-            status: match error {
-                RunError::Cancelled => RunStatus::Interrupted,
-                _ => RunStatus::Failed,
-            },
-            error: Some(error.to_string()),
-            conversation: &[],
-            kept,
-        },
-    }
-}
+pub use agent_durable::run_end;
 
 fn no_store() -> Response {
     refuse(

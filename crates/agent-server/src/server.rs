@@ -8,7 +8,9 @@ use std::time::Duration;
 use agent_graph::Graph;
 use agent_graph::journal::RunStart;
 use agent_graph::prompt::Params;
-use agent_graph::run::{Decision, PAUSED_RUN_VERSION, PausedRun, PendingApproval, RunHandle};
+use agent_graph::run::{
+    Decision, PAUSED_RUN_VERSION, PausedRun, PendingApproval, RunDeps, RunHandle,
+};
 use ai_core::{
     CompletionPort, Message, RunContext, ToolCatalog, ToolPolicy, ToolRunner,
     approval::{Approver, GrantLedger},
@@ -86,6 +88,8 @@ pub struct ChatService {
     store: Option<crate::chats::ServerStore>,
     /// Whether runs recorded in the store are durable (journaled steps).
     durable: bool,
+    /// Where runs go instead of running here (a durable engine), if anywhere.
+    submitter: Option<Arc<dyn crate::durable::RunSubmitter>>,
     /// Whether this server goes on with the durable runs of a dead server it
     /// finds while following them.
     take_over: bool,
@@ -153,6 +157,7 @@ impl ChatService {
             active: ActiveStreams::default(),
             limits: contract::Limits::default(),
             store: None,
+            submitter: None,
             durable: true,
             take_over: true,
             records: std::sync::Mutex::new(std::collections::HashMap::new()),
@@ -186,6 +191,16 @@ impl ChatService {
     /// Off, the run waits for a server started with it in mind.
     pub fn with_take_over(mut self, take_over: bool) -> Self {
         self.take_over = take_over;
+        self
+    }
+
+    /// Runs go to a durable engine instead of running in this process (with
+    /// a store only): each run's row written, the run submitted through
+    /// `submitter` (the engine runs it and writes its events to the store),
+    /// and its answer streamed to the client from the store (the UI message
+    /// stream).
+    pub fn with_submitter(mut self, submitter: Arc<dyn crate::durable::RunSubmitter>) -> Self {
+        self.submitter = Some(submitter);
         self
     }
 
@@ -284,6 +299,34 @@ impl ChatService {
         context: RunContext,
         kept: Option<usize>,
     ) -> Result<(RunHandle, crate::chats::RunMeta), agent_graph::graph::GraphError> {
+        let (start, meta, deps) = self.prepare_start(chat, context, kept).await?;
+        let handle = match self.store.as_ref().filter(|_| self.durable) {
+            Some(store) => {
+                let saved = crate::durable::SavedStart {
+                    start,
+                    kept,
+                    graph: meta.graph.clone(),
+                    model: meta.model.clone(),
+                    prompt_hash: meta.prompt_hash.clone(),
+                };
+                let journal = crate::durable::journal_for(store.store(), &chat_ref.account, &saved);
+                agent_graph::run::durable(saved.start, deps, journal)
+            }
+            None => agent_graph::run::start(start, deps),
+        };
+        Ok((handle, meta))
+    }
+
+    /// What a checked request starts: the graph prepared on its history, as a
+    /// new run or as the continuation of a paused one with the user's decisions
+    /// (each approval id checked against the server's key: a forged, expired,
+    /// used or edited one is an invalid decision, and nothing of it runs).
+    async fn prepare_start(
+        &self,
+        chat: &mut ChatRequest,
+        context: RunContext,
+        kept: Option<usize>,
+    ) -> Result<(RunStart, crate::chats::RunMeta, RunDeps), agent_graph::graph::GraphError> {
         let history = std::mem::take(&mut chat.history);
         let mut prepared = self.graph.prepare(
             context,
@@ -319,21 +362,65 @@ impl ChatService {
             };
             RunStart::Continue { paused, decisions }
         };
-        let handle = match self.store.as_ref().filter(|_| self.durable) {
-            Some(store) => {
-                let saved = crate::durable::SavedStart {
-                    start,
-                    kept,
-                    graph: meta.graph.clone(),
-                    model: meta.model.clone(),
-                    prompt_hash: meta.prompt_hash.clone(),
-                };
-                let journal = crate::durable::journal_for(store.store(), &chat_ref.account, &saved);
-                agent_graph::run::durable(saved.start, deps, journal)
-            }
-            None => agent_graph::run::start(start, deps),
+        Ok((start, meta, deps))
+    }
+
+    /// Hands the run a checked request asks for to the durable engine (see
+    /// [`ChatService::with_submitter`]): its row and thread written, then
+    /// submitted with the run id as its idempotency key. Returns the run id.
+    async fn submit_run(
+        &self,
+        chat: &mut ChatRequest,
+        chat_ref: &ChatRef,
+        context: RunContext,
+        kept: Option<usize>,
+    ) -> Result<String, String> {
+        let (Some(store), Some(submitter)) = (&self.store, &self.submitter) else {
+            return Err("no durable engine".into());
         };
-        Ok((handle, meta))
+        let (start, meta, _) = self
+            .prepare_start(chat, context, kept)
+            .await
+            .map_err(|e| e.to_string())?;
+        let now = agent_store::recorder::now_ms();
+        let rows = store.store().account(chat_ref.account.clone());
+        rows.create_thread(&agent_store::Thread {
+            id: chat_ref.id.clone(),
+            title: chat_ref.title.clone(),
+            graph: meta.graph.clone(),
+            created_ms: now,
+            updated_ms: now,
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        rows.start_run(&agent_store::NewRun {
+            id: meta.run_id.clone(),
+            thread_id: Some(chat_ref.id.clone()),
+            graph: meta.graph.clone(),
+            model: meta.model.clone(),
+            prompt_hash: meta.prompt_hash.clone(),
+            owner: agent_durable::restate::RESTATE_OWNER.to_owned(),
+            started_ms: now,
+            heartbeat: false,
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        let mut input = agent_durable::restate::RunInput::new(chat_ref.account.clone(), start);
+        input.thread_id = Some(chat_ref.id.clone());
+        input.graph = meta.graph;
+        input.model = meta.model;
+        input.prompt_hash = meta.prompt_hash;
+        input.started_ms = now;
+        input.kept = kept;
+        if let Err(error) = submitter.submit(&input).await {
+            let failed = agent_store::RunStatus::Failed;
+            let message = format!("the durable engine did not take the run: {error}");
+            let _ = rows
+                .set_run_status(&meta.run_id, failed, Some(&message), now)
+                .await;
+            return Err(message);
+        }
+        Ok(meta.run_id)
     }
 
     /// Starts again the durable runs that `previous` (a server process on this
@@ -368,7 +455,7 @@ impl ChatService {
             let started = serde_json::from_str::<crate::durable::SavedStart>(&run.start)
                 .map_err(|e| e.to_string())
                 .and_then(|saved| {
-                    let journal = Arc::new(crate::durable::StoreJournal::new(
+                    let journal = Arc::new(agent_durable::StoreJournal::new(
                         store.store().clone(),
                         run.account_id.clone(),
                         None,
@@ -1031,6 +1118,29 @@ async fn chat(
             _ => None,
         })
         .unwrap_or_else(|| agent_store::title_from(""));
+    if state.service.submitter.is_some() {
+        let submitted = state
+            .service
+            .submit_run(&mut chat, &chat_ref, context, kept)
+            .await;
+        drop(permit);
+        return match submitted {
+            Ok(_) => {
+                let service = Arc::clone(&state.service);
+                crate::chats::follow(service, &chat_ref.account, &chat_ref.id, chat_ref.scoped)
+                    .await
+                    .unwrap_or_else(|| StatusCode::NO_CONTENT.into_response())
+            }
+            Err(error) => {
+                tracing::error!(%error, "a run could not be handed to the durable engine");
+                refuse(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "engine_unavailable",
+                    "the durable engine did not take the run; try again",
+                )
+            }
+        };
+    }
     let started = match state
         .service
         .start_run(&mut chat, &chat_ref, context, kept)

@@ -147,6 +147,21 @@ pub enum Command {
         #[arg(long)]
         no_auth: bool,
     },
+    /// Run runs for a Restate server (`[durable] engine = "restate"`): serves
+    /// the runs' handler on an HTTP/2 endpoint and registers it with the
+    /// server's admin API (`[durable] restate_admin`). Needs the run store that
+    /// `agent serve` uses (a Postgres store, for workers on several machines).
+    Worker {
+        /// Address to bind (default 127.0.0.1; Restate must reach it).
+        #[arg(long)]
+        host: Option<String>,
+        /// Port (default 9080; 0 picks a free one).
+        #[arg(long, default_value_t = 9080)]
+        port: u16,
+        /// Graph whose runs it runs (the one `agent serve --graph` serves).
+        #[arg(long, default_value = "chat", value_name = "NAME")]
+        graph: String,
+    },
     /// MCP servers: list them with their tools, or accept their current tool
     /// definitions.
     Mcp {
@@ -313,6 +328,10 @@ pub async fn run(cli: Cli) -> ExitCode {
                 no_auth,
             };
             crate::serve::run(&config, args).await
+        }
+        Command::Worker { host, port, graph } => {
+            let args = crate::worker::WorkerArgs { host, port, graph };
+            crate::worker::run(&config, args).await
         }
         Command::Graphs { json } => list_graphs(&config, json),
         Command::Threads { command } => crate::history::threads_command(&config, command).await,

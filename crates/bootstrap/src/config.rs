@@ -351,24 +351,47 @@ pub struct FileConfig {
 
 /// `[durable]`: the runs of `agent serve` with a store are durable (each model
 /// call and tool call a step journaled in the store before the next).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DurableConfig {
+    /// Where runs run: `embedded` (in `agent serve`, journaled in the run
+    /// store; default) or `restate` (each run an invocation of a Restate server,
+    /// run by `agent worker` processes).
+    pub engine: DurableEngine,
     /// At startup, go on with the runs a stopped `agent serve` on this host left
     /// running (default); `false` marks them interrupted.
     pub resume: bool,
     /// Journal the steps of runs (default); `false` records runs without a
     /// journal (nothing to resume; a little less store traffic).
     pub journal: bool,
+    /// `restate`: the Restate server's ingress, where runs are submitted.
+    pub restate_ingress: String,
+    /// `restate`: its admin API, where `agent worker` registers.
+    pub restate_admin: String,
 }
 
 impl Default for DurableConfig {
     fn default() -> Self {
         Self {
+            engine: DurableEngine::Embedded,
             resume: true,
             journal: true,
+            restate_ingress: "http://127.0.0.1:8080".into(),
+            restate_admin: "http://127.0.0.1:9070".into(),
         }
     }
+}
+
+/// `[durable] engine`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum DurableEngine {
+    /// Runs run in `agent serve`, their steps journaled in the run store.
+    #[default]
+    Embedded,
+    /// Runs run as invocations of a Restate server (`agent worker`).
+    Restate,
 }
 
 /// `[pricing."MODEL"]`: what a model's tokens cost, per million, in one currency.

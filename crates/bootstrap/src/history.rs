@@ -184,7 +184,7 @@ impl Recording {
 
 /// The `[pricing]` of `config` as the store's pricing callback (see
 /// [`price_for`]); `None` without prices.
-fn pricing(config: &AgentConfig, requested: &str) -> Option<Pricing> {
+pub(crate) fn pricing(config: &AgentConfig, requested: &str) -> Option<Pricing> {
     if config.file.pricing.is_empty() {
         return None;
     }

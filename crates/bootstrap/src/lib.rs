@@ -16,3 +16,4 @@ pub mod serve;
 pub mod session;
 pub mod tools;
 pub mod trust;
+pub mod worker;

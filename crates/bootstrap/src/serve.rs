@@ -203,6 +203,27 @@ fn page_authority(bound: SocketAddr) -> String {
     SocketAddr::new(ip, bound.port()).to_string()
 }
 
+/// `service` with `[durable] engine`: runs handed to a Restate server (each
+/// submitted to its ingress) instead of run here.
+fn with_engine(config: &AgentConfig, service: ChatService) -> Result<Arc<ChatService>, String> {
+    let durable = &config.file.durable;
+    match durable.engine {
+        crate::config::DurableEngine::Restate => {
+            let client = agent_durable::restate::RestateClient::new(
+                &durable.restate_ingress,
+                &durable.restate_admin,
+            )
+            .map_err(|e| e.to_string())?;
+            eprintln!(
+                "agent: runs go to the Restate server at {} (run by `agent worker`)",
+                durable.restate_ingress
+            );
+            Ok(Arc::new(service.with_submitter(Arc::new(client))))
+        }
+        _ => Ok(Arc::new(service)),
+    }
+}
+
 /// Goes on with the durable runs of the stopped servers `stopped` (each said on
 /// stderr).
 async fn resume_runs(service: &Arc<ChatService>, stopped: &[String]) {
@@ -241,16 +262,21 @@ async fn serve_with(
             // server without one still serves chats (and says so).
             match crate::history::server_store(config).await {
                 Ok((store, key, stopped)) => {
-                    let service = Arc::new(
-                        service
-                            .with_store(store)
-                            .with_durable(config.file.durable.journal)
-                            .with_take_over(config.file.durable.resume)
-                            .with_approvals(agent_server::approval::Approvals::new(
-                                key,
-                                agent_server::approval::DEFAULT_APPROVAL_TTL,
-                            )),
-                    );
+                    let service = service
+                        .with_store(store)
+                        .with_durable(config.file.durable.journal)
+                        .with_take_over(config.file.durable.resume)
+                        .with_approvals(agent_server::approval::Approvals::new(
+                            key,
+                            agent_server::approval::DEFAULT_APPROVAL_TTL,
+                        ));
+                    let service = match with_engine(config, service) {
+                        Ok(service) => service,
+                        Err(e) => {
+                            eprintln!("agent: {e}");
+                            return ExitCode::from(EXIT_USAGE);
+                        }
+                    };
                     resume_runs(&service, &stopped).await;
                     service
                 }

@@ -131,6 +131,13 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
     if file.store.url.is_some() {
         keys.push("store.url (where conversations, events and usage are written)".to_owned());
     }
+    let durable = crate::config::DurableConfig::default();
+    if file.durable.engine != durable.engine
+        || file.durable.restate_ingress != durable.restate_ingress
+        || file.durable.restate_admin != durable.restate_admin
+    {
+        keys.push("durable.engine / restate_ingress / restate_admin (where runs, with their conversations, are sent)".to_owned());
+    }
     if !file.model.extra_headers.is_empty() {
         keys.push("model.extra_headers (sent with every request)".to_owned());
     }

@@ -30,7 +30,7 @@ mod queue;
 
 pub(crate) use queue::{Queue, Slot};
 
-use crate::journal::{Capture, RunStart, StepBody, StepJournal, StepKind, Steps};
+use crate::journal::{Capture, RunStart, StepBody, StepJournal, StepKind, StepSlot, Steps};
 use crate::prompt::Params;
 
 /// Limits of one run. Every limit is explicit and its error says which was hit.
@@ -1144,12 +1144,8 @@ async fn drive(
     if let Some(error) = refused {
         return Err(error);
     }
-    let steps = match journal {
-        Some((journal, capture)) => {
-            Some(Steps::load(journal, &request.context.run_id, capture).await?)
-        }
-        None => None,
-    };
+    let steps =
+        journal.map(|(journal, capture)| Steps::new(journal, &request.context.run_id, capture));
     let mut counter = StepCounter {
         steps: steps.as_ref(),
         next: 0,
@@ -1662,7 +1658,8 @@ async fn run_tools(
             cancel,
         )
     };
-    if all_read_only && count > 1 {
+    let one_at_a_time = steps.is_some_and(Steps::one_step_at_a_time);
+    if all_read_only && count > 1 && !one_at_a_time {
         futures::stream::iter(numbered)
             .map(exec)
             .buffered(concurrency.max(1))
@@ -1698,30 +1695,43 @@ async fn exec_step(
             .exec_scoped(context, &deps.catalog, call, cancel, emitter, scope)
             .await);
     };
-    if let Some(step) = steps.get(number, StepKind::Tool)
-        && let Some(exec) = crate::journal::replayed_execution(step)
-    {
-        emitter.replay(&step.events);
-        return Ok(exec);
-    }
     let id = deps.runner.call_ref(&call).tool_call_id;
-    let mut scope = std::borrow::Cow::Borrowed(scope);
-    if let Some(spec) = deps.catalog.get(&call.name)
-        && spec.effect != ToolEffect::ReadOnly
-    {
-        if steps.get(number, StepKind::Intent).is_some() {
-            if !spec.idempotent {
-                tracing::warn!(tool_call_id = %log_field(&id), "a call that acts was under way when the run stopped: its outcome is unknown");
-                scope.to_mut().outcome_unknown.push(id.clone());
+    let acts = deps
+        .catalog
+        .get(&call.name)
+        .filter(|spec| spec.effect != ToolEffect::ReadOnly);
+    // A call that acts: its intent first. Found recorded, the call was started
+    // by an earlier attempt of the run.
+    let mut started_before = false;
+    if let Some(spec) = acts {
+        match steps.open(number, StepKind::Intent).await? {
+            StepSlot::Recorded(_) => started_before = true,
+            StepSlot::Open(slot) => {
+                let intent = StepBody::Intent {
+                    idempotency_key: format!("{}:{id}", context.run_id),
+                    tool_call_id: id.clone(),
+                    tool_name: spec.id.as_str().to_owned(),
+                };
+                steps.record(slot, number, intent, None).await?;
             }
-        } else {
-            let intent = StepBody::Intent {
-                idempotency_key: format!("{}:{id}", context.run_id),
-                tool_call_id: id.clone(),
-                tool_name: spec.id.as_str().to_owned(),
-            };
-            steps.record(number, intent, None).await?;
         }
+    }
+    let slot = match steps.open(number, StepKind::Tool).await? {
+        StepSlot::Recorded(step) => {
+            if let Some(exec) = crate::journal::replayed_execution(&step) {
+                emitter.replay(&step.events);
+                return Ok(exec);
+            }
+            return Err(RunError::Journal(crate::journal::JournalError(format!(
+                "step {number} of the journal is not a tool result"
+            ))));
+        }
+        StepSlot::Open(slot) => slot,
+    };
+    let mut scope = std::borrow::Cow::Borrowed(scope);
+    if started_before && acts.is_some_and(|spec| !spec.idempotent) {
+        tracing::warn!(tool_call_id = %log_field(&id), "a call that acts was under way when the run stopped: its outcome is unknown");
+        scope.to_mut().outcome_unknown.push(id.clone());
     }
     let exec = deps
         .runner
@@ -1732,7 +1742,7 @@ async fn exec_step(
         return Ok(exec);
     }
     steps
-        .record(number, StepBody::tool(&exec), Some(&id))
+        .record(slot, number, StepBody::tool(&exec), Some(&id))
         .await?;
     Ok(exec)
 }
@@ -1764,12 +1774,21 @@ async fn turn_step(
     cancel: &CancellationToken,
     prompt_hash: Option<&str>,
 ) -> Result<CompletionFinal, RunError> {
-    if let Some(step) = counter.steps.and_then(|s| s.get(number, StepKind::Model))
-        && let crate::journal::StepBody::Model { turn } = &step.body
-    {
-        emitter.replay(&step.events);
-        return Ok(turn.clone());
-    }
+    let slot = match counter.steps {
+        Some(steps) => match steps.open(number, StepKind::Model).await? {
+            StepSlot::Recorded(step) => {
+                let StepBody::Model { turn } = step.body else {
+                    return Err(RunError::Journal(crate::journal::JournalError(format!(
+                        "step {number} of the journal is not a model turn"
+                    ))));
+                };
+                emitter.replay(&step.events);
+                return Ok(turn);
+            }
+            StepSlot::Open(slot) => Some((steps, slot)),
+        },
+        None => None,
+    };
     let mut turn = model_turn(deps, completion, emitter, cancel).await?;
     for call in &mut turn.tool_calls {
         call.id = deps.runner.call_ref(&as_tool_call(call)).tool_call_id;
@@ -1777,9 +1796,9 @@ async fn turn_step(
     if let Some(fact) = &turn.usage {
         emitter.emit(usage_event(fact.clone(), prompt_hash));
     }
-    if let Some(steps) = counter.steps {
+    if let Some((steps, slot)) = slot {
         let body = StepBody::Model { turn: turn.clone() };
-        steps.record(number, body, None).await?;
+        steps.record(slot, number, body, None).await?;
     }
     Ok(turn)
 }

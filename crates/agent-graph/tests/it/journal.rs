@@ -262,21 +262,12 @@ async fn a_read_only_call_without_a_result_simply_runs_again() {
 #[tokio::test]
 async fn a_journal_that_fails_stops_the_run_before_the_call_acts() {
     struct Broken;
-    impl StepJournal for Broken {
-        fn steps<'a>(
-            &'a self,
-            _: &'a str,
-        ) -> BoxFuture<
-            'a,
-            Result<Vec<agent_graph::journal::Step>, agent_graph::journal::JournalError>,
-        > {
-            Box::pin(async { Ok(Vec::new()) })
-        }
-        fn record<'a>(
-            &'a self,
-            _: &'a str,
-            step: &'a agent_graph::journal::Step,
-        ) -> BoxFuture<'a, Result<(), agent_graph::journal::JournalError>> {
+    struct BrokenSlot;
+    impl agent_graph::journal::OpenStep for BrokenSlot {
+        fn record(
+            self: Box<Self>,
+            step: agent_graph::journal::Step,
+        ) -> BoxFuture<'static, Result<(), agent_graph::journal::JournalError>> {
             let kind = step.kind();
             Box::pin(async move {
                 match kind {
@@ -284,6 +275,17 @@ async fn a_journal_that_fails_stops_the_run_before_the_call_acts() {
                     _ => Ok(()),
                 }
             })
+        }
+    }
+    impl StepJournal for Broken {
+        fn step<'a>(
+            &'a self,
+            _: &'a str,
+            _: u32,
+            _: StepKind,
+        ) -> BoxFuture<'a, Result<agent_graph::journal::StepSlot, agent_graph::journal::JournalError>>
+        {
+            Box::pin(async { Ok(agent_graph::journal::StepSlot::Open(Box::new(BrokenSlot))) })
         }
     }
     let bump = Arc::new(Bump::default());

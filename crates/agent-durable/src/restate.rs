@@ -1,0 +1,471 @@
+//! Runs as Restate invocations: the [`AgentRuns`] service (`agent worker` serves
+//! it), whose `run` handler runs one durable run with every step a `ctx.run`.
+//!
+//! How a step goes through Restate ([`RestateJournal`]): the run, in its own
+//! task, asks for step N; the handler calls `ctx.run` named after it. When
+//! Restate's journal already holds the entry (a retried invocation replaying),
+//! `ctx.run` returns it without running its closure, and the run replays the
+//! step. When it does not, the closure hands the run an open slot, waits for the
+//! run to do the step and record it through the slot, and returns the step,
+//! which Restate journals and acknowledges before `ctx.run` returns; only then
+//! does the run go on. So a step is recorded before the next starts, and the
+//! intent rule holds as with the embedded journal: an intent replayed from the
+//! journal followed by a tool step that is not is a call that was under way when
+//! the worker died (`outcome_unknown`, unless its tool is idempotent).
+//!
+//! Restate replays a journal in order, so the run opens its steps one at a time
+//! ([`agent_graph::journal::StepJournal::one_step_at_a_time`]): read-only calls
+//! of one turn run one after another.
+//!
+//! The run's events go to the run store, as `agent serve` writes them (its
+//! event log is cleared and written anew by each attempt: the replayed steps'
+//! events first); `agent serve` streams them to the client from there. The run
+//! row is written by whoever submits the run, owned by [`RESTATE_OWNER`]:
+//! Restate, not a process, answers for it.
+//!
+//! A run paused on approvals ends its invocation: its pending calls are in the
+//! client's approval ids and the store, and the continuation with the user's
+//! decisions is a new invocation (a run waiting for a person holds nothing: no
+//! process, no invocation, no timeout).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use agent_graph::Graph;
+use agent_graph::journal::{
+    JournalError, OpenStep, RunStart, Step, StepJournal, StepKind, StepSlot,
+};
+use agent_store::{NewRun, Pricing, RunRecording, Store};
+use ai_core::{CompletionPort, ToolRunner};
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use restate_sdk::prelude::*;
+use tokio::sync::{mpsc, oneshot};
+
+/// The owner of the runs Restate runs, in the run store.
+pub const RESTATE_OWNER: &str = "restate";
+
+/// The service's name at Restate's ingress (`POST /AgentRuns/run/send`).
+pub const SERVICE: &str = "AgentRuns";
+
+/// What a submitter sends for one run.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct RunInput {
+    /// The account the run belongs to.
+    pub account: String,
+    /// The run's record: its id (the start's), thread, graph, model and prompt
+    /// hash, as the submitter wrote its row.
+    pub thread_id: Option<String>,
+    /// The graph's name.
+    pub graph: String,
+    /// The model id.
+    pub model: String,
+    /// The prompt hash.
+    pub prompt_hash: Option<String>,
+    /// When the run started (Unix milliseconds).
+    pub started_ms: i64,
+    /// What the run starts from.
+    pub start: RunStart,
+    /// How many of the run's first messages its thread holds as stored.
+    pub kept: Option<usize>,
+}
+
+impl RunInput {
+    /// The input of a run of `account` starting from `start`, with its record's
+    /// fields empty (set them with the struct's fields).
+    pub fn new(account: impl Into<String>, start: RunStart) -> Self {
+        Self {
+            account: account.into(),
+            thread_id: None,
+            graph: String::new(),
+            model: String::new(),
+            prompt_hash: None,
+            started_ms: agent_store::recorder::now_ms(),
+            start,
+            kept: None,
+        }
+    }
+}
+
+/// What a run invocation answers (the same answer to a repeated submission).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct RunSummary {
+    /// The run.
+    pub run_id: String,
+    /// `done`, `paused`, `failed` or `interrupted`.
+    pub status: String,
+    /// The answer's text, when it answered.
+    pub content: Option<String>,
+    /// Why it failed, when it did.
+    pub error: Option<String>,
+}
+
+/// The service: what a run needs (the composition root's model, runner and
+/// graph) and where it is recorded.
+pub struct AgentRuns {
+    model: Arc<dyn CompletionPort>,
+    runner: Arc<ToolRunner>,
+    graph: Graph,
+    store: Store,
+    pricing: Option<Pricing>,
+}
+
+impl AgentRuns {
+    /// Runs of `graph` with `model` and `runner`, recorded in `store`.
+    pub fn new(
+        model: Arc<dyn CompletionPort>,
+        runner: Arc<ToolRunner>,
+        graph: Graph,
+        store: Store,
+    ) -> Self {
+        Self {
+            model,
+            runner,
+            graph,
+            store,
+            pricing: None,
+        }
+    }
+
+    /// Prices each model call with `pricing`.
+    pub fn with_pricing(mut self, pricing: Pricing) -> Self {
+        self.pricing = Some(pricing);
+        self
+    }
+}
+
+/// The handler, in a module of its own: the service macro also generates client
+/// types whose methods it does not document.
+#[allow(missing_docs)]
+mod service {
+    use super::*;
+
+    #[restate_sdk::service(name = "AgentRuns", inactivity_timeout = "10m", abort_timeout = "10m")]
+    impl AgentRuns {
+        /// Runs one durable run to its end (or its pause): each model call and tool
+        /// execution a `ctx.run`, its events written to the run store.
+        #[handler]
+        async fn run(
+            &self,
+            ctx: Context<'_>,
+            input: Json<RunInput>,
+        ) -> Result<Json<RunSummary>, HandlerError> {
+            let input = input.into_inner();
+            let run_id = input.start.run_id().to_owned();
+            let rows = self.store.account(input.account.clone());
+            // Each attempt writes the run's log anew: the replayed steps' events
+            // first, then the new ones.
+            rows.clear_events(&run_id).await?;
+            let (opens, mut requests) = mpsc::channel(1);
+            let journal = Arc::new(RestateJournal { opens });
+            let handle = self
+                .graph
+                .durable(
+                    input.start.clone(),
+                    Arc::clone(&self.model),
+                    Arc::clone(&self.runner),
+                    journal,
+                )
+                .map_err(|e| TerminalError::new(e.to_string()))?;
+            let record = NewRun {
+                id: run_id.clone(),
+                thread_id: input.thread_id.clone(),
+                graph: input.graph.clone(),
+                model: input.model.clone(),
+                prompt_hash: input.prompt_hash.clone(),
+                owner: RESTATE_OWNER.to_owned(),
+                started_ms: input.started_ms,
+                heartbeat: false,
+            };
+            let recording = RunRecording::resumed(
+                self.store.clone(),
+                input.account.clone(),
+                &record,
+                self.pricing.clone(),
+            );
+            let (events, outcome) = handle.into_parts();
+            let recorder = tokio::spawn(record_events(events, recording));
+            // The run holds the journal's sender: the requests end with the run.
+            while let Some(open) = requests.recv().await {
+                serve_step(&ctx, open).await;
+            }
+            let outcome = outcome.await;
+            let recording = recorder
+                .await
+                .map_err(|e| TerminalError::new(format!("the run's recorder failed: {e}")))?;
+            let end = crate::store::run_end(&outcome, input.kept.unwrap_or(0));
+            let status = end.status.as_str().to_owned();
+            for failure in recording.finish(end).await {
+                tracing::error!(run_id = %run_id, failure = %failure, "the run store did not take the whole run");
+            }
+            Ok(Json(RunSummary {
+                run_id,
+                status,
+                content: outcome.as_ref().ok().map(|o| o.content.clone()),
+                error: outcome.as_ref().err().map(ToString::to_string),
+            }))
+        }
+    }
+}
+
+/// Writes a run's events to its recording until they end.
+async fn record_events(
+    mut events: agent_graph::run::EventStream,
+    mut recording: RunRecording,
+) -> RunRecording {
+    while let Some(event) = events.next().await {
+        if let Err(error) = recording.record(&event) {
+            tracing::error!(%error, "the run store is behind; events are not recorded");
+        }
+    }
+    recording
+}
+
+/// The run asking for one step.
+struct Open {
+    number: u32,
+    kind: StepKind,
+    reply: oneshot::Sender<Result<StepSlot, JournalError>>,
+}
+
+/// Answers one step request with a `ctx.run` (see the module docs).
+async fn serve_step(ctx: &Context<'_>, open: Open) {
+    let Open {
+        number,
+        kind,
+        reply,
+    } = open;
+    let reply = Arc::new(Mutex::new(Some(reply)));
+    let ran = Arc::new(AtomicBool::new(false));
+    let (ack, acked) = oneshot::channel();
+    let closure = {
+        let (reply, ran) = (Arc::clone(&reply), Arc::clone(&ran));
+        move || async move {
+            ran.store(true, Ordering::SeqCst);
+            let (record, recorded) = oneshot::channel();
+            if let Some(reply) = take(&reply) {
+                let slot = RestateSlot { record, acked };
+                let _ = reply.send(Ok(StepSlot::Open(Box::new(slot))));
+            }
+            match recorded.await {
+                Ok(step) => Ok(Json(step)),
+                Err(_) => Err(TerminalError::new(format!(
+                    "step {number} ({}) ended unrecorded: the run stopped during it",
+                    kind.as_str()
+                ))
+                .into()),
+            }
+        }
+    };
+    let result: Result<Json<Step>, TerminalError> = ctx
+        .run(closure)
+        .name(format!("step {number} {}", kind.as_str()))
+        .await;
+    let ran = ran.load(Ordering::SeqCst);
+    match (result, ran) {
+        (Ok(_), true) => {
+            let _ = ack.send(Ok(()));
+        }
+        (Err(error), true) => {
+            let _ = ack.send(Err(JournalError(error.message().to_owned())));
+        }
+        (Ok(Json(step)), false) => {
+            if let Some(reply) = take(&reply) {
+                let _ = reply.send(Ok(StepSlot::Recorded(step)));
+            }
+        }
+        (Err(error), false) => {
+            if let Some(reply) = take(&reply) {
+                let message = format!(
+                    "step {number} failed in an earlier attempt: {}",
+                    error.message()
+                );
+                let _ = reply.send(Err(JournalError(message)));
+            }
+        }
+    }
+}
+
+fn take<T>(slot: &Mutex<Option<T>>) -> Option<T> {
+    slot.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take()
+}
+
+/// A run's journal in a Restate invocation: step requests go to the handler,
+/// which answers each with a `ctx.run`.
+pub struct RestateJournal {
+    opens: mpsc::Sender<Open>,
+}
+
+impl std::fmt::Debug for RestateJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RestateJournal")
+    }
+}
+
+impl StepJournal for RestateJournal {
+    fn step<'a>(
+        &'a self,
+        _run_id: &'a str,
+        number: u32,
+        kind: StepKind,
+    ) -> BoxFuture<'a, Result<StepSlot, JournalError>> {
+        Box::pin(async move {
+            let (reply, answer) = oneshot::channel();
+            let stopped = || JournalError("the Restate invocation stopped".into());
+            self.opens
+                .send(Open {
+                    number,
+                    kind,
+                    reply,
+                })
+                .await
+                .map_err(|_| stopped())?;
+            answer.await.map_err(|_| stopped())?
+        })
+    }
+
+    fn one_step_at_a_time(&self) -> bool {
+        true
+    }
+}
+
+/// An open step of a Restate invocation: recording it completes its `ctx.run`.
+struct RestateSlot {
+    record: oneshot::Sender<Step>,
+    acked: oneshot::Receiver<Result<(), JournalError>>,
+}
+
+impl OpenStep for RestateSlot {
+    fn record(self: Box<Self>, step: Step) -> BoxFuture<'static, Result<(), JournalError>> {
+        let Self { record, acked } = *self;
+        Box::pin(async move {
+            let stopped = || JournalError("the Restate invocation stopped".into());
+            record.send(step).map_err(|_| stopped())?;
+            acked.await.map_err(|_| stopped())?
+        })
+    }
+}
+
+/// Serves [`AgentRuns`] on `listener` until `stop` resolves (`agent worker`).
+pub async fn serve(runs: AgentRuns, listener: tokio::net::TcpListener, stop: impl Future) {
+    let endpoint = Endpoint::builder().bind(runs).build();
+    HttpServer::new(endpoint)
+        .serve_with_cancel(listener, stop)
+        .await;
+}
+
+/// Why Restate's ingress or admin API refused a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RestateError {
+    /// The server could not be reached.
+    #[error("Restate at {url} cannot be reached: {message}")]
+    Unreachable {
+        /// The endpoint (without credentials).
+        url: String,
+        /// What failed.
+        message: String,
+    },
+    /// It answered with an error status.
+    #[error("Restate answered {status} to {url}: {body}")]
+    Refused {
+        /// The endpoint.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// The start of its answer.
+        body: String,
+    },
+}
+
+/// A client of a Restate server: its ingress (where runs are submitted) and its
+/// admin API (where a worker registers).
+#[derive(Debug, Clone)]
+pub struct RestateClient {
+    http: reqwest::Client,
+    ingress: String,
+    admin: String,
+}
+
+impl RestateClient {
+    /// A client of the server whose ingress and admin API are at these URLs
+    /// (`http://127.0.0.1:8080`, `http://127.0.0.1:9070` by default).
+    pub fn new(ingress: &str, admin: &str) -> Result<Self, RestateError> {
+        let unreachable = |message: String| RestateError::Unreachable {
+            url: ingress.to_owned(),
+            message,
+        };
+        let tls = client_tls::client_config().map_err(|e| unreachable(e.to_string()))?;
+        let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .connect_timeout(std::time::Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| unreachable(e.to_string()))?;
+        Ok(Self {
+            http,
+            ingress: ingress.trim_end_matches('/').to_owned(),
+            admin: admin.trim_end_matches('/').to_owned(),
+        })
+    }
+
+    /// Submits a run without waiting for it, with its id as the idempotency key:
+    /// the same run submitted again is not run again.
+    pub async fn submit(&self, input: &RunInput) -> Result<(), RestateError> {
+        let url = format!("{}/{SERVICE}/run/send", self.ingress);
+        self.post(&url, Some(input.start.run_id()), input)
+            .await
+            .map(drop)
+    }
+
+    /// Runs a run and waits for its summary, with its id as the idempotency key:
+    /// a run submitted before answers with its first summary.
+    pub async fn call(&self, input: &RunInput) -> Result<RunSummary, RestateError> {
+        let url = format!("{}/{SERVICE}/run", self.ingress);
+        let body = self.post(&url, Some(input.start.run_id()), input).await?;
+        serde_json::from_str(&body).map_err(|e| RestateError::Refused {
+            url,
+            status: 200,
+            body: format!("not a run summary: {e}"),
+        })
+    }
+
+    /// Registers the worker at `uri` (its services and handlers) with the admin
+    /// API, replacing an earlier registration of the same address.
+    pub async fn register(&self, uri: &str) -> Result<(), RestateError> {
+        let url = format!("{}/deployments", self.admin);
+        let body = serde_json::json!({"uri": uri, "force": true});
+        self.post(&url, None, &body).await.map(drop)
+    }
+
+    async fn post(
+        &self,
+        url: &str,
+        idempotency_key: Option<&str>,
+        body: &impl serde::Serialize,
+    ) -> Result<String, RestateError> {
+        let mut request = self.http.post(url).json(body);
+        if let Some(key) = idempotency_key {
+            request = request.header("idempotency-key", key);
+        }
+        let unreachable = |e: reqwest::Error| RestateError::Unreachable {
+            url: url.to_owned(),
+            message: e.without_url().to_string(),
+        };
+        let response = request.send().await.map_err(unreachable)?;
+        let status = response.status();
+        let text = response.text().await.map_err(unreachable)?;
+        if !status.is_success() {
+            return Err(RestateError::Refused {
+                url: url.to_owned(),
+                status: status.as_u16(),
+                body: text.chars().take(300).collect(),
+            });
+        }
+        Ok(text)
+    }
+}

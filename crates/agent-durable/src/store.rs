@@ -1,0 +1,133 @@
+//! The embedded journal: a durable run's steps in the run store.
+
+use std::collections::HashMap;
+
+use agent_graph::journal::{JournalError, OpenStep, Step, StepJournal, StepKind, StepSlot};
+use agent_graph::run::{RunError, RunOutput};
+use agent_store::recorder::now_ms;
+use agent_store::{RunEnd, RunStatus, Store};
+use futures::future::BoxFuture;
+
+/// One account's step journal in the run store: each step a row of
+/// `run_steps`, written (and awaited) before the run goes on. The run's steps
+/// are read once, when it opens its first.
+pub struct StoreJournal {
+    store: Store,
+    account: String,
+    /// Saved before the run's first step (`None` for a run started again: its
+    /// start is saved already).
+    start: Option<String>,
+    recorded: tokio::sync::OnceCell<HashMap<(u32, StepKind), Step>>,
+}
+
+impl StoreJournal {
+    /// The journal of `account`'s runs in `store`; `start` (the run's saved
+    /// start, JSON) is saved when the run opens its first step. One journal
+    /// serves one run.
+    pub fn new(store: Store, account: impl Into<String>, start: Option<String>) -> Self {
+        Self {
+            store,
+            account: account.into(),
+            start,
+            recorded: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// What the store holds of `run_id` (and its start saved, the first time).
+    async fn load(&self, run_id: &str) -> Result<HashMap<(u32, StepKind), Step>, JournalError> {
+        let rows = self.store.account(self.account.clone());
+        if let Some(start) = &self.start {
+            rows.save_start(run_id, start, now_ms())
+                .await
+                .map_err(failed)?;
+        }
+        let mut steps = HashMap::new();
+        for (number, kind, body) in rows.steps(run_id).await.map_err(failed)? {
+            let step: Step = serde_json::from_str(&body).map_err(|e| {
+                failed(format!(
+                    "step {number} ({kind}) of run {run_id} is unreadable: {e}"
+                ))
+            })?;
+            steps.insert((step.number, step.kind()), step);
+        }
+        Ok(steps)
+    }
+}
+
+fn failed(error: impl std::fmt::Display) -> JournalError {
+    JournalError(error.to_string())
+}
+
+/// An open step of a [`StoreJournal`].
+struct StoreSlot {
+    store: Store,
+    account: String,
+    run_id: String,
+}
+
+impl OpenStep for StoreSlot {
+    fn record(self: Box<Self>, step: Step) -> BoxFuture<'static, Result<(), JournalError>> {
+        Box::pin(async move {
+            let body = serde_json::to_string(&step).map_err(failed)?;
+            self.store
+                .account(self.account)
+                .record_step(
+                    &self.run_id,
+                    (step.number, step.kind().as_str()),
+                    &body,
+                    now_ms(),
+                )
+                .await
+                .map_err(failed)
+        })
+    }
+}
+
+impl StepJournal for StoreJournal {
+    fn step<'a>(
+        &'a self,
+        run_id: &'a str,
+        number: u32,
+        kind: StepKind,
+    ) -> BoxFuture<'a, Result<StepSlot, JournalError>> {
+        Box::pin(async move {
+            let recorded = self.recorded.get_or_try_init(|| self.load(run_id)).await?;
+            Ok(match recorded.get(&(number, kind)) {
+                Some(step) => StepSlot::Recorded(step.clone()),
+                None => StepSlot::Open(Box::new(StoreSlot {
+                    store: self.store.clone(),
+                    account: self.account.clone(),
+                    run_id: run_id.to_owned(),
+                })),
+            })
+        })
+    }
+}
+
+/// How a run's outcome is recorded: paused or done with its conversation (of
+/// which the thread already holds the first `kept` messages), interrupted when
+/// it was cancelled, failed otherwise.
+pub fn run_end(outcome: &Result<RunOutput, RunError>, kept: usize) -> RunEnd<'_> {
+    let kept = u64::try_from(kept).unwrap_or(u64::MAX);
+    match outcome {
+        Ok(output) => RunEnd {
+            status: if output.paused.is_some() {
+                RunStatus::Paused
+            } else {
+                RunStatus::Done
+            },
+            error: None,
+            conversation: output.conversation(),
+            kept,
+        },
+        Err(error) => RunEnd {
+            status: match error {
+                RunError::Cancelled => RunStatus::Interrupted,
+                _ => RunStatus::Failed,
+            },
+            error: Some(error.to_string()),
+            conversation: &[],
+            kept,
+        },
+    }
+}

@@ -1,0 +1,124 @@
+//! `agent worker`: runs for a Restate server (`[durable] engine = "restate"`).
+//! It binds the same model, tools, policy and graph as `agent serve`, serves the
+//! `AgentRuns` service on an HTTP/2 endpoint, registers it with the Restate
+//! server's admin API, and runs each run Restate invokes: every step a `ctx.run`,
+//! the events written to the run store, where `agent serve` reads them.
+
+use std::net::{IpAddr, SocketAddr};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use agent_durable::restate::{AgentRuns, RestateClient};
+use ai_core::ToolRunner;
+use ai_core::approval::{Approver, GrantLedger};
+
+use crate::cli::{EXIT_RUN_ERROR, EXIT_USAGE};
+use crate::config::AgentConfig;
+
+/// What `agent worker` was asked for on its command line.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerArgs {
+    /// `--host` (default 127.0.0.1).
+    pub host: Option<String>,
+    /// `--port` (0 picks a free one).
+    pub port: u16,
+    /// `--graph`.
+    pub graph: String,
+}
+
+/// Runs `agent worker` until Ctrl-C.
+pub async fn run(config: &AgentConfig, args: WorkerArgs) -> ExitCode {
+    let host = args.host.unwrap_or_else(|| "127.0.0.1".into());
+    let Ok(ip) = host.parse::<IpAddr>() else {
+        eprintln!("agent: --host must be an IP address (got {host:?})");
+        return ExitCode::from(EXIT_USAGE);
+    };
+    let store = match crate::history::open(config).await {
+        Ok(store) => store,
+        Err(e) => {
+            eprintln!("agent: a worker needs the run store: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let session = match crate::session::Session::open(config, &args.graph, true).await {
+        Ok(session) => session,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let code = serve(config, &session, store, SocketAddr::new(ip, args.port)).await;
+    session.close().await;
+    code
+}
+
+async fn serve(
+    config: &AgentConfig,
+    session: &crate::session::Session,
+    store: agent_store::Store,
+    addr: SocketAddr,
+) -> ExitCode {
+    // Approval-required calls run in a continued run under the decisions it was
+    // given, as in `agent serve`: the ledger is the approver no one asks.
+    let ledger: Arc<dyn Approver> = Arc::new(GrantLedger::new());
+    let runner = match ToolRunner::new(session.tools.clone(), session.policy.clone()) {
+        Ok(runner) => runner.with_approver(ledger),
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let mut runs = AgentRuns::new(
+        Arc::clone(&session.model),
+        Arc::new(runner),
+        session.graph.clone(),
+        store,
+    );
+    if let Some(pricing) = crate::history::pricing(config, &config.file.model.model) {
+        runs = runs.with_pricing(pricing);
+    }
+    let durable = &config.file.durable;
+    let restate = match RestateClient::new(&durable.restate_ingress, &durable.restate_admin) {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!("agent: cannot listen on {addr}: {e}");
+            return ExitCode::from(EXIT_RUN_ERROR);
+        }
+    };
+    let bound = match listener.local_addr() {
+        Ok(bound) => bound,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_RUN_ERROR);
+        }
+    };
+    let uri = format!("http://{bound}");
+    let serving = tokio::spawn(agent_durable::restate::serve(runs, listener, async {
+        let _ = tokio::signal::ctrl_c().await;
+    }));
+    // Restate asks the endpoint what it serves while registering it: it serves
+    // already.
+    if let Err(e) = restate.register(&uri).await {
+        eprintln!("agent: the worker could not register with Restate: {e}");
+        serving.abort();
+        return ExitCode::from(EXIT_RUN_ERROR);
+    }
+    println!(
+        "agent: worker serving runs on {uri} (registered with {})",
+        durable.restate_admin
+    );
+    match serving.await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("agent: the worker stopped: {e}");
+            ExitCode::from(EXIT_RUN_ERROR)
+        }
+    }
+}
