@@ -52,7 +52,8 @@ tasks:
                  pinned in crates/tools-mcp/tests/servers/requirements.txt) and
                  target/litellm-venv (LiteLLM's proxy, pinned in
                  crates/bootstrap/tests/litellm/requirements.txt), and run `npm ci`
-                 in tests/js (the AI SDK parsers), unless up to date
+                 in tests/js (the AI SDK parsers), web and tests/restate (the Restate
+                 server), unless up to date
   test [ARGS]    test-env, then `cargo test --workspace --locked ARGS` with
                  AGENT_TEST_PYTHON and AGENT_TEST_LITELLM set from the venvs
   web [--check]  build the chat page from web/ (npm ci from the lockfile, vite) into

@@ -9,8 +9,9 @@
 //!   pins conflict with the MCP SDK's, hence a venv of its own);
 //! - the Node packages of `tests/js` (the real AI SDK and assistant-stream parsers
 //!   the chat endpoint is checked against) and of `web` (the chat page and the
-//!   `playwright-core` that drives Debian's Chromium in its browser tests),
-//!   installed with `npm ci` from their locks.
+//!   `playwright-core` that drives Debian's Chromium in its browser tests) and of
+//!   `tests/restate` (the Restate server binary that agent-testing's `restate`
+//!   feature starts), installed with `npm ci` from their locks.
 //!
 //! Each is rebuilt only when its pins change (a copy of the requirements file or
 //! lockfile is kept beside the install as a stamp).
@@ -45,6 +46,8 @@ const STAMP: &str = ".requirements.txt";
 pub(crate) const JS: &str = "tests/js";
 /// The chat page's sources (its `playwright-core` drives the browser tests).
 pub(crate) const WEB: &str = "web";
+/// The Restate server's npm package (agent-testing's `restate` feature).
+pub(crate) const RESTATE: &str = "tests/restate";
 /// Where `npm ci` keeps its stamp, inside `node_modules`.
 const JS_STAMP: &str = "node_modules/.package-lock.stamp.json";
 
@@ -124,7 +127,8 @@ fn ensure_all(root: &Path) -> Result<(), String> {
     ensure(root, &MCP_VENV)?;
     ensure(root, &LITELLM_VENV)?;
     npm_ci(root, JS)?;
-    npm_ci(root, WEB)
+    npm_ci(root, WEB)?;
+    npm_ci(root, RESTATE)
 }
 
 /// `cargo xtask test-env`.

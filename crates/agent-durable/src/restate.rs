@@ -142,7 +142,15 @@ impl AgentRuns {
 mod service {
     use super::*;
 
-    #[restate_sdk::service(name = "AgentRuns", inactivity_timeout = "10m", abort_timeout = "10m")]
+    // A step may take minutes (a model call, a slow tool): the invocation is
+    // not asked to suspend before 10 minutes without progress. A worker that
+    // died is retried soon (every 5 s at most) on the address it was served at.
+    #[restate_sdk::service(
+        name = "AgentRuns",
+        inactivity_timeout = "10m",
+        abort_timeout = "10m",
+        invocation_retry_policy(initial_interval = "200ms", factor = 2.0, max_interval = "5s")
+    )]
     impl AgentRuns {
         /// Runs one durable run to its end (or its pause): each model call and tool
         /// execution a `ctx.run`, its events written to the run store.

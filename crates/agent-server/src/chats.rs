@@ -404,6 +404,7 @@ pub(crate) async fn follow(
     let (tx, rx) = tokio::sync::mpsc::channel::<axum::body::Bytes>(64);
     let account = account.to_owned();
     let run_id = latest.run.id.clone();
+    let attempt = latest.attempt;
     tokio::spawn(async move {
         let approval = |call: &str, tool: &str, hash: &str| {
             service.approvals().issue(&scoped, call, tool, hash)
@@ -427,6 +428,21 @@ pub(crate) async fn follow(
             let Ok(Some(run)) = rows.run(&run_id).await else {
                 break;
             };
+            // The run went on in another process, which wrote its log anew:
+            // what this stream sent is not what the log holds now.
+            if run.attempt != attempt {
+                let moved = ai_core::AiEvent::new(
+                    &ai_core::RunContext::new(run_id.clone(), String::new()),
+                    ai_core::event::AiEventKind::Error {
+                        code: "run_moved".into(),
+                        message: "The answer started over where it was cut, in another process. Reload to follow it.".into(),
+                    },
+                );
+                for frame in crate::stream::StreamEncoder::frames(&mut encoder, &moved, &approval) {
+                    let _ = tx.send(frame).await;
+                }
+                break;
+            }
             match run.status {
                 RunStatus::Running if store.owner_dead(&run) => {
                     let now = agent_store::recorder::now_ms();

@@ -99,6 +99,10 @@ pub struct RunRecord {
     /// When its owner last said it was alive ([`crate::Store::heartbeat`]);
     /// `None` for a run whose owner does not say ([`NewRun::heartbeat`]).
     pub alive_ms: Option<i64>,
+    /// How many times its event log was started over
+    /// ([`AccountStore::clear_events`]): 0 for a run that never went on after
+    /// its process died.
+    pub attempt: i64,
 }
 
 /// One event of a run's log.
@@ -224,6 +228,7 @@ fn run_of(row: &AnyRow) -> Result<RunRecord, StoreError> {
         error: row.try_get("error")?,
         updated_ms: row.try_get("updated_ms")?,
         alive_ms: row.try_get("alive_ms")?,
+        attempt: row.try_get("attempt")?,
     })
 }
 
@@ -236,7 +241,7 @@ enum Kept {
     First(u64),
 }
 
-const RUN_COLUMNS: &str = "id, thread_id, graph, model, prompt_hash, owner, started_ms, status, error, updated_ms, alive_ms";
+const RUN_COLUMNS: &str = "id, thread_id, graph, model, prompt_hash, owner, started_ms, status, error, updated_ms, alive_ms, attempt";
 
 impl<'a> AccountStore<'a> {
     pub(crate) fn new(pool: &'a AnyPool, account: String) -> Self {
@@ -834,13 +839,21 @@ impl<'a> AccountStore<'a> {
     }
 
     /// Deletes the event log of run `run_id` (a durable run started again
-    /// writes it anew, its recorded steps first); returns the rows deleted.
+    /// writes it anew, its recorded steps first) and counts the attempt
+    /// ([`RunRecord::attempt`]); returns the rows deleted.
     pub async fn clear_events(&self, run_id: &str) -> Result<u64, StoreError> {
+        let mut transaction = self.pool.begin().await?;
         let done = sqlx::query("DELETE FROM run_events WHERE account_id = $1 AND run_id = $2")
             .bind(&self.account)
             .bind(run_id)
-            .execute(self.pool)
+            .execute(&mut *transaction)
             .await?;
+        sqlx::query("UPDATE runs SET attempt = attempt + 1 WHERE account_id = $1 AND id = $2")
+            .bind(&self.account)
+            .bind(run_id)
+            .execute(&mut *transaction)
+            .await?;
+        transaction.commit().await?;
         Ok(done.rows_affected())
     }
 

@@ -17,6 +17,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (2, "server", include_str!("../migrations/0002_server.sql")),
     (3, "alive", include_str!("../migrations/0003_alive.sql")),
     (4, "steps", include_str!("../migrations/0004_steps.sql")),
+    (
+        5,
+        "attempts",
+        include_str!("../migrations/0005_attempts.sql"),
+    ),
 ];
 
 /// A run left `running` by a process that died, with what it needs to start

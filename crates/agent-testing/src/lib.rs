@@ -20,6 +20,8 @@
 //!
 //! - `postgres::TestPostgres` (feature `postgres`): a throwaway Postgres server
 //!   (Debian's binaries, loopback, a non-root user) for the run store's tests.
+//! - `restate::TestRestate` (feature `restate`): a throwaway Restate server (the npm
+//!   package pinned in `tests/restate`, loopback ports) that tests kill and restart.
 //!
 //! The models speak only `ai_core`'s completion port. Both stream their turns as
 //! deltas and end with exactly one assembled [`ai_core::completion::CompletionItem::Final`],
@@ -42,6 +44,8 @@ mod tools;
 
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "restate")]
+pub mod restate;
 #[cfg(feature = "server")]
 pub mod server;
 

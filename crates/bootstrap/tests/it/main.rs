@@ -9,6 +9,7 @@ mod graphs;
 mod litellm;
 mod mcp;
 mod providers;
+mod restate;
 mod security;
 mod serve;
 mod support;

@@ -942,7 +942,7 @@ pub(crate) fn sigkill(child: &tokio::process::Child) {
 
 /// The follow-up a client sends to approve the call `chunks` asked about, in
 /// chat `chat` whose first message was `text`.
-fn approval_answer(chat: &str, text: &str, chunks: &[Value]) -> Value {
+pub(crate) fn approval_answer(chat: &str, text: &str, chunks: &[Value]) -> Value {
     let request = chunks
         .iter()
         .find(|c| c["type"] == "tool-approval-request")

@@ -1,0 +1,370 @@
+//! Durable runs on a real Restate server (`[durable] engine = "restate"`): the
+//! server from the npm registry (`tests/restate`, installed by `cargo xtask
+//! test-env`), `agent worker` running the runs, `agent serve` submitting them
+//! and streaming their answers from the run store, which both share (a SQLite
+//! file). Workers and the Restate server are killed with SIGKILL. The tools
+//! are the MCP test server's, as in `durable.rs`: `bump` writes a ledger line
+//! each time it acts.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agent_testing::restate::TestRestate;
+use agent_testing::server::{OpenAiServer, Reply};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::mcp::{python, script};
+use crate::support::Home;
+use crate::threads::{chat_body, endless_words, eventually, http, sigkill, ui_chunks};
+
+const KEY: &str = "sk-e2e-restate";
+
+/// The user's config: the Restate engine at `restate`, the MCP server `fx`
+/// with its ledger, `bump` behind an approval or not.
+fn config(home: &Home, restate: &TestRestate, ledger: &Path, approval: bool) -> PathBuf {
+    let dir = home.config_home.join("agent");
+    std::fs::create_dir_all(&dir).unwrap();
+    let args = vec![script(), "--ledger".into(), ledger.display().to_string()];
+    let approval = if approval {
+        "[\"external_side_effect\"]"
+    } else {
+        "[]"
+    };
+    let text = format!(
+        "[durable]\nengine = \"restate\"\nrestate_ingress = {}\nrestate_admin = {}\n\n\
+         [mcp.servers.fx]\ncommand = {}\nargs = {}\nstartup_timeout_s = 60\n\n\
+         [mcp.servers.fx.tools.slow]\neffect = \"read_only\"\n\n\
+         [policy]\nallow = [\"mcp__fx__*\"]\nrequire_approval = {approval}\n",
+        json!(restate.ingress_url()),
+        json!(restate.admin_url()),
+        json!(python().display().to_string()),
+        json!(args),
+    );
+    let path = dir.join("agent.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A free loopback port (a worker started again listens where Restate pinned
+/// its invocations: the same address).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `agent worker` on `port`, once it says it is registered.
+async fn worker(home: &Home, url: &str, config: &Path, port: u16) -> tokio::process::Child {
+    let config = config.display().to_string();
+    let port = port.to_string();
+    let mut command = home.command(Some(url), &["--config", &config, "worker", "--port", &port]);
+    let mut child = command.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("the worker registers")
+        .unwrap()
+        .unwrap_or_default();
+    assert!(line.contains("worker serving runs"), "{line:?}");
+    child
+}
+
+/// `agent serve` with `config`.
+async fn serve(home: &Home, url: &str, config: &Path) -> (tokio::process::Child, String, String) {
+    let config = config.display().to_string();
+    let command = home.command(Some(url), &["--config", &config, "serve", "--port", "0"]);
+    crate::serve::serve_command(command).await
+}
+
+fn ledger_lines(ledger: &Path) -> Vec<String> {
+    std::fs::read_to_string(ledger)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The text of a UI stream's chunks.
+fn text_of(chunks: &[serde_json::Value]) -> String {
+    chunks
+        .iter()
+        .filter(|c| c["type"] == "text-delta")
+        .filter_map(|c| c["delta"].as_str())
+        .collect()
+}
+
+/// The stored run of chat `chat`, once it ended.
+async fn ended_run(home: &Home, chat: &str) -> agent_store::RunRecord {
+    let store = agent_store::Store::open_sqlite(&home.data_home.join("agent/store.db"))
+        .await
+        .unwrap();
+    let rows = store.account("local");
+    let run = eventually(
+        || async { rows.latest_run(chat).await.unwrap() },
+        |run: &Option<agent_store::RunRecord>| {
+            run.as_ref()
+                .is_some_and(|r| r.status != agent_store::RunStatus::Running)
+        },
+    )
+    .await;
+    run.expect("the run is stored")
+}
+
+/// A worker killed during a model call, after a call that acts: a new worker
+/// on the same address goes on with the run. The model is asked once more only
+/// for the unrecorded step, the call that acts ran once, and the client's
+/// stream (served from the store) carries the whole answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_worker_is_replaced_and_the_run_goes_on_from_its_journal() {
+    let restate = TestRestate::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.txt");
+    let model = OpenAiServer::start([
+        Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
+        endless_words(20),
+        Reply::text("All done."),
+    ])
+    .await
+    .unwrap();
+    let url = model.base_url();
+    let home = Home::new(KEY);
+    let config = config(&home, &restate, &ledger, false);
+    let port = free_port();
+    let mut first = worker(&home, &url, &config, port).await;
+    let (_serve, base, token) = serve(&home, &url, &config).await;
+    let client = http();
+    let chat = tokio::spawn({
+        let (client, base, token) = (client.clone(), base.clone(), token.clone());
+        async move {
+            ui_chunks(
+                &client,
+                &base,
+                &token,
+                &chat_body("chat-r", "Bump, then talk."),
+            )
+            .await
+        }
+    });
+    eventually(|| async { model.requests().len() }, |n| *n == 2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sigkill(&first);
+    first.wait().await.unwrap();
+    let _second = worker(&home, &url, &config, port).await;
+    // The client's stream had shown the cut model call: it ends saying the
+    // answer started over, and the client's resume reads the new answer whole.
+    let cut = tokio::time::timeout(Duration::from_secs(90), chat)
+        .await
+        .expect("the first stream ends")
+        .unwrap();
+    assert!(
+        cut.iter().any(|c| c["errorText"]
+            .as_str()
+            .is_some_and(|t| t.contains("started over"))),
+        "{cut:?}"
+    );
+    let run = ended_run(&home, "chat-r").await;
+    // A client reloading gets the chat as stored: the answer, and the call once.
+    let chat = client
+        .get(format!("{base}/api/chats/chat-r"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap();
+    let shown = chat["messages"].to_string();
+    assert!(shown.contains("All done."), "{chat}");
+    assert!(!shown.contains("w0 "), "{chat}");
+    assert_eq!(
+        shown.matches("\"toolCallId\":\"call_b\"").count(),
+        1,
+        "{chat}"
+    );
+    assert_eq!(run.status, agent_store::RunStatus::Done, "{run:?}");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3, "one request per model step");
+    assert_eq!(requests[2].body["messages"], requests[1].body["messages"]);
+    let lines = ledger_lines(&ledger);
+    assert_eq!(lines.len(), 1, "the call that acts ran once: {lines:?}");
+    // Restate holds the run's journal: the steps as `ctx.run` entries.
+    let journal = restate
+        .sql("SELECT name FROM sys_journal WHERE entry_type = 'Command: Run' ORDER BY index")
+        .unwrap();
+    let names = journal.to_string();
+    assert!(
+        names.contains("step 0 model") && names.contains("step 1 intent"),
+        "{names}"
+    );
+}
+
+/// Killed while `bump` blocks after it acted: the new worker does not run it
+/// again; the model reads `outcome_unknown`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cut_by_a_killed_worker_is_outcome_unknown() {
+    let restate = TestRestate::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.txt");
+    let model = OpenAiServer::start([
+        Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({"block_s": 120}))]),
+        Reply::text("I will check first."),
+    ])
+    .await
+    .unwrap();
+    let url = model.base_url();
+    let home = Home::new(KEY);
+    let config = config(&home, &restate, &ledger, false);
+    let port = free_port();
+    let mut first = worker(&home, &url, &config, port).await;
+    let (_serve, base, token) = serve(&home, &url, &config).await;
+    let client = http();
+    let chat = tokio::spawn({
+        let (client, base, token) = (client.clone(), base.clone(), token.clone());
+        async move { ui_chunks(&client, &base, &token, &chat_body("chat-u", "Bump it.")).await }
+    });
+    eventually(|| async { ledger_lines(&ledger) }, |l| !l.is_empty()).await;
+    sigkill(&first);
+    first.wait().await.unwrap();
+    let _second = worker(&home, &url, &config, port).await;
+    let chunks = tokio::time::timeout(Duration::from_secs(90), chat)
+        .await
+        .expect("the answer ends")
+        .unwrap();
+    assert_eq!(text_of(&chunks), "I will check first.", "{chunks:?}");
+    assert_eq!(ledger_lines(&ledger).len(), 1, "the call acted once");
+    let tool = model.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .cloned()
+        .unwrap();
+    assert!(
+        tool["content"].to_string().contains("outcome_unknown"),
+        "{tool}"
+    );
+}
+
+/// The Restate server itself killed during a run and started again: the run
+/// goes on, and ends once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_survives_its_restate_server_being_killed() {
+    let mut restate = TestRestate::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.txt");
+    let model = OpenAiServer::start([
+        Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 3}))]),
+        Reply::text("Slept."),
+    ])
+    .await
+    .unwrap();
+    let url = model.base_url();
+    let home = Home::new(KEY);
+    let config = config(&home, &restate, &ledger, false);
+    let port = free_port();
+    let _worker = worker(&home, &url, &config, port).await;
+    let (_serve, base, token) = serve(&home, &url, &config).await;
+    let client = http();
+    let body = chat_body("chat-s", "Sleep.");
+    let response = client
+        .post(format!("{base}/api/chat"))
+        .bearer_auth(&token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    eventually(|| async { model.requests().len() }, |n| *n == 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    restate.kill();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    restate.restart().unwrap();
+    let run = ended_run(&home, "chat-s").await;
+    assert_eq!(run.status, agent_store::RunStatus::Done, "{run:?}");
+    assert_eq!(
+        model.requests().len(),
+        2,
+        "the recorded model step was not asked again"
+    );
+    drop(response);
+}
+
+/// The same run submitted twice with its id as the idempotency key: the second
+/// submission answers with the first run's summary, and nothing runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_submitted_twice_runs_once() {
+    let restate = TestRestate::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.txt");
+    let model = OpenAiServer::start([Reply::text("Once."), Reply::text("Twice?")])
+        .await
+        .unwrap();
+    let url = model.base_url();
+    let home = Home::new(KEY);
+    let config = config(&home, &restate, &ledger, false);
+    let _worker = worker(&home, &url, &config, free_port()).await;
+    let mut request = agent_graph::run::RunRequest::new(
+        ai_core::RunContext::generate(),
+        "e2e-model",
+        vec![ai_core::Message::user("Say it once.")],
+    );
+    request.graph = Some("chat".into());
+    let input = agent_durable::restate::RunInput::new(
+        "local",
+        agent_graph::journal::RunStart::New { request },
+    );
+    let client =
+        agent_durable::restate::RestateClient::new(&restate.ingress_url(), &restate.admin_url())
+            .unwrap();
+    let first = client.call(&input).await.unwrap();
+    let second = client.call(&input).await.unwrap();
+    assert_eq!(first.content.as_deref(), Some("Once."), "{first:?}");
+    assert_eq!(second, first);
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "the second submission ran nothing"
+    );
+}
+
+/// A run paused on an approval holds no worker: the worker is killed and
+/// replaced while the approval waits, and the approved call then runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_waits_across_a_worker_restart() {
+    let restate = TestRestate::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.txt");
+    let model = OpenAiServer::start([
+        Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
+        Reply::text("Bumped."),
+    ])
+    .await
+    .unwrap();
+    let url = model.base_url();
+    let home = Home::new(KEY);
+    let config = config(&home, &restate, &ledger, true);
+    let port = free_port();
+    let mut first = worker(&home, &url, &config, port).await;
+    let (_serve, base, token) = serve(&home, &url, &config).await;
+    let client = http();
+    let asked = ui_chunks(&client, &base, &token, &chat_body("chat-a", "Bump it.")).await;
+    assert!(
+        asked.iter().any(|c| c["type"] == "tool-approval-request"),
+        "{asked:?}"
+    );
+    assert!(
+        ledger_lines(&ledger).is_empty(),
+        "nothing ran before the approval"
+    );
+    sigkill(&first);
+    first.wait().await.unwrap();
+    let _second = worker(&home, &url, &config, port).await;
+    let approved = crate::threads::approval_answer("chat-a", "Bump it.", &asked);
+    let answer = ui_chunks(&client, &base, &token, &approved).await;
+    assert_eq!(text_of(&answer), "Bumped.", "{answer:?}");
+    assert_eq!(ledger_lines(&ledger).len(), 1, "the approved call ran once");
+}
