@@ -23,6 +23,17 @@ const KEY: &str = "sk-e2e-restate";
 /// The user's config: the Restate engine at `restate`, the MCP server `fx`
 /// with its ledger, `bump` behind an approval or not.
 fn config(home: &Home, restate: &TestRestate, ledger: &Path, approval: bool) -> PathBuf {
+    config_with(home, restate, ledger, approval, false)
+}
+
+/// [`config`], with `bump` declared idempotent or not.
+fn config_with(
+    home: &Home,
+    restate: &TestRestate,
+    ledger: &Path,
+    approval: bool,
+    idempotent: bool,
+) -> PathBuf {
     let dir = home.config_home.join("agent");
     std::fs::create_dir_all(&dir).unwrap();
     let args = vec![script(), "--ledger".into(), ledger.display().to_string()];
@@ -35,6 +46,7 @@ fn config(home: &Home, restate: &TestRestate, ledger: &Path, approval: bool) -> 
         "[durable]\nengine = \"restate\"\nrestate_ingress = {}\nrestate_admin = {}\n\n\
          [mcp.servers.fx]\ncommand = {}\nargs = {}\nstartup_timeout_s = 60\n\n\
          [mcp.servers.fx.tools.slow]\neffect = \"read_only\"\n\n\
+         [mcp.servers.fx.tools.bump]\nidempotent = {idempotent}\n\n\
          [policy]\nallow = [\"mcp__fx__*\"]\nrequire_approval = {approval}\n",
         json!(restate.ingress_url()),
         json!(restate.admin_url()),
@@ -114,8 +126,9 @@ async fn ended_run(home: &Home, chat: &str) -> agent_store::RunRecord {
     run.expect("the run is stored")
 }
 
-/// A worker killed during a model call, after a call that acts: a new worker
-/// on the same address goes on with the run. The model is asked once more only
+/// A worker killed during a slow read-only call, and the next one during a
+/// model call, after a call that acts: each time a new worker on the same
+/// address goes on with the run. The model is asked once more only
 /// for the unrecorded step, the call that acts ran once, and the client's
 /// stream (served from the store) carries the whole answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -125,6 +138,7 @@ async fn a_killed_worker_is_replaced_and_the_run_goes_on_from_its_journal() {
     let ledger = dir.path().join("ledger.txt");
     let model = OpenAiServer::start([
         Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
+        Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 3}))]),
         endless_words(20),
         Reply::text("All done."),
     ])
@@ -149,11 +163,17 @@ async fn a_killed_worker_is_replaced_and_the_run_goes_on_from_its_journal() {
             .await
         }
     });
+    // Killed during the slow read-only call, then during the model call after it.
     eventually(|| async { model.requests().len() }, |n| *n == 2).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
     sigkill(&first);
     first.wait().await.unwrap();
-    let _second = worker(&home, &url, &config, port).await;
+    let mut second = worker(&home, &url, &config, port).await;
+    eventually(|| async { model.requests().len() }, |n| *n == 3).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sigkill(&second);
+    second.wait().await.unwrap();
+    let _third = worker(&home, &url, &config, port).await;
     // The client's stream had shown the cut model call: it ends saying the
     // answer started over, and the client's resume reads the new answer whole.
     let cut = tokio::time::timeout(Duration::from_secs(90), chat)
@@ -187,8 +207,8 @@ async fn a_killed_worker_is_replaced_and_the_run_goes_on_from_its_journal() {
     );
     assert_eq!(run.status, agent_store::RunStatus::Done, "{run:?}");
     let requests = model.requests();
-    assert_eq!(requests.len(), 3, "one request per model step");
-    assert_eq!(requests[2].body["messages"], requests[1].body["messages"]);
+    assert_eq!(requests.len(), 4, "one request per model step");
+    assert_eq!(requests[3].body["messages"], requests[2].body["messages"]);
     let lines = ledger_lines(&ledger);
     assert_eq!(lines.len(), 1, "the call that acts ran once: {lines:?}");
     // Restate holds the run's journal: the steps as `ctx.run` entries.
@@ -230,11 +250,21 @@ async fn a_call_cut_by_a_killed_worker_is_outcome_unknown() {
     sigkill(&first);
     first.wait().await.unwrap();
     let _second = worker(&home, &url, &config, port).await;
-    let chunks = tokio::time::timeout(Duration::from_secs(90), chat)
+    // The client's stream ends (the answer started over on the new worker);
+    // the chat as stored holds the answer.
+    let _ = tokio::time::timeout(Duration::from_secs(90), chat).await;
+    let run = ended_run(&home, "chat-u").await;
+    assert_eq!(run.status, agent_store::RunStatus::Done, "{run:?}");
+    let stored = http()
+        .get(format!("{base}/api/chats/chat-u"))
+        .bearer_auth(&token)
+        .send()
         .await
-        .expect("the answer ends")
+        .unwrap()
+        .text()
+        .await
         .unwrap();
-    assert_eq!(text_of(&chunks), "I will check first.", "{chunks:?}");
+    assert!(stored.contains("I will check first."), "{stored}");
     assert_eq!(ledger_lines(&ledger).len(), 1, "the call acted once");
     let tool = model.requests()[1].body["messages"]
         .as_array()
@@ -245,6 +275,64 @@ async fn a_call_cut_by_a_killed_worker_is_outcome_unknown() {
         .unwrap();
     assert!(
         tool["content"].to_string().contains("outcome_unknown"),
+        "{tool}"
+    );
+}
+
+/// The same with `bump` declared idempotent: the new worker runs it again with
+/// the same idempotency key, and the server, which dedupes on it, acts once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idempotent_call_cut_by_a_killed_worker_runs_again_with_its_key() {
+    let restate = TestRestate::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.txt");
+    let model = OpenAiServer::start([
+        Reply::tool_calls(&[(
+            "call_b",
+            "mcp__fx__bump",
+            json!({"block_s": 120, "dedupe": true}),
+        )]),
+        Reply::text("Bumped once."),
+    ])
+    .await
+    .unwrap();
+    let url = model.base_url();
+    let home = Home::new(KEY);
+    let config = config_with(&home, &restate, &ledger, false, true);
+    let port = free_port();
+    let mut first = worker(&home, &url, &config, port).await;
+    let (_serve, base, token) = serve(&home, &url, &config).await;
+    let client = http();
+    let chat = tokio::spawn({
+        let (client, base, token) = (client.clone(), base.clone(), token.clone());
+        async move { ui_chunks(&client, &base, &token, &chat_body("chat-i", "Bump it.")).await }
+    });
+    eventually(|| async { ledger_lines(&ledger) }, |l| !l.is_empty()).await;
+    sigkill(&first);
+    first.wait().await.unwrap();
+    let _second = worker(&home, &url, &config, port).await;
+    let _ = tokio::time::timeout(Duration::from_secs(90), chat).await;
+    let run = ended_run(&home, "chat-i").await;
+    assert_eq!(run.status, agent_store::RunStatus::Done, "{run:?}");
+    let lines = ledger_lines(&ledger);
+    assert_eq!(lines.len(), 2, "the tool saw the call twice: {lines:?}");
+    assert!(
+        lines[0].starts_with("acted ") && lines[1].starts_with("seen "),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines[0].split_once(' ').unwrap().1,
+        lines[1].split_once(' ').unwrap().1
+    );
+    let tool = model.requests()[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .cloned()
+        .unwrap();
+    assert!(
+        tool["content"].to_string().contains("seen; acted 1 time"),
         "{tool}"
     );
 }
