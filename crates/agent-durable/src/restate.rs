@@ -281,7 +281,7 @@ async fn serve_step(ctx: &Context<'_>, open: Open) {
         }
         (Ok(Json(step)), false) => {
             if let Some(reply) = take(&reply) {
-                let _ = reply.send(Ok(StepSlot::Recorded(step)));
+                let _ = reply.send(Ok(StepSlot::Recorded(Box::new(step))));
             }
         }
         (Err(error), false) => {

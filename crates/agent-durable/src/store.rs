@@ -93,7 +93,7 @@ impl StepJournal for StoreJournal {
         Box::pin(async move {
             let recorded = self.recorded.get_or_try_init(|| self.load(run_id)).await?;
             Ok(match recorded.get(&(number, kind)) {
-                Some(step) => StepSlot::Recorded(step.clone()),
+                Some(step) => StepSlot::Recorded(Box::new(step.clone())),
                 None => StepSlot::Open(Box::new(StoreSlot {
                     store: self.store.clone(),
                     account: self.account.clone(),

@@ -185,7 +185,7 @@ pub struct JournalError(pub String);
 #[non_exhaustive]
 pub enum StepSlot {
     /// Recorded by an earlier attempt of the run: replay it.
-    Recorded(Step),
+    Recorded(Box<Step>),
     /// Not recorded: do the step, then record it through the slot.
     Open(Box<dyn OpenStep>),
 }
@@ -304,7 +304,7 @@ impl StepJournal for MemoryJournal {
             .into_iter()
             .find(|s| s.number == number && s.kind() == kind);
         let slot = match recorded {
-            Some(step) => StepSlot::Recorded(step),
+            Some(step) => StepSlot::Recorded(Box::new(step)),
             None => StepSlot::Open(Box::new(MemorySlot {
                 runs: Arc::clone(&self.runs),
                 run_id: run_id.to_owned(),

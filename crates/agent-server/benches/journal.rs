@@ -28,6 +28,9 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 
 const TOOL_TURNS: usize = 10;
+
+/// Makes the journal of one run.
+type MakeJournal<'a> = dyn Fn() -> Arc<dyn StepJournal> + 'a;
 const ITERATIONS: u32 = TOOL_TURNS as u32 + 1;
 
 fn script() -> Vec<Turn> {
@@ -81,7 +84,7 @@ fn journal_overhead(c: &mut Criterion) {
     // A store journal serves one run (it reads the run's steps once).
     let sqlite =
         || -> Arc<dyn StepJournal> { Arc::new(StoreJournal::new(store.clone(), "bench", None)) };
-    let journals: Vec<(&str, Option<&dyn Fn() -> Arc<dyn StepJournal>>)> = vec![
+    let journals: Vec<(&str, Option<&MakeJournal<'_>>)> = vec![
         ("off", None),
         ("memory", Some(&in_memory)),
         ("sqlite", Some(&sqlite)),

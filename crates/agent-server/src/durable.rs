@@ -3,7 +3,7 @@
 //! a server starting after one on the same store died starts its runs again
 //! ([`crate::ChatService::resume_runs_of`]).
 //!
-//! - Before its first step, a run saves how it starts ([`SavedStart`]: the
+//! - Before its first step, a run saves how it starts (`SavedStart`: the
 //!   prepared request or the paused run with its decisions, and what its record
 //!   needs) in `run_starts`; each step is a row of `run_steps`, written before
 //!   the run goes on.

@@ -1777,6 +1777,7 @@ async fn turn_step(
     let slot = match counter.steps {
         Some(steps) => match steps.open(number, StepKind::Model).await? {
             StepSlot::Recorded(step) => {
+                let step = *step;
                 let StepBody::Model { turn } = step.body else {
                     return Err(RunError::Journal(crate::journal::JournalError(format!(
                         "step {number} of the journal is not a model turn"
