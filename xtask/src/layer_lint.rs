@@ -853,6 +853,7 @@ mod tests {
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for tools-mcp (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for agent-store (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for agent (a layers.toml row)",
+                "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for agent-durable (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for agent-server (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for integration-tests (a layers.toml row)",
             ]
