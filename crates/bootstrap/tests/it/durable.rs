@@ -39,7 +39,11 @@ fn config(home: &Home, ledger: &Path, idempotent: bool) -> PathBuf {
 }
 
 /// `agent serve` with `config` against the model at `url`.
-async fn serve(home: &Home, url: &str, config: &Path) -> (tokio::process::Child, String, String) {
+pub(crate) async fn serve(
+    home: &Home,
+    url: &str,
+    config: &Path,
+) -> (tokio::process::Child, String, String) {
     let config = config.display().to_string();
     let command = home.command(Some(url), &["--config", &config, "serve", "--port", "0"]);
     crate::serve::serve_command(command).await
@@ -107,7 +111,7 @@ fn text_of(body: &str) -> String {
 }
 
 /// The ledger's lines.
-fn ledger_lines(ledger: &Path) -> Vec<String> {
+pub(crate) fn ledger_lines(ledger: &Path) -> Vec<String> {
     std::fs::read_to_string(ledger)
         .unwrap_or_default()
         .lines()
@@ -116,7 +120,7 @@ fn ledger_lines(ledger: &Path) -> Vec<String> {
 }
 
 /// The `tool` messages of model request `index`.
-fn tool_results(server: &OpenAiServer, index: usize) -> Vec<String> {
+pub(crate) fn tool_results(server: &OpenAiServer, index: usize) -> Vec<String> {
     server.requests()[index].body["messages"]
         .as_array()
         .unwrap()

@@ -14,6 +14,7 @@ use agent_testing::server::{OpenAiServer, Reply};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use crate::durable::{ledger_lines, serve, tool_results};
 use crate::mcp::{python, script};
 use crate::support::Home;
 use crate::threads::{chat_body, endless_words, eventually, http, sigkill, ui_chunks};
@@ -83,21 +84,6 @@ async fn worker(home: &Home, url: &str, config: &Path, port: u16) -> tokio::proc
         .unwrap_or_default();
     assert!(line.contains("worker serving runs"), "{line:?}");
     child
-}
-
-/// `agent serve` with `config`.
-async fn serve(home: &Home, url: &str, config: &Path) -> (tokio::process::Child, String, String) {
-    let config = config.display().to_string();
-    let command = home.command(Some(url), &["--config", &config, "serve", "--port", "0"]);
-    crate::serve::serve_command(command).await
-}
-
-fn ledger_lines(ledger: &Path) -> Vec<String> {
-    std::fs::read_to_string(ledger)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
 }
 
 /// The text of a UI stream's chunks.
@@ -226,63 +212,46 @@ async fn a_killed_worker_is_replaced_and_the_run_goes_on_from_its_journal() {
 /// again; the model reads `outcome_unknown`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_cut_by_a_killed_worker_is_outcome_unknown() {
-    let restate = TestRestate::start().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("ledger.txt");
-    let model = OpenAiServer::start([
-        Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({"block_s": 120}))]),
-        Reply::text("I will check first."),
-    ])
-    .await
-    .unwrap();
-    let url = model.base_url();
-    let home = Home::new(KEY);
-    let config = config(&home, &restate, &ledger, false);
-    let port = free_port();
-    let mut first = worker(&home, &url, &config, port).await;
-    let (_serve, base, token) = serve(&home, &url, &config).await;
-    let client = http();
-    let chat = tokio::spawn({
-        let (client, base, token) = (client.clone(), base.clone(), token.clone());
-        async move { ui_chunks(&client, &base, &token, &chat_body("chat-u", "Bump it.")).await }
-    });
-    eventually(|| async { ledger_lines(&ledger) }, |l| !l.is_empty()).await;
-    sigkill(&first);
-    first.wait().await.unwrap();
-    let _second = worker(&home, &url, &config, port).await;
-    // The client's stream ends (the answer started over on the new worker);
-    // the chat as stored holds the answer.
-    let _ = tokio::time::timeout(Duration::from_secs(90), chat).await;
-    let run = ended_run(&home, "chat-u").await;
-    assert_eq!(run.status, agent_store::RunStatus::Done, "{run:?}");
-    let stored = http()
-        .get(format!("{base}/api/chats/chat-u"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    assert!(stored.contains("I will check first."), "{stored}");
-    assert_eq!(ledger_lines(&ledger).len(), 1, "the call acted once");
-    let tool = model.requests()[1].body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool")
-        .cloned()
-        .unwrap();
-    assert!(
-        tool["content"].to_string().contains("outcome_unknown"),
-        "{tool}"
-    );
+    let cut = bump_cut_by_a_killed_worker(false).await;
+    assert!(cut.stored.contains("I will check first."), "{}", cut.stored);
+    assert_eq!(cut.lines.len(), 1, "the call acted once: {:?}", cut.lines);
+    let results = tool_results(&cut.model, 1);
+    assert!(results[0].contains("outcome_unknown"), "{results:?}");
 }
 
 /// The same with `bump` declared idempotent: the new worker runs it again with
 /// the same idempotency key, and the server, which dedupes on it, acts once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idempotent_call_cut_by_a_killed_worker_runs_again_with_its_key() {
+    let cut = bump_cut_by_a_killed_worker(true).await;
+    let lines = &cut.lines;
+    assert_eq!(lines.len(), 2, "the tool saw the call twice: {lines:?}");
+    assert!(
+        lines[0].starts_with("acted ") && lines[1].starts_with("seen "),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines[0].split_once(' ').unwrap().1,
+        lines[1].split_once(' ').unwrap().1,
+        "with the same key"
+    );
+    let results = tool_results(&cut.model, 1);
+    assert!(results[0].contains("seen; acted 1 time"), "{results:?}");
+}
+
+/// What a chat whose `bump` call was cut by a killed worker left.
+struct Cut {
+    /// The chat as `GET /api/chats/{id}` returns it, once the run ended.
+    stored: String,
+    /// The ledger.
+    lines: Vec<String>,
+    /// The model server.
+    model: OpenAiServer,
+}
+
+/// A chat calls `bump` (acts, then blocks; deduped on its key); the worker is
+/// killed once the ledger shows it acted and replaced at the same address.
+async fn bump_cut_by_a_killed_worker(idempotent: bool) -> Cut {
     let restate = TestRestate::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.txt");
@@ -292,49 +261,43 @@ async fn an_idempotent_call_cut_by_a_killed_worker_runs_again_with_its_key() {
             "mcp__fx__bump",
             json!({"block_s": 120, "dedupe": true}),
         )]),
-        Reply::text("Bumped once."),
+        Reply::text("I will check first."),
     ])
     .await
     .unwrap();
     let url = model.base_url();
     let home = Home::new(KEY);
-    let config = config_with(&home, &restate, &ledger, false, true);
+    let config = config_with(&home, &restate, &ledger, false, idempotent);
     let port = free_port();
     let mut first = worker(&home, &url, &config, port).await;
     let (_serve, base, token) = serve(&home, &url, &config).await;
-    let client = http();
     let chat = tokio::spawn({
-        let (client, base, token) = (client.clone(), base.clone(), token.clone());
-        async move { ui_chunks(&client, &base, &token, &chat_body("chat-i", "Bump it.")).await }
+        let (base, token) = (base.clone(), token.clone());
+        async move { ui_chunks(&http(), &base, &token, &chat_body("chat-b", "Bump it.")).await }
     });
     eventually(|| async { ledger_lines(&ledger) }, |l| !l.is_empty()).await;
     sigkill(&first);
     first.wait().await.unwrap();
     let _second = worker(&home, &url, &config, port).await;
+    // The client's stream ends (the answer started over on the new worker);
+    // the chat as stored holds the answer.
     let _ = tokio::time::timeout(Duration::from_secs(90), chat).await;
-    let run = ended_run(&home, "chat-i").await;
+    let run = ended_run(&home, "chat-b").await;
     assert_eq!(run.status, agent_store::RunStatus::Done, "{run:?}");
-    let lines = ledger_lines(&ledger);
-    assert_eq!(lines.len(), 2, "the tool saw the call twice: {lines:?}");
-    assert!(
-        lines[0].starts_with("acted ") && lines[1].starts_with("seen "),
-        "{lines:?}"
-    );
-    assert_eq!(
-        lines[0].split_once(' ').unwrap().1,
-        lines[1].split_once(' ').unwrap().1
-    );
-    let tool = model.requests()[1].body["messages"]
-        .as_array()
+    let stored = http()
+        .get(format!("{base}/api/chats/chat-b"))
+        .bearer_auth(&token)
+        .send()
+        .await
         .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool")
-        .cloned()
+        .text()
+        .await
         .unwrap();
-    assert!(
-        tool["content"].to_string().contains("seen; acted 1 time"),
-        "{tool}"
-    );
+    Cut {
+        stored,
+        lines: ledger_lines(&ledger),
+        model,
+    }
 }
 
 /// The Restate server itself killed during a run and started again: the run
