@@ -20,4 +20,4 @@
 pub mod restate;
 pub mod store;
 
-pub use store::{StoreJournal, run_end};
+pub use store::{SavedStart, StoreJournal, journal_for, run_end};

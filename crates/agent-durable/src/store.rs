@@ -2,7 +2,11 @@
 
 use std::collections::HashMap;
 
-use agent_graph::journal::{JournalError, OpenStep, Step, StepJournal, StepKind, StepSlot};
+use std::sync::Arc;
+
+use agent_graph::journal::{
+    JournalError, OpenStep, RunStart, Step, StepJournal, StepKind, StepSlot,
+};
 use agent_graph::run::{RunError, RunOutput};
 use agent_store::recorder::now_ms;
 use agent_store::{RunEnd, RunStatus, Store};
@@ -130,4 +134,49 @@ pub fn run_end(outcome: &Result<RunOutput, RunError>, kept: usize) -> RunEnd<'_>
             kept,
         },
     }
+}
+
+/// How a durable run starts, as saved beside it (`run_starts`): what the loop
+/// starts from, and what its record needs when it starts again.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct SavedStart {
+    /// What the loop starts from.
+    pub start: RunStart,
+    /// How many of the run's first messages its thread held as stored (the
+    /// history it continued; see `agent_store::RunEnd::kept`).
+    pub kept: Option<usize>,
+    /// The graph of its record.
+    pub graph: String,
+    /// The model of its record.
+    pub model: String,
+    /// The prompt hash of its record.
+    pub prompt_hash: Option<String>,
+}
+
+impl SavedStart {
+    /// The saved start of a run starting from `start`, whose thread held `kept`
+    /// of its messages, recorded with `graph`, `model` and `prompt_hash`.
+    pub fn new(
+        start: RunStart,
+        kept: Option<usize>,
+        (graph, model, prompt_hash): (String, String, Option<String>),
+    ) -> Self {
+        Self {
+            start,
+            kept,
+            graph,
+            model,
+            prompt_hash,
+        }
+    }
+}
+
+/// The journal of a new durable run of `account`: its start saved before its
+/// first step.
+pub fn journal_for(store: &Store, account: &str, saved: &SavedStart) -> Arc<dyn StepJournal> {
+    let start = serde_json::to_string(saved)
+        .map_err(|e| tracing::error!(error = %e, "a run's start is not serializable; it will not start again after a crash"))
+        .ok();
+    Arc::new(StoreJournal::new(store.clone(), account, start))
 }

@@ -19,37 +19,7 @@
 //! - A run started again has no client: it runs to its end, and `GET
 //!   /api/chat/{id}/stream` attaches to it as to any running answer.
 
-use std::sync::Arc;
-
-use agent_durable::StoreJournal;
-use agent_graph::journal::{RunStart, StepJournal};
-use agent_store::Store;
-
-/// How a durable run of the server starts, as saved beside it.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub(crate) struct SavedStart {
-    /// What the loop starts from.
-    pub(crate) start: RunStart,
-    /// How many of the run's first messages its thread held as stored (see
-    /// `RunMeta::kept`).
-    pub(crate) kept: Option<usize>,
-    /// The graph, model and prompt hash of its record.
-    pub(crate) graph: String,
-    pub(crate) model: String,
-    pub(crate) prompt_hash: Option<String>,
-}
-
-/// The journal of a new durable run: its start saved before its first step.
-pub(crate) fn journal_for(
-    store: &Store,
-    account: &str,
-    saved: &SavedStart,
-) -> Arc<dyn StepJournal> {
-    let start = serde_json::to_string(saved)
-        .map_err(|e| tracing::error!(error = %e, "a run's start is not serializable; it will not start again after a crash"))
-        .ok();
-    Arc::new(StoreJournal::new(store.clone(), account, start))
-}
+pub use agent_durable::{SavedStart, journal_for};
 
 /// Where a server hands its runs when a durable engine runs them (see
 /// `ChatService::with_submitter`): the composition root's client of the

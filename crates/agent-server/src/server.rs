@@ -302,13 +302,12 @@ impl ChatService {
         let (start, meta, deps) = self.prepare_start(chat, context, kept).await?;
         let handle = match self.store.as_ref().filter(|_| self.durable) {
             Some(store) => {
-                let saved = crate::durable::SavedStart {
-                    start,
-                    kept,
-                    graph: meta.graph.clone(),
-                    model: meta.model.clone(),
-                    prompt_hash: meta.prompt_hash.clone(),
-                };
+                let record = (
+                    meta.graph.clone(),
+                    meta.model.clone(),
+                    meta.prompt_hash.clone(),
+                );
+                let saved = crate::durable::SavedStart::new(start, kept, record);
                 let journal = crate::durable::journal_for(store.store(), &chat_ref.account, &saved);
                 agent_graph::run::durable(saved.start, deps, journal)
             }

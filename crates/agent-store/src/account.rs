@@ -838,6 +838,36 @@ impl<'a> AccountStore<'a> {
         Ok(())
     }
 
+    /// The saved start of durable run `run_id` ([`AccountStore::save_start`]).
+    pub async fn start_of(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT start FROM run_starts WHERE account_id = $1 AND run_id = $2")
+            .bind(&self.account)
+            .bind(run_id)
+            .fetch_optional(self.pool)
+            .await?;
+        Ok(row.map(|row| row.try_get("start")).transpose()?)
+    }
+
+    /// Makes the interrupted run `run_id` running again, owned by `owner`:
+    /// `true` for the one caller that does (a run is resumed once).
+    pub async fn reopen_run(
+        &self,
+        run_id: &str,
+        owner: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE runs SET status = 'running', owner = $1, error = NULL, updated_ms = $2 WHERE account_id = $3 AND id = $4 AND status = 'interrupted'",
+        )
+        .bind(owner)
+        .bind(now_ms)
+        .bind(&self.account)
+        .bind(run_id)
+        .execute(self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// Deletes the event log of run `run_id` (a durable run started again
     /// writes it anew, its recorded steps first) and counts the attempt
     /// ([`RunRecord::attempt`]); returns the rows deleted.

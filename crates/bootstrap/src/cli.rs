@@ -216,6 +216,21 @@ pub enum RunsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Go on with a run that was cut (its `agent chat` process was killed):
+    /// its recorded steps are replayed from the store, not asked or run again,
+    /// and it goes on from the first that is missing. A call that was changing
+    /// something when the process died is reported to the model as
+    /// `outcome_unknown`, never run twice.
+    Resume {
+        /// The run id (`agent runs list` shows interrupted runs).
+        run: String,
+        /// Print events as JSON lines.
+        #[arg(long)]
+        json: bool,
+        /// Approve every call that needs approval (a run without a terminal).
+        #[arg(long)]
+        approve: bool,
+    },
     /// A run's status; with `--events`, its stored events replayed as the live
     /// run showed them.
     Show {
@@ -335,6 +350,9 @@ pub async fn run(cli: Cli) -> ExitCode {
         }
         Command::Graphs { json } => list_graphs(&config, json),
         Command::Threads { command } => crate::history::threads_command(&config, command).await,
+        Command::Runs {
+            command: RunsCommand::Resume { run, json, approve },
+        } => resume_run(&config, &run, json, approve).await,
         Command::Runs { command } => crate::history::runs_command(&config, command).await,
         Command::Usage { since, by, json } => {
             crate::history::usage_command(&config, since.as_deref(), by, json).await
@@ -686,13 +704,75 @@ async fn chat_with(
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let mut recording = match store {
+    let recording = match store {
         Some((store, thread)) => {
             crate::history::start_recording(config, store, &prepared, thread).await
         }
         None => None,
     };
-    let handle = prepared.start(model, runner);
+    // A recorded run is durable: its steps journaled, so `agent runs resume`
+    // goes on with it if this process dies.
+    let handle = match &recording {
+        Some(recording) => {
+            let journal = recording.journal(&prepared.request);
+            let start = agent_graph::journal::RunStart::New {
+                request: prepared.request.clone(),
+            };
+            agent_graph::run::durable(start, prepared.deps(model, runner), journal)
+        }
+        None => prepared.start(model, runner),
+    };
+    show_run(handle, recording, json, &prompting).await
+}
+
+/// `agent runs resume RUN`: the run's graph bound again, its journal replayed,
+/// and the rest of it run and shown like `agent chat`.
+async fn resume_run(config: &AgentConfig, run_id: &str, json: bool, approve: bool) -> ExitCode {
+    let (saved, recording, journal) = match crate::history::reopen(config, run_id).await {
+        Ok(reopened) => reopened,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let session = match crate::session::Session::open(config, &saved.graph, false).await {
+        Ok(session) => session,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let approver = CliApprover::new(ApprovalMode::detect(approve));
+    let prompting = approver.prompting();
+    let code = match ToolRunner::new(session.tools.clone(), session.policy.clone()) {
+        Ok(runner) => {
+            let runner = Arc::new(runner.with_approver(Arc::new(approver)));
+            let model = Arc::clone(&session.model);
+            match session.graph.durable(saved.start, model, runner, journal) {
+                Ok(handle) => show_run(handle, Some(recording), json, &prompting).await,
+                Err(e) => {
+                    eprintln!("agent: {e}");
+                    ExitCode::from(EXIT_USAGE)
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("agent: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    };
+    session.close().await;
+    code
+}
+
+/// Shows a run's events (JSON lines or the human rendering) as they come,
+/// records them, and says how it ended. Ctrl-C cancels it.
+async fn show_run(
+    handle: agent_graph::RunHandle,
+    mut recording: Option<crate::history::Recording>,
+    json: bool,
+    prompting: &Arc<std::sync::atomic::AtomicBool>,
+) -> ExitCode {
     let cancel = handle.cancel_token();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {

@@ -161,9 +161,28 @@ pub struct Recording {
     inner: RunRecording,
     /// The thread's messages the run continued (its history).
     kept: usize,
+    store: Store,
 }
 
 impl Recording {
+    /// The journal of the run: its steps in the store, its start saved before
+    /// its first step, so `agent runs resume` can go on with it after a crash.
+    pub fn journal(
+        &self,
+        request: &agent_graph::run::RunRequest,
+    ) -> Arc<dyn agent_graph::journal::StepJournal> {
+        let record = (
+            request.graph.clone().unwrap_or_else(|| "chat".into()),
+            request.model.clone(),
+            request.prompt_hash.clone(),
+        );
+        let start = agent_graph::journal::RunStart::New {
+            request: request.clone(),
+        };
+        let saved = agent_durable::SavedStart::new(start, Some(self.kept), record);
+        agent_durable::journal_for(&self.store, LOCAL_ACCOUNT, &saved)
+    }
+
     /// Queues `event` (never waits); a store too far behind is said once.
     pub fn record(&mut self, event: &AiEvent) {
         if let Err(error) = self.inner.record(event) {
@@ -306,8 +325,8 @@ pub(crate) async fn start_recording(
         updated_ms: now,
     });
     let price = pricing(config, &run.model);
-    match RunRecording::start(store, LOCAL_ACCOUNT, &run, thread, price).await {
-        Ok(inner) => Some(Recording { inner, kept }),
+    match RunRecording::start(store.clone(), LOCAL_ACCOUNT, &run, thread, price).await {
+        Ok(inner) => Some(Recording { inner, kept, store }),
         Err(e) => {
             eprintln!("agent: the run store refused the run, so it is not recorded: {e}");
             None
@@ -548,6 +567,58 @@ fn list_runs(runs: &[agent_store::RunRecord], json: bool) {
     );
 }
 
+/// What `agent runs resume RUN` goes on with: the run's journal, its saved
+/// start and its record, the run made this process's. The error is a message
+/// for the user.
+pub(crate) async fn reopen(
+    config: &AgentConfig,
+    run_id: &str,
+) -> Result<
+    (
+        agent_durable::SavedStart,
+        Recording,
+        Arc<dyn agent_graph::journal::StepJournal>,
+    ),
+    String,
+> {
+    let store = open(config).await?;
+    let rows = store.account(LOCAL_ACCOUNT);
+    let run = rows
+        .run(run_id)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("no run `{run_id}`"))?;
+    let saved = rows
+        .start_of(run_id)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("run `{run_id}` has no journal (it was recorded before durable runs, or without a store)"))?;
+    let saved: agent_durable::SavedStart = serde_json::from_str(&saved)
+        .map_err(|e| format!("the start of run `{run_id}` is unreadable: {e}"))?;
+    if !rows
+        .reopen_run(run_id, &cli_owner(), now_ms())
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        return Err(format!(
+            "run `{run_id}` is {}: only an interrupted run goes on",
+            run.status.as_str()
+        ));
+    }
+    rows.clear_events(run_id).await.map_err(|e| e.to_string())?;
+    let inner = RunRecording::resumed(
+        store.clone(),
+        LOCAL_ACCOUNT,
+        &run.run,
+        pricing(config, &run.run.model),
+    );
+    let journal: Arc<dyn agent_graph::journal::StepJournal> = Arc::new(
+        agent_durable::StoreJournal::new(store.clone(), LOCAL_ACCOUNT, None),
+    );
+    let kept = saved.kept.unwrap_or(0);
+    Ok((saved, Recording { inner, kept, store }, journal))
+}
+
 /// `agent runs [list|show RUN [--events] [--json]]`.
 pub(crate) async fn runs_command(
     config: &AgentConfig,
@@ -560,6 +631,9 @@ pub(crate) async fn runs_command(
     let account = store.account(LOCAL_ACCOUNT);
     let (run, events, json) = match command {
         crate::cli::RunsCommand::Show { run, events, json } => (run, events, json),
+        crate::cli::RunsCommand::Resume { .. } => {
+            return fail("`agent runs resume` runs in the chat command's loop");
+        }
         crate::cli::RunsCommand::List { thread, json } => {
             let runs = match &thread {
                 Some(thread) => account.runs_of_thread(thread).await.map(|mut runs| {

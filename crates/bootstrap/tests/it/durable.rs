@@ -307,3 +307,70 @@ async fn killed_during_bump(idempotent: bool) -> (String, Vec<String>, OpenAiSer
     );
     (answer, ledger_lines(&ledger), server)
 }
+
+/// `agent chat` killed during its second model call, after a command ran:
+/// `agent runs resume` goes on with the run from its journal. The command ran
+/// once, the model was asked once more (only the unrecorded step), and the
+/// resumed run shows the whole run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_chat_goes_on_with_runs_resume() {
+    let server = OpenAiServer::start([
+        Reply::tool_calls(&[(
+            "call_sh",
+            "core__exec_shell",
+            json!({"command": "echo ran >> count.txt"}),
+        )]),
+        endless_words(20),
+        Reply::text("Done."),
+    ])
+    .await
+    .unwrap();
+    let home = Home::new(KEY);
+    let url = server.base_url();
+    let mut chat = home
+        .command(Some(&url), &["chat", "--json", "--approve", "Count a run."])
+        .spawn()
+        .unwrap();
+    eventually(|| async { server.requests().len() }, |n| *n == 2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sigkill(&chat);
+    chat.wait().await.unwrap();
+    let (_, listed, _) = home.run(None, &["runs", "list", "--json"]).await;
+    let runs = crate::support::json_lines(&listed);
+    assert_eq!(runs[0]["status"], "interrupted", "{listed}");
+    let run_id = runs[0]["run_id"].as_str().unwrap().to_owned();
+
+    let (code, out, stderr) = home
+        .run(
+            Some(&url),
+            &["runs", "resume", &run_id, "--json", "--approve"],
+        )
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let events = crate::support::json_lines(&out);
+    let last = events
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "assistant_final")
+        .unwrap();
+    assert_eq!(last["content"], "Done.", "{out}");
+    let results = events
+        .iter()
+        .filter(|e| e["type"] == "tool_call_result")
+        .count();
+    assert_eq!(results, 1, "the recorded call is shown once: {out}");
+    assert!(
+        !out.contains("w0 "),
+        "the cut model call is not shown: {out}"
+    );
+    assert_eq!(server.requests().len(), 3, "one request per model step");
+    let count = std::fs::read_to_string(home.workspace.join("count.txt")).unwrap();
+    assert_eq!(count.lines().count(), 1, "the command ran once");
+    // A run that went on is not resumed twice.
+    let (code, _, stderr) = home.run(Some(&url), &["runs", "resume", &run_id]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("only an interrupted run goes on"),
+        "{stderr}"
+    );
+}
