@@ -23,6 +23,13 @@
 //! row is written by whoever submits the run, owned by [`RESTATE_OWNER`]:
 //! Restate, not a process, answers for it.
 //!
+//! Anyone who reaches Restate's ingress or the worker's endpoint could call the
+//! handler; a run's start carries the user's approval decisions. So a run is
+//! submitted sealed ([`SealedRun`]: its input's JSON and an HMAC-SHA256 of it
+//! under a key the run store shares, [`SUBMISSION_KEY`]), and the handler runs
+//! nothing whose seal does not hold: only a process that can read the store
+//! (a server, a worker) can submit a run.
+//!
 //! A run paused on approvals ends its invocation: its pending calls are in the
 //! client's approval ids and the store, and the continuation with the user's
 //! decisions is a new invocation (a run waiting for a person holds nothing: no
@@ -47,6 +54,50 @@ pub const RESTATE_OWNER: &str = "restate";
 
 /// The service's name at Restate's ingress (`POST /AgentRuns/run/send`).
 pub const SERVICE: &str = "AgentRuns";
+
+/// The name of the store's shared key (`agent_store::Store::server_key`) that
+/// seals submissions.
+pub const SUBMISSION_KEY: &str = "run-submissions";
+
+/// A submission: a [`RunInput`]'s JSON and its seal (hex HMAC-SHA256 of those
+/// bytes under the shared key). Checked before anything of it runs.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct SealedRun {
+    /// The input, as JSON text (the sealed bytes).
+    pub input: String,
+    /// Hex HMAC-SHA256 of `input`.
+    pub seal: String,
+}
+
+impl SealedRun {
+    /// Seals `input` with `key`.
+    pub fn seal(input: &RunInput, key: &[u8]) -> Result<Self, String> {
+        use hmac::Mac;
+        let input = serde_json::to_string(input).map_err(|e| e.to_string())?;
+        let seal = hex::encode(mac(key, input.as_bytes())?.finalize().into_bytes());
+        Ok(Self { input, seal })
+    }
+
+    /// The input, when its seal holds under `key` (compared in constant time).
+    pub fn open(&self, key: &[u8]) -> Result<RunInput, String> {
+        use hmac::Mac;
+        let seal = hex::decode(&self.seal).map_err(|_| "the seal is not hex".to_owned())?;
+        mac(key, self.input.as_bytes())?
+            .verify_slice(&seal)
+            .map_err(|_| {
+                "the seal does not hold: the run was not submitted by a server of this store"
+                    .to_owned()
+            })?;
+        serde_json::from_str(&self.input).map_err(|e| format!("the input is unreadable: {e}"))
+    }
+}
+
+fn mac(key: &[u8], bytes: &[u8]) -> Result<hmac::Hmac<sha2::Sha256>, String> {
+    use hmac::Mac;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).map_err(|e| e.to_string())?;
+    mac.update(bytes);
+    Ok(mac)
+}
 
 /// What a submitter sends for one run.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -110,15 +161,17 @@ pub struct AgentRuns {
     graph: Graph,
     store: Store,
     pricing: Option<Pricing>,
+    key: Vec<u8>,
 }
 
 impl AgentRuns {
-    /// Runs of `graph` with `model` and `runner`, recorded in `store`.
+    /// Runs of `graph` with `model` and `runner`, recorded in `store`; only
+    /// submissions sealed with `key` run.
     pub fn new(
         model: Arc<dyn CompletionPort>,
         runner: Arc<ToolRunner>,
         graph: Graph,
-        store: Store,
+        (store, key): (Store, Vec<u8>),
     ) -> Self {
         Self {
             model,
@@ -126,6 +179,7 @@ impl AgentRuns {
             graph,
             store,
             pricing: None,
+            key,
         }
     }
 
@@ -158,9 +212,12 @@ mod service {
         async fn run(
             &self,
             ctx: Context<'_>,
-            input: Json<RunInput>,
+            sealed: Json<SealedRun>,
         ) -> Result<Json<RunSummary>, HandlerError> {
-            let input = input.into_inner();
+            let input = sealed.into_inner().open(&self.key).map_err(|e| {
+                tracing::warn!(error = %e, "a run submission was refused");
+                TerminalError::new(e)
+            })?;
             let run_id = input.start.run_id().to_owned();
             let rows = self.store.account(input.account.clone());
             // Each attempt writes the run's log anew: the replayed steps' events
@@ -421,24 +478,35 @@ impl RestateClient {
         })
     }
 
-    /// Submits a run without waiting for it, with its id as the idempotency key:
-    /// the same run submitted again is not run again.
-    pub async fn submit(&self, input: &RunInput) -> Result<(), RestateError> {
+    /// Submits a run sealed with `key` without waiting for it, with its id as
+    /// the idempotency key: the same run submitted again is not run again.
+    pub async fn submit(&self, input: &RunInput, key: &[u8]) -> Result<(), RestateError> {
         let url = format!("{}/{SERVICE}/run/send", self.ingress);
-        self.post(&url, Some(input.start.run_id()), input)
+        let sealed = self.sealed(&url, input, key)?;
+        self.post(&url, Some(input.start.run_id()), &sealed)
             .await
             .map(drop)
     }
 
-    /// Runs a run and waits for its summary, with its id as the idempotency key:
-    /// a run submitted before answers with its first summary.
-    pub async fn call(&self, input: &RunInput) -> Result<RunSummary, RestateError> {
+    /// Runs a run sealed with `key` and waits for its summary, with its id as
+    /// the idempotency key: a run submitted before answers with its first
+    /// summary.
+    pub async fn call(&self, input: &RunInput, key: &[u8]) -> Result<RunSummary, RestateError> {
         let url = format!("{}/{SERVICE}/run", self.ingress);
-        let body = self.post(&url, Some(input.start.run_id()), input).await?;
+        let sealed = self.sealed(&url, input, key)?;
+        let body = self.post(&url, Some(input.start.run_id()), &sealed).await?;
         serde_json::from_str(&body).map_err(|e| RestateError::Refused {
             url,
             status: 200,
             body: format!("not a run summary: {e}"),
+        })
+    }
+
+    fn sealed(&self, url: &str, input: &RunInput, key: &[u8]) -> Result<SealedRun, RestateError> {
+        SealedRun::seal(input, key).map_err(|message| RestateError::Refused {
+            url: url.to_owned(),
+            status: 0,
+            body: message,
         })
     }
 

@@ -32,13 +32,28 @@ pub trait RunSubmitter: Send + Sync {
     ) -> futures::future::BoxFuture<'a, Result<(), String>>;
 }
 
-impl RunSubmitter for agent_durable::restate::RestateClient {
+/// Submits runs to a Restate server, sealed with the store's shared key.
+pub struct RestateSubmitter {
+    client: agent_durable::restate::RestateClient,
+    key: Vec<u8>,
+}
+
+impl RestateSubmitter {
+    /// Submits through `client`, sealing with `key` (the store's
+    /// `agent_durable::restate::SUBMISSION_KEY`).
+    pub fn new(client: agent_durable::restate::RestateClient, key: Vec<u8>) -> Self {
+        Self { client, key }
+    }
+}
+
+impl RunSubmitter for RestateSubmitter {
     fn submit<'a>(
         &'a self,
         input: &'a agent_durable::restate::RunInput,
     ) -> futures::future::BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            agent_durable::restate::RestateClient::submit(self, input)
+            self.client
+                .submit(input, &self.key)
                 .await
                 .map_err(|e| e.to_string())
         })

@@ -124,7 +124,7 @@ pub(crate) async fn dead_servers(store: &Store) -> Result<Vec<String>, agent_sto
 /// shares (made on first use), so approval ids outlive a restart.
 pub(crate) async fn server_store(
     config: &AgentConfig,
-) -> Result<(agent_server::ServerStore, [u8; 32], Vec<String>), String> {
+) -> Result<(agent_server::ServerStore, [u8; 32], Vec<String>, [u8; 32]), String> {
     let store = open(config).await?;
     // The stopped servers whose durable runs this one goes on with; with
     // `[durable] resume = false`, their runs are marked interrupted instead.
@@ -138,21 +138,31 @@ pub(crate) async fn server_store(
             tracing::info!(owner = %owner, runs = marked, "runs of a stopped server marked interrupted ([durable] resume = false)");
         }
     }
-    let fresh = agent_server::ServerSecret::generate();
-    let shared = store
-        .server_key("approvals", fresh.expose())
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut key = [0u8; 32];
-    hex::decode_to_slice(&shared, &mut key)
-        .map_err(|_| "the stored approval key is not 64 hex digits".to_owned())?;
+    let key = shared_key(&store, "approvals").await?;
+    // Seals the runs this server submits to a durable engine (see
+    // `agent_durable::restate::SealedRun`).
+    let submissions = shared_key(&store, agent_durable::restate::SUBMISSION_KEY).await?;
     let server = agent_server::ServerStore::new(store, owner("serve"))
         .with_owner_check(Arc::new(owner_alive));
     let server = match pricing(config, &config.file.model.model) {
         Some(pricing) => server.with_pricing(pricing),
         None => server,
     };
-    Ok((server, key, dead))
+    Ok((server, key, dead, submissions))
+}
+
+/// The 32-byte key named `name` that every process on `store` shares (made by
+/// the first that asks).
+pub(crate) async fn shared_key(store: &Store, name: &str) -> Result<[u8; 32], String> {
+    let fresh = agent_server::ServerSecret::generate();
+    let shared = store
+        .server_key(name, fresh.expose())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut key = [0u8; 32];
+    hex::decode_to_slice(&shared, &mut key)
+        .map_err(|_| format!("the stored key `{name}` is not 64 hex digits"))?;
+    Ok(key)
 }
 
 /// One `agent chat` run being recorded (the store's [`RunRecording`], with

@@ -205,7 +205,11 @@ fn page_authority(bound: SocketAddr) -> String {
 
 /// `service` with `[durable] engine`: runs handed to a Restate server (each
 /// submitted to its ingress) instead of run here.
-fn with_engine(config: &AgentConfig, service: ChatService) -> Result<Arc<ChatService>, String> {
+fn with_engine(
+    config: &AgentConfig,
+    service: ChatService,
+    key: &[u8; 32],
+) -> Result<Arc<ChatService>, String> {
     let durable = &config.file.durable;
     match durable.engine {
         crate::config::DurableEngine::Restate => {
@@ -218,7 +222,8 @@ fn with_engine(config: &AgentConfig, service: ChatService) -> Result<Arc<ChatSer
                 "agent: runs go to the Restate server at {} (run by `agent worker`)",
                 durable.restate_ingress
             );
-            Ok(Arc::new(service.with_submitter(Arc::new(client))))
+            let submitter = agent_server::durable::RestateSubmitter::new(client, key.to_vec());
+            Ok(Arc::new(service.with_submitter(Arc::new(submitter))))
         }
         _ => Ok(Arc::new(service)),
     }
@@ -261,7 +266,7 @@ async fn serve_with(
             // Runs are recorded and conversations kept when the store opens; a
             // server without one still serves chats (and says so).
             match crate::history::server_store(config).await {
-                Ok((store, key, stopped)) => {
+                Ok((store, key, stopped, submissions)) => {
                     let service = service
                         .with_store(store)
                         .with_durable(config.file.durable.journal)
@@ -270,7 +275,7 @@ async fn serve_with(
                             key,
                             agent_server::approval::DEFAULT_APPROVAL_TTL,
                         ));
-                    let service = match with_engine(config, service) {
+                    let service = match with_engine(config, service, &submissions) {
                         Ok(service) => service,
                         Err(e) => {
                             eprintln!("agent: {e}");

@@ -68,11 +68,20 @@ async fn serve(
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    // Only runs sealed with the key the store shares run here.
+    let key = match crate::history::shared_key(&store, agent_durable::restate::SUBMISSION_KEY).await
+    {
+        Ok(key) => key,
+        Err(e) => {
+            eprintln!("agent: the run store did not give the submission key: {e}");
+            return ExitCode::from(EXIT_RUN_ERROR);
+        }
+    };
     let mut runs = AgentRuns::new(
         Arc::clone(&session.model),
         Arc::new(runner),
         session.graph.clone(),
-        store,
+        (store, key.to_vec()),
     );
     if let Some(pricing) = crate::history::pricing(config, &config.file.model.model) {
         runs = runs.with_pricing(pricing);

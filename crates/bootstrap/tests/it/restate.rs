@@ -345,7 +345,8 @@ async fn a_run_survives_its_restate_server_being_killed() {
 }
 
 /// The same run submitted twice with its id as the idempotency key: the second
-/// submission answers with the first run's summary, and nothing runs again.
+/// submission answers with the first run's summary, and nothing runs again. A
+/// submission not sealed with the store's key is refused before it runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_submitted_twice_runs_once() {
     let restate = TestRestate::start().unwrap();
@@ -364,15 +365,41 @@ async fn a_run_submitted_twice_runs_once() {
         vec![ai_core::Message::user("Say it once.")],
     );
     request.graph = Some("chat".into());
-    let input = agent_durable::restate::RunInput::new(
+    // The forged submission gets its own run id (an idempotency key Restate
+    // remembers with its failure).
+    let mut request_again = request.clone();
+    request_again.context = ai_core::RunContext::generate();
+    let mut input = agent_durable::restate::RunInput::new(
         "local",
         agent_graph::journal::RunStart::New { request },
     );
     let client =
         agent_durable::restate::RestateClient::new(&restate.ingress_url(), &restate.admin_url())
             .unwrap();
-    let first = client.call(&input).await.unwrap();
-    let second = client.call(&input).await.unwrap();
+    // A submission not sealed with the store's key runs nothing.
+    let forged = client.call(&input, &[7; 32]).await.unwrap_err();
+    assert!(
+        forged.to_string().contains("seal does not hold"),
+        "{forged}"
+    );
+    assert!(
+        model.requests().is_empty(),
+        "the forged run called no model"
+    );
+    // The key every process on the store shares (the worker made it).
+    let store = agent_store::Store::open_sqlite(&home.data_home.join("agent/store.db"))
+        .await
+        .unwrap();
+    let shared = store
+        .server_key(agent_durable::restate::SUBMISSION_KEY, "unused")
+        .await
+        .unwrap();
+    let key = hex::decode(shared).unwrap();
+    input.start = agent_graph::journal::RunStart::New {
+        request: request_again,
+    };
+    let first = client.call(&input, &key).await.unwrap();
+    let second = client.call(&input, &key).await.unwrap();
     assert_eq!(first.content.as_deref(), Some("Once."), "{first:?}");
     assert_eq!(second, first);
     assert_eq!(
