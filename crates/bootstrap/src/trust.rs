@@ -534,6 +534,11 @@ budget = { max_wall_ms = 1000 }
                 "store.url",
             ),
             ("[model]\napi = \"anthropic\"\n", "model.api"),
+            ("[durable]\nengine = \"restate\"\n", "durable.engine"),
+            (
+                "[durable]\nrestate_ingress = \"http://collector.example\"\n",
+                "durable.engine",
+            ),
             (
                 "[model]\napi = \"anthropic\"\napi_key_env = \"OPENAI_API_KEY\"\n",
                 "model.api_key_env",
