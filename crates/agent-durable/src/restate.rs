@@ -25,15 +25,17 @@
 //!
 //! Anyone who reaches Restate's ingress or the worker's endpoint could call the
 //! handler; a run's start carries the user's approval decisions. So a run is
-//! submitted sealed ([`SealedRun`]: its input's JSON and an HMAC-SHA256 of it
+//! submitted sealed ([`Sealed`]: its input's JSON and an HMAC-SHA256 of it
 //! under a key the run store shares, [`SUBMISSION_KEY`]), and the handler runs
 //! nothing whose seal does not hold: only a process that can read the store
 //! (a server, a worker) can submit a run.
 //!
-//! A run paused on approvals ends its invocation: its pending calls are in the
-//! client's approval ids and the store, and the continuation with the user's
-//! decisions is a new invocation (a run waiting for a person holds nothing: no
-//! process, no invocation, no timeout).
+//! A run paused on approvals waits in its invocation on an awakeable (a durable
+//! promise) whose id it writes to the store beside the paused run; the server
+//! resolves it with the user's decisions ([`Continuation`], sealed too) when the
+//! approval arrives, and the invocation goes on with the continuing run. While
+//! it waits, Restate suspends the invocation after a minute without progress:
+//! no worker holds it, so it can wait days, across worker restarts.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -59,36 +61,64 @@ pub const SERVICE: &str = "AgentRuns";
 /// seals submissions.
 pub const SUBMISSION_KEY: &str = "run-submissions";
 
-/// A submission: a [`RunInput`]'s JSON and its seal (hex HMAC-SHA256 of those
-/// bytes under the shared key). Checked before anything of it runs.
+/// A sealed payload: a submission's [`RunInput`] or an approval's
+/// [`Continuation`], as JSON, with its seal (hex HMAC-SHA256 of those bytes
+/// under the shared key). Checked before anything of it is used.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct SealedRun {
-    /// The input, as JSON text (the sealed bytes).
-    pub input: String,
-    /// Hex HMAC-SHA256 of `input`.
+pub struct Sealed {
+    /// The payload, as JSON text (the sealed bytes).
+    pub body: String,
+    /// Hex HMAC-SHA256 of `body`.
     pub seal: String,
 }
 
-impl SealedRun {
-    /// Seals `input` with `key`.
-    pub fn seal(input: &RunInput, key: &[u8]) -> Result<Self, String> {
+impl Sealed {
+    /// Seals `value` with `key`.
+    pub fn seal<T: serde::Serialize>(value: &T, key: &[u8]) -> Result<Self, String> {
         use hmac::Mac;
-        let input = serde_json::to_string(input).map_err(|e| e.to_string())?;
-        let seal = hex::encode(mac(key, input.as_bytes())?.finalize().into_bytes());
-        Ok(Self { input, seal })
+        let body = serde_json::to_string(value).map_err(|e| e.to_string())?;
+        let seal = hex::encode(mac(key, body.as_bytes())?.finalize().into_bytes());
+        Ok(Self { body, seal })
     }
 
-    /// The input, when its seal holds under `key` (compared in constant time).
-    pub fn open(&self, key: &[u8]) -> Result<RunInput, String> {
+    /// The payload, when its seal holds under `key` (compared in constant time).
+    pub fn open<T: serde::de::DeserializeOwned>(&self, key: &[u8]) -> Result<T, String> {
         use hmac::Mac;
         let seal = hex::decode(&self.seal).map_err(|_| "the seal is not hex".to_owned())?;
-        mac(key, self.input.as_bytes())?
+        mac(key, self.body.as_bytes())?
             .verify_slice(&seal)
             .map_err(|_| {
-                "the seal does not hold: the run was not submitted by a server of this store"
-                    .to_owned()
+                "the seal does not hold: it was not sent by a server of this store".to_owned()
             })?;
-        serde_json::from_str(&self.input).map_err(|e| format!("the input is unreadable: {e}"))
+        serde_json::from_str(&self.body).map_err(|e| format!("the payload is unreadable: {e}"))
+    }
+}
+
+/// What resolves the awakeable a paused run waits on: the user's decisions and
+/// the record of the run that continues it (a new run id, as the server
+/// writes it).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct Continuation {
+    /// The continuing run's id.
+    pub run_id: String,
+    /// The decisions about the paused run's calls.
+    pub decisions: Vec<agent_graph::run::Decision>,
+    /// How many of its first messages the thread holds as stored.
+    pub kept: Option<usize>,
+    /// When it started (Unix milliseconds).
+    pub started_ms: i64,
+}
+
+impl Continuation {
+    /// A continuation of run `run_id` with `decisions`.
+    pub fn new(run_id: impl Into<String>, decisions: Vec<agent_graph::run::Decision>) -> Self {
+        Self {
+            run_id: run_id.into(),
+            decisions,
+            kept: None,
+            started_ms: agent_store::recorder::now_ms(),
+        }
     }
 }
 
@@ -196,84 +226,157 @@ impl AgentRuns {
 mod service {
     use super::*;
 
-    // A step may take minutes (a model call, a slow tool): the invocation is
-    // not asked to suspend before 10 minutes without progress. A worker that
-    // died is retried soon (every 5 s at most) on the address it was served at.
+    // After a minute without progress Restate asks the invocation to suspend:
+    // one waiting for an approval does, and holds no worker. A step under way
+    // (a model call, a slow tool) cannot suspend and has 10 more minutes
+    // before it is aborted and retried. A worker that died is retried soon
+    // (every 5 s at most) on the address it was served at.
     #[restate_sdk::service(
         name = "AgentRuns",
-        inactivity_timeout = "10m",
+        inactivity_timeout = "1m",
         abort_timeout = "10m",
         invocation_retry_policy(initial_interval = "200ms", factor = 2.0, max_interval = "5s")
     )]
     impl AgentRuns {
-        /// Runs one durable run to its end (or its pause): each model call and tool
-        /// execution a `ctx.run`, its events written to the run store.
+        /// Runs one durable run to its end: each model call and tool execution
+        /// a `ctx.run`, its events written to the run store; a pause waits on
+        /// an awakeable for the decisions, and the continuing run goes on in
+        /// this invocation.
         #[handler]
         async fn run(
             &self,
             ctx: Context<'_>,
-            sealed: Json<SealedRun>,
+            sealed: Json<Sealed>,
         ) -> Result<Json<RunSummary>, HandlerError> {
-            let input = sealed.into_inner().open(&self.key).map_err(|e| {
-                tracing::warn!(error = %e, "a run submission was refused");
-                TerminalError::new(e)
-            })?;
-            let run_id = input.start.run_id().to_owned();
-            let rows = self.store.account(input.account.clone());
-            // Each attempt writes the run's log anew: the replayed steps' events
-            // first, then the new ones.
-            rows.clear_events(&run_id).await?;
-            let (opens, mut requests) = mpsc::channel(1);
-            let journal = Arc::new(RestateJournal { opens });
-            let handle = self
-                .graph
-                .durable(
-                    input.start.clone(),
-                    Arc::clone(&self.model),
-                    Arc::clone(&self.runner),
-                    journal,
-                )
-                .map_err(|e| TerminalError::new(e.to_string()))?;
-            let record = NewRun {
-                id: run_id.clone(),
-                thread_id: input.thread_id.clone(),
-                graph: input.graph.clone(),
-                model: input.model.clone(),
-                prompt_hash: input.prompt_hash.clone(),
-                owner: RESTATE_OWNER.to_owned(),
-                started_ms: input.started_ms,
-                heartbeat: false,
-            };
-            let recording = RunRecording::resumed(
-                self.store.clone(),
-                input.account.clone(),
-                &record,
-                self.pricing.clone(),
-            );
-            let (events, outcome) = handle.into_parts();
-            let recorder = tokio::spawn(record_events(events, recording));
-            // The run holds the journal's sender: the requests end with the run.
-            while let Some(open) = requests.recv().await {
-                serve_step(&ctx, open).await;
+            let mut input: RunInput = sealed.into_inner().open(&self.key).map_err(refused)?;
+            loop {
+                let (summary, paused) = self.run_part(&ctx, &input).await?;
+                let Some((paused, decided)) = paused else {
+                    return Ok(Json(summary));
+                };
+                let next: Continuation = decided
+                    .await?
+                    .into_inner()
+                    .open(&self.key)
+                    .map_err(refused)?;
+                input = input.continued(*paused, next);
             }
-            let outcome = outcome.await;
-            let recording = recorder
-                .await
-                .map_err(|e| TerminalError::new(format!("the run's recorder failed: {e}")))?;
-            let end = crate::store::run_end(&outcome, input.kept.unwrap_or(0));
-            let status = end.status.as_str().to_owned();
-            for failure in recording.finish(end).await {
-                tracing::error!(run_id = %run_id, failure = %failure, "the run store did not take the whole run");
-            }
-            Ok(Json(RunSummary {
-                run_id,
-                status,
-                content: outcome.as_ref().ok().map(|o| o.content.clone()),
-                error: outcome.as_ref().err().map(ToString::to_string),
-            }))
         }
     }
 }
+
+fn refused(error: String) -> TerminalError {
+    tracing::warn!(%error, "a sealed payload was refused");
+    TerminalError::new(error)
+}
+
+impl RunInput {
+    /// The input of the run that continues `paused` (a run of this input) with
+    /// `next`'s decisions, under `next`'s run id.
+    fn continued(&self, mut paused: agent_graph::run::PausedRun, next: Continuation) -> Self {
+        paused.request.context.run_id = next.run_id;
+        Self {
+            start: RunStart::Continue {
+                paused,
+                decisions: next.decisions,
+            },
+            kept: next.kept,
+            started_ms: next.started_ms,
+            ..self.clone()
+        }
+    }
+}
+
+impl AgentRuns {
+    /// Runs one part of a run: to its end or its pause (its paused state, and
+    /// the awakeable that brings the decisions, its id in the store before the
+    /// pause is recorded, so the approval that follows finds it).
+    async fn run_part<'ctx>(
+        &self,
+        ctx: &Context<'ctx>,
+        input: &RunInput,
+    ) -> Result<
+        (
+            RunSummary,
+            Option<(Box<agent_graph::run::PausedRun>, Decided<'ctx>)>,
+        ),
+        HandlerError,
+    > {
+        let run_id = input.start.run_id().to_owned();
+        let rows = self.store.account(input.account.clone());
+        // Each attempt writes the run's log anew: the replayed steps' events
+        // first, then the new ones.
+        rows.clear_events(&run_id).await?;
+        let (opens, mut requests) = mpsc::channel(1);
+        let journal = Arc::new(RestateJournal { opens });
+        let handle = self
+            .graph
+            .durable(
+                input.start.clone(),
+                Arc::clone(&self.model),
+                Arc::clone(&self.runner),
+                journal,
+            )
+            .map_err(|e| TerminalError::new(e.to_string()))?;
+        let record = NewRun {
+            id: run_id.clone(),
+            thread_id: input.thread_id.clone(),
+            graph: input.graph.clone(),
+            model: input.model.clone(),
+            prompt_hash: input.prompt_hash.clone(),
+            owner: RESTATE_OWNER.to_owned(),
+            started_ms: input.started_ms,
+            heartbeat: false,
+        };
+        let recording = RunRecording::resumed(
+            self.store.clone(),
+            input.account.clone(),
+            &record,
+            self.pricing.clone(),
+        );
+        let (events, outcome) = handle.into_parts();
+        let recorder = tokio::spawn(record_events(events, recording));
+        // The run holds the journal's sender: the requests end with the run.
+        while let Some(open) = requests.recv().await {
+            serve_step(ctx, open).await;
+        }
+        let mut outcome = outcome.await;
+        let recording = recorder
+            .await
+            .map_err(|e| TerminalError::new(format!("the run's recorder failed: {e}")))?;
+        let paused = match outcome.as_mut().ok().and_then(|o| o.paused.take()) {
+            Some(paused) => {
+                let (awakeable, decided) = ctx.awakeable::<Json<Sealed>>();
+                let waiting = serde_json::json!({ "awakeable": awakeable });
+                let now = agent_store::recorder::now_ms();
+                rows.save_paused(&run_id, &waiting, now).await?;
+                let decided: Decided<'ctx> = Box::pin(decided);
+                Some((paused, decided))
+            }
+            None => None,
+        };
+        let mut end = crate::store::run_end(&outcome, input.kept.unwrap_or(0));
+        if paused.is_some() {
+            // Its paused state was taken above.
+            end.status = agent_store::RunStatus::Paused;
+        }
+        let status = end.status.as_str().to_owned();
+        for failure in recording.finish(end).await {
+            tracing::error!(run_id = %run_id, failure = %failure, "the run store did not take the whole run");
+        }
+        let summary = RunSummary {
+            run_id,
+            status,
+            content: outcome.as_ref().ok().map(|o| o.content.clone()),
+            error: outcome.as_ref().err().map(ToString::to_string),
+        };
+        Ok((summary, paused))
+    }
+}
+
+/// The decisions a paused run waits for (an awakeable's promise).
+type Decided<'ctx> =
+    std::pin::Pin<Box<dyn Future<Output = Result<Json<Sealed>, TerminalError>> + Send + 'ctx>>;
 
 /// Writes a run's events to its recording until they end.
 async fn record_events(
@@ -502,12 +605,30 @@ impl RestateClient {
         })
     }
 
-    fn sealed(&self, url: &str, input: &RunInput, key: &[u8]) -> Result<SealedRun, RestateError> {
-        SealedRun::seal(input, key).map_err(|message| RestateError::Refused {
+    fn sealed<T: serde::Serialize>(
+        &self,
+        url: &str,
+        value: &T,
+        key: &[u8],
+    ) -> Result<Sealed, RestateError> {
+        Sealed::seal(value, key).map_err(|message| RestateError::Refused {
             url: url.to_owned(),
             status: 0,
             body: message,
         })
+    }
+
+    /// Resolves the awakeable a paused run waits on with `next`, sealed with
+    /// `key`: the run goes on with the user's decisions.
+    pub async fn resolve(
+        &self,
+        awakeable: &str,
+        next: &Continuation,
+        key: &[u8],
+    ) -> Result<(), RestateError> {
+        let url = format!("{}/restate/awakeables/{awakeable}/resolve", self.ingress);
+        let sealed = self.sealed(&url, next, key)?;
+        self.post(&url, None, &sealed).await.map(drop)
     }
 
     /// Registers the worker at `uri` (its services and handlers) with the admin

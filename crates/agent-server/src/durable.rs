@@ -30,6 +30,14 @@ pub trait RunSubmitter: Send + Sync {
         &'a self,
         input: &'a agent_durable::restate::RunInput,
     ) -> futures::future::BoxFuture<'a, Result<(), String>>;
+
+    /// Hands the user's decisions to a paused run waiting on `awakeable`: the
+    /// run goes on as `next`.
+    fn resume<'a>(
+        &'a self,
+        awakeable: &'a str,
+        next: &'a agent_durable::restate::Continuation,
+    ) -> futures::future::BoxFuture<'a, Result<(), String>>;
 }
 
 /// Submits runs to a Restate server, sealed with the store's shared key.
@@ -54,6 +62,19 @@ impl RunSubmitter for RestateSubmitter {
         Box::pin(async move {
             self.client
                 .submit(input, &self.key)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn resume<'a>(
+        &'a self,
+        awakeable: &'a str,
+        next: &'a agent_durable::restate::Continuation,
+    ) -> futures::future::BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            self.client
+                .resolve(awakeable, next, &self.key)
                 .await
                 .map_err(|e| e.to_string())
         })

@@ -383,6 +383,12 @@ impl ChatService {
             .map_err(|e| e.to_string())?;
         let now = agent_store::recorder::now_ms();
         let rows = store.store().account(chat_ref.account.clone());
+        // Decisions about a paused run that waits for them in its invocation
+        // go to it; else the continuation is a run of its own.
+        let waiting = match &start {
+            RunStart::Continue { .. } => awakeable_of(&rows, &chat_ref.id).await,
+            _ => None,
+        };
         rows.create_thread(&agent_store::Thread {
             id: chat_ref.id.clone(),
             title: chat_ref.title.clone(),
@@ -404,6 +410,21 @@ impl ChatService {
         })
         .await
         .map_err(|e| e.to_string())?;
+        if let (Some(awakeable), RunStart::Continue { decisions, .. }) = (&waiting, &start) {
+            let mut next =
+                agent_durable::restate::Continuation::new(meta.run_id.clone(), decisions.clone());
+            next.kept = kept;
+            next.started_ms = now;
+            if let Err(error) = submitter.resume(awakeable, &next).await {
+                let failed = agent_store::RunStatus::Failed;
+                let message = format!("the paused run did not take the decisions: {error}");
+                let _ = rows
+                    .set_run_status(&meta.run_id, failed, Some(&message), now)
+                    .await;
+                return Err(message);
+            }
+            return Ok(meta.run_id);
+        }
         let mut input = agent_durable::restate::RunInput::new(chat_ref.account.clone(), start);
         input.thread_id = Some(chat_ref.id.clone());
         input.graph = meta.graph;
@@ -853,6 +874,17 @@ impl ChatService {
             }
         }
     }
+}
+
+/// The awakeable the chat's latest run waits on, when it is paused in a durable
+/// engine's invocation; taken (the decisions go to it once).
+async fn awakeable_of(rows: &agent_store::AccountStore<'_>, chat_id: &str) -> Option<String> {
+    let latest = rows.latest_run(chat_id).await.ok()??;
+    if latest.status != agent_store::RunStatus::Paused {
+        return None;
+    }
+    let state = rows.take_paused(&latest.run.id).await.ok()??;
+    state["awakeable"].as_str().map(str::to_owned)
 }
 
 /// A chat as one request names it: its id in the request's account (the key of

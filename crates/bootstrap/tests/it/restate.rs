@@ -409,8 +409,10 @@ async fn a_run_submitted_twice_runs_once() {
     );
 }
 
-/// A run paused on an approval holds no worker: the worker is killed and
-/// replaced while the approval waits, and the approved call then runs once.
+/// A run paused on an approval waits on an awakeable in its invocation and
+/// holds no worker: the worker is killed and replaced while the approval waits,
+/// the approval resolves the awakeable, and the approved call then runs once,
+/// in the same invocation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_waits_across_a_worker_restart() {
     let restate = TestRestate::start().unwrap();
@@ -438,6 +440,11 @@ async fn an_approval_waits_across_a_worker_restart() {
         ledger_lines(&ledger).is_empty(),
         "nothing ran before the approval"
     );
+    // The invocation is not over: it waits on its awakeable.
+    let waiting = restate
+        .sql("SELECT status FROM sys_invocation WHERE target_service_name = 'AgentRuns'")
+        .unwrap();
+    assert_ne!(waiting["rows"][0]["status"], "completed", "{waiting}");
     sigkill(&first);
     first.wait().await.unwrap();
     let _second = worker(&home, &url, &config, port).await;
@@ -445,4 +452,18 @@ async fn an_approval_waits_across_a_worker_restart() {
     let answer = ui_chunks(&client, &base, &token, &approved).await;
     assert_eq!(text_of(&answer), "Bumped.", "{answer:?}");
     assert_eq!(ledger_lines(&ledger).len(), 1, "the approved call ran once");
+    // The paused run waited in its invocation, on the awakeable the approval
+    // resolved: one invocation for the whole chat turn, now completed.
+    let invocations = restate
+        .sql("SELECT status FROM sys_invocation WHERE target_service_name = 'AgentRuns'")
+        .unwrap();
+    assert_eq!(
+        invocations["rows"].as_array().map(Vec::len),
+        Some(1),
+        "{invocations}"
+    );
+    assert_eq!(
+        invocations["rows"][0]["status"], "completed",
+        "{invocations}"
+    );
 }
