@@ -869,8 +869,8 @@ impl<'a> AccountStore<'a> {
     }
 
     /// Deletes the event log of run `run_id` (a durable run started again
-    /// writes it anew, its recorded steps first) and counts the attempt
-    /// ([`RunRecord::attempt`]); returns the rows deleted.
+    /// writes it anew, its recorded steps first) and, when it held rows, counts
+    /// the attempt ([`RunRecord::attempt`]); returns the rows deleted.
     pub async fn clear_events(&self, run_id: &str) -> Result<u64, StoreError> {
         let mut transaction = self.pool.begin().await?;
         let done = sqlx::query("DELETE FROM run_events WHERE account_id = $1 AND run_id = $2")
@@ -878,11 +878,14 @@ impl<'a> AccountStore<'a> {
             .bind(run_id)
             .execute(&mut *transaction)
             .await?;
-        sqlx::query("UPDATE runs SET attempt = attempt + 1 WHERE account_id = $1 AND id = $2")
-            .bind(&self.account)
-            .bind(run_id)
-            .execute(&mut *transaction)
-            .await?;
+        // A log that held nothing was read by no one: no new attempt to tell.
+        if done.rows_affected() > 0 {
+            sqlx::query("UPDATE runs SET attempt = attempt + 1 WHERE account_id = $1 AND id = $2")
+                .bind(&self.account)
+                .bind(run_id)
+                .execute(&mut *transaction)
+                .await?;
+        }
         transaction.commit().await?;
         Ok(done.rows_affected())
     }

@@ -755,7 +755,14 @@ async fn a_run_of_one_server_is_followed_through_another_until_its_server_dies()
         .await
         .unwrap()
         .unwrap();
-    assert!(body.contains("Taken over."), "{body}");
+    let text: String = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter(|c| c["type"] == "text-delta")
+        .filter_map(|c| c["delta"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(text, "Taken over.", "{body}");
     assert!(
         !body.contains("w0 "),
         "A's cut answer is not shown again: {body}"
