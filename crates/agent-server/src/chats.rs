@@ -391,6 +391,7 @@ pub(crate) async fn follow(
     account: &str,
     chat_id: &str,
     scoped: String,
+    encoder: Option<Box<dyn crate::stream::StreamEncoder>>,
 ) -> Option<Response> {
     let store = service.store()?.clone();
     let rows = store.store.account(account.to_owned());
@@ -398,9 +399,12 @@ pub(crate) async fn follow(
     if latest.status != RunStatus::Running && !recently_interrupted(&latest) {
         return None;
     }
-    let mut encoder =
-        crate::ui_stream::UiStreamEncoder::new(crate::server::answer_id(&latest.run.id));
-    let headers = crate::stream::StreamEncoder::headers(&encoder);
+    let mut encoder = encoder.unwrap_or_else(|| {
+        Box::new(crate::ui_stream::UiStreamEncoder::new(
+            crate::server::answer_id(&latest.run.id),
+        ))
+    });
+    let headers = encoder.headers();
     let (tx, rx) = tokio::sync::mpsc::channel::<axum::body::Bytes>(64);
     let account = account.to_owned();
     let run_id = latest.run.id.clone();
@@ -418,7 +422,7 @@ pub(crate) async fn follow(
             for stored in &events {
                 next = Some(stored.seq);
                 let shown = crate::server::shown_error(stored.event.clone());
-                let frames = crate::stream::StreamEncoder::frames(&mut encoder, &shown, &approval);
+                let frames = encoder.frames(&shown, &approval);
                 for frame in frames {
                     if tx.send(frame).await.is_err() {
                         return;
@@ -438,7 +442,7 @@ pub(crate) async fn follow(
                         message: "The answer started over where it was cut, in another process. Reload to follow it.".into(),
                     },
                 );
-                for frame in crate::stream::StreamEncoder::frames(&mut encoder, &moved, &approval) {
+                for frame in encoder.frames(&moved, &approval) {
                     let _ = tx.send(frame).await;
                 }
                 break;
@@ -473,7 +477,7 @@ pub(crate) async fn follow(
                             },
                         );
                         for frame in
-                            crate::stream::StreamEncoder::frames(&mut encoder, &waiting, &approval)
+                            encoder.frames(&waiting, &approval)
                         {
                             let _ = tx.send(frame).await;
                         }
@@ -490,7 +494,7 @@ pub(crate) async fn follow(
                         },
                     );
                     for frame in
-                        crate::stream::StreamEncoder::frames(&mut encoder, &stopped, &approval)
+                        encoder.frames(&stopped, &approval)
                     {
                         let _ = tx.send(frame).await;
                     }
@@ -502,7 +506,7 @@ pub(crate) async fn follow(
                 _ => {}
             }
         }
-        for frame in crate::stream::StreamEncoder::end(&mut encoder) {
+        for frame in encoder.end() {
             let _ = tx.send(frame).await;
         }
     });

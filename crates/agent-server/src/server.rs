@@ -1158,7 +1158,8 @@ async fn chat(
         return match submitted {
             Ok(_) => {
                 let service = Arc::clone(&state.service);
-                crate::chats::follow(service, &chat_ref.account, &chat_ref.id, chat_ref.scoped)
+                let (account, id) = (chat_ref.account.clone(), chat_ref.id.clone());
+                crate::chats::follow(service, &account, &id, chat_ref.scoped, Some(encoder))
                     .await
                     .unwrap_or_else(|| StatusCode::NO_CONTENT.into_response())
             }
@@ -1246,6 +1247,7 @@ async fn reattach(
     // Not running here: a run of this chat another server (or this one before a
     // restart) is running, replayed from the store and followed.
     let followed =
-        crate::chats::follow(Arc::clone(&state.service), account.name(), &chat_id, scoped).await;
+        crate::chats::follow(Arc::clone(&state.service), account.name(), &chat_id, scoped, None)
+            .await;
     followed.unwrap_or_else(|| StatusCode::NO_CONTENT.into_response())
 }

@@ -285,6 +285,14 @@ async fn serve_with(
                     resume_runs(&service, &stopped).await;
                     service
                 }
+                Err(e) if config.file.durable.engine == crate::config::DurableEngine::Restate => {
+                    // Restate's workers write the runs' events to the store and
+                    // the server streams them from there: no store, no runs.
+                    eprintln!(
+                        "agent: [durable] engine = \"restate\" needs the run store, which is not available: {e}"
+                    );
+                    return ExitCode::from(EXIT_USAGE);
+                }
                 Err(e) => {
                     eprintln!("agent: the run store is not available, so chats are not kept: {e}");
                     Arc::new(service)
