@@ -476,9 +476,7 @@ pub(crate) async fn follow(
                                 message: message.into(),
                             },
                         );
-                        for frame in
-                            encoder.frames(&waiting, &approval)
-                        {
+                        for frame in encoder.frames(&waiting, &approval) {
                             let _ = tx.send(frame).await;
                         }
                         break;
@@ -493,9 +491,7 @@ pub(crate) async fn follow(
                             message: "The server running this answer stopped before it ended; send the message again.".into(),
                         },
                     );
-                    for frame in
-                        encoder.frames(&stopped, &approval)
-                    {
+                    for frame in encoder.frames(&stopped, &approval) {
                         let _ = tx.send(frame).await;
                     }
                     break;

@@ -1246,8 +1246,13 @@ async fn reattach(
     }
     // Not running here: a run of this chat another server (or this one before a
     // restart) is running, replayed from the store and followed.
-    let followed =
-        crate::chats::follow(Arc::clone(&state.service), account.name(), &chat_id, scoped, None)
-            .await;
+    let followed = crate::chats::follow(
+        Arc::clone(&state.service),
+        account.name(),
+        &chat_id,
+        scoped,
+        None,
+    )
+    .await;
     followed.unwrap_or_else(|| StatusCode::NO_CONTENT.into_response())
 }

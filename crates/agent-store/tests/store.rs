@@ -587,7 +587,99 @@ async fn server_keys_and_approvals(store: &Store) {
     assert!(!store.use_approval("tag-a", 2_000, 1_600).await.unwrap());
 }
 
+/// Durable runs: steps (the first record of a step wins), the saved start, a
+/// dead server's runs found, claimed by one server only, a log started over.
+async fn durable_journal(store: &Store) {
+    let rows = store.account("dur");
+    rows.start_run(&new_run("d1", None, "serve:h:1"))
+        .await
+        .unwrap();
+    rows.start_run(&new_run("d2", None, "serve:h:1"))
+        .await
+        .unwrap();
+    rows.save_start("d1", r#"{"start":1}"#, T0).await.unwrap();
+    rows.save_start("d1", r#"{"start":2}"#, T0).await.unwrap();
+    assert_eq!(
+        rows.start_of("d1").await.unwrap().as_deref(),
+        Some(r#"{"start":1}"#)
+    );
+    assert_eq!(rows.start_of("d2").await.unwrap(), None);
+    rows.record_step("d1", (1, "intent"), "i1", T0)
+        .await
+        .unwrap();
+    rows.record_step("d1", (0, "model"), "m0", T0)
+        .await
+        .unwrap();
+    rows.record_step("d1", (1, "tool"), "t1", T0).await.unwrap();
+    rows.record_step("d1", (1, "tool"), "t1-again", T0)
+        .await
+        .unwrap();
+    let steps = rows.steps("d1").await.unwrap();
+    let steps: Vec<(u32, &str, &str)> = steps
+        .iter()
+        .map(|(n, k, b)| (*n, k.as_str(), b.as_str()))
+        .collect();
+    assert_eq!(
+        steps,
+        [(0, "model", "m0"), (1, "intent", "i1"), (1, "tool", "t1")]
+    );
+    // Another account sees none of it.
+    assert!(store.account("other").steps("d1").await.unwrap().is_empty());
+    // The runs a dead server left: d2 has no start, so it is interrupted; d1
+    // is for a server to go on with, and only one server claims it.
+    assert_eq!(
+        store
+            .interrupt_runs_without_start("serve:h:1", T0)
+            .await
+            .unwrap(),
+        1
+    );
+    let left = store.durable_runs_of("serve:h:1").await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(
+        (left[0].account_id.as_str(), left[0].run_id.as_str()),
+        ("dur", "d1")
+    );
+    assert!(
+        store
+            .claim_run(("dur", "d1"), "serve:h:1", "serve:h:2", T0)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .claim_run(("dur", "d1"), "serve:h:1", "serve:h:3", T0)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        rows.run("d1").await.unwrap().unwrap().run.owner,
+        "serve:h:2"
+    );
+    // A log started over counts an attempt only when it held rows.
+    assert_eq!(rows.clear_events("d1").await.unwrap(), 0);
+    assert_eq!(rows.run("d1").await.unwrap().unwrap().attempt, 0);
+    rows.append_events("d1", 0, &[text("d1", "a")], T0)
+        .await
+        .unwrap();
+    assert_eq!(rows.clear_events("d1").await.unwrap(), 1);
+    assert_eq!(rows.run("d1").await.unwrap().unwrap().attempt, 1);
+    // An interrupted run is reopened once.
+    assert!(rows.reopen_run("d2", "cli:h:9", T0).await.unwrap());
+    assert!(!rows.reopen_run("d2", "cli:h:10", T0).await.unwrap());
+    assert_eq!(
+        rows.run("d2").await.unwrap().unwrap().status,
+        RunStatus::Running
+    );
+    for run in ["d1", "d2"] {
+        rows.set_run_status(run, RunStatus::Done, None, T0)
+            .await
+            .unwrap();
+    }
+}
+
 async fn suite(store: &Store) {
+    durable_journal(store).await;
     server_keys_and_approvals(store).await;
     threads_and_messages(store).await;
     runs_and_events(store).await;
