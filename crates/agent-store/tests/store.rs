@@ -97,6 +97,7 @@ async fn threads_and_messages(store: &Store) {
                 AssistantBlock::Reasoning {
                     text: "call the clock".into(),
                     signature: Some("sig==".into()),
+                    item_id: None,
                 },
                 AssistantBlock::ToolCall {
                     id: "toolu_1".into(),

@@ -143,6 +143,10 @@ pub enum AssistantBlock {
         /// which the provider verifies when the block is sent back.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signature: Option<String>,
+        /// The provider's id of the reasoning item (OpenAI's Responses API,
+        /// whose `signature` is the item's encrypted content), sent back with it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item_id: Option<String>,
     },
     /// Reasoning the provider keeps encrypted: sent back unchanged, never shown.
     RedactedReasoning {

@@ -538,6 +538,7 @@ impl Assembly {
                     blocks.push(AssistantBlock::Reasoning {
                         text: thought,
                         signature,
+                        item_id: None,
                     });
                 }
                 Block::Redacted(data) => blocks.push(AssistantBlock::RedactedReasoning { data }),

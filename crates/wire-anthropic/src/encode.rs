@@ -282,9 +282,12 @@ fn assistant_blocks(
             AssistantBlock::Text { text } if !text.is_empty() => {
                 out.push(json!({"type": "text", "text": text}));
             }
+            // Reasoning another provider signed (a Responses API item) is not
+            // Anthropic's to verify: left out.
             AssistantBlock::Reasoning {
                 text,
                 signature: Some(signature),
+                item_id: None,
             } => out.push(json!({"type": "thinking", "thinking": text, "signature": signature})),
             AssistantBlock::RedactedReasoning { data } => {
                 out.push(json!({"type": "redacted_thinking", "data": data}));

@@ -39,6 +39,7 @@ fn thinking_turn() -> Message {
             AssistantBlock::Reasoning {
                 text: "I will call the tool.".into(),
                 signature: Some("c2lnbmVk".into()),
+                item_id: None,
             },
             AssistantBlock::RedactedReasoning {
                 data: "b3BhcXVl".into(),
@@ -148,6 +149,7 @@ fn choices_attachments_and_refusals() {
         blocks: vec![AssistantBlock::Reasoning {
             text: "hm".into(),
             signature: None,
+            item_id: None,
         }],
     };
     let body = encode_request(

@@ -1,0 +1,726 @@
+//! The Responses API stream, decoded byte by byte into [`CompletionDelta`]s and
+//! one assembled [`CompletionFinal`] (sans-IO: feed it the body as it arrives).
+//!
+//! Events are told apart by their JSON `type`, never by the `event:` line
+//! (LiteLLM sends only `data:` lines, and ends with `data: [DONE]`, which is
+//! ignored):
+//!
+//! | event | what it does |
+//! |---|---|
+//! | `response.created`, `response.in_progress` | the model |
+//! | `response.output_item.added` | opens item `output_index`: `message`, `function_call` (`call_id`, `name`; a [`CompletionDelta::ToolCallStart`]), `reasoning` (its `encrypted_content`, until `.done` says otherwise) |
+//! | `response.output_text.delta` | answer text |
+//! | `response.refusal.delta` | refusal text |
+//! | `response.function_call_arguments.delta` | a call's argument text |
+//! | `response.function_call_arguments.done` | the whole argument text (it wins over the deltas) |
+//! | `response.reasoning_summary_part.added` | a new summary part (parts are joined by a blank line) |
+//! | `response.reasoning_summary_text.delta`, `response.reasoning_text.delta` | reasoning text |
+//! | `response.output_item.done` | the item as it ended: a call's arguments, a reasoning item's `encrypted_content` (which differs from the one in `.added`: this one is kept) |
+//! | `response.completed` | usage; the output items fill what the events did not carry (LiteLLM sends `encrypted_content` only here) |
+//! | `response.incomplete` | usage; `max_output_tokens` is a length stop, `content_filter` a filtered one |
+//! | `response.failed`, `error` | a typed provider error |
+//! | anything else | ignored (the API adds event types) |
+//!
+//! Deltas name their item by `output_index` and `item_id`: parallel calls
+//! interleave (added 0, delta 0, added 1, delta 1, done 0, done 1), and each
+//! delta goes to its own item. A completed response with function calls
+//! finishes as tool calls (the API has no finish reason). A stream that ends
+//! before `response.completed` or `response.incomplete` is a
+//! [`CompletionError::TruncatedStream`] holding what was assembled.
+
+use std::fmt;
+
+use ai_core::completion::{
+    AssembledToolCall, CompletionDelta, CompletionError, CompletionFinal, FinishReason,
+    ToolCallOutcome,
+};
+use ai_core::event::UsageFact;
+use ai_core::message::AssistantBlock;
+use serde_json::Value;
+use sse::{RawSseEvent, SseError, SseFramer};
+
+/// Why decoding stopped.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResponsesDecodeError {
+    /// The framing broke (an event over the size limit).
+    #[error("server-sent events: {0}")]
+    Sse(#[from] SseError),
+    /// An event's data is not the JSON its type needs.
+    #[error("malformed {event} event: {message}")]
+    Malformed {
+        /// The event type.
+        event: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// The provider reported an error in the stream (`error`, or
+    /// `response.failed`).
+    #[error("provider error ({code}): {message}")]
+    Provider {
+        /// The error code (`server_error`, `rate_limit_exceeded`, ...).
+        code: String,
+        /// The provider's message.
+        message: String,
+    },
+}
+
+impl From<ResponsesDecodeError> for CompletionError {
+    fn from(error: ResponsesDecodeError) -> Self {
+        match error {
+            ResponsesDecodeError::Provider { code, message } => Self::Provider {
+                code: Some(code),
+                message,
+            },
+            other => Self::Protocol {
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// One output item of the response.
+#[derive(Debug)]
+enum Item {
+    Message {
+        text: String,
+        refusal: String,
+    },
+    Call {
+        item_id: String,
+        call_id: String,
+        name: String,
+        call: u32,
+        arguments: String,
+        done: bool,
+    },
+    Reasoning {
+        item_id: String,
+        summary: String,
+        /// Summary parts opened so far.
+        parts: u32,
+        encrypted: Option<String>,
+    },
+}
+
+/// How the response ended.
+#[derive(Debug, Clone, PartialEq)]
+enum End {
+    Completed,
+    Incomplete(String),
+}
+
+/// The stream's state.
+#[derive(Default)]
+struct Assembly {
+    model: String,
+    items: Vec<Option<Item>>,
+    calls: u32,
+    usage: Option<UsageFact>,
+    end: Option<End>,
+    events: u64,
+}
+
+/// A streaming decoder of one Responses API response.
+pub struct ResponsesDecoder {
+    framer: SseFramer,
+    assembly: Assembly,
+    failed: Option<ResponsesDecodeError>,
+}
+
+impl fmt::Debug for ResponsesDecoder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponsesDecoder")
+            .field("events", &self.assembly.events)
+            .field("ended", &self.assembly.end)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ResponsesDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ResponsesDecoder {
+    /// A decoder for one response.
+    pub fn new() -> Self {
+        Self {
+            framer: SseFramer::new(),
+            assembly: Assembly::default(),
+            failed: None,
+        }
+    }
+
+    /// Feeds a chunk of the body, cut anywhere; appends the deltas it completes to
+    /// `out`. After an error the session is over: later calls return it again.
+    pub fn feed(
+        &mut self,
+        chunk: &[u8],
+        out: &mut Vec<CompletionDelta>,
+    ) -> Result<(), ResponsesDecodeError> {
+        if let Some(error) = &self.failed {
+            return Err(error.clone());
+        }
+        let Self {
+            framer, assembly, ..
+        } = self;
+        let result = framer.feed_raw(chunk, |event| assembly.on_event(&event, out));
+        if let Err(error) = &result {
+            self.failed = Some(error.clone());
+        }
+        result
+    }
+
+    /// Whether the response ended (`response.completed` or `.incomplete`).
+    pub fn is_done(&self) -> bool {
+        self.assembly.end.is_some()
+    }
+
+    /// Server-sent events seen so far.
+    pub fn events(&self) -> u64 {
+        self.assembly.events
+    }
+
+    /// Ends the session: the assembled turn, the feed's error, or
+    /// [`CompletionError::TruncatedStream`] when the response never ended.
+    pub fn finish(self) -> Result<CompletionFinal, CompletionError> {
+        self.finish_into(&mut Vec::new())
+    }
+
+    /// [`ResponsesDecoder::finish`], appending the deltas of a last event that
+    /// had no blank line after it to `out`.
+    pub fn finish_into(
+        mut self,
+        out: &mut Vec<CompletionDelta>,
+    ) -> Result<CompletionFinal, CompletionError> {
+        if let Some(error) = self.failed.take() {
+            return Err(error.into());
+        }
+        let Self {
+            framer, assembly, ..
+        } = &mut self;
+        framer
+            .finish_raw(|event| assembly.on_event(&event, out))
+            .map_err(CompletionError::from)?;
+        let ended = self.assembly.end.is_some();
+        let turn = self.assembly.into_final();
+        if ended {
+            Ok(turn)
+        } else {
+            Err(CompletionError::TruncatedStream {
+                partial: Box::new(turn),
+            })
+        }
+    }
+}
+
+fn field<'v>(value: &'v Value, key: &str) -> &'v Value {
+    value.get(key).unwrap_or(&Value::Null)
+}
+
+fn text_of(value: &Value, key: &str) -> String {
+    field(value, key).as_str().unwrap_or_default().to_owned()
+}
+
+/// The item index an event names.
+fn output_index(value: &Value) -> Option<usize> {
+    field(value, "output_index")
+        .as_u64()
+        .and_then(|i| usize::try_from(i).ok())
+        .filter(|i| *i < 4096)
+}
+
+impl Assembly {
+    fn on_event(
+        &mut self,
+        event: &RawSseEvent<'_>,
+        out: &mut Vec<CompletionDelta>,
+    ) -> Result<(), ResponsesDecodeError> {
+        let data = event.data;
+        if self.end.is_some() || data.is_empty() || data == b"[DONE]" {
+            return Ok(());
+        }
+        self.events += 1;
+        let value: Value =
+            serde_json::from_slice(data).map_err(|e| ResponsesDecodeError::Malformed {
+                event: sse::utf8(event.event).into_owned(),
+                message: e.to_string(),
+            })?;
+        let kind = field(&value, "type").as_str().unwrap_or_default();
+        let malformed = |message: &str| ResponsesDecodeError::Malformed {
+            event: kind.to_owned(),
+            message: message.to_owned(),
+        };
+        match kind {
+            "response.created" | "response.in_progress" => self.response(field(&value, "response")),
+            "response.output_item.added" => {
+                self.item_added(&value, out).map_err(|m| malformed(&m))?
+            }
+            "response.output_text.delta" => self.text_delta(&value, out, false),
+            "response.refusal.delta" => self.text_delta(&value, out, true),
+            "response.function_call_arguments.delta" => self.arguments_delta(&value, out),
+            "response.function_call_arguments.done" => self.arguments_done(&value, out),
+            "response.reasoning_summary_part.added" => self.summary_part(&value, out),
+            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
+                self.reasoning_delta(&value, out);
+            }
+            "response.output_item.done" => self.item_done(&value, out),
+            "response.completed" => {
+                self.response(field(&value, "response"));
+                self.end = Some(End::Completed);
+            }
+            "response.incomplete" => {
+                let response = field(&value, "response");
+                self.response(response);
+                let reason = text_of(field(response, "incomplete_details"), "reason");
+                self.end = Some(End::Incomplete(reason));
+            }
+            "response.failed" => {
+                let error = field(field(&value, "response"), "error");
+                return Err(ResponsesDecodeError::Provider {
+                    code: Some(text_of(error, "code"))
+                        .filter(|c| !c.is_empty())
+                        .unwrap_or_else(|| "failed".into()),
+                    message: text_of(error, "message"),
+                });
+            }
+            "error" => {
+                // The error's fields are at the top level (OpenAI) or under
+                // `error` (some gateways).
+                let error = value
+                    .get("error")
+                    .filter(|e| e.is_object())
+                    .unwrap_or(&value);
+                return Err(ResponsesDecodeError::Provider {
+                    code: Some(text_of(error, "code"))
+                        .filter(|c| !c.is_empty())
+                        .unwrap_or_else(|| "error".into()),
+                    message: text_of(error, "message"),
+                });
+            }
+            other => tracing::debug!(event = %other, "unknown Responses API event; ignored"),
+        }
+        Ok(())
+    }
+
+    /// A response object: its model, usage and output (what the events did
+    /// not carry).
+    fn response(&mut self, response: &Value) {
+        if let Some(model) = field(response, "model").as_str() {
+            self.model = model.to_owned();
+        }
+        let usage = field(response, "usage");
+        if usage.is_object() {
+            let prompt = field(usage, "input_tokens").as_u64().unwrap_or(0);
+            let completion = field(usage, "output_tokens").as_u64().unwrap_or(0);
+            self.usage = Some(UsageFact {
+                model: self.model.clone(),
+                prompt_tokens: prompt,
+                completion_tokens: completion,
+                total_tokens: field(usage, "total_tokens")
+                    .as_u64()
+                    .unwrap_or(prompt + completion),
+                cached_tokens: field(field(usage, "input_tokens_details"), "cached_tokens")
+                    .as_u64(),
+                reasoning_tokens: field(field(usage, "output_tokens_details"), "reasoning_tokens")
+                    .as_u64(),
+                cache_creation_tokens: None,
+                cost_micros: field(usage, "cost")
+                    .as_f64()
+                    .and_then(UsageFact::micros_from_usd),
+            });
+        }
+        if let Some(output) = field(response, "output").as_array() {
+            for (index, item) in output.iter().enumerate() {
+                self.fill_from(index, item);
+            }
+        }
+    }
+
+    /// What a response's output item adds to the item of the same position (or
+    /// id): a reasoning item's encrypted content, a message's text, a call's
+    /// arguments, when the events did not carry them.
+    fn fill_from(&mut self, index: usize, item: &Value) {
+        let id = text_of(item, "id");
+        let at = self.position_of(&id).unwrap_or(index);
+        match (self.items.get_mut(at), field(item, "type").as_str()) {
+            (
+                Some(Some(Item::Reasoning {
+                    encrypted, summary, ..
+                })),
+                Some("reasoning"),
+            ) => {
+                if encrypted.is_none() {
+                    *encrypted = Some(text_of(item, "encrypted_content")).filter(|e| !e.is_empty());
+                }
+                if summary.is_empty() {
+                    *summary = summary_text(item);
+                }
+            }
+            (Some(Some(Item::Message { text, .. })), Some("message")) if text.is_empty() => {
+                *text = message_text(item);
+            }
+            (
+                Some(Some(Item::Call {
+                    arguments, done, ..
+                })),
+                Some("function_call"),
+            ) => {
+                if let Some(whole) = field(item, "arguments").as_str() {
+                    *arguments = whole.to_owned();
+                    *done = true;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The position of the item whose id is `id`.
+    fn position_of(&self, id: &str) -> Option<usize> {
+        if id.is_empty() {
+            return None;
+        }
+        self.items.iter().position(|item| match item {
+            Some(Item::Call { item_id, .. } | Item::Reasoning { item_id, .. }) => item_id == id,
+            _ => false,
+        })
+    }
+
+    /// The item an event names: by `output_index`, else by `item_id`.
+    fn item_at(&mut self, value: &Value) -> Option<&mut Item> {
+        let at =
+            output_index(value).or_else(|| self.position_of(field(value, "item_id").as_str()?))?;
+        self.items.get_mut(at)?.as_mut()
+    }
+
+    fn item_added(&mut self, value: &Value, out: &mut Vec<CompletionDelta>) -> Result<(), String> {
+        let index = output_index(value).ok_or("no valid output_index")?;
+        let item = field(value, "item");
+        let opened = match field(item, "type").as_str() {
+            Some("message") => Item::Message {
+                text: message_text(item),
+                refusal: String::new(),
+            },
+            Some("function_call") => {
+                let call_id = text_of(item, "call_id");
+                let name = text_of(item, "name");
+                if call_id.is_empty() || name.is_empty() {
+                    return Err("a function_call item needs a call_id and a name".into());
+                }
+                let call = self.calls;
+                self.calls += 1;
+                out.push(CompletionDelta::ToolCallStart {
+                    index: call,
+                    id: call_id.clone(),
+                    name: name.clone(),
+                });
+                let arguments = text_of(item, "arguments");
+                if !arguments.is_empty() {
+                    out.push(CompletionDelta::ToolCallArgs {
+                        index: call,
+                        fragment: arguments.clone(),
+                    });
+                }
+                Item::Call {
+                    item_id: text_of(item, "id"),
+                    call_id,
+                    name,
+                    call,
+                    arguments,
+                    done: false,
+                }
+            }
+            Some("reasoning") => Item::Reasoning {
+                item_id: text_of(item, "id"),
+                summary: String::new(),
+                parts: 0,
+                encrypted: Some(text_of(item, "encrypted_content")).filter(|e| !e.is_empty()),
+            },
+            other => {
+                tracing::debug!(item = ?other, "unknown output item type; ignored");
+                return Ok(());
+            }
+        };
+        if self.items.len() <= index {
+            self.items.resize_with(index + 1, || None);
+        }
+        self.items[index] = Some(opened);
+        Ok(())
+    }
+
+    fn text_delta(&mut self, value: &Value, out: &mut Vec<CompletionDelta>, refused: bool) {
+        let piece = text_of(value, "delta");
+        if piece.is_empty() {
+            return;
+        }
+        match self.item_at(value) {
+            Some(Item::Message { text, refusal }) => {
+                if refused {
+                    refusal.push_str(&piece);
+                    out.push(CompletionDelta::Refusal(piece));
+                } else {
+                    text.push_str(&piece);
+                    out.push(CompletionDelta::Text(piece));
+                }
+            }
+            _ => tracing::debug!("a text delta for no message item; ignored"),
+        }
+    }
+
+    fn arguments_delta(&mut self, value: &Value, out: &mut Vec<CompletionDelta>) {
+        let piece = text_of(value, "delta");
+        if let Some(Item::Call {
+            call,
+            arguments,
+            done: false,
+            ..
+        }) = self.item_at(value)
+            && !piece.is_empty()
+        {
+            arguments.push_str(&piece);
+            out.push(CompletionDelta::ToolCallArgs {
+                index: *call,
+                fragment: piece,
+            });
+        }
+    }
+
+    /// The whole argument text: what the deltas missed goes out as one more
+    /// delta; when it contradicts them, it replaces them.
+    fn arguments_done(&mut self, value: &Value, out: &mut Vec<CompletionDelta>) {
+        let Some(whole) = field(value, "arguments").as_str() else {
+            return;
+        };
+        if let Some(Item::Call {
+            call,
+            arguments,
+            done,
+            ..
+        }) = self.item_at(value)
+        {
+            if let Some(rest) = whole.strip_prefix(arguments.as_str())
+                && !rest.is_empty()
+            {
+                out.push(CompletionDelta::ToolCallArgs {
+                    index: *call,
+                    fragment: rest.to_owned(),
+                });
+            }
+            *arguments = whole.to_owned();
+            *done = true;
+        }
+    }
+
+    fn summary_part(&mut self, value: &Value, out: &mut Vec<CompletionDelta>) {
+        if let Some(Item::Reasoning { summary, parts, .. }) = self.item_at(value) {
+            *parts += 1;
+            if !summary.is_empty() {
+                summary.push_str("\n\n");
+                out.push(CompletionDelta::Reasoning("\n\n".into()));
+            }
+        }
+    }
+
+    fn reasoning_delta(&mut self, value: &Value, out: &mut Vec<CompletionDelta>) {
+        let piece = text_of(value, "delta");
+        if piece.is_empty() {
+            return;
+        }
+        if let Some(Item::Reasoning { summary, parts, .. }) = self.item_at(value) {
+            // LiteLLM sends no `summary_part.added`: a new `summary_index`
+            // starts a part all the same.
+            let index = field(value, "summary_index").as_u64().unwrap_or(0);
+            if u64::from(*parts) <= index {
+                if !summary.is_empty() {
+                    summary.push_str("\n\n");
+                    out.push(CompletionDelta::Reasoning("\n\n".into()));
+                }
+                *parts = u32::try_from(index + 1).unwrap_or(u32::MAX);
+            }
+            summary.push_str(&piece);
+            out.push(CompletionDelta::Reasoning(piece));
+        }
+    }
+
+    fn item_done(&mut self, value: &Value, out: &mut Vec<CompletionDelta>) {
+        let item = field(value, "item");
+        let index = output_index(value);
+        match (
+            index.and_then(|i| self.items.get_mut(i)?.as_mut()),
+            field(item, "type").as_str(),
+        ) {
+            (
+                Some(Item::Reasoning {
+                    encrypted, summary, ..
+                }),
+                Some("reasoning"),
+            ) => {
+                // `.done`'s encrypted content is the one to send back.
+                if let Some(done) =
+                    Some(text_of(item, "encrypted_content")).filter(|e| !e.is_empty())
+                {
+                    *encrypted = Some(done);
+                }
+                if summary.is_empty() {
+                    *summary = summary_text(item);
+                }
+            }
+            (Some(Item::Call { .. }), Some("function_call")) => {
+                let done = serde_json::json!({
+                    "output_index": index,
+                    "arguments": field(item, "arguments"),
+                });
+                self.arguments_done(&done, out);
+            }
+            (Some(Item::Message { text, .. }), Some("message")) if text.is_empty() => {
+                *text = message_text(item);
+                if !text.is_empty() {
+                    out.push(CompletionDelta::Text(text.clone()));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn finish_reason(&self, has_calls: bool) -> FinishReason {
+        match &self.end {
+            Some(End::Incomplete(reason)) => match reason.as_str() {
+                "max_output_tokens" => FinishReason::Length,
+                "content_filter" => FinishReason::ContentFilter,
+                other => FinishReason::Other(other.to_owned()),
+            },
+            Some(End::Completed) if has_calls => FinishReason::ToolCalls,
+            Some(End::Completed) => FinishReason::Stop,
+            None => FinishReason::Unknown,
+        }
+    }
+
+    /// The assembled turn.
+    fn into_final(self) -> CompletionFinal {
+        let has_calls = self
+            .items
+            .iter()
+            .any(|item| matches!(item, Some(Item::Call { .. })));
+        let finish_reason = self.finish_reason(has_calls);
+        let cut = self.end != Some(End::Completed);
+        let mut text = String::new();
+        let mut refusal: Option<String> = None;
+        let mut reasoning: Option<String> = None;
+        let mut tool_calls = Vec::new();
+        let mut blocks = Vec::new();
+        for item in self.items.into_iter().flatten() {
+            match item {
+                Item::Message {
+                    text: piece,
+                    refusal: refused,
+                } => {
+                    if !piece.is_empty() {
+                        text.push_str(&piece);
+                        blocks.push(AssistantBlock::Text { text: piece });
+                    }
+                    if !refused.is_empty() {
+                        refusal.get_or_insert_with(String::new).push_str(&refused);
+                    }
+                }
+                Item::Reasoning {
+                    item_id,
+                    summary,
+                    encrypted,
+                    ..
+                } => {
+                    if !summary.is_empty() {
+                        reasoning.get_or_insert_with(String::new).push_str(&summary);
+                    }
+                    blocks.push(AssistantBlock::Reasoning {
+                        text: summary,
+                        signature: encrypted,
+                        item_id: Some(item_id).filter(|id| !id.is_empty()),
+                    });
+                }
+                Item::Call {
+                    call_id,
+                    name,
+                    call,
+                    arguments,
+                    done,
+                    ..
+                } => {
+                    let arguments = if arguments.trim().is_empty() {
+                        "{}".to_owned()
+                    } else {
+                        arguments
+                    };
+                    let outcome = if !done && cut {
+                        ToolCallOutcome::Truncated
+                    } else if serde_json::from_str::<serde::de::IgnoredAny>(&arguments).is_ok() {
+                        ToolCallOutcome::Complete
+                    } else {
+                        ToolCallOutcome::InvalidJson
+                    };
+                    blocks.push(AssistantBlock::ToolCall {
+                        id: call_id.clone(),
+                    });
+                    tool_calls.push(AssembledToolCall {
+                        index: call,
+                        id: call_id,
+                        name,
+                        arguments,
+                        outcome,
+                        raw: None,
+                    });
+                }
+            }
+        }
+        tool_calls.sort_by_key(|call| call.index);
+        CompletionFinal {
+            text,
+            reasoning,
+            refusal,
+            tool_calls,
+            finish_reason,
+            usage: self.usage,
+            blocks,
+        }
+    }
+}
+
+/// The text of a message item's `output_text` parts.
+fn message_text(item: &Value) -> String {
+    field(item, "content")
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .filter(|p| field(p, "type").as_str() == Some("output_text"))
+                .filter_map(|p| field(p, "text").as_str())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The text of a reasoning item's summary parts, joined by a blank line.
+fn summary_text(item: &Value) -> String {
+    field(item, "summary")
+        .as_array()
+        .map(|parts| {
+            parts
+                .iter()
+                .filter_map(|p| field(p, "text").as_str())
+                .collect::<Vec<_>>()
+                .join("\n\n")
+        })
+        .unwrap_or_default()
+}
+
+/// Decodes a whole streamed body at once (tests, fixtures).
+pub fn decode_stream(
+    body: &[u8],
+) -> Result<(Vec<CompletionDelta>, CompletionFinal), CompletionError> {
+    let mut decoder = ResponsesDecoder::new();
+    let mut deltas = Vec::new();
+    decoder.feed(body, &mut deltas)?;
+    let turn = decoder.finish_into(&mut deltas)?;
+    Ok((deltas, turn))
+}

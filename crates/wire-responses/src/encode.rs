@@ -1,0 +1,294 @@
+//! A [`CompletionRequest`] as the body of `POST /v1/responses` (sans-IO).
+//!
+//! - System messages become `instructions` (joined by a blank line).
+//! - `input` is the conversation as items, in order:
+//!   - a user message: `{role: "user", content: [input_text, input_image ...]}`
+//!     (images as data URLs, text files as text under their name);
+//!   - an assistant turn, in the order the model produced it (its `blocks`):
+//!     each reasoning item replayed before what followed it (`{type:
+//!     "reasoning", id, summary, encrypted_content}`, only reasoning this API
+//!     gave: with an item id and encrypted content), text as an assistant
+//!     `output_text` message, and a `function_call` per call (`call_id`, `name`,
+//!     `arguments`); without blocks: text, then the calls;
+//!   - a tool result: `{type: "function_call_output", call_id, output}`.
+//! - `tools` are function tools (`strict: false`: the schema is sent as
+//!   written); `tool_choice` is `auto`, `none`, `required` or `{type:
+//!   "function", name}`.
+//! - `store: false` always, with `include: ["reasoning.encrypted_content"]`:
+//!   nothing is kept on the provider's side, and reasoning comes back encrypted
+//!   so the next request can carry it.
+//! - `reasoning.effort` (and a `summary: "auto"` so summaries stream),
+//!   `max_output_tokens`, `temperature`, structured output as `text.format`.
+
+use ai_core::Message;
+use ai_core::completion::{CompletionRequest, ResponseFormat, ToolChoice};
+use ai_core::message::{AssistantBlock, Attachment, MessageToolCall};
+use serde_json::{Map, Value, json};
+
+/// How to encode (build it with `..ResponsesEncodeOptions::default()`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ResponsesEncodeOptions {
+    /// Ask for a stream (`stream: true`).
+    pub stream: bool,
+}
+
+impl Default for ResponsesEncodeOptions {
+    fn default() -> Self {
+        Self { stream: true }
+    }
+}
+
+/// Why a request cannot be encoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ResponsesEncodeError {
+    /// `ToolChoice::Tool` names a tool that is not in `tools`.
+    #[error("tool choice names `{0}`, which is not among the request's tools")]
+    UnknownToolChoice(String),
+    /// A forced tool choice without any tool.
+    #[error("tool choice requires a tool call but the request has no tools")]
+    ToolChoiceWithoutTools,
+    /// The temperature is not a finite number.
+    #[error("temperature must be a finite number")]
+    InvalidTemperature,
+    /// Something this wire cannot send.
+    #[error("the Responses API wire cannot send {0}")]
+    Unsupported(&'static str),
+}
+
+/// The request body.
+pub fn encode_request(
+    request: &CompletionRequest,
+    options: &ResponsesEncodeOptions,
+) -> Result<Value, ResponsesEncodeError> {
+    let mut body = Map::new();
+    body.insert("model".into(), json!(request.model));
+    body.insert("store".into(), json!(false));
+    body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+    if options.stream {
+        body.insert("stream".into(), json!(true));
+    }
+    let settings = &request.settings;
+    if let Some(temperature) = settings.temperature {
+        if !temperature.is_finite() {
+            return Err(ResponsesEncodeError::InvalidTemperature);
+        }
+        body.insert("temperature".into(), json!(temperature));
+    }
+    if let Some(max) = settings.max_tokens {
+        body.insert("max_output_tokens".into(), json!(max));
+    }
+    if let Some(effort) = &settings.reasoning_effort {
+        body.insert(
+            "reasoning".into(),
+            json!({"effort": effort, "summary": "auto"}),
+        );
+    }
+    match &settings.response_format {
+        Some(ResponseFormat::JsonSchema {
+            name,
+            schema,
+            strict,
+        }) => {
+            body.insert(
+                "text".into(),
+                json!({"format": {"type": "json_schema", "name": name, "schema": schema, "strict": strict}}),
+            );
+        }
+        Some(ResponseFormat::JsonObject) => {
+            body.insert("text".into(), json!({"format": {"type": "json_object"}}));
+        }
+        _ => {}
+    }
+    let system: Vec<&str> = request
+        .messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::System { content } => Some(content.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !system.is_empty() {
+        body.insert("instructions".into(), json!(system.join("\n\n")));
+    }
+    body.insert("input".into(), Value::Array(input(&request.messages)?));
+    tools(request, &mut body)?;
+    for (key, value) in &settings.extra_body {
+        body.entry(key.clone()).or_insert_with(|| value.clone());
+    }
+    Ok(Value::Object(body))
+}
+
+fn tools(
+    request: &CompletionRequest,
+    body: &mut Map<String, Value>,
+) -> Result<(), ResponsesEncodeError> {
+    if request.tools.is_empty() {
+        return match request.tool_choice {
+            ToolChoice::Required | ToolChoice::Tool(_) => {
+                Err(ResponsesEncodeError::ToolChoiceWithoutTools)
+            }
+            _ => Ok(()),
+        };
+    }
+    let tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(|tool| {
+            json!({
+                "type": "function",
+                "name": tool.id.as_str(),
+                "description": tool.description,
+                "parameters": tool.input_schema,
+                "strict": false,
+            })
+        })
+        .collect();
+    body.insert("tools".into(), Value::Array(tools));
+    let choice = match &request.tool_choice {
+        ToolChoice::Auto => json!("auto"),
+        ToolChoice::None => json!("none"),
+        ToolChoice::Required => json!("required"),
+        ToolChoice::Tool(id) => {
+            if !request.tools.iter().any(|t| &t.id == id) {
+                return Err(ResponsesEncodeError::UnknownToolChoice(id.to_string()));
+            }
+            json!({"type": "function", "name": id.as_str()})
+        }
+        _ => return Err(ResponsesEncodeError::Unsupported("this tool choice")),
+    };
+    body.insert("tool_choice".into(), choice);
+    Ok(())
+}
+
+/// The conversation as input items.
+fn input(history: &[Message]) -> Result<Vec<Value>, ResponsesEncodeError> {
+    let mut items = Vec::new();
+    for message in history {
+        match message {
+            Message::System { .. } => {}
+            Message::User {
+                content,
+                attachments,
+            } => items.push(json!({
+                "role": "user",
+                "content": user_content(content, attachments)?,
+            })),
+            Message::Assistant {
+                content,
+                tool_calls,
+                blocks,
+                ..
+            } => assistant_items(content.as_deref(), tool_calls, blocks, &mut items),
+            Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => items.push(json!({
+                "type": "function_call_output",
+                "call_id": tool_call_id,
+                "output": content,
+            })),
+            _ => return Err(ResponsesEncodeError::Unsupported("this kind of message")),
+        }
+    }
+    Ok(items)
+}
+
+fn user_content(
+    content: &str,
+    attachments: &[Attachment],
+) -> Result<Vec<Value>, ResponsesEncodeError> {
+    let mut parts = Vec::new();
+    if !content.is_empty() {
+        parts.push(json!({"type": "input_text", "text": content}));
+    }
+    for attachment in attachments {
+        parts.push(match attachment {
+            Attachment::Image {
+                media_type, data, ..
+            } => json!({
+                "type": "input_image",
+                "image_url": format!("data:{media_type};base64,{data}"),
+            }),
+            Attachment::Text { name, text, .. } => json!({
+                "type": "input_text",
+                "text": format!("<file name={}>\n{text}\n</file>", json!(name)),
+            }),
+            _ => return Err(ResponsesEncodeError::Unsupported("this kind of attachment")),
+        });
+    }
+    Ok(parts)
+}
+
+/// An assistant turn's items, in the order the model produced them.
+fn assistant_items(
+    content: Option<&str>,
+    calls: &[MessageToolCall],
+    blocks: &[AssistantBlock],
+    items: &mut Vec<Value>,
+) {
+    let text_item = |text: &str| {
+        json!({
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": text}],
+        })
+    };
+    if blocks.is_empty() {
+        if let Some(text) = content.filter(|t| !t.is_empty()) {
+            items.push(text_item(text));
+        }
+        items.extend(calls.iter().map(function_call));
+        return;
+    }
+    let mut sent = Vec::new();
+    for block in blocks {
+        match block {
+            // Only reasoning this API gave comes back (another provider's
+            // signature means nothing here, and plain reasoning it cannot verify).
+            AssistantBlock::Reasoning {
+                text,
+                signature: Some(encrypted),
+                item_id: Some(id),
+            } => {
+                let summary: Vec<Value> = if text.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![json!({"type": "summary_text", "text": text})]
+                };
+                items.push(json!({
+                    "type": "reasoning",
+                    "id": id,
+                    "summary": summary,
+                    "encrypted_content": encrypted,
+                }));
+            }
+            AssistantBlock::Text { text } if !text.is_empty() => items.push(text_item(text)),
+            AssistantBlock::ToolCall { id } => {
+                if let Some(call) = calls.iter().find(|c| &c.id == id) {
+                    items.push(function_call(call));
+                    sent.push(&call.id);
+                }
+            }
+            _ => {}
+        }
+    }
+    // Calls the blocks did not place go last.
+    items.extend(
+        calls
+            .iter()
+            .filter(|c| !sent.contains(&&c.id))
+            .map(function_call),
+    );
+}
+
+fn function_call(call: &MessageToolCall) -> Value {
+    json!({
+        "type": "function_call",
+        "call_id": call.id,
+        "name": call.name,
+        "arguments": call.arguments,
+    })
+}

@@ -1,0 +1,28 @@
+//! The OpenAI Responses API (`POST /v1/responses`) as a wire adapter: how its
+//! server-sent events stream becomes deltas and one assembled turn.
+//!
+//! - [`decode`]: the byte-level streaming decoder (on the shared `sse` framer),
+//!   keyed on each event's JSON `type` (the `event:` lines may be missing): text,
+//!   refusals, reasoning summaries with the reasoning item's encrypted content
+//!   (the one `response.output_item.done` carries, else the one in
+//!   `response.completed`'s output), function calls assembled here and nowhere
+//!   else (parallel calls interleave: keyed on `output_index` and `item_id`),
+//!   usage with cached and reasoning tokens, `response.incomplete`,
+//!   `response.failed` and `error` as typed outcomes.
+//!
+//! - [`encode`]: the request body, sans-IO: `instructions`, `input` items
+//!   (reasoning items replayed before the calls they preceded, `function_call`,
+//!   `function_call_output`), function tools, `store: false` with the encrypted
+//!   reasoning included, `reasoning.effort`, `max_output_tokens`, `text.format`.
+//!
+//! Not here yet: the HTTP client and `[model] api = "responses"` (the wire is
+//! decoded and encoded; nothing sends it).
+//!
+//! wire-responses depends on ai-core and sse only: not on another wire crate,
+//! the loop, the tools or the composition root.
+
+pub mod decode;
+pub mod encode;
+
+pub use decode::{ResponsesDecodeError, ResponsesDecoder, decode_stream};
+pub use encode::{ResponsesEncodeError, ResponsesEncodeOptions, encode_request};
