@@ -83,6 +83,7 @@ impl From<ResponsesDecodeError> for CompletionError {
 #[derive(Debug)]
 enum Item {
     Message {
+        item_id: String,
         text: String,
         refusal: String,
     },
@@ -383,8 +384,12 @@ impl Assembly {
             return None;
         }
         self.items.iter().position(|item| match item {
-            Some(Item::Call { item_id, .. } | Item::Reasoning { item_id, .. }) => item_id == id,
-            _ => false,
+            Some(
+                Item::Call { item_id, .. }
+                | Item::Reasoning { item_id, .. }
+                | Item::Message { item_id, .. },
+            ) => item_id == id,
+            None => false,
         })
     }
 
@@ -400,6 +405,7 @@ impl Assembly {
         let item = field(value, "item");
         let opened = match field(item, "type").as_str() {
             Some("message") => Item::Message {
+                item_id: text_of(item, "id"),
                 text: message_text(item),
                 refusal: String::new(),
             },
@@ -450,13 +456,37 @@ impl Assembly {
         Ok(())
     }
 
+    /// The message item a text delta is for: by its `item_id`, else by its
+    /// `output_index` when a message is there, else a message opened here
+    /// (LiteLLM sends a message's deltas with no `output_item.added`, under
+    /// the index of the reasoning item before it).
+    fn message_for(&mut self, value: &Value) -> Option<&mut Item> {
+        let id = text_of(value, "item_id");
+        let at = self.position_of(&id).or_else(|| {
+            output_index(value)
+                .filter(|i| matches!(self.items.get(*i), Some(Some(Item::Message { .. }))))
+        });
+        let at = match at {
+            Some(at) => at,
+            None => {
+                self.items.push(Some(Item::Message {
+                    item_id: id,
+                    text: String::new(),
+                    refusal: String::new(),
+                }));
+                self.items.len() - 1
+            }
+        };
+        self.items.get_mut(at)?.as_mut()
+    }
+
     fn text_delta(&mut self, value: &Value, out: &mut Vec<CompletionDelta>, refused: bool) {
         let piece = text_of(value, "delta");
         if piece.is_empty() {
             return;
         }
-        match self.item_at(value) {
-            Some(Item::Message { text, refusal }) => {
+        match self.message_for(value) {
+            Some(Item::Message { text, refusal, .. }) => {
                 if refused {
                     refusal.push_str(&piece);
                     out.push(CompletionDelta::Refusal(piece));
@@ -615,6 +645,7 @@ impl Assembly {
                 Item::Message {
                     text: piece,
                     refusal: refused,
+                    ..
                 } => {
                     if !piece.is_empty() {
                         text.push_str(&piece);

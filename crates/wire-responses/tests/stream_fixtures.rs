@@ -129,3 +129,115 @@ fn the_turn_does_not_depend_on_where_the_bytes_are_cut() {
         prop_assert_eq!(joined(&whole_deltas), joined(&cut_deltas));
     });
 }
+
+/// The turn of fixture `case`.
+fn turn_of(case: &str) -> CompletionFinal {
+    let body = fs::read(fixture_dir().join(format!("{case}.sse"))).unwrap();
+    decode(&body, &[]).1.unwrap()
+}
+
+/// The `encrypted_content` values of the events of `case` whose type is `kind`.
+fn encrypted_in(case: &str, kind: &str) -> Vec<String> {
+    let body = fs::read_to_string(fixture_dir().join(format!("{case}.sse"))).unwrap();
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter(|v| v["type"] == kind)
+        .filter_map(|v| {
+            let item = if v["item"].is_object() {
+                &v["item"]
+            } else {
+                &v["response"]["output"][0]
+            };
+            item["encrypted_content"].as_str().map(str::to_owned)
+        })
+        .collect()
+}
+
+#[test]
+fn the_encrypted_content_kept_is_the_one_output_item_done_carries() {
+    let added = encrypted_in(
+        "reasoning_encrypted_then_call",
+        "response.output_item.added",
+    );
+    let done = encrypted_in("reasoning_encrypted_then_call", "response.output_item.done");
+    assert_ne!(added, done, "the fixture's two values differ");
+    let turn = turn_of("reasoning_encrypted_then_call");
+    match &turn.blocks[0] {
+        ai_core::message::AssistantBlock::Reasoning {
+            signature,
+            item_id,
+            text,
+            ..
+        } => {
+            assert_eq!(signature.as_deref(), done.first().map(String::as_str));
+            assert!(item_id.as_deref().is_some_and(|id| id.starts_with("rs_")));
+            assert!(!text.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        turn.finish_reason,
+        ai_core::completion::FinishReason::ToolCalls
+    );
+}
+
+#[test]
+fn litellm_s_encrypted_content_comes_from_the_completed_response() {
+    assert!(encrypted_in("litellm_no_event_lines", "response.output_item.done").is_empty());
+    let turn = turn_of("litellm_no_event_lines");
+    let Some(ai_core::message::AssistantBlock::Reasoning { signature, .. }) = turn.blocks.first()
+    else {
+        panic!("{:?}", turn.blocks);
+    };
+    assert!(signature.as_deref().is_some_and(|s| !s.is_empty()));
+    assert!(
+        !turn.text.is_empty(),
+        "the message's deltas under the reasoning's index are text"
+    );
+}
+
+#[test]
+fn interleaved_parallel_calls_assemble_apart() {
+    let turn = turn_of("parallel_calls_interleaved");
+    assert_eq!(turn.tool_calls.len(), 2);
+    for call in &turn.tool_calls {
+        assert_eq!(
+            call.outcome,
+            ai_core::completion::ToolCallOutcome::Complete,
+            "{call:?}"
+        );
+        serde_json::from_str::<Value>(&call.arguments).unwrap();
+    }
+    assert_ne!(turn.tool_calls[0].arguments, turn.tool_calls[1].arguments);
+}
+
+#[test]
+fn failures_are_typed() {
+    let body = fs::read(fixture_dir().join("truncated.sse")).unwrap();
+    match decode(&body, &[]).1 {
+        Err(CompletionError::TruncatedStream { partial }) => assert_eq!(
+            partial.tool_calls[0].outcome,
+            ai_core::completion::ToolCallOutcome::Truncated
+        ),
+        other => panic!("{other:?}"),
+    }
+    for (case, code) in [
+        ("failed_only", "server_error"),
+        ("error_event", "rate_limit_exceeded"),
+    ] {
+        let body = fs::read(fixture_dir().join(format!("{case}.sse"))).unwrap();
+        match decode(&body, &[]).1 {
+            Err(CompletionError::Provider { code: Some(c), .. }) => assert_eq!(c, code, "{case}"),
+            other => panic!("{case}: {other:?}"),
+        }
+    }
+    assert_eq!(
+        turn_of("incomplete_max_tokens").finish_reason,
+        ai_core::completion::FinishReason::Length
+    );
+    assert_eq!(
+        turn_of("incomplete_content_filter").finish_reason,
+        ai_core::completion::FinishReason::ContentFilter
+    );
+}
