@@ -43,8 +43,9 @@ pub struct GlobalArgs {
     /// Workspace root for the file tools (default: current directory).
     #[arg(long, global = true, value_name = "PATH")]
     pub workspace: Option<PathBuf>,
-    /// The endpoint's API: `openai` (chat completions, the default) or `anthropic`
-    /// (Messages API; key from ANTHROPIC_API_KEY).
+    /// The endpoint's API: `openai` (chat completions, the default), `anthropic`
+    /// (Messages API; key from ANTHROPIC_API_KEY) or `responses` (OpenAI's
+    /// Responses API).
     #[arg(long, global = true, value_name = "API")]
     pub api: Option<config::ModelApi>,
     /// The endpoint's base URL (overrides config and OPENAI_BASE_URL or

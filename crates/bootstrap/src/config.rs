@@ -54,6 +54,9 @@ pub enum ModelApi {
     OpenAi,
     /// The Anthropic Messages API (`POST {base_url}/v1/messages`).
     Anthropic,
+    /// OpenAI's Responses API (`POST {base_url}/responses`): reasoning carried
+    /// across tool turns (encrypted, `store: false`); OpenAI, LiteLLM, vLLM.
+    Responses,
 }
 
 impl ModelApi {
@@ -62,13 +65,14 @@ impl ModelApi {
         match self {
             Self::OpenAi => "openai",
             Self::Anthropic => "anthropic",
+            Self::Responses => "responses",
         }
     }
 
     /// The environment variable that overrides the base URL.
     pub fn base_url_env(self) -> &'static str {
         match self {
-            Self::OpenAi => "OPENAI_BASE_URL",
+            Self::OpenAi | Self::Responses => "OPENAI_BASE_URL",
             Self::Anthropic => "ANTHROPIC_BASE_URL",
         }
     }
@@ -76,7 +80,7 @@ impl ModelApi {
     /// The environment variable holding the key when `model.api_key_env` is unset.
     pub fn default_key_env(self) -> &'static str {
         match self {
-            Self::OpenAi => "OPENAI_API_KEY",
+            Self::OpenAi | Self::Responses => "OPENAI_API_KEY",
             Self::Anthropic => "ANTHROPIC_API_KEY",
         }
     }
@@ -86,6 +90,7 @@ impl ModelApi {
         match self {
             Self::OpenAi => "gpt-4o-mini",
             Self::Anthropic => "claude-sonnet-4-5",
+            Self::Responses => "gpt-5-mini",
         }
     }
 }
@@ -97,8 +102,9 @@ impl std::str::FromStr for ModelApi {
         match text {
             "openai" => Ok(Self::OpenAi),
             "anthropic" => Ok(Self::Anthropic),
+            "responses" => Ok(Self::Responses),
             other => Err(format!(
-                "unknown API `{other}` (expected `openai` or `anthropic`)"
+                "unknown API `{other}` (expected `openai`, `anthropic` or `responses`)"
             )),
         }
     }

@@ -75,6 +75,24 @@ pub fn anthropic_config(config: &AgentConfig) -> AnthropicConfig {
     client
 }
 
+/// The Responses API client configuration for `config` (OpenAI's API when no
+/// base URL is set).
+pub fn responses_config(config: &AgentConfig) -> wire_responses::ResponsesConfig {
+    let m = &config.file.model;
+    let base_url = m
+        .base_url
+        .clone()
+        .unwrap_or_else(|| wire_responses::client::DEFAULT_BASE_URL.to_owned());
+    let mut client = wire_responses::ResponsesConfig::new(base_url);
+    if let Some(key) = &config.api_key {
+        client = client.with_api_key(key.clone());
+    }
+    client.extra_headers = m.extra_headers.clone().into_iter().collect();
+    client.timeouts = timeouts(m);
+    client.max_retries = m.max_retries;
+    client
+}
+
 /// The settings of every model call of a run (`RunRequest::settings`): temperature,
 /// token limit, seed and reasoning effort from `[model]`. (`model.extra_body` is an
 /// endpoint setting: [`client_config`] puts it in the client.)
@@ -95,6 +113,11 @@ pub fn build(config: &AgentConfig) -> Result<Arc<dyn CompletionPort>, ModelError
     match config.file.model.api {
         ModelApi::Anthropic => {
             let client = AnthropicClient::new(anthropic_config(config)).map_err(failed)?;
+            Ok(Arc::new(client))
+        }
+        ModelApi::Responses => {
+            let client =
+                wire_responses::ResponsesClient::new(responses_config(config)).map_err(failed)?;
             Ok(Arc::new(client))
         }
         ModelApi::OpenAi => {

@@ -755,3 +755,51 @@ pub fn decode_stream(
     let turn = decoder.finish_into(&mut deltas)?;
     Ok((deltas, turn))
 }
+
+/// Decodes a whole (non-streamed) response, `{object: "response", output: [...],
+/// status, usage}`, into the turn it holds, appending the deltas a stream of it
+/// would have produced to `out`. A failed response (or an `{error}` body) is a
+/// typed provider error.
+pub fn decode_response(
+    body: &[u8],
+    out: &mut Vec<CompletionDelta>,
+) -> Result<CompletionFinal, CompletionError> {
+    let protocol = |message: String| CompletionError::Protocol { message };
+    let response: Value = serde_json::from_slice(body)
+        .map_err(|e| protocol(format!("the response is not JSON: {e}")))?;
+    let error = field(&response, "error");
+    if error.is_object() {
+        return Err(CompletionError::Provider {
+            code: Some(text_of(error, "code")).filter(|c| !c.is_empty()),
+            message: text_of(error, "message"),
+        });
+    }
+    let output = field(&response, "output")
+        .as_array()
+        .ok_or_else(|| protocol("the response has no output list".into()))?;
+    let mut assembly = Assembly::default();
+    for (index, item) in output.iter().enumerate() {
+        let event = serde_json::json!({"output_index": index, "item": item});
+        assembly.item_added(&event, out).map_err(protocol)?;
+        assembly.item_done(&event, out);
+    }
+    assembly.response(&response);
+    assembly.end = Some(match field(&response, "status").as_str() {
+        Some("incomplete") => {
+            End::Incomplete(text_of(field(&response, "incomplete_details"), "reason"))
+        }
+        _ => End::Completed,
+    });
+    Ok(assembly.into_final())
+}
+
+/// The `{error: {message, code|type}}` body of a failed request: its code and
+/// message.
+pub fn parse_error_body(body: &[u8]) -> Option<(String, String)> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    let error = value.get("error")?;
+    let code = Some(text_of(error, "code"))
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| text_of(error, "type"));
+    Some((code, text_of(error, "message")))
+}

@@ -15,14 +15,19 @@
 //!   `function_call_output`), function tools, `store: false` with the encrypted
 //!   reasoning included, `reasoning.effort`, `max_output_tokens`, `text.format`.
 //!
-//! Not here yet: the HTTP client and `[model] api = "responses"` (the wire is
-//! decoded and encoded; nothing sends it).
+//! - [`client`]: [`ResponsesClient`], the [`ai_core::CompletionPort`] over the
+//!   shared `completion-http` transport (`Authorization: Bearer`, the API's
+//!   error bodies, timeouts, retries, no redirects).
 //!
-//! wire-responses depends on ai-core and sse only: not on another wire crate,
-//! the loop, the tools or the composition root.
+//! wire-responses depends on ai-core, completion-http and sse only: not on
+//! another wire crate, the loop, the tools or the composition root. It reads no
+//! environment or config file: the composition root builds a
+//! [`ResponsesConfig`].
 
+pub mod client;
 pub mod decode;
 pub mod encode;
 
+pub use client::{ResponsesClient, ResponsesConfig};
 pub use decode::{ResponsesDecodeError, ResponsesDecoder, decode_stream};
 pub use encode::{ResponsesEncodeError, ResponsesEncodeOptions, encode_request};

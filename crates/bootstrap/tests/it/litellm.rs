@@ -1,7 +1,8 @@
-//! The Anthropic wire against a real peer: LiteLLM's proxy (`litellm[proxy]`,
-//! pinned in `tests/litellm/requirements.txt`, installed by `cargo xtask
-//! test-env`) serving `/v1/messages` on loopback, in front of the scripted
-//! streaming provider of `tests/litellm/scripted_provider.py`.
+//! The Anthropic and Responses wires against a real peer: LiteLLM's proxy
+//! (`litellm[proxy]`, pinned in `tests/litellm/requirements.txt`, installed by
+//! `cargo xtask test-env`) serving `/v1/messages` and `/v1/responses` on
+//! loopback, in front of the scripted streaming provider of
+//! `tests/litellm/scripted_provider.py`.
 //!
 //! LiteLLM translates our Messages API request into its own chat format for the
 //! provider and the provider's chunks back into Messages API events, so this checks
@@ -167,8 +168,70 @@ async fn the_anthropic_wire_through_litellm() {
     let dir = tempfile::tempdir().unwrap();
     let proxy = Proxy::start(dir.path()).await;
     chat_tool_loop_with_signed_thinking(&proxy).await;
-    serve_streams_reasoning_parts(&proxy).await;
+    serve_streams_reasoning_parts(&proxy, "anthropic").await;
     the_gateways_cost_is_the_recorded_cost(&proxy).await;
+    responses_tool_loop_sends_the_reasoning_back(&proxy).await;
+    serve_streams_reasoning_parts(&proxy, "responses").await;
+}
+
+/// `agent --api responses chat` through LiteLLM's `/v1/responses`: a two-turn
+/// tool loop, and the reasoning item of the first turn (its encrypted content,
+/// which LiteLLM makes of the provider's signed thinking) sent back on the
+/// second request, where the provider receives the thinking and its signature.
+async fn responses_tool_loop_sends_the_reasoning_back(proxy: &Proxy) {
+    let home = Home::new("sk-openai-unused");
+    let base = format!("{}/v1", proxy.url);
+    let before = proxy.provider_requests().len();
+    let args = [
+        "--api",
+        "responses",
+        "--base-url",
+        &base,
+        "--model",
+        "scripted-claude",
+        "chat",
+        "--json",
+        "What time is it?",
+    ];
+    let mut command = home.command(None, &args);
+    command.env("OPENAI_API_KEY", MASTER_KEY);
+    let output = tokio::time::timeout(Duration::from_secs(120), command.output())
+        .await
+        .expect("the agent hung")
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{stderr}\n{}",
+        proxy.diagnostics()
+    );
+    let events = json_lines(&stdout);
+    let of = |kind: &'static str| events.iter().filter(move |e| e["type"] == kind);
+    let reasoning: String = of("reasoning_delta")
+        .filter_map(|e| e["delta"].as_str())
+        .collect();
+    assert_eq!(reasoning, THINKING, "{stdout}");
+    let result = of("tool_call_result")
+        .next()
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(result["tool_name"], "core__get_current_time", "{result}");
+    let final_text: String = of("assistant_final")
+        .filter_map(|e| e["content"].as_str())
+        .collect();
+    assert!(final_text.starts_with("The clock tool says: "), "{stdout}");
+    let requests = proxy.provider_requests();
+    assert_eq!(requests.len() - before, 2, "{requests:#?}");
+    let second = requests[before + 1]["messages"].to_string();
+    assert!(
+        second.contains(SIGNATURE),
+        "the reasoning came back: {second}"
+    );
+    assert!(
+        second.contains("UTC"),
+        "the tool result reached the model: {second}"
+    );
 }
 
 /// The proxy prices each call (1 and 2 millionths of a dollar per prompt and
@@ -296,15 +359,33 @@ async fn chat_tool_loop_with_signed_thinking(proxy: &Proxy) {
     assert!(final_text.contains("UTC"), "{final_text}");
 }
 
-/// `agent serve` on the same wire: the UI message stream carries the thinking as
-/// reasoning parts, then the tool call and the answer.
-async fn serve_streams_reasoning_parts(proxy: &Proxy) {
-    let home = thinking_home();
-    let mut args = anthropic_args(proxy);
+/// `agent serve` on `wire` (`anthropic`, or `responses`, whose reasoning
+/// summaries stream): the UI message stream carries the reasoning as reasoning
+/// parts, then the tool call and the answer.
+async fn serve_streams_reasoning_parts(proxy: &Proxy, wire: &str) {
+    let (home, mut args) = if wire == "anthropic" {
+        (thinking_home(), anthropic_args(proxy))
+    } else {
+        let base = format!("{}/v1", proxy.url);
+        let args = [
+            "--api",
+            "responses",
+            "--base-url",
+            &base,
+            "--model",
+            "scripted-claude",
+        ];
+        (
+            Home::new("sk-openai-unused"),
+            args.map(str::to_owned).to_vec(),
+        )
+    };
     args.extend(["serve", "--port", "0"].map(str::to_owned));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut command = home.command(None, &args);
-    command.env("ANTHROPIC_API_KEY", MASTER_KEY);
+    command
+        .env("ANTHROPIC_API_KEY", MASTER_KEY)
+        .env("OPENAI_API_KEY", MASTER_KEY);
     let (_child, url, token) = crate::serve::serve_command(command).await;
     let client = reqwest::Client::builder()
         .tls_backend_preconfigured(client_tls::client_config().unwrap())
