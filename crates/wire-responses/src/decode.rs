@@ -217,6 +217,45 @@ impl ResponsesDecoder {
     }
 }
 
+/// The fields of an event the hot path reads, borrowed from the data where
+/// they hold no escapes.
+#[derive(serde::Deserialize)]
+struct Head<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(default)]
+    output_index: Option<u64>,
+    #[serde(default, borrow)]
+    item_id: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    summary_index: Option<u64>,
+    #[serde(default, borrow)]
+    delta: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// The delta events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DeltaKind {
+    Text,
+    Refusal,
+    Arguments,
+    Reasoning,
+}
+
+impl DeltaKind {
+    fn of(kind: &str) -> Option<Self> {
+        Some(match kind {
+            "response.output_text.delta" => Self::Text,
+            "response.refusal.delta" => Self::Refusal,
+            "response.function_call_arguments.delta" => Self::Arguments,
+            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
+                Self::Reasoning
+            }
+            _ => return None,
+        })
+    }
+}
+
 fn field<'v>(value: &'v Value, key: &str) -> &'v Value {
     value.get(key).unwrap_or(&Value::Null)
 }
@@ -244,11 +283,21 @@ impl Assembly {
             return Ok(());
         }
         self.events += 1;
-        let value: Value =
-            serde_json::from_slice(data).map_err(|e| ResponsesDecodeError::Malformed {
-                event: sse::utf8(event.event).into_owned(),
-                message: e.to_string(),
-            })?;
+        let malformed_data = |e: serde_json::Error| ResponsesDecodeError::Malformed {
+            event: sse::utf8(event.event).into_owned(),
+            message: e.to_string(),
+        };
+        // Deltas, nearly every event of a stream, are read into borrowed
+        // fields; the few other events into a `Value`.
+        // (An event whose fields have other shapes than a delta's takes the
+        // `Value` path, which reports what is wrong with it.)
+        if let Ok(head) = serde_json::from_slice::<Head<'_>>(data)
+            && let Some(kind) = DeltaKind::of(&head.kind)
+        {
+            self.delta(kind, head, out);
+            return Ok(());
+        }
+        let value: Value = serde_json::from_slice(data).map_err(malformed_data)?;
         let kind = field(&value, "type").as_str().unwrap_or_default();
         let malformed = |message: &str| ResponsesDecodeError::Malformed {
             event: kind.to_owned(),
@@ -259,14 +308,8 @@ impl Assembly {
             "response.output_item.added" => {
                 self.item_added(&value, out).map_err(|m| malformed(&m))?
             }
-            "response.output_text.delta" => self.text_delta(&value, out, false),
-            "response.refusal.delta" => self.text_delta(&value, out, true),
-            "response.function_call_arguments.delta" => self.arguments_delta(&value, out),
             "response.function_call_arguments.done" => self.arguments_done(&value, out),
             "response.reasoning_summary_part.added" => self.summary_part(&value, out),
-            "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
-                self.reasoning_delta(&value, out);
-            }
             "response.output_item.done" => self.item_done(&value, out),
             "response.completed" => {
                 self.response(field(&value, "response"));
@@ -460,17 +503,15 @@ impl Assembly {
     /// `output_index` when a message is there, else a message opened here
     /// (LiteLLM sends a message's deltas with no `output_item.added`, under
     /// the index of the reasoning item before it).
-    fn message_for(&mut self, value: &Value) -> Option<&mut Item> {
-        let id = text_of(value, "item_id");
-        let at = self.position_of(&id).or_else(|| {
-            output_index(value)
-                .filter(|i| matches!(self.items.get(*i), Some(Some(Item::Message { .. }))))
+    fn message_for(&mut self, item_id: &str, index: Option<usize>) -> Option<&mut Item> {
+        let at = self.position_of(item_id).or_else(|| {
+            index.filter(|i| matches!(self.items.get(*i), Some(Some(Item::Message { .. }))))
         });
         let at = match at {
             Some(at) => at,
             None => {
                 self.items.push(Some(Item::Message {
-                    item_id: id,
+                    item_id: item_id.to_owned(),
                     text: String::new(),
                     refusal: String::new(),
                 }));
@@ -480,40 +521,70 @@ impl Assembly {
         self.items.get_mut(at)?.as_mut()
     }
 
-    fn text_delta(&mut self, value: &Value, out: &mut Vec<CompletionDelta>, refused: bool) {
-        let piece = text_of(value, "delta");
+    /// The item a delta names: by `output_index`, else by `item_id`.
+    fn item_of(&mut self, item_id: &str, index: Option<usize>) -> Option<&mut Item> {
+        let at = index.or_else(|| self.position_of(item_id))?;
+        self.items.get_mut(at)?.as_mut()
+    }
+
+    /// A delta event, read from borrowed fields.
+    fn delta(&mut self, kind: DeltaKind, head: Head<'_>, out: &mut Vec<CompletionDelta>) {
+        let piece = head
+            .delta
+            .map(std::borrow::Cow::into_owned)
+            .unwrap_or_default();
         if piece.is_empty() {
             return;
         }
-        match self.message_for(value) {
-            Some(Item::Message { text, refusal, .. }) => {
-                if refused {
-                    refusal.push_str(&piece);
-                    out.push(CompletionDelta::Refusal(piece));
-                } else {
-                    text.push_str(&piece);
-                    out.push(CompletionDelta::Text(piece));
+        let index = head
+            .output_index
+            .and_then(|i| usize::try_from(i).ok())
+            .filter(|i| *i < 4096);
+        let item_id = head.item_id.as_deref().unwrap_or_default();
+        match kind {
+            DeltaKind::Text | DeltaKind::Refusal => match self.message_for(item_id, index) {
+                Some(Item::Message { text, refusal, .. }) => {
+                    if kind == DeltaKind::Refusal {
+                        refusal.push_str(&piece);
+                        out.push(CompletionDelta::Refusal(piece));
+                    } else {
+                        text.push_str(&piece);
+                        out.push(CompletionDelta::Text(piece));
+                    }
+                }
+                _ => tracing::debug!("a text delta for no message item; ignored"),
+            },
+            DeltaKind::Arguments => {
+                if let Some(Item::Call {
+                    call,
+                    arguments,
+                    done: false,
+                    ..
+                }) = self.item_of(item_id, index)
+                {
+                    arguments.push_str(&piece);
+                    out.push(CompletionDelta::ToolCallArgs {
+                        index: *call,
+                        fragment: piece,
+                    });
                 }
             }
-            _ => tracing::debug!("a text delta for no message item; ignored"),
-        }
-    }
-
-    fn arguments_delta(&mut self, value: &Value, out: &mut Vec<CompletionDelta>) {
-        let piece = text_of(value, "delta");
-        if let Some(Item::Call {
-            call,
-            arguments,
-            done: false,
-            ..
-        }) = self.item_at(value)
-            && !piece.is_empty()
-        {
-            arguments.push_str(&piece);
-            out.push(CompletionDelta::ToolCallArgs {
-                index: *call,
-                fragment: piece,
-            });
+            DeltaKind::Reasoning => {
+                if let Some(Item::Reasoning { summary, parts, .. }) = self.item_of(item_id, index) {
+                    // LiteLLM sends no `summary_part.added`: a new
+                    // `summary_index` starts a part all the same.
+                    let part = head.summary_index.unwrap_or(0);
+                    if u64::from(*parts) <= part {
+                        if !summary.is_empty() {
+                            summary.push_str("\n\n");
+                            out.push(CompletionDelta::Reasoning("\n\n".into()));
+                        }
+                        *parts = u32::try_from(part + 1).unwrap_or(u32::MAX);
+                    }
+                    summary.push_str(&piece);
+                    out.push(CompletionDelta::Reasoning(piece));
+                }
+            }
         }
     }
 
@@ -550,27 +621,6 @@ impl Assembly {
                 summary.push_str("\n\n");
                 out.push(CompletionDelta::Reasoning("\n\n".into()));
             }
-        }
-    }
-
-    fn reasoning_delta(&mut self, value: &Value, out: &mut Vec<CompletionDelta>) {
-        let piece = text_of(value, "delta");
-        if piece.is_empty() {
-            return;
-        }
-        if let Some(Item::Reasoning { summary, parts, .. }) = self.item_at(value) {
-            // LiteLLM sends no `summary_part.added`: a new `summary_index`
-            // starts a part all the same.
-            let index = field(value, "summary_index").as_u64().unwrap_or(0);
-            if u64::from(*parts) <= index {
-                if !summary.is_empty() {
-                    summary.push_str("\n\n");
-                    out.push(CompletionDelta::Reasoning("\n\n".into()));
-                }
-                *parts = u32::try_from(index + 1).unwrap_or(u32::MAX);
-            }
-            summary.push_str(&piece);
-            out.push(CompletionDelta::Reasoning(piece));
         }
     }
 
