@@ -853,3 +853,58 @@ pub fn parse_error_body(body: &[u8]) -> Option<(String, String)> {
         .unwrap_or_else(|| text_of(error, "type"));
     Some((code, text_of(error, "message")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_whole_response_decodes_like_its_stream() {
+        let body = serde_json::json!({
+            "id": "resp_1", "object": "response", "status": "completed", "model": "gpt-x",
+            "output": [
+                {"id": "rs_1", "type": "reasoning", "encrypted_content": "enc==",
+                 "summary": [{"type": "summary_text", "text": "Look first."}]},
+                {"id": "fc_1", "type": "function_call", "call_id": "call_1",
+                 "name": "core__list_dir", "arguments": "{\"path\":\".\"}"}
+            ],
+            "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
+                      "output_tokens_details": {"reasoning_tokens": 3}}
+        });
+        let mut deltas = Vec::new();
+        let turn = decode_response(body.to_string().as_bytes(), &mut deltas).unwrap();
+        assert_eq!(turn.finish_reason, FinishReason::ToolCalls);
+        assert_eq!(turn.tool_calls[0].arguments, "{\"path\":\".\"}");
+        assert_eq!(turn.tool_calls[0].outcome, ToolCallOutcome::Complete);
+        assert_eq!(
+            turn.blocks[0],
+            AssistantBlock::Reasoning {
+                text: "Look first.".into(),
+                signature: Some("enc==".into()),
+                item_id: Some("rs_1".into()),
+            }
+        );
+        assert_eq!(turn.usage.unwrap().reasoning_tokens, Some(3));
+        assert!(
+            deltas
+                .iter()
+                .any(|d| matches!(d, CompletionDelta::ToolCallStart { id, .. } if id == "call_1"))
+        );
+    }
+
+    #[test]
+    fn a_failed_body_is_a_provider_error() {
+        let body = br#"{"error": {"message": "bad", "code": "invalid_request_error"}}"#;
+        match decode_response(body, &mut Vec::new()) {
+            Err(CompletionError::Provider { code, message }) => {
+                assert_eq!(code.as_deref(), Some("invalid_request_error"));
+                assert_eq!(message, "bad");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            parse_error_body(body),
+            Some(("invalid_request_error".into(), "bad".into()))
+        );
+    }
+}
