@@ -174,6 +174,7 @@ impl CompletionPort for ResponsesClient {
             });
         let wire = ResponsesWire {
             stream: self.config.encode.stream,
+            strict_tools: crate::encode::strict_tools(&request, &self.config.encode),
         };
         self.transport.complete(body, wire, cancel, span)
     }
@@ -182,6 +183,8 @@ impl CompletionPort for ResponsesClient {
 /// What one Messages API call needs besides its body.
 struct ResponsesWire {
     stream: bool,
+    /// Tools sent strict, with their schema as written.
+    strict_tools: Vec<(String, serde_json::Value)>,
 }
 
 impl Wire for ResponsesWire {
@@ -201,6 +204,25 @@ impl Wire for ResponsesWire {
         out: &mut Vec<CompletionDelta>,
     ) -> Result<CompletionFinal, CompletionError> {
         decode::decode_response(body, out)
+    }
+
+    /// A strict tool's arguments have `null` for the properties that were
+    /// optional: they go to the tool without them.
+    fn finish_turn(&self, turn: &mut CompletionFinal) {
+        for call in &mut turn.tool_calls {
+            if call.outcome != ai_core::completion::ToolCallOutcome::Complete {
+                continue;
+            }
+            if let Some((_, schema)) = self
+                .strict_tools
+                .iter()
+                .find(|(name, _)| *name == call.name)
+                && let Some(relaxed) =
+                    ai_core::schema::strict::relax_strict_arguments(&call.arguments, schema)
+            {
+                call.arguments = relaxed;
+            }
+        }
     }
 }
 
@@ -272,5 +294,33 @@ mod tests {
             Some("upstream timed out".into())
         );
         assert_eq!(message(b"<html>"), None);
+    }
+
+    #[test]
+    fn a_strict_tool_s_arguments_lose_the_nulls_strict_mode_added() {
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "text": {"type": "string"}, "title": {"type": "string"}}, "required": ["text"]});
+        let wire = ResponsesWire {
+            stream: true,
+            strict_tools: vec![("core__write_note".into(), schema)],
+        };
+        let call = |name: &str| ai_core::completion::AssembledToolCall {
+            index: 0,
+            id: "call_1".into(),
+            name: name.into(),
+            arguments: r#"{"text":"hi","title":null}"#.into(),
+            outcome: ai_core::completion::ToolCallOutcome::Complete,
+            raw: None,
+        };
+        let mut turn = CompletionFinal {
+            tool_calls: vec![call("core__write_note"), call("core__other")],
+            ..CompletionFinal::default()
+        };
+        wire.finish_turn(&mut turn);
+        assert_eq!(turn.tool_calls[0].arguments, r#"{"text":"hi"}"#);
+        assert_eq!(
+            turn.tool_calls[1].arguments,
+            r#"{"text":"hi","title":null}"#
+        );
     }
 }

@@ -11,9 +11,11 @@
 //!     `output_text` message, and a `function_call` per call (`call_id`, `name`,
 //!     `arguments`); without blocks: text, then the calls;
 //!   - a tool result: `{type: "function_call_output", call_id, output}`.
-//! - `tools` are function tools (`strict: false`: the schema is sent as
-//!   written); `tool_choice` is `auto`, `none`, `required` or `{type:
-//!   "function", name}`.
+//! - `tools` are function tools, strict when the schema allows it (rewritten
+//!   by `ai_core::schema::strict::strict_schema`, `strict: true`; the client
+//!   undoes the rewrite on the arguments that come back), else sent as written
+//!   with `strict: false`; `tool_choice` is `auto`, `none`, `required` or
+//!   `{type: "function", name}`.
 //! - `store: false` always, with `include: ["reasoning.encrypted_content"]`:
 //!   nothing is kept on the provider's side, and reasoning comes back encrypted
 //!   so the next request can carry it.
@@ -31,11 +33,16 @@ use serde_json::{Map, Value, json};
 pub struct ResponsesEncodeOptions {
     /// Ask for a stream (`stream: true`).
     pub stream: bool,
+    /// Send function tools strict when their schema allows it (default).
+    pub strict_tools: bool,
 }
 
 impl Default for ResponsesEncodeOptions {
     fn default() -> Self {
-        Self { stream: true }
+        Self {
+            stream: true,
+            strict_tools: true,
+        }
     }
 }
 
@@ -113,7 +120,7 @@ pub fn encode_request(
         body.insert("instructions".into(), json!(system.join("\n\n")));
     }
     body.insert("input".into(), Value::Array(input(&request.messages)?));
-    tools(request, &mut body)?;
+    tools(request, options.strict_tools, &mut body)?;
     for (key, value) in &settings.extra_body {
         body.entry(key.clone()).or_insert_with(|| value.clone());
     }
@@ -122,6 +129,7 @@ pub fn encode_request(
 
 fn tools(
     request: &CompletionRequest,
+    strict: bool,
     body: &mut Map<String, Value>,
 ) -> Result<(), ResponsesEncodeError> {
     if request.tools.is_empty() {
@@ -136,12 +144,15 @@ fn tools(
         .tools
         .iter()
         .map(|tool| {
+            let strict_schema = strict
+                .then(|| ai_core::schema::strict::strict_schema(&tool.input_schema).ok())
+                .flatten();
             json!({
                 "type": "function",
                 "name": tool.id.as_str(),
                 "description": tool.description,
-                "parameters": tool.input_schema,
-                "strict": false,
+                "strict": strict_schema.is_some(),
+                "parameters": strict_schema.as_ref().unwrap_or(&tool.input_schema),
             })
         })
         .collect();
@@ -291,4 +302,21 @@ fn function_call(call: &MessageToolCall) -> Value {
         "name": call.name,
         "arguments": call.arguments,
     })
+}
+
+/// The tools of `request` that [`encode_request`] sends strict with `options`,
+/// with their schema as written (to undo the rewrite on their arguments).
+pub fn strict_tools(
+    request: &CompletionRequest,
+    options: &ResponsesEncodeOptions,
+) -> Vec<(String, Value)> {
+    if !options.strict_tools {
+        return Vec::new();
+    }
+    request
+        .tools
+        .iter()
+        .filter(|tool| ai_core::schema::strict::strict_schema(&tool.input_schema).is_ok())
+        .map(|tool| (tool.id.as_str().to_owned(), tool.input_schema.clone()))
+        .collect()
 }

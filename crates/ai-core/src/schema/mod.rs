@@ -9,6 +9,8 @@
 //! A local `$ref` must resolve inside the schema. Remote references are never
 //! resolved, by anything in this project.
 
+pub mod strict;
+
 use serde_json::{Map, Value};
 
 /// Keywords outside the P0 subset.

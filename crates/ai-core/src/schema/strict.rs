@@ -1,0 +1,332 @@
+//! OpenAI's strict JSON-schema rules, shared by the wires that send them (chat
+//! completions' `strict` tools and structured output, the Responses API's
+//! function tools): [`strict_schema`] rewrites a schema to them (every property
+//! required, optional ones nullable, no additional properties), and
+//! [`relax_strict_arguments`] undoes that on a model's arguments (the `null`s
+//! of optional properties removed), so they validate against the schema as
+//! written.
+
+use serde_json::{Map, Value, json};
+
+/// Why a schema cannot follow OpenAI's strict rules.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("schema at `{path}` cannot be strict: {reason}")]
+pub struct NotStrict {
+    /// JSON-pointer-like path of the offending schema node (`#` is the root).
+    pub path: String,
+    /// The rule that fails.
+    pub reason: NotStrictReason,
+}
+
+/// The strict rule a schema breaks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NotStrictReason {
+    /// The root is not an object schema with `properties`.
+    #[error("the root must be an object with properties")]
+    RootNotObject,
+    /// An object allows properties beyond its declared ones (a map or free-form
+    /// object); strict mode needs `additionalProperties: false`.
+    #[error("open objects (additionalProperties or no properties) are not allowed")]
+    OpenObject,
+    /// A keyword strict mode does not support.
+    #[error("keyword `{0}` is not supported")]
+    UnsupportedKeyword(String),
+    /// A `$ref` that does not point into the schema's own `$defs`/`definitions`.
+    #[error("only local references into $defs or definitions are supported")]
+    NonLocalRef,
+    /// A node without `type`, `enum`, `const`, `anyOf` or `$ref`.
+    #[error("every schema node needs a type")]
+    Untyped,
+    /// Nesting deeper than strict mode allows.
+    #[error("nesting deeper than {0} levels")]
+    TooDeep(usize),
+    /// A node is not a JSON object.
+    #[error("a schema node is not an object")]
+    NotAnObject,
+}
+
+/// Deepest object nesting OpenAI accepts in strict mode.
+const STRICT_MAX_DEPTH: usize = 10;
+
+/// Keywords strict mode rejects. (Validation keywords it does support, like
+/// `pattern`, `minimum` or `minItems`, are kept.)
+const STRICT_UNSUPPORTED: &[&str] = &[
+    "allOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "patternProperties",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "propertyNames",
+    "minProperties",
+    "maxProperties",
+    "contains",
+    "minContains",
+    "maxContains",
+    "uniqueItems",
+    "minLength",
+    "maxLength",
+    "prefixItems",
+];
+
+/// Rewrites a schema to OpenAI's strict rules: every object lists all its
+/// properties in `required` and has `additionalProperties: false`; properties that
+/// were optional become nullable. Fails, naming the node and the rule, when the
+/// schema cannot be expressed that way (open objects, unsupported keywords, non-local
+/// references, untyped nodes, nesting deeper than 10).
+///
+/// ```
+/// use serde_json::json;
+/// use ai_core::schema::strict::strict_schema;
+///
+/// let schema = json!({"type": "object", "properties": {
+///     "city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]});
+/// let strict = strict_schema(&schema).unwrap();
+/// assert_eq!(strict["required"], json!(["city", "days"]));
+/// assert_eq!(strict["properties"]["days"]["type"], json!(["integer", "null"]));
+/// assert_eq!(strict["additionalProperties"], json!(false));
+/// ```
+pub fn strict_schema(schema: &Value) -> Result<Value, NotStrict> {
+    let is_object_root = schema.get("type") == Some(&json!("object"))
+        && schema.get("properties").is_some_and(Value::is_object);
+    if !is_object_root {
+        return Err(NotStrict {
+            path: "#".into(),
+            reason: NotStrictReason::RootNotObject,
+        });
+    }
+    let mut out = schema.clone();
+    strictify(&mut out, "#", 0)?;
+    Ok(out)
+}
+
+fn strictify(node: &mut Value, path: &str, depth: usize) -> Result<(), NotStrict> {
+    let fail = |reason| NotStrict {
+        path: path.to_owned(),
+        reason,
+    };
+    if depth > STRICT_MAX_DEPTH {
+        return Err(fail(NotStrictReason::TooDeep(STRICT_MAX_DEPTH)));
+    }
+    let Value::Object(map) = node else {
+        return Err(fail(NotStrictReason::NotAnObject));
+    };
+    if let Some(keyword) = STRICT_UNSUPPORTED.iter().find(|k| map.contains_key(**k)) {
+        return Err(fail(NotStrictReason::UnsupportedKeyword(
+            (*keyword).to_owned(),
+        )));
+    }
+    if let Some(reference) = map.get("$ref") {
+        let local = reference.as_str().is_some_and(|r| {
+            r.starts_with("#/$defs/") || r.starts_with("#/definitions/") || r == "#"
+        });
+        if !local {
+            return Err(fail(NotStrictReason::NonLocalRef));
+        }
+    }
+    let typed = ["type", "enum", "const", "anyOf", "$ref"]
+        .iter()
+        .any(|k| map.contains_key(*k));
+    if !typed {
+        return Err(fail(NotStrictReason::Untyped));
+    }
+    for defs in ["$defs", "definitions"] {
+        if let Some(Value::Object(entries)) = map.get_mut(defs) {
+            for (name, def) in entries.iter_mut() {
+                strictify(def, &format!("{path}/{defs}/{name}"), depth + 1)?;
+            }
+        }
+    }
+    if let Some(Value::Array(branches)) = map.get_mut("anyOf") {
+        for (i, branch) in branches.iter_mut().enumerate() {
+            strictify(branch, &format!("{path}/anyOf/{i}"), depth + 1)?;
+        }
+    }
+    match map.get_mut("items") {
+        Some(items @ Value::Object(_)) => strictify(items, &format!("{path}/items"), depth + 1)?,
+        Some(Value::Array(_)) => {
+            return Err(fail(NotStrictReason::UnsupportedKeyword(
+                "items (tuple form)".into(),
+            )));
+        }
+        _ => {}
+    }
+    let is_object = type_includes(map.get("type"), "object") || map.contains_key("properties");
+    if !is_object {
+        return Ok(());
+    }
+    match map.get("additionalProperties") {
+        None | Some(Value::Bool(false)) => {}
+        Some(_) => return Err(fail(NotStrictReason::OpenObject)),
+    }
+    let required = map_required(map).unwrap_or_default();
+    let Some(Value::Object(properties)) = map.get_mut("properties") else {
+        return Err(fail(NotStrictReason::OpenObject));
+    };
+    let mut all = Vec::with_capacity(properties.len());
+    for (name, property) in properties.iter_mut() {
+        strictify(property, &format!("{path}/properties/{name}"), depth + 1)?;
+        if !required.iter().any(|r| r == name) {
+            make_nullable(property);
+        }
+        all.push(Value::String(name.clone()));
+    }
+    map.insert("required".into(), Value::Array(all));
+    map.insert("additionalProperties".into(), Value::Bool(false));
+    Ok(())
+}
+
+fn map_required(map: &Map<String, Value>) -> Option<Vec<String>> {
+    let list = map.get("required")?.as_array()?;
+    Some(
+        list.iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+    )
+}
+
+fn type_includes(type_value: Option<&Value>, name: &str) -> bool {
+    match type_value {
+        Some(Value::String(t)) => t == name,
+        Some(Value::Array(types)) => types.iter().any(|t| t.as_str() == Some(name)),
+        _ => false,
+    }
+}
+
+/// Whether a schema node already admits `null`.
+fn allows_null(node: &Value) -> bool {
+    let Value::Object(map) = node else {
+        return false;
+    };
+    type_includes(map.get("type"), "null")
+        || map.get("const") == Some(&Value::Null)
+        || map
+            .get("anyOf")
+            .and_then(Value::as_array)
+            .is_some_and(|branches| branches.iter().any(allows_null))
+        || (!map.contains_key("type")
+            && map
+                .get("enum")
+                .and_then(Value::as_array)
+                .is_some_and(|values| values.contains(&Value::Null)))
+}
+
+fn make_nullable(node: &mut Value) {
+    if allows_null(node) {
+        return;
+    }
+    let Value::Object(map) = node else {
+        return;
+    };
+    match map.get_mut("type") {
+        Some(Value::String(t)) => {
+            let t = std::mem::take(t);
+            map.insert("type".into(), json!([t, "null"]));
+        }
+        Some(Value::Array(types)) => types.push(json!("null")),
+        _ => {
+            if let Some(Value::Array(branches)) = map.get_mut("anyOf") {
+                branches.push(json!({"type": "null"}));
+            } else if let Some(Value::Array(values)) = map.get_mut("enum") {
+                values.push(Value::Null);
+            } else {
+                let inner = std::mem::take(map);
+                map.insert(
+                    "anyOf".into(),
+                    json!([Value::Object(inner), {"type": "null"}]),
+                );
+            }
+            return;
+        }
+    }
+    if let Some(Value::Array(values)) = map.get_mut("enum")
+        && !values.contains(&Value::Null)
+    {
+        values.push(Value::Null);
+    }
+}
+
+/// Undoes the strict rewrite on a model's arguments: removes `null` values of
+/// properties that the original schema did not require and that do not admit
+/// `null`, so the arguments validate against the original schema. Returns `None`
+/// when nothing changes (or the arguments are not JSON).
+///
+/// ```
+/// use serde_json::json;
+/// use ai_core::schema::strict::relax_strict_arguments;
+///
+/// let schema = json!({"type": "object", "properties": {
+///     "city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]});
+/// let relaxed = relax_strict_arguments(r#"{"city":"Paris","days":null}"#, &schema);
+/// assert_eq!(relaxed.as_deref(), Some(r#"{"city":"Paris"}"#));
+/// ```
+pub fn relax_strict_arguments(arguments: &str, original_schema: &Value) -> Option<String> {
+    let mut value: Value = serde_json::from_str(arguments).ok()?;
+    if relax(&mut value, original_schema, original_schema, 0) {
+        serde_json::to_string(&value).ok()
+    } else {
+        None
+    }
+}
+
+fn resolve<'s>(node: &'s Value, root: &'s Value) -> &'s Value {
+    let Some(reference) = node.get("$ref").and_then(Value::as_str) else {
+        return node;
+    };
+    if reference == "#" {
+        return root;
+    }
+    reference
+        .strip_prefix('#')
+        .and_then(|pointer| root.pointer(pointer))
+        .unwrap_or(node)
+}
+
+fn relax(value: &mut Value, schema: &Value, root: &Value, depth: usize) -> bool {
+    if depth > STRICT_MAX_DEPTH + 2 {
+        return false;
+    }
+    let schema = resolve(schema, root);
+    let mut changed = false;
+    match value {
+        Value::Object(fields) => {
+            let Some(Value::Object(properties)) = schema.get("properties") else {
+                return false;
+            };
+            let required = schema
+                .as_object()
+                .and_then(map_required)
+                .unwrap_or_default();
+            fields.retain(|name, field| {
+                let drop = field.is_null()
+                    && !required.iter().any(|r| r == name)
+                    && properties
+                        .get(name)
+                        .is_some_and(|p| !allows_null(resolve(p, root)));
+                changed |= drop;
+                !drop
+            });
+            for (name, field) in fields.iter_mut() {
+                if let Some(property) = properties.get(name) {
+                    changed |= relax(field, property, root, depth + 1);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items").filter(|s| s.is_object()) {
+                for item in items {
+                    changed |= relax(item, item_schema, root, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+    changed
+}
