@@ -300,9 +300,16 @@ impl StepJournal for MemoryJournal {
         kind: StepKind,
     ) -> BoxFuture<'a, Result<StepSlot, JournalError>> {
         let recorded = self
-            .recorded(run_id)
-            .into_iter()
-            .find(|s| s.number == number && s.kind() == kind);
+            .runs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(run_id)
+            .and_then(|steps| {
+                steps
+                    .iter()
+                    .find(|s| s.number == number && s.kind() == kind)
+                    .cloned()
+            });
         let slot = match recorded {
             Some(step) => StepSlot::Recorded(Box::new(step)),
             None => StepSlot::Open(Box::new(MemorySlot {
