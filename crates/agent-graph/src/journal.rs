@@ -343,6 +343,11 @@ impl Steps {
         self.journal.step(&self.run_id, number, kind).await
     }
 
+    /// Drops the events captured so far (they belong to no step).
+    pub(crate) fn forget_captured(&self) {
+        drop(self.capture.take(None));
+    }
+
     /// Whether calls run one at a time (see [`StepJournal::one_step_at_a_time`]).
     pub(crate) fn one_step_at_a_time(&self) -> bool {
         self.journal.one_step_at_a_time()

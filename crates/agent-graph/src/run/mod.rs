@@ -1175,6 +1175,11 @@ async fn drive(
             });
         }
     }
+    // What the run says before its first step is said again each time it
+    // starts: it is no step's.
+    if let Some(steps) = &steps {
+        steps.forget_captured();
+    }
     if let Some(resume) = resume {
         let history = (&mut request.messages, &mut records);
         let call = (&context, &scope, &mut counter);

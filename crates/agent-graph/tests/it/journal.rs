@@ -299,3 +299,59 @@ async fn a_journal_that_fails_stops_the_run_before_the_call_acts() {
     assert_eq!(outcome.unwrap_err().code(), "journal_failed");
     assert_eq!(*bump.acted.lock().unwrap(), 0, "nothing acted unrecorded");
 }
+
+/// A tool its source withholds.
+struct Gone;
+
+impl ToolExecutor for Gone {
+    fn availability(&self) -> Result<(), String> {
+        Err("its definition changed".into())
+    }
+
+    fn execute(
+        &self,
+        _cx: ToolCallContext,
+        _args: Value,
+    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
+        Box::pin(async { Ok(ToolOutput::json(json!({}))) })
+    }
+}
+
+#[tokio::test]
+async fn what_a_run_says_before_its_first_step_is_said_once_when_it_starts_again() {
+    let bump = Arc::new(Bump::default());
+    let journal = Arc::new(MemoryJournal::new());
+    let with_gone = |model: &ScriptedModel| {
+        let mut deps = deps(model, &bump, false);
+        let schema = json!({"type": "object", "properties": {}});
+        let mut tools = vec![RegisteredTool {
+            spec: spec("gone", ToolEffect::ReadOnly, schema),
+            executor: Arc::new(Gone),
+        }];
+        tools.extend([RegisteredTool {
+            spec: spec(
+                "bump",
+                ToolEffect::StateChange,
+                json!({"type": "object", "properties": {}}),
+            ),
+            executor: Arc::new(BumpTool(Arc::clone(&bump), false)),
+        }]);
+        let runner = ToolRunner::new(tools, open_policy()).unwrap();
+        deps.catalog = Arc::new(runner.catalog(&crate::support::ctx()));
+        deps.runner = Arc::new(runner);
+        deps
+    };
+    let (first, _) = durable(with_gone(&ScriptedModel::new(script())), &journal).await;
+    journal.truncate("run-1", 3);
+    let again = ScriptedModel::new([Turn::text("Bumped once.")]);
+    let (events, outcome) = durable(with_gone(&again), &journal).await;
+    outcome.unwrap();
+    let withheld = |events: &[AiEvent]| {
+        events
+            .iter()
+            .filter(|e| matches!(e.kind, ai_core::event::AiEventKind::ToolWithheld { .. }))
+            .count()
+    };
+    assert_eq!(withheld(&first), 1);
+    assert_eq!(withheld(&events), 1, "{:?}", labels(&events));
+}
