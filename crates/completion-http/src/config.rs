@@ -85,6 +85,35 @@ pub struct ErrorBody {
     pub permanent: bool,
 }
 
+impl ErrorBody {
+    /// A body a wire parsed into `(code, message)` (`parsed`): `message (code)`,
+    /// or the message alone without a code; when it parsed nothing, a short
+    /// plain-text body (not HTML, not JSON), trimmed. Never permanent.
+    pub fn from_parsed(parsed: Option<(String, String)>, bytes: &[u8]) -> Self {
+        let message = match parsed {
+            Some((code, message)) if !message.is_empty() && !code.is_empty() => {
+                Some(format!("{message} ({code})"))
+            }
+            Some((_, message)) if !message.is_empty() => Some(message),
+            _ => plain_text(bytes),
+        };
+        Self {
+            message,
+            permanent: false,
+        }
+    }
+}
+
+/// A short body that is plain text (not HTML, not JSON), trimmed.
+fn plain_text(bytes: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(bytes).ok()?.trim();
+    let plain = !text.is_empty()
+        && text.len() <= 512
+        && !text.starts_with(['<', '{', '['])
+        && !text.chars().any(char::is_control);
+    plain.then(|| text.to_owned())
+}
+
 /// Everything a [`crate::HttpTransport`] needs; a wire builds it from its own config.
 #[derive(Clone)]
 pub struct TransportConfig {

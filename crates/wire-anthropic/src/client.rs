@@ -227,30 +227,10 @@ impl StreamDecoder for AnthropicDecoder {
     }
 }
 
-/// An error body's message: `message (type)` for the API's shape (and for an
+/// An error body's message: `message (code)` for the API's shape (and for an
 /// OpenAI-shaped body from a gateway), else a short plain-text body.
 fn error_body(bytes: &[u8]) -> ErrorBody {
-    let message = match decode::parse_error_body(bytes) {
-        Some((kind, message)) if !message.is_empty() && !kind.is_empty() => {
-            Some(format!("{message} ({kind})"))
-        }
-        Some((_, message)) if !message.is_empty() => Some(message),
-        _ => plain_text(bytes),
-    };
-    ErrorBody {
-        message,
-        permanent: false,
-    }
-}
-
-/// A short body that is plain text (not HTML, not JSON), trimmed.
-fn plain_text(bytes: &[u8]) -> Option<String> {
-    let text = std::str::from_utf8(bytes).ok()?.trim();
-    let plain = !text.is_empty()
-        && text.len() <= 512
-        && !text.starts_with(['<', '{', '['])
-        && !text.chars().any(char::is_control);
-    plain.then(|| text.to_owned())
+    ErrorBody::from_parsed(decode::parse_error_body(bytes), bytes)
 }
 
 #[cfg(test)]
