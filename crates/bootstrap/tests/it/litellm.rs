@@ -193,34 +193,7 @@ async fn responses_tool_loop_sends_the_reasoning_back(proxy: &Proxy) {
         "--json",
         "What time is it?",
     ];
-    let mut command = home.command(None, &args);
-    command.env("OPENAI_API_KEY", MASTER_KEY);
-    let output = tokio::time::timeout(Duration::from_secs(120), command.output())
-        .await
-        .expect("the agent hung")
-        .unwrap();
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{stdout}\n{stderr}\n{}",
-        proxy.diagnostics()
-    );
-    let events = json_lines(&stdout);
-    let of = |kind: &'static str| events.iter().filter(move |e| e["type"] == kind);
-    let reasoning: String = of("reasoning_delta")
-        .filter_map(|e| e["delta"].as_str())
-        .collect();
-    assert_eq!(reasoning, THINKING, "{stdout}");
-    let result = of("tool_call_result")
-        .next()
-        .unwrap_or_else(|| panic!("{stdout}"));
-    assert_eq!(result["tool_name"], "core__get_current_time", "{result}");
-    let final_text: String = of("assistant_final")
-        .filter_map(|e| e["content"].as_str())
-        .collect();
-    assert!(final_text.starts_with("The clock tool says: "), "{stdout}");
+    clock_tool_loop(proxy, &home, &args).await;
     let requests = proxy.provider_requests();
     assert_eq!(requests.len() - before, 2, "{requests:#?}");
     let second = requests[before + 1]["messages"].to_string();
@@ -295,16 +268,15 @@ async fn the_gateways_cost_is_the_recorded_cost(proxy: &Proxy) {
     }
 }
 
-/// The model thinks (signed), calls the clock, gets the result as a `tool_result`
-/// and answers; the second request carries the thinking and its signature back
-/// unchanged.
-async fn chat_tool_loop_with_signed_thinking(proxy: &Proxy) {
-    let home = thinking_home();
-    let mut args = anthropic_args(proxy);
-    args.extend(["chat", "--json", "What time is it?"].map(str::to_owned));
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut command = home.command(None, &args);
-    command.env("ANTHROPIC_API_KEY", MASTER_KEY);
+/// Runs `agent ARGS` (a `chat --json` of "What time is it?") against the proxy,
+/// with the master key as both APIs' key, and checks the tool loop the scripted
+/// provider plays: its thinking streamed once, the clock called, an answer that
+/// quotes the clock. Returns the answer.
+async fn clock_tool_loop(proxy: &Proxy, home: &Home, args: &[&str]) -> String {
+    let mut command = home.command(None, args);
+    command
+        .env("ANTHROPIC_API_KEY", MASTER_KEY)
+        .env("OPENAI_API_KEY", MASTER_KEY);
     let output = tokio::time::timeout(Duration::from_secs(120), command.output())
         .await
         .expect("the agent hung")
@@ -334,6 +306,18 @@ async fn chat_tool_loop_with_signed_thinking(proxy: &Proxy) {
         .filter_map(|e| e["content"].as_str())
         .collect();
     assert!(final_text.starts_with("The clock tool says: "), "{stdout}");
+    final_text
+}
+
+/// The model thinks (signed), calls the clock, gets the result as a `tool_result`
+/// and answers; the second request carries the thinking and its signature back
+/// unchanged.
+async fn chat_tool_loop_with_signed_thinking(proxy: &Proxy) {
+    let home = thinking_home();
+    let mut args = anthropic_args(proxy);
+    args.extend(["chat", "--json", "What time is it?"].map(str::to_owned));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let final_text = clock_tool_loop(proxy, &home, &args).await;
 
     let requests = proxy.provider_requests();
     assert_eq!(requests.len(), 2, "{requests:#?}");
