@@ -364,6 +364,57 @@ pub(crate) async fn load(
     }
 }
 
+/// Longest title `PATCH /api/chats/{id}` takes, in characters.
+pub const MAX_TITLE_CHARS: usize = 200;
+
+/// `PATCH /api/chats/{id}` with `{"title": "..."}` (1 to [`MAX_TITLE_CHARS`]
+/// characters once trimmed, hidden characters included as they are): renames
+/// a thread; answers the thread.
+pub(crate) async fn rename(
+    State(state): State<AppState>,
+    Extension(account): Extension<Account>,
+    Path(id): Path<String>,
+    body: axum::body::Body,
+) -> Response {
+    let bytes = match crate::server::read_body(&state.access, body).await {
+        Ok(bytes) => bytes,
+        Err(refused) => return refused,
+    };
+    let title = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(body) => match body.get("title").and_then(|t| t.as_str()).map(str::trim) {
+            Some(t) if !t.is_empty() && t.chars().count() <= MAX_TITLE_CHARS => t.to_owned(),
+            _ => {
+                return refuse(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request",
+                    &format!("title must be a string of 1 to {MAX_TITLE_CHARS} characters"),
+                );
+            }
+        },
+        Err(_) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "the body must be JSON: {\"title\": \"...\"}",
+            );
+        }
+    };
+    let Some(rows) = rows(&state, account) else {
+        return no_store();
+    };
+    let now = agent_store::recorder::now_ms();
+    match rows.rename_thread(&id, &title, now).await {
+        Ok(true) => {}
+        Ok(false) => return not_found(),
+        Err(error) => return failed(error),
+    }
+    match rows.thread(&id).await {
+        Ok(Some(thread)) => json_response(thread_json(&thread)),
+        Ok(None) => not_found(),
+        Err(error) => failed(error),
+    }
+}
+
 /// `DELETE /api/chats/{id}`: removes a thread (`204`).
 pub(crate) async fn delete(
     State(state): State<AppState>,

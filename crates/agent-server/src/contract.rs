@@ -137,6 +137,9 @@ pub struct ChatRequest {
     /// regenerates. Never the id of the response (the AI SDK's server does not
     /// take it either: an edited user message would be replaced by the answer).
     pub message_id: Option<String>,
+    /// `graph` of the body, when sent: the graph the chat runs (see
+    /// `GET /api/graphs`); the server's default when absent.
+    pub graph: Option<String>,
 }
 
 /// Supplies the model-facing record of calls the server ran itself, so a history
@@ -375,6 +378,7 @@ pub fn parse(
         continued_calls: Vec::new(),
         format,
         message_id,
+        graph: graph_name(&body)?,
     };
     let mut seen_calls = HashSet::new();
     let mut files = FileBudget {
@@ -460,6 +464,26 @@ fn header(body: &Map<String, Value>) -> Result<(String, Trigger, Option<String>)
         }
     };
     Ok((chat_id, trigger, message_id))
+}
+
+/// The body's `graph`: a graph name (1 to 64 letters, digits, `_` or `-`).
+fn graph_name(body: &Map<String, Value>) -> Result<Option<String>, RequestError> {
+    match body.get("graph") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(name))
+            if !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
+        {
+            Ok(Some(name.clone()))
+        }
+        Some(_) => Err(err(
+            "graph",
+            "must be a graph name: 1 to 64 letters, digits, `_` or `-`",
+        )),
+    }
 }
 
 /// The body's `messages`: a non-empty array of at most [`MAX_MESSAGES`].

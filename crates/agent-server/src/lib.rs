@@ -24,7 +24,13 @@
 //! - [`resume`]: `GET /api/chat/{id}/stream` reattaches to a chat's running
 //!   response (what was sent so far, then live), or answers `204`.
 //! - [`chats`]: with a run store, every run recorded (thread, status, events,
-//!   usage, messages) and `GET`/`DELETE /api/chats[/{id}]`.
+//!   usage, messages) and `GET /api/chats`, `GET`/`PATCH` (rename)/`DELETE
+//!   /api/chats/{id}`.
+//! - Graphs: a service runs its default graph and those added with
+//!   [`ChatService::with_graph`]; a request's `graph` picks one for a new chat
+//!   (a chat keeps its graph), `GET /api/graphs` lists those the request's
+//!   account may use ([`ChatService::with_account_graphs`] limits an account),
+//!   and `GET /api/limits` says what a client may attach.
 //! - [`durable`]: with a store, each run's model calls and tool calls are steps
 //!   journaled in the store before the next (`agent_graph::journal`);
 //!   [`ChatService::resume_runs_of`] goes on with the runs of a server that
@@ -49,6 +55,7 @@ pub mod chats;
 pub mod contract;
 pub mod data_stream;
 pub mod durable;
+mod graphs;
 mod listener;
 pub mod page;
 pub mod resume;

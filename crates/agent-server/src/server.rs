@@ -12,7 +12,7 @@ use agent_graph::run::{
     Decision, PAUSED_RUN_VERSION, PausedRun, PendingApproval, RunDeps, RunHandle,
 };
 use ai_core::{
-    CompletionPort, Message, RunContext, ToolCatalog, ToolPolicy, ToolRunner,
+    CompletionPort, Message, RunContext, ToolPolicy, ToolRunner,
     approval::{Approver, GrantLedger},
     policy::{CatalogError, PolicyDecision},
     tool::RegisteredTool,
@@ -48,7 +48,9 @@ pub struct ChatSetup {
     /// The policy. Calls it puts behind an approval pause the run and ask the
     /// user through the stream (server-bound approvals).
     pub policy: ToolPolicy,
-    /// The graph every chat runs: its prompt, tool selection, limits and settings.
+    /// The graph a chat runs unless it names another the service offers (see
+    /// [`ChatService::with_graph`]): its prompt, tool selection, limits and
+    /// settings.
     pub graph: Graph,
 }
 
@@ -72,12 +74,12 @@ fn invalid(error: &RequestError) -> Response {
         .into_response()
 }
 
-/// The chat service: one model, one runner, one graph, shared by every request.
+/// The chat service: one model, one runner and its graphs, shared by every request.
 pub struct ChatService {
     model: Arc<dyn CompletionPort>,
     model_id: String,
     runner: Arc<ToolRunner>,
-    graph: Graph,
+    graphs: crate::graphs::ServedGraphs,
     approvals: Approvals,
     transcript: TranscriptStore,
     /// Calls of client tools handed to a chat's client and not answered yet:
@@ -134,7 +136,7 @@ impl std::fmt::Debug for ChatService {
         f.debug_struct("ChatService")
             .field("model_id", &self.model_id)
             .field("runner", &self.runner)
-            .field("graph", &self.graph.name)
+            .field("graph", &self.graphs.default_graph().name)
             .finish_non_exhaustive()
     }
 }
@@ -150,7 +152,7 @@ impl ChatService {
             model: setup.model,
             model_id: setup.model_id,
             runner: Arc::new(runner),
-            graph: setup.graph,
+            graphs: crate::graphs::ServedGraphs::new(setup.graph),
             approvals: Approvals::random(),
             transcript: TranscriptStore::default(),
             client_calls: TranscriptStore::default(),
@@ -162,6 +164,26 @@ impl ChatService {
             take_over: true,
             records: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
+    }
+
+    /// Also offers `graph` (by its name; one named like the default replaces
+    /// it): a request's `graph` picks it for a new chat. Its tools are the
+    /// service's tools it selects, under the service's policy.
+    pub fn with_graph(mut self, graph: Graph) -> Self {
+        self.graphs.insert(graph);
+        self
+    }
+
+    /// Limits `account` to the graphs named in `graphs` (by default an account
+    /// may use every graph): `GET /api/graphs` lists only those, and a request
+    /// naming another is refused (`403 graph_forbidden`).
+    pub fn with_account_graphs(
+        mut self,
+        account: impl Into<String>,
+        graphs: impl IntoIterator<Item = String>,
+    ) -> Self {
+        self.graphs.limit(account.into(), graphs);
+        self
     }
 
     /// Holds attached files to `limits` instead of the defaults.
@@ -226,17 +248,26 @@ impl ChatService {
         self
     }
 
-    fn catalog(&self, ctx: &RunContext) -> ToolCatalog {
-        self.graph.select_tools(self.runner.catalog(ctx))
+    /// The ids of the tools `graph` offers.
+    fn tool_ids(&self, graph: &Graph, ctx: &RunContext) -> Vec<String> {
+        let catalog = graph.select_tools(self.runner.catalog(ctx));
+        catalog.specs().iter().map(|s| s.id.to_string()).collect()
     }
 
-    /// The tools offered, with effect and decision, for UIs.
+    /// The tools offered by any of the service's graphs, with effect and
+    /// decision, for UIs (`GET /api/graphs` says which graph offers which).
     pub fn tools_listing(&self) -> Value {
         let ctx = RunContext::generate();
-        let catalog = self.catalog(&ctx);
+        let offered: std::collections::HashSet<String> = self
+            .graphs
+            .all()
+            .flat_map(|graph| self.tool_ids(graph, &ctx))
+            .collect();
+        let catalog = self.runner.catalog(&ctx);
         let tools: Vec<Value> = catalog
             .specs()
             .iter()
+            .filter(|spec| offered.contains(spec.id.as_str()))
             .map(|spec| {
                 let decision = match self.runner.policy().decide(&ctx, &spec.id, spec.effect) {
                     PolicyDecision::Allow => "allow",
@@ -248,6 +279,54 @@ impl ChatService {
             })
             .collect();
         json!({"tools": tools})
+    }
+
+    /// The graphs `account` may use, for UIs: `{"default", "graphs": [{name,
+    /// description, tools}]}` (see `GET /api/graphs`).
+    pub fn graphs_listing(&self, account: &str) -> Value {
+        let ctx = RunContext::generate();
+        let graphs: Vec<Value> = self
+            .graphs
+            .usable(account)
+            .map(|graph| {
+                json!({"name": graph.name, "description": graph.description,
+                       "tools": self.tool_ids(graph, &ctx)})
+            })
+            .collect();
+        let default = self.graphs.default_for(account).map(|g| g.name.clone());
+        json!({"default": default, "graphs": graphs})
+    }
+
+    /// What a client may attach, for UIs (see `GET /api/limits`).
+    pub fn limits_listing(&self) -> Value {
+        json!({"attachments": {
+            "maxFileBytes": self.limits.max_file_bytes,
+            "maxRequestFileBytes": self.limits.max_request_file_bytes,
+            "imageTypes": ai_core::message::IMAGE_MEDIA_TYPES,
+        }})
+    }
+
+    /// The graph a request of `chat` names runs (the chat's own when it is
+    /// stored with one), if the account may use it.
+    async fn graph_for(
+        &self,
+        chat: &ChatRef,
+        requested: Option<&str>,
+    ) -> Result<Arc<Graph>, crate::graphs::GraphRefusal> {
+        let thread = match &self.store {
+            Some(store) => store
+                .store()
+                .account(chat.account.clone())
+                .thread(&chat.id)
+                .await
+                .ok()
+                .flatten()
+                .map(|t| t.graph)
+                .filter(|g| !g.is_empty()),
+            None => None,
+        };
+        self.graphs
+            .resolve(&chat.account, requested, thread.as_deref())
     }
 
     /// The router (mount it in an axum app, or serve it with [`crate::serve`]):
@@ -272,10 +351,14 @@ impl ChatService {
             .route("/api/chat", post(chat))
             .route("/api/chat/{id}/stream", get(reattach))
             .route("/api/tools", get(tools))
+            .route("/api/graphs", get(graphs))
+            .route("/api/limits", get(limits))
             .route("/api/chats", get(crate::chats::list))
             .route(
                 "/api/chats/{id}",
-                get(crate::chats::load).delete(crate::chats::delete),
+                get(crate::chats::load)
+                    .patch(crate::chats::rename)
+                    .delete(crate::chats::delete),
             )
             .route_layer(middleware::from_fn_with_state(
                 Arc::clone(&access),
@@ -294,12 +377,13 @@ impl ChatService {
     /// used or edited one is an invalid decision, and nothing of it runs).
     async fn start_run(
         &self,
+        graph: &Graph,
         chat: &mut ChatRequest,
         chat_ref: &ChatRef,
         context: RunContext,
         kept: Option<usize>,
     ) -> Result<(RunHandle, crate::chats::RunMeta), agent_graph::graph::GraphError> {
-        let (start, meta, deps) = self.prepare_start(chat, context, kept).await?;
+        let (start, meta, deps) = self.prepare_start(graph, chat, context, kept).await?;
         let handle = match self.store.as_ref().filter(|_| self.durable) {
             Some(store) => {
                 let record = (
@@ -322,12 +406,13 @@ impl ChatService {
     /// used or edited one is an invalid decision, and nothing of it runs).
     async fn prepare_start(
         &self,
+        graph: &Graph,
         chat: &mut ChatRequest,
         context: RunContext,
         kept: Option<usize>,
     ) -> Result<(RunStart, crate::chats::RunMeta, RunDeps), agent_graph::graph::GraphError> {
         let history = std::mem::take(&mut chat.history);
-        let mut prepared = self.graph.prepare(
+        let mut prepared = graph.prepare(
             context,
             &self.runner,
             &self.model_id,
@@ -337,7 +422,7 @@ impl ChatService {
         prepared.request.defer_approvals = true;
         let meta = crate::chats::RunMeta {
             run_id: prepared.request.context.run_id.clone(),
-            graph: self.graph.name.clone(),
+            graph: graph.name.clone(),
             model: self.model_id.clone(),
             prompt_hash: prepared.request.prompt_hash.clone(),
             kept,
@@ -369,6 +454,7 @@ impl ChatService {
     /// submitted with the run id as its idempotency key. Returns the run id.
     async fn submit_run(
         &self,
+        graph: &Graph,
         chat: &mut ChatRequest,
         chat_ref: &ChatRef,
         context: RunContext,
@@ -378,7 +464,7 @@ impl ChatService {
             return Err("no durable engine".into());
         };
         let (start, meta, _) = self
-            .prepare_start(chat, context, kept)
+            .prepare_start(graph, chat, context, kept)
             .await
             .map_err(|e| e.to_string())?;
         let now = agent_store::recorder::now_ms();
@@ -480,8 +566,11 @@ impl ChatService {
                         run.account_id.clone(),
                         None,
                     ));
-                    let handle = self
-                        .graph
+                    let graph = self
+                        .graphs
+                        .get(&saved.graph)
+                        .ok_or_else(|| format!("this server has no graph `{}`", saved.graph))?;
+                    let handle = graph
                         .durable(
                             saved.start.clone(),
                             Arc::clone(&self.model),
@@ -1002,7 +1091,7 @@ fn remember(transcript: &TranscriptStore, chat_id: &str, messages: &[Message]) {
 #[derive(Clone)]
 pub(crate) struct AppState {
     pub(crate) service: Arc<ChatService>,
-    access: Arc<Access>,
+    pub(crate) access: Arc<Access>,
     streams: Arc<ClientSlots>,
 }
 
@@ -1019,15 +1108,33 @@ async fn app_css(headers: HeaderMap) -> Response {
 }
 
 async fn tools(State(state): State<AppState>) -> Response {
+    json_ok(state.service.tools_listing())
+}
+
+/// `GET /api/graphs`: the graphs the request's account may use.
+async fn graphs(
+    State(state): State<AppState>,
+    Extension(account): Extension<crate::access::Account>,
+) -> Response {
+    json_ok(state.service.graphs_listing(account.name()))
+}
+
+/// `GET /api/limits`: what a client may attach.
+async fn limits(State(state): State<AppState>) -> Response {
+    json_ok(state.service.limits_listing())
+}
+
+/// A `200` JSON response.
+pub(crate) fn json_ok(value: Value) -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
-        state.service.tools_listing().to_string(),
+        value.to_string(),
     )
         .into_response()
 }
 
 /// The request body, within the size and time limits.
-async fn read_body(access: &Access, body: Body) -> Result<Bytes, Response> {
+pub(crate) async fn read_body(access: &Access, body: Body) -> Result<Bytes, Response> {
     let read = axum::body::to_bytes(body, access.max_body_bytes);
     match tokio::time::timeout(access.body_timeout, read).await {
         Ok(Ok(bytes)) => Ok(bytes),
@@ -1124,6 +1231,14 @@ async fn chat(
         account: account.0,
         title: String::new(),
     };
+    let graph = match state
+        .service
+        .graph_for(&chat_ref, chat.graph.as_deref())
+        .await
+    {
+        Ok(graph) => graph,
+        Err(refusal) => return refusal.response(),
+    };
     let (stored, kept) = state.service.continue_stored(&mut chat, &chat_ref).await;
     if let Err(error) = state.service.accept_client_outputs(&chat, &stored) {
         return invalid(&error);
@@ -1152,7 +1267,7 @@ async fn chat(
     if state.service.submitter.is_some() {
         let submitted = state
             .service
-            .submit_run(&mut chat, &chat_ref, context, kept)
+            .submit_run(&graph, &mut chat, &chat_ref, context, kept)
             .await;
         drop(permit);
         return match submitted {
@@ -1175,7 +1290,7 @@ async fn chat(
     }
     let started = match state
         .service
-        .start_run(&mut chat, &chat_ref, context, kept)
+        .start_run(&graph, &mut chat, &chat_ref, context, kept)
         .await
     {
         Ok(started) => started,

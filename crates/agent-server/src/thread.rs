@@ -252,6 +252,7 @@ mod tests {
             continued_calls: Vec::new(),
             format: BodyFormat::UiMessages,
             message_id: None,
+            graph: None,
         }
     }
 

@@ -133,6 +133,7 @@ pub struct TestModel {
     include_optional: bool,
     arg_chunk: usize,
     hints: Vec<(String, Hint)>,
+    model_name: Option<String>,
 }
 
 impl Default for TestModel {
@@ -150,6 +151,7 @@ impl TestModel {
             include_optional: false,
             arg_chunk: DEFAULT_ARG_CHUNK,
             hints: Vec::new(),
+            model_name: None,
         }
     }
 
@@ -221,8 +223,20 @@ impl TestModel {
     /// so no call fails for its own arguments.
     pub fn builtin_demo() -> Self {
         Self::new()
+            .with_model_name(Self::OFFLINE_NAME)
             .with_arg_hint("core__memory_read", serde_json::json!({"query": "notes"}))
             .with_args_from_results("core__read_file", first_listed_file)
+    }
+
+    /// The model name [`TestModel::builtin_demo`] reports in its usage: what a
+    /// UI labels the answers of the offline model with.
+    pub const OFFLINE_NAME: &'static str = "TestModel (offline)";
+
+    /// Reports `name` as the model of its usage instead of the request's model
+    /// id (which names the endpoint's model this one stands in for).
+    pub fn with_model_name(mut self, name: impl Into<String>) -> Self {
+        self.model_name = Some(name.into());
+        self
     }
 
     fn with_hint(mut self, tool: String, hint: Hint) -> Self {
@@ -398,7 +412,10 @@ impl TestModel {
         let prompt_tokens = request.messages.iter().map(message_words).sum::<u64>();
         let completion_tokens = completion_words.max(1);
         let usage = UsageFact {
-            model: request.model.clone(),
+            model: self
+                .model_name
+                .clone()
+                .unwrap_or_else(|| request.model.clone()),
             prompt_tokens,
             completion_tokens,
             total_tokens: prompt_tokens.saturating_add(completion_tokens),

@@ -510,6 +510,10 @@ pub struct ServeConfig {
 pub struct AccountConfig {
     /// Hex SHA-256 of the account's bearer token (the token is not stored).
     pub token_sha256: String,
+    /// The graphs this account may run (default: every graph `agent serve`
+    /// offers); a request for another is refused.
+    #[serde(default)]
+    pub graphs: Option<Vec<String>>,
 }
 
 impl Default for ServeConfig {

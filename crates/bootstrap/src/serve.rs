@@ -243,6 +243,36 @@ async fn resume_runs(service: &Arc<ChatService>, stopped: &[String]) {
     }
 }
 
+/// The service with `others` (every graph of `config` besides the served one,
+/// `--graph`, the default of new chats), and the graphs each named account may
+/// use.
+fn offer_graphs(
+    config: &AgentConfig,
+    others: Vec<agent_graph::Graph>,
+    mut service: ChatService,
+) -> Result<ChatService, String> {
+    for graph in others {
+        service = service.with_graph(graph);
+    }
+    let known: Vec<String> = crate::graphs::listing(config)
+        .into_iter()
+        .map(|g| g.name)
+        .collect();
+    for (name, account) in &config.file.server.accounts {
+        let Some(graphs) = &account.graphs else {
+            continue;
+        };
+        if let Some(unknown) = graphs.iter().find(|g| !known.contains(g)) {
+            return Err(format!(
+                "server.accounts.{name}.graphs: unknown graph `{unknown}` (known: {})",
+                known.join(", ")
+            ));
+        }
+        service = service.with_account_graphs(name.clone(), graphs.iter().cloned());
+    }
+    Ok(service)
+}
+
 async fn serve_with(
     config: &AgentConfig,
     session: &mut crate::session::Session,
@@ -251,6 +281,13 @@ async fn serve_with(
     tokens: Credentials,
     no_auth: bool,
 ) -> ExitCode {
+    let others = match session.other_graphs(config) {
+        Ok(others) => others,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     let service = match ChatService::new(ChatSetup {
         model: Arc::clone(&session.model),
         model_id: config.file.model.model.clone(),
@@ -259,6 +296,13 @@ async fn serve_with(
         graph: session.graph.clone(),
     }) {
         Ok(service) => {
+            let service = match offer_graphs(config, others, service) {
+                Ok(service) => service,
+                Err(e) => {
+                    eprintln!("agent: {e}");
+                    return ExitCode::from(EXIT_USAGE);
+                }
+            };
             let service = service.with_limits(agent_server::contract::Limits {
                 max_file_bytes: config.file.server.max_file_bytes,
                 max_request_file_bytes: config.file.server.max_request_file_bytes,

@@ -81,6 +81,31 @@ impl Session {
         Ok((graph, model))
     }
 
+    /// The graphs of `config` besides the session's, for a server that offers
+    /// every graph: their subagent tools join the session's tools (each once)
+    /// and the policy allows them, as for the session's own graph.
+    pub fn other_graphs(&mut self, config: &AgentConfig) -> Result<Vec<Graph>, String> {
+        let tool_ids: Vec<String> = self.tools.iter().map(|t| t.spec.id.to_string()).collect();
+        let ids: Vec<&str> = tool_ids.iter().map(String::as_str).collect();
+        let registry = crate::graphs::registry(config, &ids);
+        let mut others = Vec::new();
+        for graph in registry.list().filter(|g| g.name != self.graph.name) {
+            for tool in registry
+                .subagent_tools(&graph.name)
+                .map_err(|e| e.to_string())?
+            {
+                if !self.tools.iter().any(|t| t.spec.id == tool.spec.id) {
+                    self.tools.push(tool);
+                }
+            }
+            for name in &graph.subagents {
+                self.policy.allow.insert(format!("graph__{name}").into());
+            }
+            others.push(graph.clone());
+        }
+        Ok(others)
+    }
+
     /// Ends every MCP server of the session.
     pub async fn close(self) {
         if let Some(sources) = self.sources {

@@ -6,6 +6,7 @@
 
 mod browser;
 mod encode;
+mod graphs;
 mod http;
 mod js;
 mod limits;

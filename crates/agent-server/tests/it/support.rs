@@ -15,6 +15,7 @@ use ai_core::{
 };
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
+use sha2::Digest as _;
 
 /// Counts executions; returns `{"written": key}`.
 pub(crate) struct Write(pub(crate) Arc<AtomicUsize>);
@@ -85,6 +86,17 @@ fn spec(name: &str, effect: ToolEffect, schema: Value) -> ToolSpec {
 /// The bearer token every live server of these tests accepts (besides any the
 /// test's own access adds); [`client`] sends it.
 pub(crate) const TOKEN: &str = "test-token-0123456789";
+
+/// The token of the `guest` account of every live server, which may use only
+/// the [`RESEARCHER`] graph.
+pub(crate) const GUEST_TOKEN: &str = "guest-token-0123456789";
+
+/// The second graph of every live server (the default is `test`): only
+/// `app__echo`, its own prompt.
+pub(crate) const RESEARCHER: &str = "researcher";
+
+/// The system prompt of [`RESEARCHER`].
+pub(crate) const RESEARCHER_PROMPT: &str = "You are a researcher.";
 
 /// Starts the service with `model` behind `access` (built for the bound port),
 /// which also accepts [`TOKEN`].
@@ -184,14 +196,24 @@ async fn start_full(
             .with_approval_for([ToolEffect::StateChange]),
         graph: agent_graph::Graph::new("test", "The tests' graph.", "You are a test."),
     })
-    .unwrap();
+    .unwrap()
+    .with_graph(
+        agent_graph::Graph::new(RESEARCHER, "Finds things out.", RESEARCHER_PROMPT).with_tools(
+            agent_graph::graph::ToolFilter::Ids(vec!["app__echo".into()]),
+        ),
+    )
+    .with_account_graphs("guest", [RESEARCHER.to_owned()]);
     let service = match store {
         Some(store) => service.with_store(store),
         None => service,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let router = Arc::new(service).router(access(addr.port()).with_token(TOKEN));
+    let guest: [u8; 32] = sha2::Sha256::digest(GUEST_TOKEN.as_bytes()).into();
+    let access = access(addr.port())
+        .with_token(TOKEN)
+        .with_account("guest", guest);
+    let router = Arc::new(service).router(access);
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(agent_server::serve(
         listener,
