@@ -35,6 +35,8 @@
 //! crate, `ai-tools`, `ai-host` or `bootstrap`.
 
 mod args_gen;
+#[cfg(feature = "browser")]
+pub mod browser;
 mod playback;
 pub mod process;
 mod scripted;

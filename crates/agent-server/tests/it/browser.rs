@@ -3,7 +3,6 @@
 //! page at `/` and plays scripted model turns. Screenshots of each state are
 //! written to `target/browser-shots/`.
 
-use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -19,10 +18,6 @@ use crate::support::{Live, start};
 /// case of `fixtures/printable/cases.json`).
 const RLO_COMMAND: &str = "echo safe-looking \u{202e}\u{2066} ;touch X\u{2069} #\u{202c}";
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// Runs one scenario of the driver against `live`; its JSON line.
 async fn scenario(live: &Live, name: &str) -> Value {
     scenario_with(live, name, &[]).await
@@ -31,33 +26,7 @@ async fn scenario(live: &Live, name: &str) -> Value {
 /// [`scenario`] with more driver arguments. The page is opened at the address
 /// `agent serve` prints: the token in its fragment.
 async fn scenario_with(live: &Live, name: &str, extra: &[&str]) -> Value {
-    let driver = root().join("web/tests/browser.mjs");
-    assert!(
-        root().join("web/node_modules/playwright-core").exists(),
-        "the browser tests need `npm ci` in web/ (run `cargo xtask test-env`)"
-    );
-    let shots = root().join("target/browser-shots");
-    let output = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new("node")
-            .arg(&driver)
-            .args(["--url", &page_url(live), "--scenario", name, "--shots"])
-            .arg(&shots)
-            .args(extra)
-            .output(),
-    )
-    .await
-    .expect("the browser scenario finished")
-    .expect("node runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let result: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "{name}: no JSON line ({e}): {stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
-    assert_eq!(result["ok"], true, "{name}: {result}");
-    result
+    agent_testing::browser::scenario(&page_url(live), name, extra).await
 }
 
 fn page_url(live: &Live) -> String {
@@ -225,4 +194,159 @@ async fn the_page_loads_from_the_server_alone_and_reports_its_size() {
             "no external resources ({external}): {html}"
         );
     }
+}
+
+/// The chat as a product: conversations listed from the server, the same in
+/// two tabs, renamed, opened by keyboard and deleted; kept across reloads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conversations_come_from_the_server_in_every_tab() {
+    let (live, dir) = crate::support::start_stored(ScriptedModel::new([
+        Turn::text("First answer."),
+        Turn::text("Second answer."),
+    ]))
+    .await;
+    scenario(&live, "conversations").await;
+    let threads = dir.open().await.account("local").threads(10).await.unwrap();
+    assert_eq!(threads.len(), 1, "one deleted of two: {threads:?}");
+    assert_eq!(live.model.requests().len(), 2);
+}
+
+/// A reload in the middle of a streaming answer reattaches to it
+/// (`resume: true`): the answer goes on to its last word, shown once, and the
+/// model is not asked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_mid_answer_resumes_the_stream() {
+    let words: Vec<String> = (1..=60).map(|i| format!("word{i}")).collect();
+    let (live, _dir) =
+        crate::support::start_stored(ScriptedModel::new([
+            Turn::text(words.join(" ")).delay_between(Duration::from_millis(100))
+        ]))
+        .await;
+    scenario_with(&live, "resume", &["--expect", "word60"]).await;
+    assert_eq!(live.model.requests().len(), 1, "the reload asked nothing");
+}
+
+/// A graph picked for a new chat is the graph its run uses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graph_picked_for_a_chat_runs_it() {
+    let (live, dir) =
+        crate::support::start_stored(ScriptedModel::new([Turn::text("Found it.")])).await;
+    scenario(&live, "graph").await;
+    let requests = live.model.requests();
+    assert_eq!(requests.len(), 1);
+    let system = requests[0].messages.iter().find_map(|m| match m {
+        ai_core::Message::System { content, .. } => Some(content.as_str()),
+        _ => None,
+    });
+    assert_eq!(system, Some(crate::support::RESEARCHER_PROMPT));
+    let threads = dir.open().await.account("local").threads(10).await.unwrap();
+    assert_eq!(threads[0].graph, crate::support::RESEARCHER);
+}
+
+/// The answer's Markdown as HTML through the Markdown library: a table, lists,
+/// highlighted code, safe links; raw HTML never becomes elements.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markdown_renders_tables_lists_and_code_and_never_raw_html() {
+    let answer = "Here is the plan.\n\n\
+        | Step | Owner |\n|------|-------|\n| Build | Ada |\n| Ship | Lin |\n\n\
+        - apples\n- pears\n\n\
+        1. first\n2. second\n3. third\n\n\
+        ```rust\nfn main() {\n    println!(\"hi\");\n}\n```\n\n\
+        See [the docs](https://example.com/docs) or [this](javascript:alert(1)).\n\n\
+        <img src=x onerror=alert(1)> <script>alert(2)</script>\n";
+    let live = start(ScriptedModel::new([Turn::text(answer)]), Access::loopback).await;
+    scenario(&live, "markdown").await;
+}
+
+/// An image picked with the paperclip and a text file dropped on the composer
+/// reach the model as an image part and a text file; a file over the limit is
+/// refused in the page with its name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attachments_reach_the_model_and_oversized_files_are_refused() {
+    let live = start(
+        ScriptedModel::new([Turn::text("I see the image.")]),
+        Access::loopback,
+    )
+    .await;
+    scenario(&live, "attach").await;
+    let requests = live.model.requests();
+    assert_eq!(requests.len(), 1);
+    let attachments = requests[0]
+        .messages
+        .iter()
+        .find_map(|m| match m {
+            ai_core::Message::User { attachments, .. } => Some(attachments.clone()),
+            _ => None,
+        })
+        .expect("a user message");
+    let kinds: Vec<Value> = attachments
+        .iter()
+        .map(|a| serde_json::to_value(a).unwrap())
+        .collect();
+    assert!(
+        kinds
+            .iter()
+            .any(|a| a["type"] == "image" && a["media_type"] == "image/png"),
+        "{kinds:?}"
+    );
+    assert!(kinds.iter().any(|a| a["type"] == "text"), "{kinds:?}");
+}
+
+/// A long argument streams into its card as it arrives (collapsed), and the
+/// approval card then shows all of it, with the effect in words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_arguments_stream_into_the_card_and_approval_shows_them_whole() {
+    let long = "0123456789".repeat(400);
+    let live = start(
+        ScriptedModel::new([
+            Turn::new()
+                .tool_call("w1", "app__write", json!({"key": long, "value": 1}))
+                .arg_chunk_size(40)
+                .delay_between(Duration::from_millis(20)),
+            Turn::text("Not written."),
+        ]),
+        Access::loopback,
+    )
+    .await;
+    scenario(&live, "tool-stream").await;
+    assert_eq!(live.writes.load(Ordering::SeqCst), 0, "denied");
+}
+
+/// axe-core finds no serious or critical violation in any state of the page,
+/// in both colour schemes; the page works from the keyboard alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_passes_axe_and_works_from_the_keyboard() {
+    let live = start(
+        ScriptedModel::new([
+            Turn::new().tool_call("e1", "app__echo", json!({"text": "hello from the page"})),
+            Turn::text("I echoed your text."),
+            Turn::new().tool_call("w1", "app__write", json!({"key": "k", "value": 1})),
+            Turn::text("Written."),
+            Turn::new().tool_call("e2", "app__echo", json!({"text": "typed"})),
+            Turn::text("Done from the keyboard."),
+            Turn::new().tool_call("w2", "app__write", json!({"key": "k2", "value": 2})),
+            Turn::text("Written again."),
+        ]),
+        Access::loopback,
+    )
+    .await;
+    let result = scenario(&live, "a11y").await;
+    println!("axe: {}", result["steps"]);
+}
+
+/// Screenshots of a finished exchange at desktop and phone sizes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn screenshots_at_desktop_and_phone_sizes() {
+    let live = start(
+        ScriptedModel::new([
+            Turn::new().tool_call("e1", "app__echo", json!({"text": "hello from the page"})),
+            Turn::text(
+                "I echoed your text.\n\n| tool | result |\n|---|---|\n| app__echo | hello |\n\n- one\n- two\n",
+            ),
+        ]),
+        Access::loopback,
+    )
+    .await;
+    let result = scenario(&live, "screens").await;
+    println!("screens: {}", result["shots"]);
 }

@@ -930,6 +930,86 @@ pub(crate) fn endless_words(every_ms: u64) -> Reply {
     })
 }
 
+/// `agent serve` offers every graph of `[graphs]` (`--graph` is the default
+/// of new chats), limits an account to the graphs it lists, and with no
+/// endpoint its answers say the offline TestModel gave them: over HTTP and in
+/// the page's model label.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_offers_every_graph_and_labels_the_offline_model() {
+    let home = Home::new(KEY);
+    std::fs::write(
+        home.workspace.join("agent.toml"),
+        format!(
+            "[graphs.researcher]\ndescription = \"Tells the time.\"\ntools = [\"core__get_current_time\"]\n\n\
+             [server.accounts.acme]\ntoken_sha256 = \"{}\"\ngraphs = [\"researcher\"]\n",
+            sha256_hex(ACME)
+        ),
+    )
+    .unwrap();
+    let (code, _, stderr) = home.run(None, &["trust"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let (_child, base, local) =
+        crate::serve::serve_command(home.command(None, &["serve", "--port", "0"])).await;
+    let client = http();
+    let listing = json_of(&client, &format!("{base}/api/graphs"), &local).await;
+    assert_eq!(listing["default"], "chat", "{listing}");
+    let names: Vec<&str> = listing["graphs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["chat", "researcher"]);
+    assert_eq!(
+        listing["graphs"][1]["tools"],
+        serde_json::json!(["core__get_current_time"])
+    );
+    let acme = json_of(&client, &format!("{base}/api/graphs"), ACME).await;
+    assert_eq!(acme["default"], "researcher", "{acme}");
+    assert_eq!(acme["graphs"].as_array().unwrap().len(), 1, "{acme}");
+    let mut refused = chat_body("c1", "What time is it?");
+    refused["graph"] = "chat".into();
+    let status = client
+        .post(format!("{base}/api/chat"))
+        .bearer_auth(ACME)
+        .json(&refused)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status.as_u16(), 403);
+
+    let mut body = chat_body("c2", "What time is it?");
+    body["graph"] = "researcher".into();
+    let chunks = ui_chunks(&client, &base, &local, &body).await;
+    let called: Vec<&str> = chunks
+        .iter()
+        .filter(|c| c["type"] == "tool-input-start")
+        .map(|c| c["toolName"].as_str().unwrap())
+        .collect();
+    assert_eq!(called, ["core__get_current_time"], "{chunks:?}");
+    let model = chunks
+        .iter()
+        .find(|c| c["type"] == "message-metadata" || c["messageMetadata"].is_object())
+        .map(|c| {
+            c.get("messageMetadata")
+                .unwrap_or(&Value::Null)
+                .get("model")
+                .cloned()
+        });
+    assert_eq!(
+        model.flatten(),
+        Some(Value::from("TestModel (offline)")),
+        "{chunks:?}"
+    );
+    agent_testing::browser::scenario(
+        &format!("{base}/#token={local}"),
+        "model-label",
+        &["--expect", "TestModel (offline)"],
+    )
+    .await;
+}
+
 /// `agent serve --port 0` in `home` against the model at `url`.
 async fn serve(home: &Home, url: &str) -> (tokio::process::Child, String, String) {
     crate::serve::serve_command(home.command(Some(url), &["serve", "--port", "0"])).await

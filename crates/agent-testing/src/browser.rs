@@ -1,0 +1,66 @@
+//! The chat page in a real browser: runs one scenario of the repository's
+//! driver (`web/tests/browser.mjs`: Debian's Chromium through
+//! `playwright-core`, see `web/README.md`) against a live server and hands back
+//! its JSON report.
+//!
+//! Needs Node, `npm ci` in `web/` and Chromium (`cargo xtask test-env`
+//! installs the first two; CI installs Chromium).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// How long one scenario may take.
+const SCENARIO_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The repository's root (this crate is `crates/agent-testing`).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Where scenarios write their screenshots: `target/browser-shots/`.
+pub fn shots_dir() -> PathBuf {
+    root().join("target/browser-shots")
+}
+
+/// Runs scenario `name` against the page at `page_url` (the address `agent
+/// serve` prints, the token in its fragment) with more driver arguments
+/// `extra`; its JSON report.
+///
+/// # Panics
+///
+/// When the driver is not installed, does not finish in two minutes, prints
+/// no JSON line, or reports the scenario failed (a test's failure, with the
+/// report in the message).
+#[allow(clippy::expect_used)]
+pub async fn scenario(page_url: &str, name: &str, extra: &[&str]) -> Value {
+    let driver = root().join("web/tests/browser.mjs");
+    assert!(
+        root().join("web/node_modules/playwright-core").exists(),
+        "the browser tests need `npm ci` in web/ (run `cargo xtask test-env`)"
+    );
+    let output = tokio::time::timeout(
+        SCENARIO_TIMEOUT,
+        tokio::process::Command::new("node")
+            .arg(&driver)
+            .args(["--url", page_url, "--scenario", name, "--shots"])
+            .arg(shots_dir())
+            .args(extra)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the browser scenario finished")
+    .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    let result: Value = serde_json::from_str(line.trim()).unwrap_or_else(|e| {
+        panic!(
+            "{name}: no JSON line ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    assert_eq!(result["ok"], true, "{name}: {result}");
+    result
+}
