@@ -9,6 +9,10 @@
 //! cannot swap the address). Redirects are not followed by the client: each
 //! `Location` is re-checked the same way, at most [`MAX_REDIRECTS`] times. Proxies
 //! from the environment are ignored. Bodies are capped; errors never echo the URL.
+//!
+//! `web_search`'s adapter ([`crate::GuardedWebSearch`]) connects through the same
+//! check and pinned client ([`GuardedHttpFetch::pinned_client`]) and reads through
+//! the same capped reader.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -60,7 +64,7 @@ impl GuardedHttpFetch {
         let blocked = |reason| {
             tracing::warn!(
                 reason = BlockReason::as_str(reason),
-                "web_fetch: destination refused"
+                "outbound HTTP: destination refused"
             );
             FetchError::Blocked(reason)
         };
@@ -96,25 +100,37 @@ impl GuardedHttpFetch {
         }
     }
 
+    /// Checks `url` ([`GuardedHttpFetch::check_url`]) and builds a client pinned to
+    /// the checked address: no second lookup, no redirects followed, no proxy.
+    pub(crate) async fn pinned_client(
+        &self,
+        url: &Url,
+        user_agent: &'static str,
+        connect_timeout: Duration,
+    ) -> Result<reqwest::Client, FetchError> {
+        let (addr, domain) = self.check_url(url).await?;
+        let tls = client_tls::client_config().map_err(|e| FetchError::Network(e.to_string()))?;
+        let mut builder = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            .redirect(Policy::none())
+            .no_proxy()
+            .user_agent(user_agent)
+            .connect_timeout(connect_timeout);
+        if let Some(domain) = &domain {
+            builder = builder.resolve(domain, addr);
+        }
+        builder
+            .build()
+            .map_err(|_| FetchError::Network("could not build the HTTP client".to_owned()))
+    }
+
     async fn fetch_inner(&self, request: &FetchRequest) -> Result<FetchResponse, FetchError> {
         let mut url =
             Url::parse(&request.url).map_err(|_| FetchError::InvalidUrl("malformed URL"))?;
         for redirects in 0..=MAX_REDIRECTS {
-            let (addr, domain) = self.check_url(&url).await?;
-            let tls =
-                client_tls::client_config().map_err(|e| FetchError::Network(e.to_string()))?;
-            let mut builder = reqwest::Client::builder()
-                .tls_backend_preconfigured(tls)
-                .redirect(Policy::none())
-                .no_proxy()
-                .user_agent("agent-web-fetch/0.1")
-                .connect_timeout(request.timeout);
-            if let Some(domain) = &domain {
-                builder = builder.resolve(domain, addr);
-            }
-            let client = builder
-                .build()
-                .map_err(|_| FetchError::Network("could not build the HTTP client".to_owned()))?;
+            let client = self
+                .pinned_client(&url, "agent-web-fetch/0.1", request.timeout)
+                .await?;
             let response = client.get(url.clone()).send().await.map_err(network)?;
             let status = response.status();
             if status.is_redirection()
@@ -137,19 +153,7 @@ impl GuardedHttpFetch {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
             let final_url = response.url().to_string();
-            let mut body = Vec::new();
-            let mut truncated = false;
-            let mut stream = response.bytes_stream();
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(network)?;
-                let room = request.max_bytes.saturating_sub(body.len());
-                if chunk.len() > room {
-                    body.extend_from_slice(&chunk[..room]);
-                    truncated = true;
-                    break;
-                }
-                body.extend_from_slice(&chunk);
-            }
+            let (body, truncated) = read_capped(response, request.max_bytes).await?;
             return Ok(FetchResponse {
                 final_url,
                 status: status.as_u16(),
@@ -163,8 +167,27 @@ impl GuardedHttpFetch {
     }
 }
 
+/// Reads at most `max_bytes` of `response`'s body; whether more was left unread.
+pub(crate) async fn read_capped(
+    response: reqwest::Response,
+    max_bytes: usize,
+) -> Result<(Vec<u8>, bool), FetchError> {
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(network)?;
+        let room = max_bytes.saturating_sub(body.len());
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            return Ok((body, true));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, false))
+}
+
 /// Describes a client error without its URL.
-fn network(error: reqwest::Error) -> FetchError {
+pub(crate) fn network(error: reqwest::Error) -> FetchError {
     if error.is_timeout() {
         FetchError::Timeout
     } else if error.is_connect() {

@@ -11,6 +11,9 @@
 //! - [`GuardedHttpFetch`]: http(s) fetch that resolves once, refuses private,
 //!   loopback, link-local and metadata addresses, connects to the checked address and
 //!   re-checks every redirect.
+//! - [`GuardedWebSearch`]: one search provider (SearXNG, Brave, Tavily) at one
+//!   configured endpoint, under the address rules of [`GuardedHttpFetch`] (the
+//!   same check and pinned connection), redirects not followed.
 //! - [`SqliteMemory`]: long-term memory in SQLite (WAL, FTS5 ranking, capped
 //!   namespaces).
 //! - [`SystemClock`].
@@ -18,7 +21,8 @@
 //!   that bypass it), child
 //!   subreaper; for the application's `main` (see the `process` module docs).
 //! - [`bind_builtin_tools`]: every built-in tool of `ai_tools::builtin` bound to
-//!   these adapters from a plain [`BuiltinConfig`]; [`bind_in_dir`]: one file tool
+//!   these adapters from a plain [`BuiltinConfig`] (`core__web_search` only when
+//!   [`BuiltinConfig::web_search`] names a provider); [`bind_in_dir`]: one file tool
 //!   bound to one folder.
 //!
 //! This crate defines adapters; it never instantiates them on its own. The
@@ -32,6 +36,7 @@ mod clock;
 mod http;
 mod memory;
 mod process;
+mod search;
 mod shell;
 mod workspace;
 
@@ -43,11 +48,11 @@ use ai_core::tool::RegisteredTool;
 use ai_tools::builtin::{
     DEFAULT_FETCH_BYTES, DEFAULT_FETCH_TIMEOUT, DEFAULT_MAX_FILE_BYTES, DEFAULT_SHELL_OUTPUT_BYTES,
     DEFAULT_SHELL_TIMEOUT, EditFile, ExecShell, GetCurrentTime, ListDirectory, MemoryRead,
-    MemoryWrite, MemoryWriteCapabilities, ReadFile, WebFetch, WriteFile,
+    MemoryWrite, MemoryWriteCapabilities, ReadFile, WebFetch, WebSearch, WriteFile,
 };
 use ai_tools::capability::{
     AllowlistError, Clock, DEFAULT_MAX_ENTRIES_PER_NAMESPACE, HttpFetch, MemoryStore, NetAllowlist,
-    Shell, Workspace,
+    SearchEngine, Shell, Workspace,
 };
 use ai_tools::{ContractError, bind};
 
@@ -58,6 +63,7 @@ pub use process::{
     Hardening, become_child_subreaper, drop_introspection_capabilities, harden_process,
     is_child_subreaper, is_non_dumpable, make_non_dumpable, raise_open_file_limit,
 };
+pub use search::{GuardedWebSearch, SearchKey, SearchProvider, WebSearchSettings};
 pub use shell::{CALL_MARKER_VAR, ENV_ALLOWLIST, LocalShell, PidNamespace};
 pub use workspace::{LocalWorkspace, MAX_COMPONENT_BYTES, MAX_PATH_BYTES};
 
@@ -97,6 +103,9 @@ pub struct BuiltinConfig {
     /// The variables shell commands get (only [`ENV_ALLOWLIST`] names are kept):
     /// the caller reads them from its environment; ai-host reads none.
     pub shell_env: Vec<(String, String)>,
+    /// `core__web_search`'s provider, endpoint, key and bounds; `None` (the
+    /// default): the tool is not bound at all.
+    pub web_search: Option<WebSearchSettings>,
 }
 
 impl BuiltinConfig {
@@ -116,6 +125,7 @@ impl BuiltinConfig {
             shell_claims_orphans: false,
             shell_pid_namespace: None,
             shell_env: Vec::new(),
+            web_search: None,
         }
     }
 }
@@ -133,6 +143,9 @@ pub enum BindError {
     /// A web allowlist entry is malformed.
     #[error(transparent)]
     Allowlist(#[from] AllowlistError),
+    /// The web search settings are unusable (endpoint, key).
+    #[error("web_search: {0}")]
+    WebSearch(String),
     /// A contract is invalid (a bug in ai-tools).
     #[error(transparent)]
     Contract(#[from] ContractError),
@@ -180,7 +193,21 @@ pub fn bind_builtin_tools(cfg: &BuiltinConfig) -> Result<Vec<RegisteredTool>, Bi
     let http: Arc<dyn HttpFetch> = Arc::new(GuardedHttpFetch::new(NetAllowlist::parse(
         &cfg.web_allowlist,
     )?));
-    Ok(vec![
+    let search = cfg
+        .web_search
+        .as_ref()
+        .map(|settings| {
+            let engine: Arc<dyn SearchEngine> =
+                Arc::new(GuardedWebSearch::from_settings(settings)?);
+            let contract = WebSearch {
+                max_results: settings.max_results,
+                max_bytes: settings.max_bytes,
+                timeout: settings.timeout,
+            };
+            Ok::<_, BindError>(bind(contract, engine)?)
+        })
+        .transpose()?;
+    let mut tools = vec![
         bind(GetCurrentTime, Arc::clone(&clock))?,
         bind(
             ReadFile {
@@ -219,5 +246,7 @@ pub fn bind_builtin_tools(cfg: &BuiltinConfig) -> Result<Vec<RegisteredTool>, Bi
             },
         )?,
         bind(MemoryRead, memory)?,
-    ])
+    ];
+    tools.extend(search);
+    Ok(tools)
 }

@@ -353,6 +353,86 @@ pub struct FileConfig {
     pub pricing: BTreeMap<String, PriceConfig>,
     /// Durable runs of `agent serve`.
     pub durable: DurableConfig,
+    /// Built-in tools that exist only when configured.
+    pub tools: ToolsConfig,
+}
+
+/// `[tools]`: built-in tools that are not bound unless their table is present.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// `[tools.web_search]`: `core__web_search`; absent, there is no such tool.
+    pub web_search: Option<WebSearchConfig>,
+}
+
+/// Default of `tools.web_search.timeout_ms`.
+pub const DEFAULT_WEB_SEARCH_TIMEOUT_MS: u64 = 15_000;
+
+/// `[tools.web_search]`: the search provider `core__web_search` asks. The endpoint
+/// goes through `web_fetch`'s address rules: one that resolves to a loopback,
+/// private or link-local address is refused unless `allow_private` names it. A
+/// project config that sets this table needs `agent trust`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebSearchConfig {
+    /// `searxng`, `brave` or `tavily`.
+    #[serde(deserialize_with = "search_provider")]
+    pub provider: ai_host::SearchProvider,
+    /// The endpoint: a SearXNG instance's base URL (required; `/search` is
+    /// appended), or the provider's search URL (default: Brave's
+    /// `https://api.search.brave.com/res/v1/web/search`, Tavily's
+    /// `https://api.tavily.com/search`).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Name of the environment variable holding the provider's key (the key itself
+    /// never sits in the file); default `BRAVE_API_KEY` or `TAVILY_API_KEY`.
+    /// SearXNG takes none.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Time limit of one search, in milliseconds (default 15,000).
+    #[serde(default = "default_web_search_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Most results one search returns, 1 to 10 (default 5); the model's `count`
+    /// is capped at it.
+    #[serde(default = "default_web_search_max_results")]
+    pub max_results: usize,
+    /// Hosts, addresses or CIDRs, optionally with `:port` (the syntax of
+    /// `workspace.web_allow`), that the endpoint may resolve to even though they
+    /// are private, e.g. `["127.0.0.1:8888"]` for a SearXNG on this machine. Only
+    /// the search endpoint may reach them, not `web_fetch`.
+    #[serde(default)]
+    pub allow_private: Vec<String>,
+}
+
+fn default_web_search_timeout_ms() -> u64 {
+    DEFAULT_WEB_SEARCH_TIMEOUT_MS
+}
+
+fn default_web_search_max_results() -> usize {
+    ai_tools::builtin::DEFAULT_SEARCH_RESULTS
+}
+
+fn search_provider<'de, D>(deserializer: D) -> Result<ai_host::SearchProvider, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let name = String::deserialize(deserializer)?;
+    name.parse().map_err(serde::de::Error::custom)
+}
+
+impl WebSearchConfig {
+    /// The environment variable holding the key: `api_key_env`, else the
+    /// provider's default; `None` for a provider without a key.
+    pub fn key_env(&self) -> Option<&str> {
+        if !self.provider.needs_key() {
+            return None;
+        }
+        self.api_key_env.as_deref().or(match self.provider {
+            ai_host::SearchProvider::Brave => Some("BRAVE_API_KEY"),
+            ai_host::SearchProvider::Tavily => Some("TAVILY_API_KEY"),
+            _ => None,
+        })
+    }
 }
 
 /// `[durable]`: the runs of `agent serve` with a store are durable (each model
@@ -758,6 +838,7 @@ pub fn load(
     validate_graphs(&file.graphs)?;
     validate_pricing(&file.pricing)?;
     validate_mcp(&file)?;
+    validate_tools(&file.tools)?;
     if file.limits.max_iterations == 0 {
         return Err(ConfigError::Invalid(
             "limits.max_iterations must be at least 1".into(),
@@ -801,6 +882,52 @@ fn validate_mcp(file: &FileConfig) -> Result<(), ConfigError> {
                 "connections.{name}.env must name an environment variable"
             )));
         }
+    }
+    Ok(())
+}
+
+/// Checks `[tools.web_search]`: an http(s) `url` (required for SearXNG), a key
+/// variable only for a provider that takes one, the ranges of `timeout_ms` and
+/// `max_results`, and the `allow_private` entries.
+fn validate_tools(tools: &ToolsConfig) -> Result<(), ConfigError> {
+    let Some(search) = &tools.web_search else {
+        return Ok(());
+    };
+    let invalid = |what: String| Err(ConfigError::Invalid(format!("tools.web_search.{what}")));
+    let provider = search.provider.as_str();
+    match &search.url {
+        Some(url) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+            return invalid(format!(
+                "url must start with http:// or https:// (got {url:?})"
+            ));
+        }
+        None if search.provider.default_endpoint().is_none() => {
+            return invalid(format!(
+                "url is required for provider `{provider}` (the instance's base URL, e.g. \"http://127.0.0.1:8888\")"
+            ));
+        }
+        _ => {}
+    }
+    if let Some(env) = &search.api_key_env {
+        if !search.provider.needs_key() {
+            return invalid(format!("api_key_env: provider `{provider}` takes no key"));
+        }
+        if env.trim().is_empty() {
+            return invalid("api_key_env must name an environment variable".to_owned());
+        }
+    }
+    if search.timeout_ms == 0 {
+        return invalid("timeout_ms must be at least 1".to_owned());
+    }
+    let max = ai_tools::builtin::MAX_SEARCH_RESULTS;
+    if !(1..=max).contains(&search.max_results) {
+        return invalid(format!(
+            "max_results must be 1 to {max} (got {})",
+            search.max_results
+        ));
+    }
+    if let Err(e) = ai_tools::capability::NetAllowlist::parse(&search.allow_private) {
+        return invalid(format!("allow_private: {e}"));
     }
     Ok(())
 }
@@ -1293,6 +1420,76 @@ allow = ["core__*", "mcp__everything__echo", "mcp__notes__*"]
     }
 
     #[test]
+    fn web_search_settings_parse_and_are_checked() {
+        let path = Path::new("agent.toml");
+        let file = parse(
+            "[tools.web_search]\nprovider = \"searxng\"\nurl = \"http://127.0.0.1:8888\"\nallow_private = [\"127.0.0.1:8888\"]\n",
+            path,
+        )
+        .unwrap();
+        validate_tools(&file.tools).unwrap();
+        let search = file.tools.web_search.unwrap();
+        assert_eq!(search.provider, ai_host::SearchProvider::Searxng);
+        assert_eq!(search.timeout_ms, DEFAULT_WEB_SEARCH_TIMEOUT_MS);
+        assert_eq!(search.max_results, 5);
+        assert_eq!(search.key_env(), None);
+
+        let brave = parse("[tools.web_search]\nprovider = \"brave\"\n", path).unwrap();
+        validate_tools(&brave.tools).unwrap();
+        let brave = brave.tools.web_search.unwrap();
+        assert_eq!(brave.key_env(), Some("BRAVE_API_KEY"));
+        assert_eq!(brave.url, None);
+        let tavily = parse(
+            "[tools.web_search]\nprovider = \"tavily\"\napi_key_env = \"MY_TAVILY\"\n",
+            path,
+        )
+        .unwrap();
+        assert_eq!(
+            tavily.tools.web_search.unwrap().key_env(),
+            Some("MY_TAVILY")
+        );
+        assert_eq!(FileConfig::default().tools.web_search, None);
+
+        // Unknown providers and keys are parse errors with line and column.
+        let err = parse("[tools.web_search]\nprovider = \"google\"\n", path).unwrap_err();
+        assert!(err.to_string().contains("line 2, column 12"), "{err}");
+        assert!(err.to_string().contains("searxng"), "{err}");
+        let err = parse(
+            "[tools.web_search]\nprovider = \"brave\"\napi_key = \"sk\"\n",
+            path,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("line 3, column 1"), "{err}");
+        assert!(parse("[tools.web_search]\nurl = \"http://x\"\n", path).is_err());
+        assert!(parse("[tools.web_fetch]\n", path).is_err());
+
+        for (bad, needle) in [
+            ("provider = \"searxng\"", "url is required"),
+            (
+                "provider = \"brave\"\nurl = \"ftp://x\"",
+                "url must start with",
+            ),
+            (
+                "provider = \"searxng\"\nurl = \"http://x\"\napi_key_env = \"K\"",
+                "takes no key",
+            ),
+            ("provider = \"brave\"\napi_key_env = \" \"", "api_key_env"),
+            ("provider = \"brave\"\ntimeout_ms = 0", "timeout_ms"),
+            ("provider = \"brave\"\nmax_results = 0", "max_results"),
+            ("provider = \"brave\"\nmax_results = 11", "max_results"),
+            (
+                "provider = \"brave\"\nallow_private = [\"not a host!\"]",
+                "allow_private",
+            ),
+        ] {
+            let file = parse(&format!("[tools.web_search]\n{bad}\n"), path).unwrap();
+            let err = validate_tools(&file.tools).unwrap_err().to_string();
+            assert!(err.contains(needle), "{bad}: {err}");
+            assert!(err.contains("tools.web_search."), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn the_example_config_in_the_repository_parses() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../agent.example.toml");
         let text = std::fs::read_to_string(&path).unwrap();
@@ -1300,6 +1497,19 @@ allow = ["core__*", "mcp__everything__echo", "mcp__notes__*"]
         validate_graphs(&file.graphs).unwrap();
         assert_eq!(file.graphs["main"].subagents, ["researcher"]);
         assert_eq!(crate::trust::loosened_keys(&file), Vec::<String>::new());
+
+        // The commented `[tools.web_search]` section, uncommented, is a valid table.
+        let section: String = text
+            .lines()
+            .skip_while(|l| *l != "# [tools.web_search]")
+            .take_while(|l| !l.is_empty())
+            .map(|l| format!("{}\n", l.strip_prefix("# ").unwrap_or(l)))
+            .collect();
+        let file = parse(&section, &path).unwrap();
+        validate_tools(&file.tools).unwrap();
+        let search = file.tools.web_search.unwrap();
+        assert_eq!(search.provider, ai_host::SearchProvider::Brave);
+        assert_eq!(search.key_env(), Some("BRAVE_API_KEY"));
     }
 
     #[test]

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use ai_core::tool::RegisteredTool;
 
-use crate::config::{AgentConfig, ConfigSource};
+use crate::config::{AgentConfig, ConfigSource, WebSearchConfig};
 use crate::trust::UserDirs;
-use ai_host::{BindError, BuiltinConfig, bind_builtin_tools};
+use ai_host::{BindError, BuiltinConfig, SearchKey, WebSearchSettings, bind_builtin_tools};
 
 /// The agent's state folder inside a workspace.
 pub const STATE_DIR: &str = ".agent";
@@ -51,11 +51,31 @@ pub fn builtin_config_in(config: &AgentConfig, dirs: &UserDirs, cwd: &Path) -> B
         .filter(|(name, _)| ai_host::ENV_ALLOWLIST.contains(&name.as_str()))
         .collect();
     builtin.web_allowlist = config.file.workspace.web_allow.clone();
+    builtin.web_search = config
+        .file
+        .tools
+        .web_search
+        .as_ref()
+        .map(web_search_settings);
     let budget = config.file.policy.budgets.max_runtime();
     builtin.shell_timeout = budget
         .saturating_sub(Duration::from_secs(1))
         .clamp(Duration::from_secs(1), Duration::from_secs(30));
     builtin
+}
+
+/// The adapter settings of `[tools.web_search]`, with the key read from the
+/// variable the table names (or the provider's default variable).
+pub fn web_search_settings(search: &WebSearchConfig) -> WebSearchSettings {
+    let key = search.key_env().map(|env| {
+        let value = std::env::var(env).ok();
+        SearchKey::from_env(env, value)
+    });
+    let mut settings = WebSearchSettings::new(search.provider, search.url.clone(), key);
+    settings.allowlist = search.allow_private.clone();
+    settings.max_results = search.max_results;
+    settings.timeout = Duration::from_millis(search.timeout_ms);
+    settings
 }
 
 /// Everything the file tools must not write (see [`builtin_config_in`]).
@@ -95,11 +115,22 @@ pub fn protected_paths(
     paths
 }
 
-/// Every built-in tool bound to its real capabilities. Shell commands get their
-/// own PID namespace when `workspace.shell_process_isolation` asks for it and the
-/// machine allows it; when it does not, a warning says what that exposes.
+/// Every built-in tool bound to its real capabilities (`core__web_search` only
+/// with `[tools.web_search]`). Shell commands get their own PID namespace when
+/// `workspace.shell_process_isolation` asks for it and the machine allows it; when
+/// it does not, a warning says what that exposes. A search key variable that is
+/// not set is warned about (each search then fails saying so).
 pub fn bind(config: &AgentConfig) -> Result<Vec<RegisteredTool>, BindError> {
     let mut builtin = builtin_config(config);
+    if let Some(key) = builtin.web_search.as_ref().and_then(|s| s.key.as_ref())
+        && !key.is_set()
+    {
+        eprintln!(
+            "agent: warning: core__web_search has no API key: the environment variable {} \
+             (tools.web_search.api_key_env) is not set, so every search will fail until it is",
+            key.env()
+        );
+    }
     if config.file.workspace.shell_process_isolation {
         match ai_host::PidNamespace::probe() {
             Ok(namespace) => builtin.shell_pid_namespace = Some(namespace),

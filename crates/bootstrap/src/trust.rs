@@ -9,7 +9,8 @@
 //! `state_change` or `external_side_effect`, budgets, `limits.max_iterations` or
 //! `limits.tool_concurrency` above the defaults, `workspace.web_allow`,
 //! `workspace.root`, `workspace.memory_db`, a graph's limits or `budget` above the
-//! defaults, `[server]` limits above the defaults) is honoured only once the user trusts that
+//! defaults, `[server]` limits above the defaults, `[tools.web_search]`: where
+//! search queries and a search key go) is honoured only once the user trusts that
 //! exact file, as direnv and mise do: `agent trust [PATH]` records the file's
 //! canonical path and the sha256 of its bytes in the user's trust store
 //! (`$XDG_CONFIG_HOME/agent/trusted.toml`, else `~/.config/agent/trusted.toml`). Any
@@ -281,6 +282,26 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
             "workspace.shell_process_isolation = false (shell commands see every process and its environment)"
                 .to_owned(),
         );
+    }
+    // A search provider receives queries the model writes from the conversation,
+    // paid for with the user's key, at an endpoint that may be on a private
+    // address the file allowlists.
+    if let Some(search) = &file.tools.web_search {
+        let mut what = format!(
+            "tools.web_search (search queries are sent to provider `{}`",
+            search.provider.as_str()
+        );
+        if let Some(env) = search.key_env() {
+            what.push_str(&format!(" with the key in {env}"));
+        }
+        if !search.allow_private.is_empty() {
+            what.push_str(&format!(
+                "; private addresses allowed: {:?}",
+                search.allow_private
+            ));
+        }
+        what.push(')');
+        keys.push(what);
     }
     // Serving beyond loopback, or accepting tokens, changes who may run tools.
     let default_server = crate::config::ServeConfig::default();
@@ -567,6 +588,14 @@ budget = { max_wall_ms = 1000 }
             (
                 "[graphs.g]\nlimits = { tool_concurrency = 512 }\n",
                 "graphs.g.limits.tool_concurrency",
+            ),
+            (
+                "[tools.web_search]\nprovider = \"brave\"\n",
+                "tools.web_search (search queries are sent to provider `brave` with the key in BRAVE_API_KEY)",
+            ),
+            (
+                "[tools.web_search]\nprovider = \"searxng\"\nurl = \"http://10.0.0.5:8080\"\nallow_private = [\"10.0.0.5:8080\"]\n",
+                "tools.web_search (search queries are sent to provider `searxng`; private addresses allowed: [\"10.0.0.5:8080\"])",
             ),
         ] {
             let file = crate::config::parse(text, Path::new("a.toml")).unwrap();

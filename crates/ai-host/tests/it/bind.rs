@@ -9,13 +9,27 @@ use ai_core::{
     AiEvent, CancellationToken, RunContext, ToolEffect, ToolPolicy, ToolRunner, policy::Budgets,
     runner::ToolCall, tool::ToolErrorCode,
 };
-use ai_host::{BindError, BuiltinConfig, bind_builtin_tools};
+use ai_host::{
+    BindError, BuiltinConfig, SearchKey, SearchProvider, WebSearchSettings, bind_builtin_tools,
+};
 use serde_json::json;
 
 #[test]
 fn binds_every_builtin_tool_with_its_effect() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = BuiltinConfig::new(dir.path(), dir.path().join("memory.db"));
+    let mut cfg = BuiltinConfig::new(dir.path(), dir.path().join("memory.db"));
+    // Without a search provider there is no web_search tool at all.
+    let tools = bind_builtin_tools(&cfg).unwrap();
+    assert!(
+        tools
+            .iter()
+            .all(|t| t.spec.id.as_str() != "core__web_search")
+    );
+    cfg.web_search = Some(WebSearchSettings::new(
+        SearchProvider::Searxng,
+        Some("https://search.example/".into()),
+        None,
+    ));
     let tools = bind_builtin_tools(&cfg).unwrap();
     let effects: BTreeMap<&str, ToolEffect> = tools
         .iter()
@@ -30,6 +44,7 @@ fn binds_every_builtin_tool_with_its_effect() {
         ("core__memory_write", ToolEffect::StateChange),
         ("core__read_file", ToolEffect::ReadOnly),
         ("core__web_fetch", ToolEffect::ExternalSideEffect),
+        ("core__web_search", ToolEffect::ExternalSideEffect),
         ("core__write_file", ToolEffect::StateChange),
     ]);
     assert_eq!(effects, expected);
@@ -56,6 +71,29 @@ fn bad_configuration_is_reported() {
         bind_builtin_tools(&cfg),
         Err(BindError::Allowlist(_))
     ));
+    cfg.web_allowlist = Vec::new();
+    let mut search = WebSearchSettings::new(SearchProvider::Searxng, None, None);
+    cfg.web_search = Some(search.clone());
+    let err = bind_builtin_tools(&cfg).unwrap_err();
+    assert!(matches!(err, BindError::WebSearch(_)), "{err}");
+    assert!(err.to_string().contains("needs an endpoint"), "{err}");
+    search.endpoint = Some("http://127.0.0.1:8888".into());
+    search.allowlist = vec!["127.0.0.1:port".into()];
+    cfg.web_search = Some(search);
+    assert!(matches!(
+        bind_builtin_tools(&cfg),
+        Err(BindError::Allowlist(_))
+    ));
+    let brave = WebSearchSettings::new(SearchProvider::Brave, None, None);
+    cfg.web_search = Some(brave.clone());
+    let err = bind_builtin_tools(&cfg).unwrap_err();
+    assert!(err.to_string().contains("needs an API key"), "{err}");
+    // An unset variable binds (each search then says which variable is missing).
+    cfg.web_search = Some(WebSearchSettings {
+        key: Some(SearchKey::from_env("BRAVE_API_KEY", None)),
+        ..brave
+    });
+    assert!(bind_builtin_tools(&cfg).is_ok());
 }
 
 #[tokio::test]

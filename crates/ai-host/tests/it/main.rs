@@ -7,6 +7,7 @@ mod bind;
 mod files;
 mod memory;
 mod sandbox;
+mod search;
 mod shell;
 mod support;
 mod web;

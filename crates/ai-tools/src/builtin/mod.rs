@@ -6,6 +6,7 @@
 
 mod files;
 mod memory;
+mod search;
 mod shell;
 mod time;
 mod web;
@@ -23,6 +24,11 @@ pub use memory::{
     DEFAULT_NAMESPACE, MAX_KEY_LEN, MAX_RESULTS, MAX_TAGS, MemoryEntries, MemoryEntry, MemoryRead,
     MemoryReadArgs, MemoryWrite, MemoryWriteArgs, MemoryWriteCapabilities, MemoryWritten,
 };
+pub use search::{
+    DEFAULT_SEARCH_BYTES, DEFAULT_SEARCH_RESULTS, DEFAULT_SEARCH_TIMEOUT, MAX_QUERY_CHARS,
+    MAX_RESULT_URL_CHARS, MAX_SEARCH_RESULTS, MAX_SNIPPET_CHARS, MAX_TITLE_CHARS, WebSearch,
+    WebSearchArgs, WebSearchResult, WebSearchResults, bound_hits,
+};
 pub use shell::{
     DEFAULT_SHELL_OUTPUT_BYTES, DEFAULT_SHELL_TIMEOUT, ExecShell, ExecShellArgs, ShellResult,
     is_denied,
@@ -34,7 +40,9 @@ pub use web::{
 };
 
 /// The specs of every built-in tool with default settings, sorted by id (for display;
-/// binding needs capabilities and happens in `bootstrap`).
+/// binding needs capabilities and happens in `bootstrap`). `core__web_search` is
+/// among them, though an application binds it only when a search provider is
+/// configured.
 pub fn specs() -> Result<Vec<ToolSpec>, ContractError> {
     let mut specs = vec![
         to_tool_spec(&GetCurrentTime)?,
@@ -44,6 +52,7 @@ pub fn specs() -> Result<Vec<ToolSpec>, ContractError> {
         to_tool_spec(&EditFile::default())?,
         to_tool_spec(&ExecShell::default())?,
         to_tool_spec(&WebFetch::default())?,
+        to_tool_spec(&WebSearch::default())?,
         to_tool_spec(&MemoryWrite)?,
         to_tool_spec(&MemoryRead)?,
     ];

@@ -6,6 +6,7 @@
 mod clock;
 mod http;
 mod memory;
+mod search;
 mod shell;
 mod workspace;
 
@@ -18,5 +19,6 @@ pub use memory::{
     DEFAULT_MAX_ENTRIES_PER_NAMESPACE, MAX_NAMESPACE_LEN, MemoryError, MemoryHit, MemoryRecord,
     MemoryStore, MemoryStoreDouble, query_terms, validate_namespace,
 };
+pub use search::{SearchEngine, SearchError, SearchHit, SearchRequest};
 pub use shell::{Shell, ShellError, ShellOutcome, ShellRequest};
 pub use workspace::{DirEntry, DirListing, EntryKind, MemoryWorkspace, Workspace, WorkspaceError};

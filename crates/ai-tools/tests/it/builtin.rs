@@ -6,11 +6,12 @@ use std::time::Duration;
 use ai_core::{CancellationToken, ToolEffect, tool::ToolErrorCode};
 use ai_tools::builtin::{
     EditFile, ExecShell, ListDirectory, MemoryRead, MemoryWrite, MemoryWriteCapabilities, ReadFile,
-    WebFetch, WriteFile, specs,
+    WebFetch, WebSearch, WriteFile, specs,
 };
 use ai_tools::capability::{
     BlockReason, FetchError, FetchRequest, FetchResponse, FixedClock, HttpFetch, MemoryStore,
-    MemoryStoreDouble, MemoryWorkspace, Shell, ShellError, ShellOutcome, ShellRequest, Workspace,
+    MemoryStoreDouble, MemoryWorkspace, SearchEngine, SearchError, SearchHit, SearchRequest, Shell,
+    ShellError, ShellOutcome, ShellRequest, Workspace,
 };
 use futures::future::BoxFuture;
 
@@ -172,10 +173,132 @@ async fn memory_tools_over_the_double() {
     assert_eq!(exec.result.error_code, Some(ToolErrorCode::NotFound));
 }
 
+/// Answers with `hits` results (every third not a web URL, long texts) and records
+/// each request; the query `fail:<what>` fails.
+struct FakeSearch(Mutex<Vec<SearchRequest>>);
+
+impl SearchEngine for FakeSearch {
+    fn search(
+        &self,
+        request: SearchRequest,
+        _cancel: CancellationToken,
+    ) -> BoxFuture<'_, Result<Vec<SearchHit>, SearchError>> {
+        self.0.lock().unwrap().push(request.clone());
+        Box::pin(async move {
+            match request.query.as_str() {
+                "fail:blocked" => Err(SearchError::Blocked(BlockReason::Loopback)),
+                "fail:timeout" => Err(SearchError::Timeout),
+                "fail:key" => Err(SearchError::MissingKey {
+                    env: "SEARCH_KEY".into(),
+                }),
+                _ => Ok((0..30)
+                    .map(|i| SearchHit {
+                        title: format!("Result\n  {i}"),
+                        url: if i % 3 == 2 {
+                            format!("javascript:alert({i})")
+                        } else {
+                            format!("https://r{i}.test/")
+                        },
+                        snippet: "é".repeat(1_500),
+                    })
+                    .collect()),
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn web_search_bounds_results_and_maps_failures() {
+    let engine = Arc::new(FakeSearch(Mutex::default()));
+    let tool = ai_tools::bind(
+        WebSearch {
+            max_results: 7,
+            ..WebSearch::default()
+        },
+        Arc::clone(&engine) as Arc<dyn SearchEngine>,
+    )
+    .unwrap();
+    assert_eq!(tool.spec.effect, ToolEffect::ExternalSideEffect);
+    let schema = &tool.spec.input_schema["properties"];
+    assert_eq!(schema["query"]["minLength"], 1);
+    assert_eq!(schema["query"]["maxLength"], 400);
+    assert_eq!(schema["count"]["minimum"], 1);
+    assert_eq!(schema["count"]["maximum"], 10);
+
+    // Default count: 5 results, the non-web URLs dropped before counting.
+    let (exec, _) = run_one(tool.clone(), r#"{"query":"  rust  "}"#).await;
+    let out = exec.output.unwrap();
+    let results = out["results"].as_array().unwrap();
+    assert_eq!(results.len(), 5);
+    assert!(
+        results
+            .iter()
+            .all(|r| r["url"].as_str().unwrap().starts_with("https://"))
+    );
+    assert_eq!(results[0]["title"], "Result 0");
+    assert_eq!(
+        results[0]["snippet"].as_str().unwrap().chars().count(),
+        1_000
+    );
+    assert_eq!(out["truncated"], true);
+    // Snippets stay out of the redacted view.
+    let shown = exec.result.value.unwrap();
+    assert!(shown["results"][0].get("snippet").is_none(), "{shown}");
+    assert_eq!(shown["results"][0]["url"], "https://r0.test/");
+    // A count above the configured cap gets the cap.
+    let (exec, _) = run_one(tool.clone(), r#"{"query":"rust","count":10}"#).await;
+    assert_eq!(exec.output.unwrap()["results"].as_array().unwrap().len(), 7);
+    {
+        let requests = engine.0.lock().unwrap();
+        assert_eq!(requests[0].query, "rust");
+        assert_eq!(requests[0].count, 5);
+        assert_eq!(requests[1].count, 7);
+    }
+    // The schema bounds the arguments.
+    for bad in [
+        r#"{"query":""}"#,
+        r#"{"query":"x","count":0}"#,
+        r#"{"query":"x","count":11}"#,
+        r#"{"query":"x","site":"y"}"#,
+    ] {
+        let (exec, _) = run_one(tool.clone(), bad).await;
+        assert_eq!(
+            exec.result.error_code,
+            Some(ToolErrorCode::InvalidArgs),
+            "{bad}"
+        );
+    }
+    let long = serde_json::json!({"query": "q".repeat(401)}).to_string();
+    let (exec, _) = run_one(tool.clone(), &long).await;
+    assert_eq!(exec.result.error_code, Some(ToolErrorCode::InvalidArgs));
+    let (exec, _) = run_one(tool.clone(), r#"{"query":"   "}"#).await;
+    assert_eq!(exec.result.error_code, Some(ToolErrorCode::InvalidArgs));
+    assert_eq!(
+        engine.0.lock().unwrap().len(),
+        2,
+        "refused before searching"
+    );
+
+    for (query, code, needle) in [
+        ("fail:blocked", ToolErrorCode::PermissionDenied, "loopback"),
+        ("fail:timeout", ToolErrorCode::Timeout, "timed out"),
+        ("fail:key", ToolErrorCode::ExecutionFailed, "`SEARCH_KEY`"),
+    ] {
+        let args = serde_json::json!({"query": query}).to_string();
+        let (exec, _) = run_one(tool.clone(), &args).await;
+        assert_eq!(exec.result.error_code, Some(code), "{query}");
+        assert!(
+            exec.model_content.contains(needle),
+            "{}",
+            exec.model_content
+        );
+    }
+}
+
 #[test]
 fn specs_list_every_builtin_tool() {
     let specs = specs().unwrap();
-    assert_eq!(specs.len(), 9);
+    assert_eq!(specs.len(), 10);
     for spec in &specs {
         ai_core::schema::check_schema_subset(&spec.input_schema)
             .unwrap_or_else(|v| panic!("{}: {v:?}", spec.id));

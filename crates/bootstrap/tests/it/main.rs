@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cli;
+mod cli_ux;
 mod durable;
 mod graphs;
 mod litellm;
@@ -14,3 +15,4 @@ mod security;
 mod serve;
 mod support;
 mod threads;
+mod web_search;
