@@ -22,9 +22,22 @@ pub const EXIT_RUN_ERROR: u8 = 1;
 /// Exit code of a usage or configuration error.
 pub const EXIT_USAGE: u8 = 2;
 
-/// Let an LLM call tools safely.
+/// What `agent --help` opens with: what the program does for its user.
+const ABOUT: &str = "Chat with an LLM that uses tools on your machine (files, shell, web, MCP servers), \
+every call checked by your policy and the risky ones approved by you.";
+
+/// Below the commands of `agent --help`.
+const AFTER_HELP: &str = "\
+Start:
+  agent init --openai            write a starter agent.toml
+  agent chat                     talk (interactive; Ctrl-D ends)
+  agent chat \"What time is it?\"  one prompt, one answer
+With no endpoint configured, the embedded offline TestModel answers (and says so).
+Each command has its own --help with an example.";
+
+/// The `agent` command line.
 #[derive(Debug, Parser)]
-#[command(name = "agent", version, about)]
+#[command(name = "agent", version, about = ABOUT, long_about = None, after_help = AFTER_HELP)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -64,10 +77,19 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 #[non_exhaustive]
 pub enum Command {
-    /// Run a graph (default `chat`) on a prompt.
+    /// Talk with the model: one prompt, or an interactive session.
+    ///
+    /// With a prompt (or one piped on stdin) it answers once. Without one, on
+    /// a terminal, it opens a session: each turn continues the same thread,
+    /// Ctrl-C stops the answer being written, Ctrl-D ends the session, and
+    /// `/help` lists the commands (`/tools`, `/graph NAME`, `/new`, `/attach
+    /// FILE`). History is kept across sessions.
+    #[command(
+        after_help = "Examples:\n  agent chat\n  agent chat \"List the files here\"\n  echo \"Summarise README.md\" | agent chat --attach README.md"
+    )]
     Chat {
-        /// The user's prompt.
-        prompt: String,
+        /// The prompt (none: read stdin when it is piped, else start a session).
+        prompt: Option<String>,
         /// Print one AiEvent JSON object per line instead of text.
         #[arg(long)]
         json: bool,
@@ -91,18 +113,21 @@ pub enum Command {
         continue_thread: bool,
     },
     /// The stored threads: list them, show one, remove one.
+    #[command(after_help = "Example:\n  agent threads show notes")]
     Threads {
         /// What to do (default: list).
         #[command(subcommand)]
         command: Option<ThreadsCommand>,
     },
-    /// Stored runs.
+    /// Stored runs: list, show, resume one that was cut.
+    #[command(after_help = "Example:\n  agent runs list --thread notes")]
     Runs {
         /// What to do.
         #[command(subcommand)]
         command: RunsCommand,
     },
     /// Token usage of the stored runs (the billing report).
+    #[command(after_help = "Example:\n  agent usage --since 2026-11-01 --by day")]
     Usage {
         /// Only calls on or after this UTC day (YYYY-MM-DD).
         #[arg(long, value_name = "DAY")]
@@ -114,22 +139,28 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List the graphs: the built-in `chat` and those of `[graphs]`, with their
-    /// tools and subagents.
+    /// List the graphs: the built-in `chat` and those of `[graphs]`.
+    ///
+    /// Each with its description, tools and subagents.
+    #[command(after_help = "Example:\n  agent graphs --json")]
     Graphs {
         /// Print JSON lines instead of a table.
         #[arg(long)]
         json: bool,
     },
-    /// List every known tool with its effect and the active policy's decision.
+    /// List every tool with its effect and the policy's decision.
+    #[command(after_help = "Example:\n  agent tools")]
     Tools {
         /// Print JSON lines instead of a table.
         #[arg(long)]
         json: bool,
     },
-    /// Serve the chat endpoint for web UIs (`POST /api/chat`, `GET /api/tools`):
-    /// the same model, tools and policy as `agent chat`; calls that need approval
-    /// are approved in the UI, with server-bound approval ids.
+    /// Serve the chat page and the chat endpoint for web UIs.
+    ///
+    /// `POST /api/chat` and the page at `/`: the same model, tools and policy
+    /// as `agent chat`; calls that need approval are approved in the UI, with
+    /// server-bound approval ids.
+    #[command(after_help = "Example:\n  agent serve --port 8787   (open the address it prints)")]
     Serve {
         /// Address to bind (default: `[server] host`, else 127.0.0.1). Every bind
         /// needs a token: the per-process secret printed in the page's address,
@@ -148,10 +179,13 @@ pub enum Command {
         #[arg(long)]
         no_auth: bool,
     },
-    /// Run runs for a Restate server (`[durable] engine = "restate"`): serves
-    /// the runs' handler on an HTTP/2 endpoint and registers it with the
-    /// server's admin API (`[durable] restate_admin`). Needs the run store that
-    /// `agent serve` uses (a Postgres store, for workers on several machines).
+    /// Run durable runs for a Restate server.
+    ///
+    /// With `[durable] engine = "restate"`: serves the runs' handler on an
+    /// HTTP/2 endpoint and registers it with the server's admin API (`[durable]
+    /// restate_admin`). Needs the run store that `agent serve` uses (a Postgres
+    /// store, for workers on several machines).
+    #[command(after_help = "Example:\n  agent worker --port 9080")]
     Worker {
         /// Address to bind (default 127.0.0.1; Restate must reach it).
         #[arg(long)]
@@ -163,19 +197,50 @@ pub enum Command {
         #[arg(long, default_value = "chat", value_name = "NAME")]
         graph: String,
     },
-    /// MCP servers: list them with their tools, or accept their current tool
-    /// definitions.
+    /// MCP servers: list them with their tools, or pin their definitions.
+    #[command(after_help = "Example:\n  agent mcp list")]
     Mcp {
         /// What to do.
         #[command(subcommand)]
         command: McpCommand,
     },
-    /// Trust a config file's current content. A config that redirects requests,
-    /// changes the API key variable or loosens policy is used only once trusted; any
-    /// later change needs trusting again.
+    /// Trust a config file's current content.
+    ///
+    /// A config that redirects requests, changes the API key variable or
+    /// loosens policy is used only once trusted; any later change needs
+    /// trusting again.
+    #[command(after_help = "Example:\n  agent trust agent.toml")]
     Trust {
         /// The config file (default: --config, else ./agent.toml).
         path: Option<PathBuf>,
+    },
+    /// Write a commented starter agent.toml for an endpoint.
+    ///
+    /// Refuses to overwrite an existing file; prints the next command to run.
+    #[command(
+        after_help = "Examples:\n  agent init --openai\n  agent init --anthropic\n  agent init --local http://127.0.0.1:11434/v1"
+    )]
+    Init {
+        /// OpenAI (key from OPENAI_API_KEY).
+        #[arg(long, group = "endpoint")]
+        openai: bool,
+        /// Anthropic (key from ANTHROPIC_API_KEY).
+        #[arg(long, group = "endpoint")]
+        anthropic: bool,
+        /// A local OpenAI-compatible server (Ollama, vLLM, llama.cpp, LiteLLM).
+        #[arg(long, group = "endpoint", value_name = "URL")]
+        local: Option<String>,
+        /// Where to write it (default: ./agent.toml).
+        #[arg(long, value_name = "PATH")]
+        path: Option<PathBuf>,
+    },
+    /// Print a shell completion script (bash, zsh or fish).
+    #[command(
+        after_help = "Example:\n  agent completions bash > ~/.local/share/bash-completion/completions/agent"
+    )]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
     },
 }
 
@@ -318,6 +383,21 @@ pub async fn run(cli: Cli) -> ExitCode {
         // Before loading: the file to trust is the one loading would refuse.
         return trust_command(path.as_deref().or(cli.global.config.as_deref()));
     }
+    if let Command::Completions { shell } = cli.command {
+        use clap::CommandFactory as _;
+        clap_complete::generate(shell, &mut Cli::command(), "agent", &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
+    if let Command::Init {
+        openai,
+        anthropic,
+        local,
+        path,
+    } = cli.command
+    {
+        // Before loading: there is no config yet.
+        return init_command(openai, anthropic, local, path);
+    }
     let config = match load_config(&cli.global) {
         Ok(config) => config,
         Err(e) => {
@@ -367,6 +447,25 @@ pub async fn run(cli: Cli) -> ExitCode {
             thread,
             continue_thread,
         } => {
+            let prompt = match prompt {
+                Some(prompt) => prompt,
+                None if std::io::stdin().is_terminal() && !json => {
+                    if !attach.is_empty() || thread.is_some() || continue_thread {
+                        eprintln!(
+                            "agent: an interactive session takes no --attach, --thread or --continue (use /attach; each session is a thread)"
+                        );
+                        return ExitCode::from(EXIT_USAGE);
+                    }
+                    return crate::interactive::run(&config, graph, approve).await;
+                }
+                None => match read_stdin_prompt() {
+                    Ok(prompt) => prompt,
+                    Err(e) => {
+                        eprintln!("agent: {e}");
+                        return ExitCode::from(EXIT_USAGE);
+                    }
+                },
+            };
             let attachments = match read_attachments(&attach, config.file.server.max_file_bytes) {
                 Ok(attachments) => attachments,
                 Err(e) => {
@@ -387,8 +486,61 @@ pub async fn run(cli: Cli) -> ExitCode {
             };
             chat(&config, message, &graph, options).await
         }
-        Command::Trust { .. } => ExitCode::SUCCESS,
+        // Handled before the config is loaded.
+        Command::Trust { .. } | Command::Init { .. } | Command::Completions { .. } => {
+            ExitCode::SUCCESS
+        }
     }
+}
+
+/// `agent init`: the starter config for the endpoint chosen.
+fn init_command(
+    openai: bool,
+    anthropic: bool,
+    local: Option<String>,
+    path: Option<PathBuf>,
+) -> ExitCode {
+    use crate::init::Endpoint;
+    let endpoint = match (openai, anthropic, local) {
+        (true, _, _) => Endpoint::OpenAi,
+        (_, true, _) => Endpoint::Anthropic,
+        (_, _, Some(url)) => Endpoint::Local(url),
+        _ => {
+            eprintln!("agent: say which endpoint: --openai, --anthropic or --local URL");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let path = path.unwrap_or_else(|| PathBuf::from(crate::tools::CONFIG_FILE));
+    match crate::init::write_starter(&path, &endpoint) {
+        Ok(lines) => {
+            for line in lines {
+                println!("{line}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("agent: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+/// A prompt piped on stdin (at most 1 MiB), for a one-shot `agent chat`.
+fn read_stdin_prompt() -> Result<String, String> {
+    use std::io::Read as _;
+    const MAX: u64 = 1024 * 1024;
+    let mut text = String::new();
+    std::io::stdin()
+        .take(MAX + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read the prompt from stdin: {e}"))?;
+    if text.len() as u64 > MAX {
+        return Err("the prompt on stdin is over 1 MiB".into());
+    }
+    if text.trim().is_empty() {
+        return Err("no prompt: give one (`agent chat \"...\"`), pipe one on stdin, or run `agent chat` on a terminal for a session".into());
+    }
+    Ok(text)
 }
 
 fn trust_command(path: Option<&std::path::Path>) -> ExitCode {
@@ -430,6 +582,8 @@ async fn list_tools(config: &AgentConfig, json: bool) -> ExitCode {
     let ctx = RunContext::generate();
     let mut listed: Vec<_> = tools.iter().collect();
     listed.sort_by(|a, b| a.spec.id.cmp(&b.spec.id));
+    let mut table =
+        crate::table::TextTable::new(&["tool", "effect", "decision", "state", "description"]);
     for tool in listed {
         let spec = &tool.spec;
         let decision = match policy.decide(&ctx, &spec.id, spec.effect) {
@@ -452,24 +606,23 @@ async fn list_tools(config: &AgentConfig, json: bool) -> ExitCode {
                 line["withheld"] = serde_json::json!(reason);
             }
             println!("{line}");
-        } else {
-            let state = match (mcp, &withheld) {
-                (_, Some(_)) => "withheld",
-                (Some(mcp), None) => mcp.pin.as_str(),
-                (None, None) => "",
-            };
-            println!(
-                "{:<28} {:<22} {:<9} {:<11} {}",
-                spec.id,
-                spec.effect.as_str(),
-                decision,
-                state,
-                crate::render::printable(&spec.description)
-            );
-            if let Some(reason) = withheld {
-                println!("{:<28} withheld: {}", "", crate::render::printable(&reason));
-            }
+            continue;
         }
+        let (state, description) = match (mcp, &withheld) {
+            (_, Some(reason)) => ("withheld", format!("withheld: {reason}")),
+            (Some(mcp), None) => (mcp.pin.as_str(), spec.description.clone()),
+            (None, None) => ("", spec.description.clone()),
+        };
+        table.row([
+            spec.id.as_str(),
+            spec.effect.as_str(),
+            decision,
+            state,
+            &description,
+        ]);
+    }
+    if !json {
+        table.print();
     }
     if let Some(sources) = sources {
         sources.shutdown().await;
@@ -506,27 +659,33 @@ async fn mcp_command(config: &AgentConfig, command: McpCommand) -> ExitCode {
                     crate::render::printable(&server.target),
                     crate::render::printable(&server.status)
                 );
+                let mut table =
+                    crate::table::TextTable::new(&["tool", "effect", "pin", "description"]);
+                let mut notes = Vec::new();
                 for tool in &server.tools {
-                    println!(
-                        "  {:<24} {:<22} {:<11} {}",
-                        crate::render::printable(&tool.name),
+                    let name = tool.id.clone().unwrap_or_else(|| tool.name.clone());
+                    let description = match &tool.withheld {
+                        Some(reason) => format!("withheld: {reason}"),
+                        None => tool.description.clone(),
+                    };
+                    table.row([
+                        name.as_str(),
                         tool.effect.as_str(),
                         tool.pin.as_str(),
-                        crate::render::printable(&tool.description)
-                    );
-                    if let Some(id) = &tool.id {
-                        println!("  {:<24} id: {id}", "");
-                    }
+                        &description,
+                    ]);
                     if let Some(annotations) = &tool.annotations {
-                        println!("  {:<24} annotations (not trusted): {annotations}", "");
+                        notes.push(format!(
+                            "  {}: annotations (not trusted): {annotations}",
+                            crate::render::printable(&name)
+                        ));
                     }
-                    if let Some(reason) = &tool.withheld {
-                        println!(
-                            "  {:<24} withheld: {}",
-                            "",
-                            crate::render::printable(reason)
-                        );
-                    }
+                }
+                for line in table.lines() {
+                    println!("  {line}");
+                }
+                for note in notes {
+                    println!("{note}");
                 }
             }
             ExitCode::SUCCESS
@@ -561,26 +720,36 @@ async fn mcp_command(config: &AgentConfig, command: McpCommand) -> ExitCode {
 }
 
 fn list_graphs(config: &AgentConfig, json: bool) -> ExitCode {
+    let mut table = crate::table::TextTable::new(&["graph", "tools", "subagents", "description"]);
     for graph in crate::graphs::listing(config) {
         if json {
             println!(
                 "{}",
                 serde_json::to_string(&graph).unwrap_or_else(|_| "{}".to_owned())
             );
-        } else {
-            println!("{:<20} {}", graph.name, graph.description);
-            let tools: Vec<&str> = graph.tools.iter().map(ToolPattern::as_str).collect();
-            println!("{:<20} tools: {}", "", tools.join(", "));
-            if !graph.subagents.is_empty() {
-                println!("{:<20} subagents: {}", "", graph.subagents.join(", "));
-            }
+            continue;
         }
+        let tools: Vec<&str> = graph.tools.iter().map(ToolPattern::as_str).collect();
+        let subagents = if graph.subagents.is_empty() {
+            "-".to_owned()
+        } else {
+            graph.subagents.join(", ")
+        };
+        table.row([
+            graph.name.as_str(),
+            &tools.join(", "),
+            &subagents,
+            &graph.description,
+        ]);
+    }
+    if !json {
+        table.print();
     }
     ExitCode::SUCCESS
 }
 
 /// The files of `--attach`, each at most `limit` bytes.
-fn read_attachments(
+pub(crate) fn read_attachments(
     paths: &[PathBuf],
     limit: usize,
 ) -> Result<Vec<ai_core::message::Attachment>, String> {
@@ -619,9 +788,9 @@ pub(crate) enum ThreadChoice {
 
 /// How `agent chat` runs.
 pub(crate) struct ChatOptions {
-    json: bool,
-    approve: bool,
-    thread: ThreadChoice,
+    pub(crate) json: bool,
+    pub(crate) approve: bool,
+    pub(crate) thread: ThreadChoice,
 }
 
 async fn chat(
@@ -663,7 +832,7 @@ async fn chat(
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn chat_with(
+pub(crate) async fn chat_with(
     config: &AgentConfig,
     tools: Vec<ai_core::tool::RegisteredTool>,
     graph: &agent_graph::Graph,
@@ -766,6 +935,15 @@ async fn resume_run(config: &AgentConfig, run_id: &str, json: bool, approve: boo
     code
 }
 
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Shows a run's events (JSON lines or the human rendering) as they come,
 /// records them, and says how it ended. Ctrl-C cancels it.
 async fn show_run(
@@ -775,11 +953,14 @@ async fn show_run(
     prompting: &Arc<std::sync::atomic::AtomicBool>,
 ) -> ExitCode {
     let cancel = handle.cancel_token();
-    tokio::spawn(async move {
+    // Ctrl-C cancels this run only: the listener ends with it (an interactive
+    // session goes on to its next prompt).
+    let ctrl_c = tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             cancel.cancel();
         }
     });
+    let _stop_listening = AbortOnDrop(ctrl_c);
     let (mut events, outcome) = handle.into_parts();
     if json {
         let mut out = std::io::stdout().lock();

@@ -371,25 +371,11 @@ impl std::str::FromStr for UsageBy {
 
 /// Rows as a table: columns padded to their widest cell.
 fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    let mut table = crate::table::TextTable::new(header);
     for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
+        table.row(row);
     }
-    let line = |cells: Vec<&str>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
-        padded.join("  ").trim_end().to_owned() + "\n"
-    };
-    let mut out = line(header.to_vec());
-    for row in rows {
-        out.push_str(&line(row.iter().map(String::as_str).collect()));
-    }
-    out
+    table.lines().join("\n") + "\n"
 }
 
 /// `YYYY-MM-DD HH:MM` (UTC) of Unix milliseconds.
