@@ -122,8 +122,80 @@ pub(crate) fn npm_ci(root: &Path, dir: &str) -> Result<(), String> {
     std::fs::write(&stamp, wanted).map_err(|e| format!("cannot write {}: {e}", stamp.display()))
 }
 
+/// A program the tests need that cargo does not install.
+struct Prerequisite {
+    /// What it is for.
+    what: &'static str,
+    /// The programs it takes (all of them).
+    needs: &'static [&'static str],
+    /// The command that installs it (Debian's packages).
+    install: &'static str,
+}
+
+/// What the test suite needs from the system.
+const PREREQUISITES: [Prerequisite; 4] = [
+    Prerequisite {
+        what: "Python 3 with venv (the MCP test servers, LiteLLM's proxy)",
+        needs: &["python3"],
+        install: "sudo apt-get install -y python3 python3-venv",
+    },
+    Prerequisite {
+        what: "Node.js and npm (the AI SDK parsers, the page's browser driver, the Restate server)",
+        needs: &["node", "npm"],
+        install: "sudo apt-get install -y nodejs npm",
+    },
+    Prerequisite {
+        what: "Chromium (the chat page's browser tests; $CHROMIUM names another binary)",
+        needs: &["chromium"],
+        install: "sudo apt-get install -y chromium",
+    },
+    Prerequisite {
+        what: "PostgreSQL's server binaries (the run store's Postgres tests start their own server)",
+        needs: &["initdb"],
+        install: "sudo apt-get install -y postgresql",
+    },
+];
+
+/// Whether `program` can be run: on `PATH`; `initdb` also in Debian's
+/// `/usr/lib/postgresql/*/bin`; `chromium` also where `$CHROMIUM` says.
+fn installed(program: &str) -> bool {
+    if program == "chromium"
+        && std::env::var_os("CHROMIUM").is_some_and(|p| Path::new(&p).is_file())
+    {
+        return true;
+    }
+    let on_path = std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|dir| dir.join(program).is_file())
+    });
+    on_path
+        || (program == "initdb"
+            && std::fs::read_dir("/usr/lib/postgresql").is_ok_and(|versions| {
+                versions
+                    .flatten()
+                    .any(|v| v.path().join("bin/initdb").is_file())
+            }))
+}
+
+/// What is missing, each with the command that installs it; `Ok` when
+/// nothing is.
+fn check_prerequisites(has: &dyn Fn(&str) -> bool) -> Result<(), String> {
+    let missing: Vec<String> = PREREQUISITES
+        .iter()
+        .filter(|p| !p.needs.iter().all(|program| has(program)))
+        .map(|p| format!("  missing: {}\n    install: {}", p.what, p.install))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "the tests need programs this machine lacks (nothing was built):\n{}",
+        missing.join("\n")
+    ))
+}
+
 /// Every environment.
 fn ensure_all(root: &Path) -> Result<(), String> {
+    check_prerequisites(&installed)?;
     ensure(root, &MCP_VENV)?;
     ensure(root, &LITELLM_VENV)?;
     npm_ci(root, JS)?;
@@ -168,5 +240,23 @@ pub(crate) fn test_task(root: &Path, args: &[String]) -> ExitCode {
             eprintln!("xtask: cannot run cargo test: {e}");
             ExitCode::from(crate::ERROR)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_programs_are_named_with_their_install_command() {
+        let none = check_prerequisites(&|_| false).unwrap_err();
+        for needle in ["Python 3", "Node.js", "Chromium", "PostgreSQL", "apt-get install -y chromium"] {
+            assert!(none.contains(needle), "{needle}: {none}");
+        }
+        let only_chromium_missing =
+            check_prerequisites(&|p| p != "chromium").unwrap_err();
+        assert!(only_chromium_missing.contains("Chromium"), "{only_chromium_missing}");
+        assert!(!only_chromium_missing.contains("Node.js"), "{only_chromium_missing}");
+        assert!(check_prerequisites(&|_| true).is_ok());
     }
 }
