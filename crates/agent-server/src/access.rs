@@ -35,6 +35,9 @@ pub const DEFAULT_CLIENT_STREAM_SHARE: u8 = 50;
 pub const DEFAULT_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// [`Access::heartbeat`] by default.
 pub const DEFAULT_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a run outlives its client by default ([`Access::detach_grace`]):
+/// long enough for a page to reload and reattach.
+pub const DEFAULT_DETACH_GRACE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Who may call the endpoint, and the per-request limits.
 #[derive(Debug, Clone)]
@@ -77,6 +80,12 @@ pub struct Access {
     /// or delete. [`Access::tokens_sha256`] (and the per-process secret) are the
     /// [`Account::LOCAL`] account.
     pub accounts: Vec<([u8; 32], String)>,
+    /// How long a run goes on after its client went away (a reload, a dropped
+    /// connection), for the client to reattach with `GET /api/chat/{id}/stream`
+    /// (the AI SDK's `resume: true`); then, with no client reading, it is
+    /// cancelled. Zero cancels at once. `POST /api/chat/{id}/stop` cancels a
+    /// run whatever this says.
+    pub detach_grace: std::time::Duration,
 }
 
 /// The account a request acts for, set by the API layer from its token (a
@@ -121,6 +130,7 @@ impl Access {
             heartbeat: DEFAULT_HEARTBEAT,
             allowed_origins: Vec::new(),
             accounts: Vec::new(),
+            detach_grace: DEFAULT_DETACH_GRACE,
         }
     }
 

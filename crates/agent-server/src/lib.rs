@@ -22,7 +22,9 @@
 //!   (`agent_graph::run::resume`).
 //! - A client that disconnects cancels its run (model stream and tools).
 //! - [`resume`]: `GET /api/chat/{id}/stream` reattaches to a chat's running
-//!   response (what was sent so far, then live), or answers `204`.
+//!   response (what was sent so far, then live), or answers `204`. A run
+//!   outlives a client that goes away for [`Access::detach_grace`] (a reload
+//!   reattaches), and `POST /api/chat/{id}/stop` cancels it (the page's Stop).
 //! - [`chats`]: with a run store, every run recorded (thread, status, events,
 //!   usage, messages) and `GET /api/chats`, `GET`/`PATCH` (rename)/`DELETE
 //!   /api/chats/{id}`.
@@ -69,8 +71,8 @@ mod ui_messages;
 pub mod ui_stream;
 
 pub use access::{
-    Access, DEFAULT_BODY_TIMEOUT, DEFAULT_CLIENT_STREAM_SHARE, DEFAULT_HEARTBEAT,
-    DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_STREAMS, ServerSecret,
+    Access, DEFAULT_BODY_TIMEOUT, DEFAULT_CLIENT_STREAM_SHARE, DEFAULT_DETACH_GRACE,
+    DEFAULT_HEARTBEAT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_STREAMS, ServerSecret,
 };
 pub use chats::ServerStore;
 pub use listener::{ConnectionLimits, FD_RESERVE, serve};

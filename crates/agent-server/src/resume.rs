@@ -33,6 +33,8 @@ pub struct Replay {
     state: Mutex<ReplayState>,
     /// Bumped on every change, so readers wake up.
     changed: watch::Sender<u64>,
+    /// Cancels the response's run (`POST /api/chat/{id}/stop`).
+    stop: tokio_util::sync::CancellationToken,
 }
 
 /// The frames so far, back to back in one buffer (one allocation per response,
@@ -126,6 +128,16 @@ impl Replay {
         }
     }
 
+    /// Clients reading it now (reattached with `GET /api/chat/{id}/stream`).
+    pub fn readers(&self) -> usize {
+        self.changed.receiver_count()
+    }
+
+    /// Cancels the response's run (what Stop asks for, whoever is reading).
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+
     /// The response ended: readers get what is left, then the end.
     pub fn finish(&self) {
         self.state().done = true;
@@ -207,12 +219,23 @@ impl ActiveStreams {
         chat_id: &str,
         headers: &'static [(&'static str, &'static str)],
     ) -> Arc<Replay> {
+        self.open_with_stop(chat_id, headers, tokio_util::sync::CancellationToken::new())
+    }
+
+    /// [`ActiveStreams::open`] for a response whose run `stop` cancels.
+    pub fn open_with_stop(
+        &self,
+        chat_id: &str,
+        headers: &'static [(&'static str, &'static str)],
+        stop: tokio_util::sync::CancellationToken,
+    ) -> Arc<Replay> {
         let (changed, _) = watch::channel(0);
         let replay = Arc::new(Replay {
             headers,
             max_bytes: self.max_bytes,
             state: Mutex::new(ReplayState::default()),
             changed,
+            stop,
         });
         if let Some(older) = self.map().insert(chat_id.to_owned(), Arc::clone(&replay)) {
             older.finish();

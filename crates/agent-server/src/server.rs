@@ -343,6 +343,7 @@ impl ChatService {
             .route("/", get(index))
             .route("/assets/app.js", get(app_js))
             .route("/assets/app.css", get(app_css))
+            .route("/assets/highlight.js", get(highlight_js))
             .route_layer(middleware::from_fn_with_state(
                 Arc::clone(&access),
                 crate::access::page_layer,
@@ -350,6 +351,7 @@ impl ChatService {
         let api = Router::new()
             .route("/api/chat", post(chat))
             .route("/api/chat/{id}/stream", get(reattach))
+            .route("/api/chat/{id}/stop", post(stop_run))
             .route("/api/tools", get(tools))
             .route("/api/graphs", get(graphs))
             .route("/api/limits", get(limits))
@@ -614,18 +616,19 @@ impl ChatService {
             let encoder: Box<dyn StreamEncoder> = Box::new(crate::ui_stream::UiStreamEncoder::new(
                 answer_id(&run.run_id),
             ));
-            let replay = self.active.open(&chat.scoped, encoder.headers());
+            let replay =
+                self.active
+                    .open_with_stop(&chat.scoped, encoder.headers(), handle.cancel_token());
             let service = Arc::clone(self);
             tracing::info!(run_id = %run.run_id, "a durable run of a stopped server goes on here");
+            let relay = Relay {
+                heartbeat: crate::DEFAULT_HEARTBEAT,
+                detach_grace: Duration::ZERO,
+                replay,
+            };
             tokio::spawn(async move {
                 service
-                    .respond(
-                        chat,
-                        (handle, meta),
-                        encoder,
-                        None,
-                        (crate::DEFAULT_HEARTBEAT, replay),
-                    )
+                    .respond(chat, (handle, meta), encoder, None, relay)
                     .await;
             });
             resumed += 1;
@@ -857,8 +860,13 @@ impl ChatService {
         (handle, meta): (RunHandle, crate::chats::RunMeta),
         mut encoder: Box<dyn StreamEncoder>,
         tx: Option<mpsc::Sender<Bytes>>,
-        (heartbeat, replay): (Duration, Arc<Replay>),
+        relay: Relay,
     ) {
+        let Relay {
+            heartbeat,
+            detach_grace,
+            replay,
+        } = relay;
         let chat_id = chat.scoped;
         let approval =
             |call: &str, tool: &str, hash: &str| self.approvals.issue(&chat_id, call, tool, hash);
@@ -882,10 +890,19 @@ impl ChatService {
         let mut beat = tokio::time::interval(heartbeat.max(Duration::from_millis(10)));
         beat.tick().await;
         let mut client = tx;
+        // Once the client is gone: when the run is cancelled unless a client
+        // reattached (`GET /api/chat/{id}/stream`) by then.
+        let mut detached: Option<tokio::time::Instant> = None;
         loop {
             let gone = async {
                 match &client {
                     Some(tx) => tx.closed().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let grace_over = async {
+                match detached {
+                    Some(deadline) => tokio::time::sleep_until(deadline).await,
                     None => std::future::pending().await,
                 }
             };
@@ -908,7 +925,17 @@ impl ChatService {
                 },
                 () = gone => {
                     client = None;
-                    stop.cancel();
+                    detached = detach(&stop, detach_grace);
+                    continue;
+                }
+                () = grace_over => {
+                    detached = if replay.readers() > 0 {
+                        detach(&stop, detach_grace)
+                    } else {
+                        tracing::debug!("no client came back for the run; cancelling it");
+                        stop.cancel();
+                        None
+                    };
                     continue;
                 }
                 _ = beat.tick(), if client.is_some() => {
@@ -916,13 +943,14 @@ impl ChatService {
                         && tx.send(frame).await.is_err()
                     {
                         client = None;
-                        stop.cancel();
+                        detached = detach(&stop, detach_grace);
                     }
                     continue;
                 }
             };
-            if !deliver(&mut client, &replay, frames).await {
-                stop.cancel();
+            let had_client = client.is_some();
+            if !deliver(&mut client, &replay, frames).await && had_client {
+                detached = detach(&stop, detach_grace);
             }
         }
         drop(events);
@@ -1038,6 +1066,30 @@ pub(crate) fn shown_error(event: ai_core::AiEvent) -> ai_core::AiEvent {
 
 /// Keeps `frames` for reattaching clients and sends them to the client while it is
 /// there; `false` when it went away just now.
+/// How a response reaches its clients.
+struct Relay {
+    /// How often a quiet UI message stream gets a comment.
+    heartbeat: Duration,
+    /// How long the run goes on once its client went away (see
+    /// [`Access::detach_grace`]).
+    detach_grace: Duration,
+    /// Its frames, for clients that reattach.
+    replay: Arc<Replay>,
+}
+
+/// The client went away: the run is cancelled now when there is no grace,
+/// else at the deadline returned.
+fn detach(
+    stop: &tokio_util::sync::CancellationToken,
+    grace: Duration,
+) -> Option<tokio::time::Instant> {
+    if grace.is_zero() {
+        stop.cancel();
+        return None;
+    }
+    Some(tokio::time::Instant::now() + grace)
+}
+
 async fn deliver(
     client: &mut Option<mpsc::Sender<Bytes>>,
     replay: &Replay,
@@ -1093,6 +1145,10 @@ pub(crate) struct AppState {
     pub(crate) service: Arc<ChatService>,
     pub(crate) access: Arc<Access>,
     streams: Arc<ClientSlots>,
+}
+
+async fn highlight_js(headers: HeaderMap) -> Response {
+    crate::page::file(crate::page::Asset::Highlight, &headers)
 }
 
 async fn index(headers: HeaderMap) -> Response {
@@ -1306,11 +1362,17 @@ async fn chat(
     let headers = encoder.headers();
     let (tx, mut rx) = mpsc::channel::<Bytes>(64);
     let service = Arc::clone(&state.service);
-    let replay = service.active.open(&chat.chat_id, headers);
-    let heartbeat = state.access.heartbeat;
+    let replay = service
+        .active
+        .open_with_stop(&chat.chat_id, headers, started.0.cancel_token());
+    let relay = Relay {
+        heartbeat: state.access.heartbeat,
+        detach_grace: state.access.detach_grace,
+        replay,
+    };
     tokio::spawn(async move {
         service
-            .respond(chat_ref, started, encoder, Some(tx), (heartbeat, replay))
+            .respond(chat_ref, started, encoder, Some(tx), relay)
             .await;
         drop(permit);
     });
@@ -1334,6 +1396,23 @@ pub(crate) fn streaming(
         }
     }
     response
+}
+
+/// `POST /api/chat/{id}/stop`: cancels the chat's run in this process (`202`),
+/// or `204` when none runs here.
+async fn stop_run(
+    State(state): State<AppState>,
+    Extension(account): Extension<crate::access::Account>,
+    axum::extract::Path(chat_id): axum::extract::Path<String>,
+) -> Response {
+    let scoped = scope(account.name(), &chat_id);
+    match state.service.active.get(&scoped) {
+        Some(replay) => {
+            replay.stop();
+            StatusCode::ACCEPTED.into_response()
+        }
+        None => StatusCode::NO_CONTENT.into_response(),
+    }
 }
 
 /// `GET /api/chat/{id}/stream`: the running response of the chat, from its first

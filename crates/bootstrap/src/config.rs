@@ -571,6 +571,10 @@ pub struct ServeConfig {
     /// How long a client may take to send a request head, in milliseconds, from
     /// when its connection opened or its previous response ended.
     pub header_read_timeout_ms: u64,
+    /// How long a run goes on after its client went away (a reload), for the
+    /// page to reattach, in milliseconds; then it is cancelled. 0 cancels at
+    /// once.
+    pub detach_grace_ms: u64,
     /// Origins of pages elsewhere that may call the API from a browser (CORS),
     /// exact `scheme://host[:port]`; they still need a token. Default none.
     pub allowed_origins: Vec<String>,
@@ -610,6 +614,7 @@ impl Default for ServeConfig {
             max_connections: connections.max_connections,
             max_connections_per_client: connections.max_connections_per_client,
             header_read_timeout_ms: millis(connections.header_read_timeout),
+            detach_grace_ms: millis(agent_server::DEFAULT_DETACH_GRACE),
             allowed_origins: Vec::new(),
             max_file_bytes: agent_server::contract::DEFAULT_MAX_FILE_BYTES,
             max_request_file_bytes: agent_server::contract::DEFAULT_MAX_REQUEST_FILE_BYTES,
@@ -651,6 +656,10 @@ impl ServeConfig {
             (
                 "server.header_read_timeout_ms",
                 self.header_read_timeout_ms > d.header_read_timeout_ms,
+            ),
+            (
+                "server.detach_grace_ms",
+                self.detach_grace_ms > d.detach_grace_ms,
             ),
             ("server.allowed_origins", !self.allowed_origins.is_empty()),
             (

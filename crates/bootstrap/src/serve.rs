@@ -182,6 +182,7 @@ fn access(
     access.max_streams = server.max_streams;
     access.client_stream_share = server.client_stream_share;
     access.allowed_origins.clone_from(&server.allowed_origins);
+    access.detach_grace = Duration::from_millis(server.detach_grace_ms);
     access
 }
 

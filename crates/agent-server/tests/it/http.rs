@@ -242,6 +242,8 @@ async fn a_client_that_disconnects_mid_tool_cancels_the_run() {
         // One stream at a time: the next request gets through only once the
         // cancelled response's task has ended and given its slot back.
         max_streams: 1,
+        // Cancelled as soon as the client goes (no wait for a reattach).
+        detach_grace: Duration::ZERO,
         ..Access::loopback(port)
     })
     .await;
@@ -542,4 +544,144 @@ async fn cors_answers_allowed_origins_and_refuses_the_rest() {
         .await
         .unwrap();
     assert_eq!(foreign.status().as_u16(), 403);
+}
+
+/// Sends `POST /api/chat` with `body` on a raw connection and reads until the
+/// stream holds `until`; the open socket and what it read.
+async fn raw_chat(live: &Live, body: &Value, until: &str) -> (tokio::net::TcpStream, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut socket = tokio::net::TcpStream::connect(live.addr).await.unwrap();
+    let payload = body.to_string();
+    let request = format!(
+        "POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nauthorization: Bearer {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{payload}",
+        live.addr.port(),
+        crate::support::TOKEN,
+        payload.len()
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut seen = String::new();
+    let mut buffer = [0u8; 4096];
+    while !seen.contains(until) {
+        let n = tokio::time::timeout(Duration::from_secs(10), socket.read(&mut buffer))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "the server closed the stream early: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buffer[..n]));
+    }
+    (socket, seen)
+}
+
+/// Waits up to `within` for `flag`.
+async fn eventually(flag: &std::sync::atomic::AtomicBool, within: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + within;
+    while !flag.load(Ordering::SeqCst) {
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
+}
+
+/// A reload: the client goes away mid-answer, the run goes on, and a client
+/// that reattaches within the grace gets the whole answer from its start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_outlives_its_client_and_a_reattach_gets_the_whole_answer() {
+    let words: Vec<String> = (1..=30).map(|i| format!("w{i}")).collect();
+    let live = start(
+        ScriptedModel::new([Turn::text(words.join(" ")).delay_between(Duration::from_millis(30))]),
+        |port| Access {
+            detach_grace: Duration::from_secs(5),
+            ..Access::loopback(port)
+        },
+    )
+    .await;
+    let (socket, _) = raw_chat(&live, &body(vec![user("count")]), "w3 ").await;
+    drop(socket);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let text = crate::support::client()
+        .get(live.url("/api/chat/chat-1/stream"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let chunks = chunks(&text);
+    assert_eq!(types(&chunks).first(), Some(&"start"), "{text}");
+    assert_eq!(types(&chunks).last(), Some(&"finish"), "{text}");
+    let said: String = chunks
+        .iter()
+        .filter(|c| c["type"] == "text-delta")
+        .map(|c| c["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(said, words.join(" "));
+    assert_eq!(live.model.requests().len(), 1);
+}
+
+/// With nobody reattached when the grace ends, the run is cancelled; not
+/// before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_nobody_comes_back_for_is_cancelled_after_the_grace() {
+    let live = start(
+        ScriptedModel::new([
+            Turn::new().tool_call("x1", "app__wait", json!({})),
+            Turn::text("never"),
+        ]),
+        |port| Access {
+            detach_grace: Duration::from_millis(600),
+            ..Access::loopback(port)
+        },
+    )
+    .await;
+    let (socket, _) = raw_chat(&live, &body(vec![user("wait")]), "tool-input-available").await;
+    assert!(eventually(&live.wait_started, Duration::from_secs(10)).await);
+    drop(socket);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !live.wait_cancelled.load(Ordering::SeqCst),
+        "cancelled within the grace"
+    );
+    assert!(
+        eventually(&live.wait_cancelled, Duration::from_secs(5)).await,
+        "never cancelled after the grace"
+    );
+    assert_eq!(live.model.requests().len(), 1, "no model turn after it");
+}
+
+/// `POST /api/chat/{id}/stop` (the page's Stop) cancels the run at once,
+/// whatever the grace; only the chat's own account can stop it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_cancels_the_run_at_once() {
+    let live = start(
+        ScriptedModel::new([
+            Turn::new().tool_call("x1", "app__wait", json!({})),
+            Turn::text("never"),
+        ]),
+        Access::loopback,
+    )
+    .await;
+    let (_socket, _) = raw_chat(&live, &body(vec![user("wait")]), "tool-input-available").await;
+    assert!(eventually(&live.wait_started, Duration::from_secs(10)).await);
+    let stop = |token: &'static str| {
+        crate::support::anonymous_client()
+            .post(live.url("/api/chat/chat-1/stop"))
+            .bearer_auth(token)
+            .send()
+    };
+    let other = stop(crate::support::GUEST_TOKEN).await.unwrap();
+    assert_eq!(
+        other.status().as_u16(),
+        204,
+        "another account has no such run"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!live.wait_cancelled.load(Ordering::SeqCst));
+    let stopped = stop(crate::support::TOKEN).await.unwrap();
+    assert_eq!(stopped.status().as_u16(), 202);
+    assert!(
+        eventually(&live.wait_cancelled, Duration::from_secs(2)).await,
+        "Stop did not cancel the run"
+    );
 }
