@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'react';
+import { useEffect, useLayoutEffect, useRef, useState } from 'react';
 import type { DynamicToolUIPart, ToolUIPart } from 'ai';
 import { getToolName } from 'ai';
 import type { CardState, Timing, ToolInfo } from './types';
@@ -10,6 +10,9 @@ export type ToolPart = ToolUIPart | DynamicToolUIPart;
 /** Results longer than this (characters or lines) start collapsed. */
 const LONG_CHARS = 600;
 const LONG_LINES = 12;
+/** Arguments longer than this (characters or lines) are collapsed, except on an approval card. */
+const ARGS_CHARS = 1000;
+const ARGS_LINES = 12;
 
 /**
  * The card state of a tool part. `active`: its message is still streaming or about
@@ -91,7 +94,9 @@ function Result({ output, errorText }: { output?: unknown; errorText?: string })
       {blocks.map((b, i) => (
         <div key={i}>
           {b.label && <div className="tool-field">{b.label}</div>}
-          <pre className={cls}>{b.text || '(empty)'}</pre>
+          <pre className={cls} tabIndex={long ? 0 : undefined}>
+            {b.text || '(empty)'}
+          </pre>
         </div>
       ))}
     </div>
@@ -118,6 +123,52 @@ function Result({ output, errorText }: { output?: unknown; errorText?: string })
   );
 }
 
+/**
+ * A call's arguments. Long ones are collapsed (the latest lines in view while
+ * they stream) behind a Show all toggle; `full` (an approval card) shows every
+ * character, never cut or scrolled.
+ */
+function Arguments({ id, text, streaming, full }: { id: string; text: string; streaming: boolean; full: boolean }) {
+  const [expanded, setExpanded] = useState(false);
+  const ref = useRef<HTMLPreElement>(null);
+  const lines = text.split('\n').length;
+  const long = !full && (text.length > ARGS_CHARS || lines > ARGS_LINES);
+  const collapsed = long && !expanded;
+  useLayoutEffect(() => {
+    const el = ref.current;
+    if (el && collapsed && streaming) el.scrollTop = el.scrollHeight;
+  }, [collapsed, streaming, text]);
+  return (
+    <div className="tool-section">
+      <div className="tool-section-label">Arguments</div>
+      <pre
+        ref={ref}
+        id={id}
+        className={`tool-args${collapsed ? ' tool-args-collapsed' : ''}`}
+        data-testid="tool-args"
+        data-collapsed={collapsed ? 'true' : undefined}
+      >
+        {text}
+      </pre>
+      {long && (
+        <button
+          type="button"
+          className="btn btn-small btn-ghost tool-args-toggle"
+          data-testid="tool-args-toggle"
+          aria-expanded={expanded}
+          aria-controls={id}
+          onClick={() => setExpanded((x) => !x)}
+        >
+          {expanded
+            ? 'Show less'
+            : `Show all (${lines.toLocaleString()} ${lines === 1 ? 'line' : 'lines'}, ${text.length.toLocaleString()} characters)`}
+        </button>
+      )}
+    </div>
+  );
+}
+
+/** One tool call: its tool, effect, state, duration, arguments, result, and Approve / Deny when asked. */
 export function ToolCard({
   part,
   active,
@@ -175,12 +226,12 @@ export function ToolCard({
         </span>
       </header>
 
-      <div className="tool-section">
-        <div className="tool-section-label">Arguments</div>
-        <pre className="tool-args" data-testid="tool-args">
-          {args || (state === 'input-streaming' ? '…' : '{}')}
-        </pre>
-      </div>
+      <Arguments
+        id={`tool-${part.toolCallId}-args`}
+        text={args || (state === 'input-streaming' ? '…' : '{}')}
+        streaming={state === 'input-streaming'}
+        full={part.state === 'approval-requested'}
+      />
 
       {part.state === 'approval-requested' && hidden && (
         <p className="tool-warning" role="note" data-testid="hidden-warning">
@@ -192,7 +243,10 @@ export function ToolCard({
         <div className="tool-approval" role="group" aria-label={`Approve or deny ${toolId}`}>
           <p>
             The agent wants to run <code>{toolId}</code>
-            {info ? ` (${EFFECT_LABEL[info.effect]}, ${DECISION_LABEL[info.decision]})` : ''}. Allow it?
+            {info ? ` (${DECISION_LABEL[info.decision]})` : ''}. Allow it?
+          </p>
+          <p className="effect-words" data-testid="effect-words">
+            {info ? EFFECT_HINT[info.effect] : 'Effect unknown: the server did not list this tool'}
           </p>
           <div className="tool-approval-buttons">
             <button

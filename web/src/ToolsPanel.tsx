@@ -14,13 +14,17 @@ const GROUPS: { decision: Decision; title: string; hint: string }[] = [
   { decision: 'deny', title: 'Blocked', hint: 'Listed for reference; calls are refused.' },
 ];
 
+/** The tools (of the graph in effect, when named) grouped by policy decision; a sheet on narrow screens. */
 export function ToolsPanel({
   state,
+  graph,
   open,
   onClose,
   onRetry,
 }: {
   state: ToolsState;
+  /** The graph whose tools these are. */
+  graph?: string | undefined;
   open: boolean;
   onClose: () => void;
   onRetry: () => void;
@@ -31,12 +35,16 @@ export function ToolsPanel({
       className={`tools-panel${open ? ' open' : ''}`}
       data-testid="tools-panel"
       aria-labelledby="tools-panel-title"
+      tabIndex={0}
       onKeyDown={(e) => {
         if (e.key === 'Escape') onClose();
       }}
     >
       <div className="tools-panel-head">
-        <h2 id="tools-panel-title">Tools &amp; policy</h2>
+        <h2 id="tools-panel-title">
+          Tools &amp; policy
+          {graph && <span className="tools-graph"> · graph {graph}</span>}
+        </h2>
         <button type="button" className="btn btn-ghost btn-icon tools-close" onClick={onClose} aria-label="Close tools panel">
           ×
         </button>

@@ -33,10 +33,11 @@ export const EFFECT_LABEL: Record<Effect, string> = {
   external_side_effect: 'external effect',
 };
 
+/** What a tool's effect level means, in words (badge titles, approval cards). */
 export const EFFECT_HINT: Record<Effect, string> = {
-  read_only: 'Only reads; changes nothing',
-  state_change: 'Changes files or stored state',
-  external_side_effect: 'Acts outside this machine (network, messages, purchases)',
+  read_only: 'Reads only; changes nothing',
+  state_change: 'Changes files or state',
+  external_side_effect: 'Acts outside this machine (network, processes, messages)',
 };
 
 export const DECISION_LABEL: Record<Decision, string> = {
@@ -63,6 +64,12 @@ export function splitToolId(id: string): { ns: string; name: string } {
   return { ns: id.slice(0, at + 2), name: id.slice(at + 2) };
 }
 
+/** What some of the server's refusals mean for the person at the page. */
+const REFUSALS: Record<string, string> = {
+  unknown_graph: 'The server has no graph of that name: start a new chat and pick one it lists.',
+  graph_forbidden: 'Your token may not use this graph: start a new chat and pick another.',
+};
+
 /** A readable sentence for an error of `useChat` (HTTP refusals carry the server's JSON). */
 export function describeError(error: Error): string {
   const e = error as Error & { statusCode?: number; responseBody?: string };
@@ -73,7 +80,8 @@ export function describeError(error: Error): string {
       if (j.message || j.error) {
         const where = j.path ? ` (${j.path})` : '';
         const status = e.statusCode ? `HTTP ${e.statusCode}: ` : '';
-        return `${status}${j.message ?? j.error}${where}`;
+        const known = j.error ? REFUSALS[j.error] : undefined;
+        return `${status}${known ? `${known} ` : ''}${j.message ?? j.error}${where}`;
       }
     } catch {
       // not JSON after all

@@ -32,7 +32,8 @@ function note(line: string) {
 /** `fetch` for the chat transport: passes the response through untouched, noting tool chunk times. */
 export const timedFetch: typeof fetch = async (input, init) => {
   const res = await fetch(input, init);
-  if (!res.ok || !res.body) return res;
+  // Nothing to note without a body (a 204 from the reattach endpoint has none).
+  if (!res.ok || !res.body || res.status === 204 || res.status === 205) return res;
   const decoder = new TextDecoder();
   let buf = '';
   const tap = new TransformStream<Uint8Array, Uint8Array>({

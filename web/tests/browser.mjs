@@ -9,6 +9,7 @@
 //
 //   node web/tests/browser.mjs --url http://127.0.0.1:PORT/ --scenario NAME [--shots DIR]
 //        [--prompt TEXT] [--timeout-ms N] [--runs N (metrics)] [--color-scheme light|dark]
+//        [--expect TEXT]
 //
 // The scenarios depend only on the page's behaviour (its data-testid contract),
 // not on what the model says: the server under test plays the matching turns.
@@ -23,7 +24,8 @@
 //   reload    a tool-run exchange, reload: the conversation is restored from
 //             localStorage; New chat empties it (and it stays empty on reload)
 //   metrics   cold loads: navigation start → prompt enabled and focusable (ms),
-//             and the bytes of index.html, app.js and app.css
+//             and the bytes of index.html, app.js and app.css; fails when the
+//             first load is over 200 KB gzipped (204,800 bytes)
 //   error     prompt → the server fails the request → a role=alert banner with
 //             text (containing --expect when given), and the page is usable
 //             again (Send enabled)
@@ -36,6 +38,42 @@
 //   huge      prompt → a 1 MB answer is shown a window at a time ("Show more");
 //             reload: restoring it never blocks the main thread for more than
 //             200 ms (long tasks observed from navigation start)
+//   conversations  (a server with a store; two answers) prompt A → the sidebar
+//             lists the chat, titled from the prompt; a second tab shows the same
+//             messages; renamed there, the first tab shows the title after a
+//             reload; New chat, prompt B → two entries; the first opened with the
+//             keyboard shows its messages; the second deleted (after its
+//             confirmation) → one entry, still one after a reload
+//   resume    (a store; one slow answer) prompt, the first words, reload → the
+//             same answer continues (the page reattaches) and ends with --expect
+//             (its last word); one user and one assistant message
+//   graph     (two graphs: a default and "researcher") the picker lists
+//             both; researcher picked, prompt → the answer, the picker replaced by
+//             the label "researcher"; New chat → the picker is back at the default
+//   markdown  prompt → an answer with a GFM table, lists, a rust code block
+//             (highlighted once the lazy highlighter loads), an https link (new
+//             tab, noopener), a javascript: link (not a link) and raw <img> HTML
+//             (shown as text, no element, no dialog)
+//   attach    an 8x8 PNG through the paperclip input and a text file dropped on
+//             the composer → chips; prompt → the user message shows the image
+//             (img alt = file name) and the text file; the answer; then a 5 MB
+//             text file → attach-error names it and the limit, nothing added
+//   tool-stream  prompt → an app__write card whose arguments stream (growing,
+//             collapsed behind Show all), then awaits approval showing all 4,000
+//             characters of the value, not cut, no toggle, and its effect in
+//             words; Deny → the follow-up text
+//   model-label  prompt → the answer → the header's model label holds --expect
+//             (an "offline" hint shown when the name says offline); none before
+//   a11y      axe-core (wcag2a, wcag2aa, wcag21aa) on the empty page, after a
+//             tool-run exchange and with a card awaiting approval, in light and
+//             dark: no serious or critical violation; keyboard only: the Tab order
+//             (sidebar, graph picker, messages, composer), a prompt sent with
+//             Enter, Approve reached with the keyboard and pressed with Enter,
+//             a visible focus outline on buttons, the live region announced the
+//             answer ("I echoed your text." / "Written.")
+//   screens   an exchange with a tool card and a markdown answer, screenshots
+//             screens-1280x800.png and screens-390x844.png (and -dark variants)
+//             into --shots; no horizontal overflow at 390 px
 //
 // --url carries the server's token in its fragment (`/#token=...`), as `agent
 // serve` prints it; every scenario checks the page takes it out of the address.
@@ -46,8 +84,29 @@
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { deflateSync, gzipSync } from 'node:zlib';
 
-const SCENARIOS = ['tool-run', 'approve', 'deny', 'stop', 'reload', 'metrics', 'error', 'token', 'rlo', 'huge'];
+const SCENARIOS = [
+  'tool-run',
+  'approve',
+  'deny',
+  'stop',
+  'reload',
+  'metrics',
+  'error',
+  'token',
+  'rlo',
+  'huge',
+  'conversations',
+  'resume',
+  'graph',
+  'markdown',
+  'attach',
+  'tool-stream',
+  'model-label',
+  'a11y',
+  'screens',
+];
 
 const DEFAULT_PROMPTS = {
   'tool-run': 'List the files in the workspace and read one of them.',
@@ -60,7 +119,25 @@ const DEFAULT_PROMPTS = {
   token: 'Hello?',
   rlo: 'Please make the change in the workspace.',
   huge: 'Write a lot.',
+  conversations: 'Tell me about the first topic.',
+  resume: 'Tell me a long story, slowly.',
+  graph: 'Research the notes about the release.',
+  markdown: 'Show me some markdown.',
+  attach: 'What is in the image?',
+  'tool-stream': 'Write the long value into the app.',
+  'model-label': 'Say hello.',
+  a11y: 'Echo my text.',
+  screens: 'What does the README say?',
 };
+
+/** The second prompt of scenarios that send two. */
+const SECOND_PROMPTS = {
+  conversations: 'Now the second topic, please.',
+  a11y: 'Write the greeting into the app.',
+};
+
+/** The first load's gzipped bytes may be at most this (index.html, app.js, app.css). */
+const FIRST_LOAD_BUDGET = 204_800;
 
 /** Longest main-thread task allowed while a chat is restored (ms). */
 const RESTORE_BUDGET_MS = 200;
@@ -96,7 +173,7 @@ try {
     process.stdout.write(
       'usage: browser.mjs --url URL --scenario ' +
         SCENARIOS.join('|') +
-        ' [--shots DIR] [--prompt TEXT] [--timeout-ms N] [--runs N] [--color-scheme light|dark]\n',
+        ' [--shots DIR] [--prompt TEXT] [--timeout-ms N] [--runs N] [--color-scheme light|dark] [--expect TEXT]\n',
     );
     process.exit(0);
   }
@@ -146,6 +223,19 @@ const sel = {
   more: '[data-testid="long-text-more"]',
   tools: '[data-testid="tools-panel"]',
   usage: '[data-testid="usage"]',
+  sidebar: '[data-testid="sidebar"]',
+  chatItem: '[data-testid="chat-item"]',
+  newChat: '[data-testid="new-chat"]',
+  graphPicker: '[data-testid="graph-picker"]',
+  graphLabel: '[data-testid="graph-label"]',
+  attachInput: '[data-testid="attach-input"]',
+  attachError: '[data-testid="attach-error"]',
+  chip: '[data-testid="attachment-chip"]',
+  attachment: '[data-testid="attachment"]',
+  argsToggle: '[data-testid="tool-args-toggle"]',
+  effectWords: '[data-testid="effect-words"]',
+  modelLabel: '[data-testid="model-label"]',
+  live: '[data-testid="live-region"]',
 };
 const card = (state) => `${sel.card}[data-state="${state}"]`;
 
@@ -219,10 +309,17 @@ async function openPage(context) {
   return page;
 }
 
+/** After a load: the page must not open on an error (a failed reattach, a chat it cannot read). */
+async function settledWithoutError(page) {
+  await page.waitForTimeout(60);
+  await noBanner(page);
+}
+
 async function load(page, url = args.url) {
   await page.goto(url, { waitUntil: 'domcontentloaded', timeout: T });
   await page.locator(sel.prompt).waitFor({ state: 'visible', timeout: T });
   await page.waitForFunction((s) => !document.querySelector(s)?.disabled, sel.prompt, { timeout: T });
+  await settledWithoutError(page);
   if (tokenInUrl !== null) {
     const hash = await page.evaluate(() => window.location.hash);
     if (hash.includes('token=')) throw new Error(`the token stayed in the address bar (${hash.slice(0, 20)}…)`);
@@ -466,6 +563,7 @@ async function reloadScenario(context) {
     const states = (c) => JSON.stringify(c.cards.map((x) => [x.id, x.state]));
     if (states(after) !== states(before))
       throw new Error(`tool cards differ after reload: ${states(before)} → ${states(after)}`);
+    await settledWithoutError(page);
     return { messages: after.items.length, cards: after.cards.length };
   });
   await shot(page, 'restored');
@@ -561,9 +659,34 @@ async function metricsScenario(browser) {
   await step('requests', async () => {
     const missing = Object.entries(files).filter(([, f]) => !f).map(([k]) => k);
     if (missing.length) throw new Error(`not loaded: ${missing.join(', ')}`);
-    const extra = runs[0].requests.filter((p) => !['/', '/index.html', '/assets/app.js', '/assets/app.css', '/api/tools'].includes(p));
+    // The page, its script and styles, and what it asks the API at load (the
+    // highlighter is loaded only for an answer with code).
+    const allowed = [
+      /^\/(index\.html)?$/,
+      /^\/assets\/app\.(js|css)$/,
+      /^\/api\/(tools|graphs|limits|chats)$/,
+      /^\/api\/chats\/[^/]+$/,
+      /^\/api\/chat\/[^/]+\/stream$/,
+    ];
+    const extra = runs[0].requests.filter((p) => !allowed.some((re) => re.test(p)));
     if (extra.length) throw new Error(`unexpected requests at load: ${extra.join(', ')}`);
     return { requests: runs[0].requests };
+  });
+  await step('first load under 200 KB gzipped', async () => {
+    // Gzipped here (level 6, as a server compresses by default), whatever the
+    // server sent, so the budget does not depend on its compression.
+    const gz = {};
+    for (const path of ['/', '/assets/app.js', '/assets/app.css']) {
+      const res = await page.request.get(new URL(path, args.url).toString(), { headers: { 'accept-encoding': 'identity' } });
+      if (!res.ok()) throw new Error(`${path}: HTTP ${res.status()}`);
+      const body = await res.body();
+      gz[path === '/' ? 'index.html' : path.slice(1)] = { raw: body.length, gzip: gzipSync(body, { level: 6 }).length };
+    }
+    const total = Object.values(gz).reduce((n, f) => n + f.gzip, 0);
+    bytes.gzip = { ...gz, total };
+    timings.first_load_gzip_bytes = total;
+    if (total > FIRST_LOAD_BUDGET) throw new Error(`the first load is ${total} bytes gzipped, over ${FIRST_LOAD_BUDGET}`);
+    return { gzip: total, budget: FIRST_LOAD_BUDGET };
   });
   await shot(page, 'loaded');
   return page;
@@ -697,6 +820,743 @@ async function hugeScenario(context) {
   return page;
 }
 
+// ---- helpers of the newer scenarios ---------------------------------------------------
+
+/** The conversations the sidebar lists: id, title, whether it is the open one. */
+async function chatList(page) {
+  return page.evaluate((s) =>
+    [...document.querySelectorAll(s.chatItem)].map((li) => ({
+      id: li.getAttribute('data-chat-id'),
+      title: (li.querySelector('.chat-title')?.textContent ?? '').trim(),
+      current: li.getAttribute('data-current') === 'true',
+    })),
+    sel,
+  );
+}
+
+/** Waits until the sidebar's list satisfies `test` (polling); returns it. */
+async function waitList(page, test, what, timeout = T) {
+  const until = Date.now() + timeout;
+  let list = await chatList(page);
+  while (!test(list)) {
+    if (Date.now() > until) throw new Error(`${what}; the list is ${JSON.stringify(list)}`);
+    await page.waitForTimeout(50);
+    list = await chatList(page);
+  }
+  return list;
+}
+
+/** The words of the conversation: each user message and each text part of the answers. */
+async function messageTexts(page) {
+  return page.evaluate((s) =>
+    [...document.querySelectorAll(`${s.user}, ${s.assistant} [data-testid="assistant-text"]`)].map((el) =>
+      (el.textContent ?? '').replace(/\s+/g, ' ').trim(),
+    ),
+    sel,
+  );
+}
+
+/** Reloads and waits for the chat to be usable again. */
+async function reloadPage(page) {
+  await page.reload({ waitUntil: 'domcontentloaded', timeout: T });
+  await page.locator(sel.prompt).waitFor({ state: 'visible', timeout: T });
+  await page.waitForFunction((s) => !document.querySelector(s)?.disabled, sel.prompt, { timeout: T });
+  await settledWithoutError(page);
+}
+
+/** Sends `text` and waits until the answer is over and has text; returns that text. */
+async function ask(page, text) {
+  await submit(page, text);
+  await waitIdle(page);
+  const answer = await waitTextAfter(page, null);
+  await noBanner(page);
+  return answer;
+}
+
+/** An 8x8 PNG (a red square with a blue diagonal), made here. */
+function tinyPng() {
+  const table = Array.from({ length: 256 }, (_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c >>> 0;
+  });
+  const crc = (buf) => {
+    let c = 0xffffffff;
+    for (const b of buf) c = table[(c ^ b) & 0xff] ^ (c >>> 8);
+    return (c ^ 0xffffffff) >>> 0;
+  };
+  const chunk = (type, data) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const body = Buffer.concat([Buffer.from(type, 'ascii'), data]);
+    const sum = Buffer.alloc(4);
+    sum.writeUInt32BE(crc(body));
+    return Buffer.concat([len, body, sum]);
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(8, 0);
+  ihdr.writeUInt32BE(8, 4);
+  ihdr[8] = 8; // bit depth
+  ihdr[9] = 2; // RGB
+  const rows = [];
+  for (let y = 0; y < 8; y++) {
+    rows.push(0); // filter: none
+    for (let x = 0; x < 8; x++) rows.push(...(x === y ? [40, 80, 220] : [220, 40, 40]));
+  }
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    chunk('IHDR', ihdr),
+    chunk('IDAT', deflateSync(Buffer.from(rows))),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
+}
+
+/** Runs axe-core on the page (WCAG 2.0/2.1 A and AA); returns its violations, summarised. */
+async function axeRun(page) {
+  if (!globalThis.__axeSource) {
+    const axe = await import('axe-core');
+    globalThis.__axeSource = (axe.default ?? axe).source;
+  }
+  const loaded = await page.evaluate(() => typeof window.axe !== 'undefined');
+  // Evaluated through the browser's debugging protocol, which the page's
+  // content security policy (script-src 'self') does not govern.
+  if (!loaded) await page.evaluate(globalThis.__axeSource);
+  return page.evaluate(async () => {
+    const result = await window.axe.run(document, {
+      runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21aa'] },
+      resultTypes: ['violations'],
+    });
+    return result.violations.map((v) => ({
+      id: v.id,
+      impact: v.impact,
+      nodes: v.nodes.length,
+      targets: v.nodes.slice(0, 3).map((n) => n.target.join(' ')),
+      summary: (v.nodes[0]?.failureSummary ?? '').split('\n').slice(0, 2).join(' ').slice(0, 200),
+    }));
+  });
+}
+
+/** axe in light and dark: every violation reported; serious or critical ones fail. */
+async function axeBoth(page, where) {
+  const report = {};
+  const serious = [];
+  for (const scheme of ['light', 'dark']) {
+    await page.emulateMedia({ colorScheme: scheme });
+    await page.waitForTimeout(80);
+    const violations = await axeRun(page);
+    report[scheme] = violations.map((v) => `${v.id}(${v.impact}) x${v.nodes}`);
+    for (const v of violations)
+      if (v.impact === 'serious' || v.impact === 'critical') serious.push(`${scheme}: ${v.id} (${v.impact}) at ${v.targets.join(' | ')}: ${v.summary}`);
+  }
+  await page.emulateMedia({ colorScheme: args.colorScheme ?? 'light' });
+  if (serious.length) throw new Error(`axe on ${where}: ${serious.join(' ;; ')}`);
+  return report;
+}
+
+// ---- the newer scenarios --------------------------------------------------------------
+
+async function conversationsScenario(context) {
+  const page = await openPage(context);
+  const promptB = SECOND_PROMPTS.conversations;
+  await step('load', () => load(page));
+  await step('prompt A answered', async () => ({ text: (await ask(page, prompt)).slice(0, 200) }));
+  const first = await step('the sidebar lists the chat, titled from the prompt', async () => {
+    const list = await waitList(page, (l) => l.some((c) => c.current), 'the open chat is not listed');
+    const item = list.find((c) => c.current);
+    const norm = (t) => t.toLowerCase().replace(/…$/, '').trim();
+    if (!item.title || !norm(prompt).startsWith(norm(item.title).slice(0, 12)))
+      throw new Error(`the title ${JSON.stringify(item.title)} is not derived from the prompt ${JSON.stringify(prompt)}`);
+    return item;
+  });
+  const before = await messageTexts(page);
+  const renamed = 'Renamed in the second tab';
+  await step('a second tab shows the same messages', async () => {
+    const page2 = await openPage(context);
+    await load(page2);
+    let seen = await messageTexts(page2);
+    for (let waited = 0; waited < T && JSON.stringify(seen) !== JSON.stringify(before); waited += 50) {
+      await page2.waitForTimeout(50);
+      seen = await messageTexts(page2);
+    }
+    if (JSON.stringify(seen) !== JSON.stringify(before))
+      throw new Error(`tab 2 shows ${JSON.stringify(seen).slice(0, 300)}, tab 1 ${JSON.stringify(before).slice(0, 300)}`);
+    await step('rename the chat in the second tab (Enter saves)', async () => {
+      const item = page2.locator(`${sel.chatItem}[data-chat-id="${first.id}"]`);
+      await item.locator('[data-testid="chat-rename"]').click();
+      const input = item.locator('[data-testid="chat-rename-input"]');
+      await input.waitFor({ state: 'visible', timeout: T });
+      await input.fill('Not this title');
+      await input.press('Escape'); // Escape cancels
+      await waitList(page2, (l) => l.find((c) => c.id === first.id)?.title === first.title, 'Escape did not cancel the rename');
+      await item.locator('[data-testid="chat-rename"]').click();
+      await input.fill(renamed);
+      await input.press('Enter');
+      await waitList(page2, (l) => l.find((c) => c.id === first.id)?.title === renamed, 'the new title is not shown in tab 2');
+    });
+    await page2.close();
+    return { messages: seen.length };
+  });
+  await step('tab 1 shows the new title after a reload', async () => {
+    await reloadPage(page);
+    await waitList(page, (l) => l.find((c) => c.id === first.id)?.title === renamed, 'tab 1 does not show the new title');
+    const shown = await messageTexts(page);
+    if (JSON.stringify(shown) !== JSON.stringify(before)) throw new Error(`after the reload tab 1 shows ${JSON.stringify(shown).slice(0, 300)}`);
+  });
+  await step('New chat: an empty chat', async () => {
+    await page.locator(sel.newChat).click();
+    await page.waitForFunction((s) => !document.querySelector(`${s.user}, ${s.assistant}`), sel, { timeout: T });
+    await page.waitForFunction((s) => !document.querySelector(s)?.disabled, sel.prompt, { timeout: T });
+  });
+  await step('prompt B answered', async () => ({ text: (await ask(page, promptB)).slice(0, 200) }));
+  const second = await step('two entries', async () => {
+    const list = await waitList(page, (l) => l.length === 2 && l.some((c) => c.current && c.id !== first.id), 'not two entries with the new chat open');
+    return list.find((c) => c.current);
+  });
+  await shot(page, 'two-chats');
+  await step('open the first with the keyboard (focus, Enter)', async () => {
+    await page.locator(`${sel.chatItem}[data-chat-id="${first.id}"] [data-testid="chat-open"]`).focus();
+    await page.keyboard.press('Enter');
+    await waitList(page, (l) => l.find((c) => c.id === first.id)?.current === true, 'the first chat is not the open one');
+    let shown = await messageTexts(page);
+    for (let waited = 0; waited < T && JSON.stringify(shown) !== JSON.stringify(before); waited += 50) {
+      await page.waitForTimeout(50);
+      shown = await messageTexts(page);
+    }
+    if (JSON.stringify(shown) !== JSON.stringify(before)) throw new Error(`the first chat shows ${JSON.stringify(shown).slice(0, 300)}`);
+    const url = new URL(page.url());
+    if (url.searchParams.get('chat') !== first.id) throw new Error(`the address names chat ${url.searchParams.get('chat')}`);
+  });
+  await step('delete the second (with its confirmation)', async () => {
+    const item = page.locator(`${sel.chatItem}[data-chat-id="${second.id}"]`);
+    await item.locator('[data-testid="chat-delete"]').click();
+    const confirm = item.locator('[data-testid="chat-delete-confirm"]');
+    await confirm.waitFor({ state: 'visible', timeout: T });
+    if ((await chatList(page)).length !== 2) throw new Error('deleted before the confirmation');
+    await confirm.click();
+    await waitList(page, (l) => l.length === 1 && l[0].id === first.id, 'the second chat is still listed');
+  });
+  await step('after a reload, still one', async () => {
+    await reloadPage(page);
+    await page.waitForTimeout(300);
+    const list = await waitList(page, (l) => l.length >= 1, 'nothing listed');
+    if (list.length !== 1 || list[0].id !== first.id) throw new Error(`the list is ${JSON.stringify(list)}`);
+    return list;
+  });
+  return page;
+}
+
+async function resumeScenario(context) {
+  const page = await openPage(context);
+  const lastText = () =>
+    page.evaluate((s) => {
+      const all = document.querySelectorAll(`${s.assistant} [data-testid="assistant-text"]`);
+      return (all[all.length - 1]?.textContent ?? '').trim();
+    }, sel);
+  await step('load', () => load(page));
+  await step('submit', () => submit(page));
+  const early = await step('the first words of the answer', async () => {
+    await page.waitForFunction(
+      (s) => {
+        const all = document.querySelectorAll(`${s.assistant} [data-testid="assistant-text"]`);
+        return (all[all.length - 1]?.textContent ?? '').trim().split(/\s+/).length >= 3 && document.querySelector(s.stop);
+      },
+      sel,
+      { timeout: T },
+    );
+    return lastText();
+  });
+  await step('reload in the middle of the answer', async () => {
+    await page.reload({ waitUntil: 'domcontentloaded', timeout: T });
+    await page.locator(sel.prompt).waitFor({ state: 'visible', timeout: T });
+  });
+  const resumed = await step('the page reattaches: the answer streams on', async () => {
+    await page.locator(sel.stop).waitFor({ state: 'visible', timeout: T });
+    const at = await lastText();
+    return { length: at.length };
+  });
+  await step('the same answer ends, once', async () => {
+    await waitIdle(page);
+    const text = await lastText();
+    if (text.length <= resumed.length) throw new Error(`the answer did not grow after the reload (${text.length} characters)`);
+    const firstWord = early.split(/\s+/)[0];
+    if (!text.startsWith(firstWord)) throw new Error(`the answer after the reload does not start as before: ${text.slice(0, 80)}`);
+    const head = early.slice(0, Math.min(early.length, 20));
+    const copies = text.split(head).length - 1;
+    if (copies !== 1) throw new Error(`the start of the answer appears ${copies} times`);
+    const strip = (w) => w.replace(/[.,;:!?…"')\]]+$/u, '');
+    const last = strip(text.split(/\s+/).pop() ?? '');
+    if (args.expect && last !== strip(args.expect)) throw new Error(`the answer ends with ${JSON.stringify(last)}, not ${JSON.stringify(args.expect)}`);
+    const c = await conversation(page);
+    const users = c.items.filter((i) => i.role === 'user').length;
+    const assistants = c.items.filter((i) => i.role === 'assistant').length;
+    if (assistants !== 1) throw new Error(`${assistants} assistant messages`);
+    if (users !== 1) throw new Error(`${users} user messages`);
+    await noBanner(page);
+    return { words: text.split(/\s+/).length, last };
+  });
+  return page;
+}
+
+async function graphScenario(context) {
+  const page = await openPage(context);
+  await step('load', () => load(page));
+  const picker = page.locator(sel.graphPicker);
+  const defaults = await step('the picker lists both graphs', async () => {
+    await picker.waitFor({ state: 'visible', timeout: T });
+    const options = await picker.evaluate((el) => ({
+      values: [...el.options].map((o) => o.value),
+      value: el.value,
+      label: el.labels?.[0]?.textContent ?? el.getAttribute('aria-label'),
+    }));
+    if (options.values.length < 2 || !options.values.includes('researcher'))
+      throw new Error(`the picker does not list the default and researcher: ${options.values.join(', ')}`);
+    if (options.value === 'researcher') throw new Error('the picker starts at researcher, not the default');
+    if (!options.label) throw new Error('the picker has no label');
+    return options;
+  });
+  await step('pick researcher, prompt → the answer', async () => {
+    await picker.selectOption('researcher');
+    const text = await ask(page, prompt);
+    return { text: text.slice(0, 200) };
+  });
+  await step('the picker is replaced by the graph label', async () => {
+    await page.locator(sel.graphLabel).waitFor({ state: 'visible', timeout: T });
+    if (await picker.count()) throw new Error('the picker is still shown for a chat with messages');
+    const label = ((await page.locator(sel.graphLabel).textContent()) ?? '').trim();
+    if (label !== 'researcher') throw new Error(`the label says ${JSON.stringify(label)}`);
+    return { label };
+  });
+  await shot(page, 'graph-label');
+  await step('New chat: the picker is back at the default', async () => {
+    await page.locator(sel.newChat).click();
+    await picker.waitFor({ state: 'visible', timeout: T });
+    const value = await picker.inputValue();
+    if (value !== defaults.value) throw new Error(`the picker is at ${value}, not ${defaults.value}`);
+    return { value };
+  });
+  return page;
+}
+
+async function markdownScenario(context) {
+  const page = await openPage(context);
+  const dialogs = [];
+  page.on('dialog', (d) => {
+    dialogs.push(d.message());
+    void d.dismiss().catch(() => {});
+  });
+  const requested = [];
+  page.on('request', (r) => requested.push(new URL(r.url()).pathname));
+  await step('load', () => load(page));
+  await step('answer', async () => ({ text: (await ask(page, prompt)).slice(0, 120) }));
+  const md = page.locator(`${sel.assistant} [data-testid="assistant-text"]`).last();
+  await step('a table with header and data cells', async () => {
+    const cells = await md.evaluate((el) => ({
+      th: el.querySelectorAll('table th').length,
+      td: el.querySelectorAll('table td').length,
+    }));
+    if (!cells.th || !cells.td) throw new Error(`table cells: ${JSON.stringify(cells)}`);
+    return cells;
+  });
+  await step('a bullet list and a numbered list', async () => {
+    const lists = await md.evaluate((el) => ({
+      ul: [...el.querySelectorAll('ul > li')].map((li) => li.textContent.trim()),
+      ol: [...el.querySelectorAll('ol > li')].map((li) => li.textContent.trim()),
+    }));
+    if (lists.ul.length < 2 || lists.ol.length < 2) throw new Error(`lists: ${JSON.stringify(lists)}`);
+    return lists;
+  });
+  await step('the code block is highlighted once the highlighter loads', async () => {
+    await page.waitForFunction(
+      (s) => {
+        const all = document.querySelectorAll(`${s.assistant} [data-testid="assistant-text"]`);
+        return !!all[all.length - 1]?.querySelector('pre code [class*="hljs-"], pre code [class*="token"]');
+      },
+      sel,
+      { timeout: T },
+    );
+    if (!requested.includes('/assets/highlight.js')) throw new Error('the highlighter was not loaded from /assets/highlight.js');
+    return md.evaluate((el) => ({
+      classes: [...new Set([...el.querySelectorAll('pre code [class]')].map((n) => n.className))].slice(0, 8),
+    }));
+  });
+  await step('links: https opens in a new tab; javascript: is no link; raw HTML is text', async () => {
+    const found = await page.evaluate(() => {
+      const https = [...document.querySelectorAll('a[href^="https://example.com"]')].map((a) => ({
+        target: a.getAttribute('target'),
+        rel: a.getAttribute('rel') ?? '',
+      }));
+      return {
+        https,
+        js: document.querySelectorAll('a[href^="javascript:" i]').length,
+        img: document.querySelectorAll('img[src="x"]').length,
+        anyImg: document.querySelectorAll('.md img').length,
+      };
+    });
+    if (!found.https.length) throw new Error('no link to https://example.com');
+    if (found.https.some((a) => a.target !== '_blank' || !/\bnoopener\b/.test(a.rel)))
+      throw new Error(`the https link is ${JSON.stringify(found.https)}`);
+    if (found.js) throw new Error(`${found.js} javascript: links`);
+    if (found.img || found.anyImg) throw new Error('an img element was made from the answer');
+    await page.waitForTimeout(200);
+    if (dialogs.length) throw new Error(`a dialog fired: ${dialogs.join(', ')}`);
+    return found;
+  });
+  await shot(page, 'markdown');
+  return page;
+}
+
+async function attachScenario(context) {
+  const page = await openPage(context);
+  await step('load', () => load(page));
+  await step('attach a PNG with the paperclip', async () => {
+    await page.locator(sel.attachInput).setInputFiles({ name: 'dot.png', mimeType: 'image/png', buffer: tinyPng() });
+    await page.locator(`${sel.chip} img`).first().waitFor({ state: 'visible', timeout: T });
+  });
+  await step('drop a text file on the composer', async () => {
+    await page.evaluate((s) => {
+      const target = document.querySelector(s.prompt).closest('form');
+      const data = new DataTransfer();
+      data.items.add(new File(['hello from a text file\n'], 'notes.txt', { type: 'text/plain' }));
+      for (const type of ['dragenter', 'dragover', 'drop'])
+        target.dispatchEvent(new DragEvent(type, { bubbles: true, cancelable: true, dataTransfer: data }));
+    }, sel);
+    await page.waitForFunction((s) => document.querySelectorAll(s.chip).length === 2, sel, { timeout: T });
+    return { chips: await page.locator(sel.chip).allTextContents() };
+  });
+  await shot(page, 'chips');
+  await step('send: the message shows the image and the text file', async () => {
+    await submit(page);
+    const user = page.locator(sel.user).last();
+    await user.locator(`img${sel.attachment}[alt="dot.png"]`).waitFor({ state: 'visible', timeout: T });
+    const img = await user.locator(`img${sel.attachment}`).evaluate((el) => ({ w: el.naturalWidth, h: el.naturalHeight }));
+    if (img.w !== 8 || img.h !== 8) throw new Error(`the preview is ${img.w}x${img.h}, not the 8x8 image`);
+    const text = user.locator(`${sel.attachment}:not(img)`);
+    if (!((await text.first().textContent()) ?? '').includes('notes.txt')) throw new Error('the text file is not shown');
+    if (await page.locator(sel.chip).count()) throw new Error('the chips stayed after sending');
+  });
+  await step('the answer', async () => {
+    await waitIdle(page);
+    const text = await waitTextAfter(page, null);
+    await noBanner(page);
+    return { text: text.slice(0, 120) };
+  });
+  await shot(page, 'sent');
+  await step('a file over the limit is refused', async () => {
+    const big = Buffer.alloc(5 * 1024 * 1024, 'a');
+    await page.locator(sel.attachInput).setInputFiles({ name: 'big.txt', mimeType: 'text/plain', buffer: big });
+    const error = page.locator(sel.attachError);
+    await error.waitFor({ state: 'visible', timeout: T });
+    const text = ((await error.textContent()) ?? '').trim();
+    if ((await error.getAttribute('role')) !== 'alert') throw new Error('the error is not role=alert');
+    if (!text.includes('big.txt')) throw new Error(`the error does not name the file: ${text}`);
+    if (!/\d\s*(MB|KB|bytes|B)\b/.test(text)) throw new Error(`the error does not name the limit: ${text}`);
+    if (await page.locator(sel.chip).count()) throw new Error('the file was added anyway');
+    return { text };
+  });
+  await shot(page, 'refused');
+  return page;
+}
+
+async function toolStreamScenario(context) {
+  const page = await openPage(context);
+  const argsLength = () =>
+    page.evaluate((s) => {
+      const c = document.querySelector(`${s.card}[data-state="input-streaming"]`);
+      return c ? (c.querySelector('[data-testid="tool-args"]')?.textContent ?? '').length : -1;
+    }, sel);
+  await step('load', () => load(page));
+  await step('submit', () => submit(page));
+  await step('the arguments stream into the card', async () => {
+    await page.locator(sel.card).first().waitFor({ state: 'visible', timeout: T });
+    await page.waitForFunction(
+      (s) => {
+        const c = document.querySelector(`${s.card}[data-state="input-streaming"]`);
+        if (!c) return !!document.querySelector(s.card); // checked below
+        const t = (c.querySelector('[data-testid="tool-args"]')?.textContent ?? '').replace(/^…$/, '');
+        return t.length > 0;
+      },
+      sel,
+      { timeout: T, polling: 20 },
+    );
+    const first = await argsLength();
+    if (first <= 0) throw new Error('the card never showed arguments while they streamed');
+    await page.waitForFunction(
+      ({ s, n }) => {
+        const c = document.querySelector(`${s.card}[data-state="input-streaming"]`);
+        if (!c) return true; // no longer streaming: checked below
+        return (c.querySelector('[data-testid="tool-args"]')?.textContent ?? '').length > n;
+      },
+      { s: sel, n: first },
+      { timeout: T, polling: 20 },
+    );
+    const second = await argsLength();
+    if (second <= first) throw new Error(`the arguments did not grow while streaming (${first} → ${second})`);
+    return { first, second };
+  });
+  await step('long streaming arguments are collapsed (Show all)', async () => {
+    await page.waitForFunction(
+      (s) => {
+        const c = document.querySelector(`${s.card}[data-state="input-streaming"]`);
+        if (!c) return true;
+        return !!c.querySelector(s.argsToggle) && c.querySelector('[data-testid="tool-args"]')?.getAttribute('data-collapsed') === 'true';
+      },
+      sel,
+      { timeout: T, polling: 20 },
+    );
+    const still = await page.locator(card('input-streaming')).count();
+    if (!still) throw new Error('the card stopped streaming before its arguments were collapsed');
+    await shot(page, 'streaming');
+  });
+  const callId = await step('the approval card shows every argument', async () => {
+    const c = page.locator(card('awaiting-approval')).first();
+    await c.waitFor({ state: 'visible', timeout: T });
+    await waitIdle(page);
+    const shown = await c.evaluate((el, s) => {
+      const a = el.querySelector('[data-testid="tool-args"]');
+      return {
+        text: a?.textContent ?? '',
+        clipped: a ? a.scrollHeight > a.clientHeight + 1 || a.scrollWidth > a.clientWidth + 1 : true,
+        toggle: !!el.querySelector(s.argsToggle),
+        effect: el.querySelector(s.effectWords)?.textContent?.trim() ?? '',
+        card: el.textContent ?? '',
+      };
+    }, sel);
+    let longest = '';
+    try {
+      const walk = (v) => {
+        if (typeof v === 'string') {
+          if (v.length > longest.length) longest = v;
+        } else if (v && typeof v === 'object') Object.values(v).forEach(walk);
+      };
+      walk(JSON.parse(shown.text));
+    } catch {
+      throw new Error(`the arguments are not the whole JSON: ${shown.text.slice(0, 80)}…`);
+    }
+    if (longest.length < 4000) throw new Error(`the longest value shown is ${longest.length} characters`);
+    if (!shown.card.includes(longest)) throw new Error('the value is not whole in the card');
+    if (shown.clipped) throw new Error('the arguments are scrolled or cut');
+    if (shown.toggle) throw new Error('the approval card collapses its arguments');
+    if (!/chang/i.test(shown.effect)) throw new Error(`the effect words say ${JSON.stringify(shown.effect)}`);
+    return c.getAttribute('data-tool-call-id');
+  });
+  await shot(page, 'approval');
+  await step('deny → the follow-up', async () => {
+    await page.locator(`${sel.card}[data-tool-call-id="${callId}"] ${sel.deny}`).click();
+    await page.locator(`${sel.card}[data-tool-call-id="${callId}"][data-state="denied"]`).waitFor({ timeout: T });
+    await waitIdle(page);
+    return { text: (await waitTextAfter(page, callId)).slice(0, 120) };
+  });
+  return page;
+}
+
+async function modelLabelScenario(context) {
+  const page = await openPage(context);
+  await step('load: no model shown before an answer', async () => {
+    await load(page);
+    if (await page.locator(sel.modelLabel).count()) throw new Error('a model is named before any answer');
+  });
+  await step('answer', async () => ({ text: (await ask(page, prompt)).slice(0, 120) }));
+  await step('the header names the model that answered', async () => {
+    const label = page.locator(sel.modelLabel);
+    await label.waitFor({ state: 'visible', timeout: T });
+    const text = ((await label.textContent()) ?? '').trim();
+    if (args.expect && !text.includes(args.expect)) throw new Error(`the label says ${JSON.stringify(text)}`);
+    if (!text) throw new Error('the label is empty');
+    let hint = null;
+    if (/offline/i.test(args.expect ?? text)) {
+      hint = label.locator('.model-offline');
+      if (!(await hint.isVisible())) throw new Error('no visible offline hint');
+      hint = ((await hint.textContent()) ?? '').trim();
+    }
+    return { text, hint };
+  });
+  return page;
+}
+
+async function a11yScenario(context) {
+  const page = await openPage(context);
+  await page.addInitScript((s) => {
+    // Everything the live region is given, in order.
+    window.__live = [];
+    const seen = new WeakSet();
+    new MutationObserver(() => {
+      for (const p of document.querySelectorAll(`${s.live} > *`)) {
+        if (seen.has(p)) continue;
+        seen.add(p);
+        window.__live.push(p.textContent ?? '');
+      }
+    }).observe(document, { subtree: true, childList: true, characterData: true });
+  }, sel);
+  const report = {};
+  await step('load', async () => {
+    await load(page);
+    const landmarks = await page.evaluate(() => ({
+      banner: !!document.querySelector('header'),
+      nav: document.querySelector('nav')?.getAttribute('aria-label'),
+      main: !!document.querySelector('main'),
+    }));
+    if (!landmarks.banner || landmarks.nav !== 'Conversations' || !landmarks.main) throw new Error(`landmarks: ${JSON.stringify(landmarks)}`);
+    return landmarks;
+  });
+  await step('axe: the empty page', async () => (report.empty = await axeBoth(page, 'the empty page')));
+  /** Where the focused element is, in words. */
+  const focusedAt = () =>
+    page.evaluate((s) => {
+      const el = document.activeElement;
+      if (!el || el === document.body) return 'body';
+      if (el.matches(s.prompt)) return 'prompt';
+      if (el.matches(s.graphPicker)) return 'graph-picker';
+      if (el.closest('nav')) return 'sidebar';
+      if (el.matches('.messages')) return 'messages';
+      if (el.closest('.messages')) return 'message-content';
+      if (el.closest('header')) return 'header';
+      if (el.closest('form')) return 'composer';
+      if (el.closest('aside')) return 'tools-panel';
+      return el.tagName.toLowerCase();
+    }, sel);
+  await step('keyboard: the Tab order is sidebar, graph picker, messages, composer', async () => {
+    // The prompt has the focus on load; Tab goes round the page back to it.
+    if ((await focusedAt()) !== 'prompt') throw new Error(`the prompt is not focused on load (${await focusedAt()})`);
+    const cycle = [];
+    for (let i = 0; i < 80; i++) {
+      await page.keyboard.press('Tab');
+      const where = await focusedAt();
+      if (where === 'prompt') break;
+      cycle.push(where);
+    }
+    // From the top of the page: after the last stop past the composer and the panel.
+    const top = cycle.findIndex((w) => w === 'header' || w === 'sidebar');
+    if (top === -1) throw new Error(`Tab never reached the top of the page: ${cycle.join(' → ')}`);
+    const order = [...cycle.slice(top), 'prompt'];
+    const at = (w) => order.indexOf(w);
+    for (const w of ['sidebar', 'graph-picker', 'messages'])
+      if (at(w) === -1) throw new Error(`Tab skipped the ${w}: ${order.join(' → ')}`);
+    if (!(at('sidebar') < at('graph-picker') && at('graph-picker') < at('messages') && at('messages') < at('prompt')))
+      throw new Error(`Tab order: ${order.join(' → ')}`);
+    return { order: order.filter((w, i) => w !== order[i - 1]) };
+  });
+  await step('keyboard: type, Enter → the answer', async () => {
+    await page.keyboard.type(prompt);
+    await page.keyboard.press('Enter');
+    await page.locator(card('done')).first().waitFor({ timeout: T });
+    await waitIdle(page);
+    return { text: (await waitTextAfter(page, null)).slice(0, 120) };
+  });
+  await step('axe: after a tool-run exchange', async () => (report.exchange = await axeBoth(page, 'the page after an exchange')));
+  const second = SECOND_PROMPTS.a11y;
+  await step('keyboard: a call awaiting approval', async () => {
+    const focused = await page.evaluate((s) => document.activeElement === document.querySelector(s), sel.prompt);
+    if (!focused) throw new Error('the prompt lost focus after sending');
+    await page.keyboard.type(second);
+    await page.keyboard.press('Enter');
+    await page.locator(card('awaiting-approval')).first().waitFor({ timeout: T });
+    await waitIdle(page);
+  });
+  await step('axe: a card awaiting approval', async () => (report.approval = await axeBoth(page, 'the page awaiting approval')));
+  await step('keyboard: Tab to Approve; focus visible', async () => {
+    let found = false;
+    for (let i = 0; i < 40 && !found; i++) {
+      await page.keyboard.press('Shift+Tab');
+      found = await page.evaluate((s) => document.activeElement?.matches(s), sel.approve);
+    }
+    if (!found) throw new Error('Shift+Tab from the prompt never reached Approve');
+    const ring = await page.evaluate(() => {
+      const el = document.activeElement;
+      const cs = getComputedStyle(el);
+      return { focusVisible: el.matches(':focus-visible'), outline: `${cs.outlineStyle} ${cs.outlineWidth}`, shadow: cs.boxShadow };
+    });
+    if (!ring.focusVisible) throw new Error('Approve is focused but not :focus-visible');
+    if (ring.outline.startsWith('none') && ring.shadow === 'none') throw new Error(`no visible focus ring on Approve: ${JSON.stringify(ring)}`);
+    return ring;
+  });
+  await shot(page, 'approve-focused');
+  await step('keyboard: Enter approves', async () => {
+    await page.keyboard.press('Enter');
+    await page.locator(card('done')).nth(1).waitFor({ timeout: T });
+    await waitIdle(page);
+    return { text: (await waitTextAfter(page, null)).slice(0, 120) };
+  });
+  await step('every button shows a focus ring', async () => {
+    // Once round the page with Tab from the prompt: each button reached must be
+    // :focus-visible and draw an outline or a shadow.
+    await page.locator(sel.prompt).focus();
+    const missing = [];
+    let buttons = 0;
+    for (let i = 0; i < 120; i++) {
+      await page.keyboard.press('Tab');
+      const r = await page.evaluate((s) => {
+        const el = document.activeElement;
+        if (!el || el === document.body) return { body: true };
+        const cs = getComputedStyle(el);
+        return {
+          prompt: el.matches(s.prompt),
+          button: el.tagName === 'BUTTON',
+          name: (el.getAttribute('aria-label') || el.textContent || '').trim().slice(0, 40),
+          ring: (cs.outlineStyle !== 'none' && parseFloat(cs.outlineWidth) > 0) || cs.boxShadow !== 'none',
+          visible: el.matches(':focus-visible'),
+        };
+      }, sel);
+      if (r.prompt) break;
+      if (r.button) {
+        buttons += 1;
+        if (!r.ring || !r.visible) missing.push(r.name);
+      }
+    }
+    if (missing.length) throw new Error(`buttons without a visible focus ring: ${missing.join(', ')}`);
+    if (buttons < 3) throw new Error(`Tab reached only ${buttons} buttons`);
+    return { buttons };
+  });
+  await step('the live region announced the answers', async () => {
+    const live = await page.evaluate(() => window.__live);
+    const all = live.join(' | ');
+    for (const want of ['I echoed your text.', 'Answer finished', 'Waiting for your approval', 'Written.'])
+      if (!all.includes(want)) throw new Error(`the live region never said ${JSON.stringify(want)}: ${all.slice(0, 400)}`);
+    const labelled = await page.evaluate(() =>
+      [...document.querySelectorAll('button')].filter((b) => !(b.getAttribute('aria-label') || b.textContent || '').trim()).length,
+    );
+    if (labelled) throw new Error(`${labelled} buttons without a name`);
+    return { announcements: live.slice(0, 12) };
+  });
+  steps.push({ name: 'axe report', ok: true, ms: 0, detail: report });
+  return page;
+}
+
+async function screensScenario(context) {
+  const page = await openPage(context);
+  await step('load', () => load(page));
+  await step('an exchange with a tool card and a markdown answer', async () => {
+    await submit(page);
+    await page.locator(card('done')).first().waitFor({ timeout: T });
+    await waitIdle(page);
+    const text = await waitTextAfter(page, null);
+    return { text: text.slice(0, 120) };
+  });
+  const sizes = [
+    [1280, 800],
+    [390, 844],
+  ];
+  const overflow = {};
+  for (const scheme of ['light', 'dark']) {
+    for (const [w, h] of sizes) {
+      await step(`${w}x${h} ${scheme}`, async () => {
+        await page.setViewportSize({ width: w, height: h });
+        await page.emulateMedia({ colorScheme: scheme });
+        await page.waitForTimeout(250); // the highlighter, layout and scrolling settle
+        const o = await page.evaluate(() => document.documentElement.scrollWidth);
+        overflow[`${w}-${scheme}`] = o;
+        if (args.shots) {
+          const file = join(args.shots, `screens-${w}x${h}${scheme === 'dark' ? '-dark' : ''}.png`);
+          await page.screenshot({ path: file, animations: 'disabled', caret: 'hide' });
+          shots.push(file);
+        }
+        if (w === 390 && o > 390) throw new Error(`the page is ${o}px wide at 390px`);
+        return { scrollWidth: o };
+      });
+    }
+  }
+  return page;
+}
+
 // ---- run -----------------------------------------------------------------------------
 async function guard(context) {
   // Only the page's own origin; data: URLs never reach the router.
@@ -747,6 +1607,15 @@ try {
       token: () => tokenScenario(context),
       rlo: () => rloScenario(context),
       huge: () => hugeScenario(context),
+      conversations: () => conversationsScenario(context),
+      resume: () => resumeScenario(context),
+      graph: () => graphScenario(context),
+      markdown: () => markdownScenario(context),
+      attach: () => attachScenario(context),
+      'tool-stream': () => toolStreamScenario(context),
+      'model-label': () => modelLabelScenario(context),
+      a11y: () => a11yScenario(context),
+      screens: () => screensScenario(context),
     }[args.scenario];
     lastPage = await run();
   }

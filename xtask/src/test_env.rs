@@ -164,9 +164,8 @@ fn installed(program: &str) -> bool {
     {
         return true;
     }
-    let on_path = std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|dir| dir.join(program).is_file())
-    });
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()));
     on_path
         || (program == "initdb"
             && std::fs::read_dir("/usr/lib/postgresql").is_ok_and(|versions| {
@@ -250,13 +249,24 @@ mod tests {
     #[test]
     fn missing_programs_are_named_with_their_install_command() {
         let none = check_prerequisites(&|_| false).unwrap_err();
-        for needle in ["Python 3", "Node.js", "Chromium", "PostgreSQL", "apt-get install -y chromium"] {
+        for needle in [
+            "Python 3",
+            "Node.js",
+            "Chromium",
+            "PostgreSQL",
+            "apt-get install -y chromium",
+        ] {
             assert!(none.contains(needle), "{needle}: {none}");
         }
-        let only_chromium_missing =
-            check_prerequisites(&|p| p != "chromium").unwrap_err();
-        assert!(only_chromium_missing.contains("Chromium"), "{only_chromium_missing}");
-        assert!(!only_chromium_missing.contains("Node.js"), "{only_chromium_missing}");
+        let only_chromium_missing = check_prerequisites(&|p| p != "chromium").unwrap_err();
+        assert!(
+            only_chromium_missing.contains("Chromium"),
+            "{only_chromium_missing}"
+        );
+        assert!(
+            !only_chromium_missing.contains("Node.js"),
+            "{only_chromium_missing}"
+        );
         assert!(check_prerequisites(&|_| true).is_ok());
     }
 }

@@ -11,7 +11,12 @@ const WEB: &str = "web";
 /// The committed bundle, relative to the repository root.
 const DIST: &str = "crates/agent-server/web-dist";
 /// The files of the bundle (fixed names, embedded by agent-server).
-const FILES: &[&str] = &["index.html", "assets/app.js", "assets/app.css"];
+const FILES: &[&str] = &[
+    "index.html",
+    "assets/app.js",
+    "assets/app.css",
+    "assets/highlight.js",
+];
 
 /// Installs the locked packages (when the lockfile changed) and builds into `out`.
 fn build(root: &Path, out: &Path) -> Result<(), String> {

@@ -57,7 +57,7 @@
 //! - **KiB/stream** = (the highest `VmRSS` sampled, every 20 ms, while all C
 //!   streams were open at once − `VmRSS` after the warm-up) ÷ C; the peak over the
 //!   whole row is also printed;
-//! - **p50/p99/max** added latency per delta over all the row's deltas;
+//! - **p50/p90/p99/p99.9/max** added latency per delta over all the row's deltas;
 //! - **errors**: failed connects, non-200 answers, streams without `finish` and
 //!   `[DONE]`, or with fewer than K deltas.
 //!
@@ -69,8 +69,10 @@
 //! # Options (after `--`)
 //!
 //! `--clients 100,1000` `--deltas 200` `--interval-ms 20` `--ramp-ms 1000`
-//! `--warmup 50` `--servers agent-server,agent-server-store,node-ai7,node-ai7-pipe`; `RELAY_NODE`
-//! names the node binary (default `node`).
+//! `--warmup 50` `--servers agent-server,agent-server-store,node-ai7,node-ai7-pipe`
+//! `--pin` (the load generator on CPU 0 and each server under test on CPU 1,
+//! with `taskset`, so neither waits for the other's core); `RELAY_NODE` names
+//! the node binary (default `node`).
 //!
 //! The default pace, a delta every 20 ms (50 tokens/s per stream, a fast model),
 //! puts 50,000 deltas/s through the server at 1,000 streams.
@@ -608,6 +610,8 @@ struct Config {
     warmup: usize,
     servers: Vec<Kind>,
     node: String,
+    /// `--pin`: the load generator on CPU 0, the server under test on CPU 1.
+    pin: bool,
 }
 
 /// A server process under test.
@@ -620,6 +624,30 @@ struct Server {
 
 fn bench_node_script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/js/bench-node.mjs")
+}
+
+/// `program`, run on CPU 1 (`taskset -c 1`) when `pin`.
+fn pinned(pin: bool, program: &std::ffi::OsStr) -> tokio::process::Command {
+    if pin {
+        let mut c = tokio::process::Command::new("taskset");
+        c.args(["-c", "1"]).arg(program);
+        c
+    } else {
+        tokio::process::Command::new(program)
+    }
+}
+
+/// Pins this process (its threads started from now on) to CPU 0.
+fn pin_self() {
+    let pid = std::process::id().to_string();
+    let status = std::process::Command::new("taskset")
+        .args(["-cp", "0", &pid])
+        .stdout(Stdio::null())
+        .status();
+    assert!(
+        status.is_ok_and(|s| s.success()),
+        "--pin needs `taskset` (util-linux) and two CPUs"
+    );
 }
 
 /// Why the Node rows cannot run, if they cannot.
@@ -648,7 +676,8 @@ fn node_missing(config: &Config) -> Option<String> {
 async fn start_server(kind: Kind, config: &Config) -> Server {
     let mut command = match kind {
         Kind::Agent | Kind::AgentStore => {
-            let mut c = tokio::process::Command::new(std::env::current_exe().expect("this binary"));
+            let exe = std::env::current_exe().expect("this binary");
+            let mut c = pinned(config.pin, exe.as_os_str());
             c.arg(if kind == Kind::Agent {
                 "--serve-agent"
             } else {
@@ -657,7 +686,7 @@ async fn start_server(kind: Kind, config: &Config) -> Server {
             c
         }
         Kind::Node | Kind::NodePipe => {
-            let mut c = tokio::process::Command::new(&config.node);
+            let mut c = pinned(config.pin, config.node.as_ref());
             c.arg(bench_node_script());
             c.args([
                 "--mode",
@@ -875,7 +904,7 @@ fn fmt_opt(value: Option<f64>, digits: usize) -> String {
 fn print_table(rows: &[Row]) {
     println!();
     println!(
-        "{:<14} {:>5} {:>9} {:>7} {:>12} {:>10} {:>10} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8}",
+        "{:<14} {:>5} {:>9} {:>7} {:>12} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8}",
         "server",
         "C",
         "deltas",
@@ -884,7 +913,9 @@ fn print_table(rows: &[Row]) {
         "KiB/strm",
         "KiB@peak",
         "p50 ms",
+        "p90 ms",
         "p99 ms",
+        "p99.9 ms",
         "max ms",
         "open",
         "errors",
@@ -892,7 +923,7 @@ fn print_table(rows: &[Row]) {
     );
     for r in rows {
         println!(
-            "{:<14} {:>5} {:>9} {:>7.2} {:>12.0} {:>10} {:>10.1} {:>8.3} {:>8.3} {:>8.1} {:>6} {:>6} {:>8.2}",
+            "{:<14} {:>5} {:>9} {:>7.2} {:>12.0} {:>10} {:>10.1} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.1} {:>6} {:>6} {:>8.2}",
             r.server,
             r.clients,
             r.deltas,
@@ -901,7 +932,9 @@ fn print_table(rows: &[Row]) {
             fmt_opt(r.kib_per_stream(), 1),
             r.kib_per_stream_peak(),
             r.latency_ms(0.50),
+            r.latency_ms(0.90),
             r.latency_ms(0.99),
+            r.latency_ms(0.999),
             r.latency_ms(1.0),
             r.max_open,
             r.errors.len(),
@@ -1009,6 +1042,7 @@ fn parse_args() -> Result<Option<Config>, String> {
         warmup: 50,
         servers: vec![Kind::Agent, Kind::AgentStore, Kind::Node, Kind::NodePipe],
         node: std::env::var("RELAY_NODE").unwrap_or_else(|_| "node".into()),
+        pin: false,
     };
     let mut serve_agent_mode = None;
     let mut args = std::env::args().skip(1);
@@ -1022,6 +1056,7 @@ fn parse_args() -> Result<Option<Config>, String> {
             // cargo bench passes --bench to harness = false targets.
             "--bench" => {}
             "--serve-agent" => serve_agent_mode = Some(false),
+            "--pin" => config.pin = true,
             "--serve-agent-store" => serve_agent_mode = Some(true),
             "--deltas" => config.deltas = number(&arg, args.next())?.max(1) as usize,
             "--interval-ms" => config.interval_ms = number(&arg, args.next())?,
@@ -1112,6 +1147,9 @@ fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         nofile,
     );
+    if config.pin {
+        pin_self();
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
