@@ -337,15 +337,13 @@ async fn the_page_passes_axe_and_works_from_the_keyboard() {
 /// Screenshots of a finished exchange at desktop and phone sizes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn screenshots_at_desktop_and_phone_sizes() {
-    let live = start(
-        ScriptedModel::new([
-            Turn::new().tool_call("e1", "app__echo", json!({"text": "hello from the page"})),
-            Turn::text(
-                "I echoed your text.\n\n| tool | result |\n|---|---|\n| app__echo | hello |\n\n- one\n- two\n",
-            ),
-        ]),
-        Access::loopback,
-    )
+    let (live, _dir) = crate::support::start_stored(ScriptedModel::new([
+        Turn::new().tool_call("e1", "app__echo", json!({"text": "hello from the page"})),
+        Turn::text(
+            "I echoed your text.\n\n| tool | result |\n|---|---|\n| app__echo | hello |\n\n- one\n- two\n",
+        )
+        .usage(120, 14),
+    ]))
     .await;
     let result = scenario(&live, "screens").await;
     println!("screens: {}", result["shots"]);
