@@ -1360,7 +1360,7 @@ async fn chat(
         }
     };
     let headers = encoder.headers();
-    let (tx, mut rx) = mpsc::channel::<Bytes>(64);
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
     let service = Arc::clone(&state.service);
     let replay = service
         .active
@@ -1376,8 +1376,38 @@ async fn chat(
             .await;
         drop(permit);
     });
-    let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
-    streaming(headers, stream)
+    streaming(headers, coalesced(rx))
+}
+
+/// Most bytes [`coalesced`] puts in one chunk.
+const COALESCE_MAX: usize = 64 * 1024;
+
+/// The frames of `rx` as body chunks: the frames ready when the connection
+/// asks for more go out as one chunk (one HTTP chunk, one write), and a lone
+/// frame goes out at once, never held for company.
+fn coalesced(mut rx: mpsc::Receiver<Bytes>) -> impl futures::Stream<Item = Bytes> + Send {
+    futures::stream::poll_fn(move |cx| {
+        let first = match rx.poll_recv(cx) {
+            std::task::Poll::Ready(Some(frame)) => frame,
+            other => return other,
+        };
+        let Ok(mut next) = rx.try_recv() else {
+            return std::task::Poll::Ready(Some(first));
+        };
+        let mut chunk = bytes::BytesMut::with_capacity(first.len() + next.len() + 512);
+        chunk.extend_from_slice(&first);
+        loop {
+            chunk.extend_from_slice(&next);
+            if chunk.len() >= COALESCE_MAX {
+                break;
+            }
+            match rx.try_recv() {
+                Ok(frame) => next = frame,
+                Err(_) => break,
+            }
+        }
+        std::task::Poll::Ready(Some(chunk.freeze()))
+    })
 }
 
 /// A streaming response with a protocol's `headers`.
@@ -1449,4 +1479,25 @@ async fn reattach(
     )
     .await;
     followed.unwrap_or_else(|| StatusCode::NO_CONTENT.into_response())
+}
+
+#[cfg(test)]
+mod coalesce_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn ready_frames_go_out_as_one_chunk_and_a_lone_frame_at_once() {
+        let (tx, rx) = mpsc::channel::<Bytes>(8);
+        let mut body = Box::pin(coalesced(rx));
+        for frame in ["a", "b", "c"] {
+            tx.send(Bytes::from_static(frame.as_bytes())).await.unwrap();
+        }
+        assert_eq!(body.next().await, Some(Bytes::from_static(b"abc")));
+        tx.send(Bytes::from_static(b"d")).await.unwrap();
+        assert_eq!(body.next().await, Some(Bytes::from_static(b"d")));
+        let waiting = tokio::time::timeout(Duration::from_millis(20), body.next()).await;
+        assert!(waiting.is_err(), "nothing is made up while nothing is ready");
+        drop(tx);
+        assert_eq!(body.next().await, None);
+    }
 }

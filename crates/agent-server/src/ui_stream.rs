@@ -348,6 +348,41 @@ impl UiStreamEncoder {
         out
     }
 
+    /// The frame of a text or reasoning delta that continues the open part of
+    /// its kind in the open step (most of a response's frames), written
+    /// straight into its buffer: the bytes [`UiStreamEncoder::event`] and
+    /// [`UiStreamEncoder::sse`] give (keys in serde_json's order), without a
+    /// JSON value per delta. `None` for any other event: the general path.
+    fn next_delta_frame(&mut self, event: &AiEvent) -> Option<Bytes> {
+        let (kind, delta) = match &event.kind {
+            AiEventKind::TextDelta { delta } => (PartKind::Text, delta),
+            AiEventKind::ReasoningDelta { delta } => (PartKind::Reasoning, delta),
+            _ => return None,
+        };
+        let id = match (&self.open, kind) {
+            (Some(OpenPart::Text(id)), PartKind::Text)
+            | (Some(OpenPart::Reasoning(id)), PartKind::Reasoning) => id,
+            _ => return None,
+        };
+        if self.finished
+            || delta.is_empty()
+            || !self.started
+            || !crate::stream::shown(event)
+            || StepFlags::needs_new(self.step.as_ref(), Activity::Delta)
+        {
+            return None;
+        }
+        let mut frame = Vec::with_capacity(delta.len() + id.len() + 48);
+        frame.extend_from_slice(b"data: {\"delta\":");
+        serde_json::to_writer(&mut frame, delta).ok()?;
+        frame.extend_from_slice(b",\"id\":");
+        serde_json::to_writer(&mut frame, id).ok()?;
+        frame.extend_from_slice(b",\"type\":\"");
+        frame.extend_from_slice(kind.name().as_bytes());
+        frame.extend_from_slice(b"-delta\"}\n\n");
+        Some(Bytes::from(frame))
+    }
+
     /// The server-sent event for `chunk`: `data: <compact JSON>\n\n`.
     pub fn sse(chunk: &Value) -> String {
         format!("data: {chunk}\n\n")
@@ -477,6 +512,9 @@ impl StreamEncoder for UiStreamEncoder {
         event: &AiEvent,
         approval_id: &dyn Fn(&str, &str, &str) -> String,
     ) -> Vec<Bytes> {
+        if let Some(frame) = self.next_delta_frame(event) {
+            return vec![frame];
+        }
         self.event(event, approval_id)
             .iter()
             .map(|chunk| Bytes::from(Self::sse(chunk)))
@@ -502,6 +540,39 @@ impl StreamEncoder for UiStreamEncoder {
 mod tests {
     use super::*;
     use crate::test_events::*;
+
+    /// The delta frames written straight into their buffer are byte for byte
+    /// the general path's, escapes, quotes and non-ASCII text included.
+    #[test]
+    fn direct_delta_frames_are_the_general_paths_bytes() {
+        let events = [
+            reasoning("think \"hard\""),
+            reasoning(" more\n"),
+            text("Hello"),
+            text(", \u{1F600} \"quoted\" \\ back\tslash </script>"),
+            text("\u{0}\u{7f}\u{2028}"),
+            call("c1"),
+            result("c1"),
+            usage_of(3),
+            text("after the step"),
+            text(" and more"),
+            done(),
+        ];
+        let mut direct = UiStreamEncoder::new(String::from("m1"));
+        let mut general = UiStreamEncoder::new(String::from("m1"));
+        let mut direct_frames = 0;
+        for event in &events {
+            direct_frames += usize::from(direct.next_delta_frame(event).is_some());
+            let fast: Vec<Bytes> = direct.frames(event, &apr);
+            let slow: Vec<Bytes> = general
+                .event(event, &apr)
+                .iter()
+                .map(|chunk| Bytes::from(UiStreamEncoder::sse(chunk)))
+                .collect();
+            assert_eq!(fast, slow, "{event:?}");
+        }
+        assert_eq!(direct_frames, 4, "the deltas that continue an open part");
+    }
 
     fn encode(encoder: &mut UiStreamEncoder, events: &[AiEvent]) -> Vec<Value> {
         events.iter().flat_map(|e| encoder.event(e, &apr)).collect()
