@@ -243,10 +243,11 @@ fn serve_agent(deltas: usize, interval: Duration, stored: bool) {
         // The same accept queue as the Node server's.
         let listener = socket.listen(4096).expect("listen");
         let port = listener.local_addr().expect("the bound address").port();
-        // The default connection limits and stream share hold a 1,000-stream load
-        // from one address once the overall stream cap is raised.
+        // Every client comes from 127.0.0.1: the caps on streams and connections
+        // (overall and per address) are raised past the largest load (5,000).
         let mut access = Access::loopback(port).with_token(BENCH_TOKEN);
-        access.max_streams = 4096;
+        access.max_streams = 16_384;
+        access.client_stream_share = 100;
         let router = Arc::new(service).router(access);
         // Ends when the parent closes our stdin (or dies).
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -260,7 +261,11 @@ fn serve_agent(deltas: usize, interval: Duration, stored: bool) {
         let shutdown = async move {
             let _ = stop_rx.await;
         };
-        let limits = agent_server::ConnectionLimits::default();
+        let limits = agent_server::ConnectionLimits {
+            max_connections: 16_384,
+            max_connections_per_client: 16_384,
+            ..agent_server::ConnectionLimits::default()
+        };
         agent_server::serve(listener, router, limits, shutdown, Duration::from_secs(1))
             .await
             .expect("serve");
