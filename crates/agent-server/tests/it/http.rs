@@ -248,26 +248,7 @@ async fn a_client_that_disconnects_mid_tool_cancels_the_run() {
     })
     .await;
     // A raw connection, closed the way a browser tab that goes away closes it.
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut socket = tokio::net::TcpStream::connect(live.addr).await.unwrap();
-    let payload = body(vec![user("wait")]).to_string();
-    let request = format!(
-        "POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nauthorization: Bearer {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{payload}",
-        live.addr.port(),
-        crate::support::TOKEN,
-        payload.len()
-    );
-    socket.write_all(request.as_bytes()).await.unwrap();
-    let mut seen = String::new();
-    let mut buffer = [0u8; 4096];
-    while !seen.contains("tool-input-available") {
-        let n = tokio::time::timeout(Duration::from_secs(10), socket.read(&mut buffer))
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(n > 0, "the server closed the stream early: {seen}");
-        seen.push_str(&String::from_utf8_lossy(&buffer[..n]));
-    }
+    let (socket, _) = raw_chat(&live, &body(vec![user("wait")]), "tool-input-available").await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !live.wait_started.load(Ordering::SeqCst) {
         assert!(
