@@ -889,17 +889,23 @@ impl ChatService {
         let (mut events, outcome) = handle.into_parts();
         let mut beat = tokio::time::interval(heartbeat.max(Duration::from_millis(10)));
         beat.tick().await;
+        // Resolves when the client goes away: one waiter for the response,
+        // not one registered and dropped per frame. It holds a sender: dropped
+        // after the loop, so that the client's stream ends with `client`.
+        let mut gone = Box::pin({
+            let watched = tx.clone();
+            async move {
+                match watched {
+                    Some(tx) => tx.closed().await,
+                    None => std::future::pending().await,
+                }
+            }
+        });
         let mut client = tx;
         // Once the client is gone: when the run is cancelled unless a client
         // reattached (`GET /api/chat/{id}/stream`) by then.
         let mut detached: Option<tokio::time::Instant> = None;
         loop {
-            let gone = async {
-                match &client {
-                    Some(tx) => tx.closed().await,
-                    None => std::future::pending().await,
-                }
-            };
             let grace_over = async {
                 match detached {
                     Some(deadline) => tokio::time::sleep_until(deadline).await,
@@ -923,7 +929,7 @@ impl ChatService {
                     }
                     None => break,
                 },
-                () = gone => {
+                () = gone.as_mut(), if client.is_some() => {
                     client = None;
                     detached = detach(&stop, detach_grace);
                     continue;
@@ -953,6 +959,7 @@ impl ChatService {
                 detached = detach(&stop, detach_grace);
             }
         }
+        drop(gone);
         drop(events);
         let outcome = outcome.await;
         if let Ok(output) = &outcome {

@@ -1531,10 +1531,13 @@ async fn model_turn(
 ) -> Result<CompletionFinal, RunError> {
     let mut stream = deps.model.complete(request, cancel.child_token());
     let mut arguments = ArgumentStreams::default();
+    // One waiter for the whole turn, not one registered and dropped per delta.
+    let cancelled = cancel.cancelled();
+    tokio::pin!(cancelled);
     loop {
         let item = tokio::select! {
             biased;
-            _ = cancel.cancelled() => return Err(RunError::Cancelled),
+            () = &mut cancelled => return Err(RunError::Cancelled),
             item = stream.next() => item,
         };
         match item {
