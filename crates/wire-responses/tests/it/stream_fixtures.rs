@@ -1,7 +1,6 @@
 //! Every stream fixture of `fixtures/responses/stream` decodes to its snapshot,
 //! whole and cut at random byte positions; the quirks each case is about hold.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
 use std::path::{Path, PathBuf};

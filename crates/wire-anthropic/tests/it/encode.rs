@@ -1,6 +1,5 @@
 //! The request body: every rule of `wire_anthropic::encode`, checked on the JSON.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use ai_core::completion::{CompletionRequest, ModelSettings, ToolChoice};
 use ai_core::message::{AssistantBlock, Attachment, MessageToolCall};

@@ -1,9 +1,8 @@
-//! Encoder goldens: each `fixtures/anthropic/encode/<case>.input.json` (a request
+//! Encoder goldens: each `fixtures/responses/encode/<case>.input.json` (a request
 //! and the encode options) encodes to the body, or the error, in
 //! `snapshots/<case>.snap` (pretty JSON, sorted keys). A snapshot without its input
 //! fails the test, so a removed case leaves no stale golden behind.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -12,7 +11,7 @@ use ai_core::completion::{CompletionRequest, ModelSettings, ToolChoice};
 use ai_core::{Message, RunContext, ToolEffect, ToolId, ToolSpec};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use wire_anthropic::{AnthropicEncodeOptions, encode_request};
+use wire_responses::{ResponsesEncodeOptions, encode_request};
 
 #[derive(Deserialize)]
 struct Input {
@@ -41,12 +40,10 @@ struct ToolInput {
 #[derive(Deserialize)]
 struct OptionsInput {
     stream: bool,
-    cache: bool,
-    thinking_budget_tokens: Option<u32>,
 }
 
 fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/anthropic/encode")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/responses/encode")
 }
 
 fn encode_case(input: Input) -> Value {
@@ -63,12 +60,8 @@ fn encode_case(input: Input) -> Value {
         context: RunContext::new("run-1", "trace-1"),
         settings: input.request.settings,
     };
-    let options = AnthropicEncodeOptions {
-        stream: input.options.stream,
-        cache: input.options.cache,
-        thinking_budget_tokens: input.options.thinking_budget_tokens,
-        ..AnthropicEncodeOptions::default()
-    };
+    let mut options = ResponsesEncodeOptions::default();
+    options.stream = input.options.stream;
     match encode_request(&request, &options) {
         Ok(body) => json!({ "body": body }),
         Err(error) => json!({ "error": error.to_string() }),
@@ -87,7 +80,7 @@ fn every_encode_fixture_matches_its_snapshot() {
         })
         .collect();
     cases.sort();
-    assert!(cases.len() >= 14, "fixtures missing");
+    assert!(cases.len() >= 6, "fixtures missing");
     for (case, path) in &cases {
         let input: Input = serde_json::from_str(&fs::read_to_string(path).unwrap())
             .unwrap_or_else(|e| panic!("{case}: {e}"));
@@ -98,7 +91,7 @@ fn every_encode_fixture_matches_its_snapshot() {
         settings.set_prepend_module_to_snapshot(false);
         settings.set_omit_expression(true);
         settings.set_description(format!(
-            "fixtures/anthropic/encode/{case}.input.json: the request body (or the error)"
+            "fixtures/responses/encode/{case}.input.json: the request body (or the error)"
         ));
         settings.bind(|| {
             insta::assert_snapshot!(case.clone(), serde_json::to_string_pretty(&value).unwrap());

@@ -2,7 +2,6 @@
 //! streamed and whole responses, the API's error bodies, 529 retried with
 //! `retry-after`, in-stream errors, truncated streams, redirects, secrets.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
