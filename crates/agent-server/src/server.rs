@@ -1503,7 +1503,10 @@ mod coalesce_tests {
         tx.send(Bytes::from_static(b"d")).await.unwrap();
         assert_eq!(body.next().await, Some(Bytes::from_static(b"d")));
         let waiting = tokio::time::timeout(Duration::from_millis(20), body.next()).await;
-        assert!(waiting.is_err(), "nothing is made up while nothing is ready");
+        assert!(
+            waiting.is_err(),
+            "nothing is made up while nothing is ready"
+        );
         drop(tx);
         assert_eq!(body.next().await, None);
     }

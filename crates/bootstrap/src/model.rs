@@ -42,9 +42,10 @@ pub fn client_config(config: &AgentConfig) -> Option<ClientConfig> {
     client.extra_headers = m.extra_headers.clone().into_iter().collect();
     client.timeouts = timeouts(m);
     client.max_retries = m.max_retries;
-    // The loop shows text as it streams and takes tool calls only from the assembled
-    // final, so per-fragment argument deltas would be allocated for nobody.
-    client.deltas = wire_openai::decode::DeltaMode::SkipArgFragments;
+    // Every delta: the loop streams text and, for tools that allow it, a call's
+    // arguments as they arrive (`tool_input_delta`: the page's tool cards fill in
+    // while a long `write_file` is written).
+    client.deltas = wire_openai::decode::DeltaMode::All;
     client.encode.include_usage = m.include_usage;
     if m.strict_tools {
         client.encode.strict = wire_openai::encode::StrictMode::WhenPossible;
@@ -172,10 +173,7 @@ mod tests {
         );
         assert_eq!(client.timeouts.first_byte, Duration::from_millis(1234));
         assert!(!client.encode.include_usage);
-        assert_eq!(
-            client.deltas,
-            wire_openai::decode::DeltaMode::SkipArgFragments
-        );
+        assert_eq!(client.deltas, wire_openai::decode::DeltaMode::All);
         assert_eq!(client.timeouts.total, Some(Duration::from_secs(600)));
         assert_eq!(client.encode.named_tool_choice, NamedToolChoice::Object);
 

@@ -4,23 +4,25 @@
 //! fragments with escapes and non-ASCII, then a short answer and one call), so the
 //! reasoning path is counted too.
 //!
-//! Compared in one run: our decoder (with every delta, and assemble-only), the limit
-//! of splitting `data:` payloads and parsing each into `serde_json::Value`, and a
-//! peer pipeline (eventsource-stream, owned serde structs, assembly by index); for
-//! reference also the floor of serde_json itself (every payload parsed into
-//! `IgnoredAny`, no framing, no assembly).
-//! Allocations per SSE event are counted with a counting global allocator and
-//! printed before the timings.
+//! Compared in one run: our decoder (with every delta taken borrowed, assemble-only,
+//! and with every delta taken owned), the limit of splitting `data:` payloads and
+//! parsing each into `serde_json::Value`, and a peer pipeline (eventsource-stream,
+//! owned serde structs, assembly by index); for reference also the floor of
+//! serde_json itself (every payload parsed into `IgnoredAny`, no framing, no
+//! assembly). Allocations per SSE event are counted with a counting global
+//! allocator, in every delta mode, and printed before the timings.
 //!
 //! Run: `cargo bench -p wire-openai --bench decode -- --warm-up-time 1 --measurement-time 3`
 //!
 //! On a shared machine wall-clock figures move by ±20% between runs; for a stable
 //! comparison count instructions instead: `DECODE_BENCH_ONCE=<pipeline>` (`none`,
-//! `ours_with_deltas`, `ours_assemble_only`, `serde_json_value_baseline`,
-//! `peer_eventsource_owned_structs`) runs one pipeline once, e.g. under
-//! `valgrind --tool=callgrind`; subtract the `none` run (stream generation). On the
-//! reasoning stream: `reasoning_ours_with_deltas`, `reasoning_ours_assemble_only`,
-//! `reasoning_serde_json_value_baseline`.
+//! `ours_with_deltas`, `ours_skip_arg_fragments`, `ours_assemble_only`,
+//! `ours_with_owned_deltas`, `serde_json_value_baseline`,
+//! `serde_json_ignored_any_floor`, `peer_eventsource_owned_structs`) runs one
+//! pipeline once, e.g. under `valgrind --tool=callgrind`; subtract the `none` run
+//! (stream generation). On the reasoning stream: `reasoning_ours_with_deltas`,
+//! `reasoning_ours_assemble_only`, `reasoning_ours_with_owned_deltas`,
+//! `reasoning_serde_json_value_baseline`, `reasoning_serde_json_ignored_any_floor`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -33,7 +35,7 @@ use criterion::{Criterion, Throughput};
 use futures::StreamExt;
 use serde::Deserialize;
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
-use wire_openai::decode::{Decoder, DecoderOptions, DeltaMode};
+use wire_openai::decode::{Decoder, DecoderOptions, DeltaMode, DeltaRef};
 
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
@@ -221,37 +223,65 @@ fn network_chunks(stream: &[u8]) -> Vec<Bytes> {
     chunks
 }
 
-/// Our decoder on the reasoning stream; the result counts the reasoning it kept.
-fn ours_reasoning(chunks: &[Bytes], deltas: DeltaMode) -> usize {
+/// How a pipeline takes our decoder's deltas.
+#[derive(Clone, Copy)]
+enum Take {
+    /// Borrowed (`Decoder::feed_with`): a consumer that looks at every delta (its
+    /// bytes are summed) and keeps none, like a UI relay.
+    Borrowed,
+    /// Owned (`Decoder::feed`): a `CompletionDelta` per delta, for a consumer that
+    /// keeps them (the completion port).
+    Owned,
+}
+
+/// Our decoder over `chunks`: the turn and a sum over the deltas it emitted.
+fn decode_ours(
+    chunks: &[Bytes],
+    deltas: DeltaMode,
+    take: Take,
+) -> (ai_core::completion::CompletionFinal, usize) {
     let mut decoder = Decoder::with_options(DecoderOptions {
         deltas,
         ..DecoderOptions::default()
     });
-    let mut out = Vec::with_capacity(64);
     let mut emitted = 0;
-    for chunk in chunks {
-        decoder.feed(chunk, &mut out).unwrap();
-        emitted += out.len();
-        out.clear();
+    match take {
+        Take::Borrowed => {
+            let mut sink = |delta: DeltaRef<'_>| {
+                emitted += match delta {
+                    DeltaRef::Text(text) | DeltaRef::Reasoning(text) | DeltaRef::Refusal(text) => {
+                        text.len()
+                    }
+                    DeltaRef::ToolCallArgs { fragment, .. } => fragment.len(),
+                    _ => 1,
+                };
+            };
+            for chunk in chunks {
+                decoder.feed_with(chunk, &mut sink).unwrap();
+            }
+            (decoder.finish_with(&mut sink).unwrap(), emitted)
+        }
+        Take::Owned => {
+            let mut out = Vec::with_capacity(64);
+            for chunk in chunks {
+                decoder.feed(chunk, &mut out).unwrap();
+                emitted += out.len();
+                out.clear();
+            }
+            (decoder.finish().unwrap(), emitted)
+        }
     }
-    let turn = decoder.finish().unwrap();
+}
+
+/// Our decoder on the reasoning stream; the result counts the reasoning it kept.
+fn ours_reasoning(chunks: &[Bytes], deltas: DeltaMode, take: Take) -> usize {
+    let (turn, emitted) = decode_ours(chunks, deltas, take);
     assert_eq!(turn.tool_calls.len(), 1);
     emitted + turn.text.len() + turn.reasoning.map_or(0, |r| r.len())
 }
 
-fn ours(chunks: &[Bytes], deltas: DeltaMode) -> usize {
-    let mut decoder = Decoder::with_options(DecoderOptions {
-        deltas,
-        ..DecoderOptions::default()
-    });
-    let mut out = Vec::with_capacity(64);
-    let mut emitted = 0;
-    for chunk in chunks {
-        decoder.feed(chunk, &mut out).unwrap();
-        emitted += out.len();
-        out.clear();
-    }
-    let turn = decoder.finish().unwrap();
+fn ours(chunks: &[Bytes], deltas: DeltaMode, take: Take) -> usize {
+    let (turn, emitted) = decode_ours(chunks, deltas, take);
     assert_eq!(turn.tool_calls.len(), 3);
     emitted
         + turn
@@ -276,6 +306,22 @@ fn value_baseline(stream: &[u8]) -> usize {
         parsed += value.as_object().map_or(0, |o| o.len());
     }
     parsed
+}
+
+/// The floor of serde_json itself: split `data:` lines of the whole buffer, check
+/// each payload as UTF-8 and parse it into `IgnoredAny`; no framing, no assembly.
+fn ignored_any_floor(stream: &[u8]) -> usize {
+    let mut n = 0;
+    for line in stream.split(|&b| b == b'\n') {
+        if let Some(payload) = line.strip_prefix(b"data: ")
+            && payload != b"[DONE]"
+        {
+            let text = std::str::from_utf8(payload).unwrap();
+            serde_json::from_str::<serde::de::IgnoredAny>(text).unwrap();
+            n += 1;
+        }
+    }
+    n
 }
 
 #[derive(Deserialize)]
@@ -409,15 +455,24 @@ fn main() {
     if let Ok(pipeline) = std::env::var("DECODE_BENCH_ONCE") {
         let result = match pipeline.as_str() {
             "none" => 0,
-            "ours_with_deltas" => ours(&chunks, DeltaMode::All),
-            "ours_assemble_only" => ours(&chunks, DeltaMode::AssembleOnly),
+            "ours_with_deltas" => ours(&chunks, DeltaMode::All, Take::Borrowed),
+            "ours_skip_arg_fragments" => ours(&chunks, DeltaMode::SkipArgFragments, Take::Borrowed),
+            "ours_assemble_only" => ours(&chunks, DeltaMode::AssembleOnly, Take::Borrowed),
+            "ours_with_owned_deltas" => ours(&chunks, DeltaMode::All, Take::Owned),
             "serde_json_value_baseline" => value_baseline(&stream),
+            "serde_json_ignored_any_floor" => ignored_any_floor(&stream),
             "peer_eventsource_owned_structs" => peer(&chunks),
-            "reasoning_ours_with_deltas" => ours_reasoning(&reasoning_chunks, DeltaMode::All),
+            "reasoning_ours_with_deltas" => {
+                ours_reasoning(&reasoning_chunks, DeltaMode::All, Take::Borrowed)
+            }
             "reasoning_ours_assemble_only" => {
-                ours_reasoning(&reasoning_chunks, DeltaMode::AssembleOnly)
+                ours_reasoning(&reasoning_chunks, DeltaMode::AssembleOnly, Take::Borrowed)
+            }
+            "reasoning_ours_with_owned_deltas" => {
+                ours_reasoning(&reasoning_chunks, DeltaMode::All, Take::Owned)
             }
             "reasoning_serde_json_value_baseline" => value_baseline(&reasoning_stream),
+            "reasoning_serde_json_ignored_any_floor" => ignored_any_floor(&reasoning_stream),
             other => panic!("unknown pipeline {other}"),
         };
         println!("{pipeline}: {}", black_box(result));
@@ -428,11 +483,23 @@ fn main() {
     };
     report(
         "ours_with_deltas",
-        allocations_per_event(events, || ours(&chunks, DeltaMode::All)),
+        allocations_per_event(events, || ours(&chunks, DeltaMode::All, Take::Borrowed)),
+    );
+    report(
+        "ours_skip_arg_fragments",
+        allocations_per_event(events, || {
+            ours(&chunks, DeltaMode::SkipArgFragments, Take::Borrowed)
+        }),
     );
     report(
         "ours_assemble_only",
-        allocations_per_event(events, || ours(&chunks, DeltaMode::AssembleOnly)),
+        allocations_per_event(events, || {
+            ours(&chunks, DeltaMode::AssembleOnly, Take::Borrowed)
+        }),
+    );
+    report(
+        "ours_with_owned_deltas",
+        allocations_per_event(events, || ours(&chunks, DeltaMode::All, Take::Owned)),
     );
     report(
         "serde_json_value_baseline",
@@ -445,13 +512,29 @@ fn main() {
     report(
         "reasoning_ours_with_deltas",
         allocations_per_event(reasoning_events, || {
-            ours_reasoning(&reasoning_chunks, DeltaMode::All)
+            ours_reasoning(&reasoning_chunks, DeltaMode::All, Take::Borrowed)
+        }),
+    );
+    report(
+        "reasoning_ours_skip_arg_fragments",
+        allocations_per_event(reasoning_events, || {
+            ours_reasoning(
+                &reasoning_chunks,
+                DeltaMode::SkipArgFragments,
+                Take::Borrowed,
+            )
         }),
     );
     report(
         "reasoning_ours_assemble_only",
         allocations_per_event(reasoning_events, || {
-            ours_reasoning(&reasoning_chunks, DeltaMode::AssembleOnly)
+            ours_reasoning(&reasoning_chunks, DeltaMode::AssembleOnly, Take::Borrowed)
+        }),
+    );
+    report(
+        "reasoning_ours_with_owned_deltas",
+        allocations_per_event(reasoning_events, || {
+            ours_reasoning(&reasoning_chunks, DeltaMode::All, Take::Owned)
         }),
     );
     report(
@@ -464,28 +547,19 @@ fn main() {
     group.throughput(Throughput::Bytes(stream.len() as u64));
     group.sample_size(10);
     group.bench_function("ours_with_deltas", |b| {
-        b.iter(|| ours(black_box(&chunks), DeltaMode::All))
+        b.iter(|| ours(black_box(&chunks), DeltaMode::All, Take::Borrowed))
     });
     group.bench_function("ours_assemble_only", |b| {
-        b.iter(|| ours(black_box(&chunks), DeltaMode::AssembleOnly))
+        b.iter(|| ours(black_box(&chunks), DeltaMode::AssembleOnly, Take::Borrowed))
+    });
+    group.bench_function("ours_with_owned_deltas", |b| {
+        b.iter(|| ours(black_box(&chunks), DeltaMode::All, Take::Owned))
     });
     group.bench_function("serde_json_value_baseline", |b| {
         b.iter(|| value_baseline(black_box(&stream)))
     });
     group.bench_function("serde_json_ignored_any_floor", |b| {
-        b.iter(|| {
-            let mut n = 0;
-            for line in stream.split(|&b| b == b'\n') {
-                if let Some(payload) = line.strip_prefix(b"data: ")
-                    && payload != b"[DONE]"
-                {
-                    let text = std::str::from_utf8(payload).unwrap();
-                    serde_json::from_str::<serde::de::IgnoredAny>(text).unwrap();
-                    n += 1;
-                }
-            }
-            n
-        })
+        b.iter(|| ignored_any_floor(black_box(&stream)))
     });
     group.bench_function("peer_eventsource_owned_structs", |b| {
         b.iter(|| peer(black_box(&chunks)))
@@ -495,13 +569,25 @@ fn main() {
     group.throughput(Throughput::Bytes(reasoning_stream.len() as u64));
     group.sample_size(10);
     group.bench_function("ours_with_deltas", |b| {
-        b.iter(|| ours_reasoning(black_box(&reasoning_chunks), DeltaMode::All))
+        b.iter(|| ours_reasoning(black_box(&reasoning_chunks), DeltaMode::All, Take::Borrowed))
     });
     group.bench_function("ours_assemble_only", |b| {
-        b.iter(|| ours_reasoning(black_box(&reasoning_chunks), DeltaMode::AssembleOnly))
+        b.iter(|| {
+            ours_reasoning(
+                black_box(&reasoning_chunks),
+                DeltaMode::AssembleOnly,
+                Take::Borrowed,
+            )
+        })
+    });
+    group.bench_function("ours_with_owned_deltas", |b| {
+        b.iter(|| ours_reasoning(black_box(&reasoning_chunks), DeltaMode::All, Take::Owned))
     });
     group.bench_function("serde_json_value_baseline", |b| {
         b.iter(|| value_baseline(black_box(&reasoning_stream)))
+    });
+    group.bench_function("serde_json_ignored_any_floor", |b| {
+        b.iter(|| ignored_any_floor(black_box(&reasoning_stream)))
     });
     group.finish();
     criterion.final_summary();

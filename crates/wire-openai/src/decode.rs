@@ -96,20 +96,41 @@
 //!
 //! Chunks are parsed by streaming serde visitors straight into the assembly: no
 //! chunk struct is built, strings are borrowed or unescaped into reused buffers, and
-//! with [`DeltaMode::AssembleOnly`] a turn allocates only its own text and argument
-//! buffers. The envelope of a chunk (the members before `choices`, which repeat
-//! byte for byte in every chunk of a stream) is parsed once and then skipped by a
-//! byte comparison. `benches/decode.rs` compares this with a `serde_json::Value`
-//! decoder and with eventsource-stream plus owned structs.
+//! a turn allocates only its own text and argument buffers, in every [`DeltaMode`]
+//! when deltas are taken borrowed ([`Decoder::feed_with`]).
+//!
+//! Most of a chunk repeats byte for byte from chunk to chunk: the envelope (`id`,
+//! `object`, `created`, `model`, fingerprint), `"choices":[{"index":0,"delta":` and,
+//! after the delta, `"logprobs":null,"finish_reason":null}],"usage":null}`. The
+//! decoder learns these bytes from a chunk it parsed whole; a later chunk that
+//! starts with the same head, and whose tail is the same bytes or is checked to
+//! act on nothing (a changing `obfuscation` padding, say), has only its delta
+//! parsed. Identical bytes would parse to identical values, none of which acts, so
+//! the pieces, their order, the final and even the errors (a malformed chunk is
+//! parsed again whole for its message) are those of a whole parse; the fuzz entry
+//! checks this against a decoder that parses every chunk whole. A chunk that only
+//! starts with the learned envelope is parsed without it. `benches/decode.rs`
+//! compares this with serde_json's own floor (every payload parsed into
+//! `IgnoredAny`), a `serde_json::Value` decoder and eventsource-stream plus owned
+//! structs.
 //!
 //! # Deltas
 //!
-//! [`Decoder::feed`] appends [`CompletionDelta`]s to a caller-provided vector as
-//! events complete: text, reasoning, refusal, a call's start (once its name is
-//! settled), argument fragments, and usage (once, when `[DONE]` arrives: some
-//! providers repeat cumulative usage, so emitting earlier could double count; it is
-//! always in the final). [`DeltaMode`] turns off the per-fragment deltas (each is a heap
-//! allocation) or all deltas, for callers that only want the final.
+//! Deltas are emitted as events complete: text, reasoning, refusal, a call's start
+//! (once its name is settled), argument fragments, and usage (once, when `[DONE]`
+//! arrives: some providers repeat cumulative usage, so emitting earlier could double
+//! count; it is always in the final). [`DeltaMode`] turns off the per-fragment deltas
+//! or all deltas, for callers that only want the final.
+//!
+//! They are handed out two ways, the same deltas in the same order:
+//! - borrowed: [`Decoder::feed_with`] gives each one to a [`DeltaSink`] (a closure
+//!   will do) as a [`DeltaRef`] pointing into the decoder's own buffers (the turn's
+//!   text and argument texts, which it keeps for the final anyway). Nothing is
+//!   copied or allocated per delta: for callers that show text as it arrives or
+//!   forward it, and keep nothing;
+//! - owned: [`Decoder::feed`] appends [`CompletionDelta`]s to a caller's vector, one
+//!   allocation per delta, for callers that keep them (the completion port, whose
+//!   consumer holds each delta past the call).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -136,8 +157,8 @@ pub enum DeltaMode {
     /// Text, tool-call starts, every argument fragment, usage.
     #[default]
     All,
-    /// Text, tool-call starts and usage; no per-fragment deltas (no allocation per
-    /// argument fragment).
+    /// Text, tool-call starts and usage; no per-fragment deltas (with owned
+    /// deltas, no allocation per argument fragment).
     SkipArgFragments,
     /// No deltas at all: only the final.
     AssembleOnly,
@@ -224,6 +245,84 @@ impl From<DecodeError> for CompletionError {
     }
 }
 
+/// One delta of a turn as the decoder hands it to a [`DeltaSink`]: the same pieces
+/// as [`CompletionDelta`], borrowing from the decoder (valid until the sink
+/// returns). [`DeltaRef::into_owned`] makes the [`CompletionDelta`] of it, for a
+/// consumer that keeps it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum DeltaRef<'a> {
+    /// Assistant text.
+    Text(&'a str),
+    /// A piece of the model's reasoning (never part of the answer text).
+    Reasoning(&'a str),
+    /// A piece of a refusal.
+    Refusal(&'a str),
+    /// A tool call opened, once its name is settled (the id minted when the
+    /// provider gave none).
+    ToolCallStart {
+        /// Position of the call in the turn.
+        index: u32,
+        /// Call id.
+        id: &'a str,
+        /// Function name.
+        name: &'a str,
+    },
+    /// A fragment of a call's argument text ([`DeltaMode::All`] only).
+    ToolCallArgs {
+        /// Position of the call in the turn.
+        index: u32,
+        /// The fragment.
+        fragment: &'a str,
+    },
+    /// Token usage of the call (once, when `[DONE]` arrives or a whole response
+    /// is read).
+    Usage(&'a UsageFact),
+}
+
+impl DeltaRef<'_> {
+    /// The owned [`CompletionDelta`] of this delta (allocates its strings).
+    pub fn into_owned(self) -> CompletionDelta {
+        match self {
+            Self::Text(text) => CompletionDelta::Text(text.to_owned()),
+            Self::Reasoning(text) => CompletionDelta::Reasoning(text.to_owned()),
+            Self::Refusal(text) => CompletionDelta::Refusal(text.to_owned()),
+            Self::ToolCallStart { index, id, name } => CompletionDelta::ToolCallStart {
+                index,
+                id: id.to_owned(),
+                name: name.to_owned(),
+            },
+            Self::ToolCallArgs { index, fragment } => CompletionDelta::ToolCallArgs {
+                index,
+                fragment: fragment.to_owned(),
+            },
+            Self::Usage(usage) => CompletionDelta::Usage(usage.clone()),
+        }
+    }
+}
+
+/// Receives the deltas of a decode session as events complete
+/// ([`Decoder::feed_with`], [`Decoder::finish_with`]).
+///
+/// Implemented by closures taking a [`DeltaRef`], and by `Vec<CompletionDelta>`,
+/// which keeps an owned copy of each delta (what [`Decoder::feed`] does).
+pub trait DeltaSink {
+    /// Takes one delta; what it borrows is valid only during the call.
+    fn delta(&mut self, delta: DeltaRef<'_>);
+}
+
+impl DeltaSink for Vec<CompletionDelta> {
+    fn delta(&mut self, delta: DeltaRef<'_>) {
+        self.push(delta.into_owned());
+    }
+}
+
+impl<F: FnMut(DeltaRef<'_>)> DeltaSink for F {
+    fn delta(&mut self, delta: DeltaRef<'_>) {
+        self(delta);
+    }
+}
+
 /// A sans-IO streaming decoder for one chat-completions turn.
 ///
 /// ```
@@ -292,9 +391,19 @@ impl Decoder {
         }
     }
 
+    /// A decoder that parses every chunk whole, skipping neither envelopes nor the
+    /// bytes around deltas: the reference the fuzz entry compares the decoder with.
+    pub(crate) fn parsing_whole_chunks(options: DecoderOptions) -> Self {
+        let mut decoder = Self::with_options(options);
+        decoder.assembly.shortcuts = false;
+        decoder
+    }
+
     /// Feeds a chunk of the response body, of any size and cut anywhere. Deltas of
-    /// the events it completes are appended to `out` (the vector is not cleared, so
-    /// a caller can reuse one buffer).
+    /// the events it completes are appended to `out` as owned [`CompletionDelta`]s
+    /// (the vector is not cleared, so a caller can reuse one buffer): one
+    /// allocation per delta, for callers that keep them. [`Decoder::feed_with`]
+    /// hands out the same deltas borrowed, without allocating.
     ///
     /// After an error the session is over: later calls return the same error.
     pub fn feed(
@@ -302,6 +411,44 @@ impl Decoder {
         chunk: &[u8],
         out: &mut Vec<CompletionDelta>,
     ) -> Result<(), DecodeError> {
+        self.feed_sink(chunk, out)
+    }
+
+    /// Like [`Decoder::feed`], handing each delta to `sink` as a [`DeltaRef`] that
+    /// borrows from the decoder (the turn's text and argument buffers, which it keeps
+    /// anyway): nothing is copied or allocated per delta. The deltas, their order
+    /// and the final are the same as with [`Decoder::feed`].
+    ///
+    /// ```
+    /// use wire_openai::decode::{Decoder, DeltaRef};
+    ///
+    /// let mut decoder = Decoder::new();
+    /// let mut shown = String::new();
+    /// let mut show = |delta: DeltaRef<'_>| {
+    ///     if let DeltaRef::Text(text) = delta {
+    ///         shown.push_str(text);
+    ///     }
+    /// };
+    /// decoder
+    ///     .feed_with(b"data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n", &mut show)
+    ///     .unwrap();
+    /// decoder
+    ///     .feed_with(b"data: {\"choices\":[{\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\n\n", &mut show)
+    ///     .unwrap();
+    /// let turn = decoder.finish_with(&mut show).unwrap();
+    /// assert_eq!((shown.as_str(), turn.text.as_str()), ("Hello", "Hello"));
+    /// ```
+    ///
+    /// After an error the session is over: later calls return the same error.
+    pub fn feed_with<S: DeltaSink>(
+        &mut self,
+        chunk: &[u8],
+        sink: &mut S,
+    ) -> Result<(), DecodeError> {
+        self.feed_sink(chunk, sink)
+    }
+
+    fn feed_sink(&mut self, chunk: &[u8], out: &mut dyn DeltaSink) -> Result<(), DecodeError> {
         if let Some(error) = &self.failed {
             return Err(error.clone());
         }
@@ -356,6 +503,19 @@ impl Decoder {
         self,
         out: &mut Vec<CompletionDelta>,
     ) -> Result<CompletionFinal, CompletionError> {
+        self.finish_sink(out)
+    }
+
+    /// Like [`Decoder::finish`], handing the deltas of an event left pending at the
+    /// end of the stream to `sink`, borrowed (see [`Decoder::feed_with`]).
+    pub fn finish_with<S: DeltaSink>(
+        self,
+        sink: &mut S,
+    ) -> Result<CompletionFinal, CompletionError> {
+        self.finish_sink(sink)
+    }
+
+    fn finish_sink(self, out: &mut dyn DeltaSink) -> Result<CompletionFinal, CompletionError> {
         if let Some(error) = self.failed {
             return Err(error.into());
         }
@@ -455,6 +615,9 @@ impl CallSlot {
     }
 }
 
+/// How many chunks of a session may be scanned to learn where their delta sits.
+const LEARNING_BUDGET: u8 = 16;
+
 /// The assembly state of one session.
 struct Assembly {
     options: DecoderOptions,
@@ -491,6 +654,18 @@ struct Assembly {
     envelope: Vec<u8>,
     /// Reused buffer for a chunk without its envelope.
     json_scratch: String,
+    /// The bytes of this stream's chunks before the delta (see `on_data`); empty
+    /// until learned.
+    head: Vec<u8>,
+    /// The bytes after the delta in the chunk `head` was learned from.
+    tail: Vec<u8>,
+    /// How many more chunks may be scanned to learn `head` and `tail`.
+    learning_budget: u8,
+    /// Chunks whose delta was parsed alone.
+    deltas_alone: u64,
+    /// Envelope and delta skipping are on (off only for the reference decode the
+    /// fuzz entry compares with).
+    shortcuts: bool,
     /// Text and argument bytes assembled so far (bounded by `max_turn_bytes`).
     turn_bytes: usize,
 }
@@ -521,6 +696,11 @@ impl Assembly {
             scratch: String::new(),
             envelope: Vec::new(),
             json_scratch: String::new(),
+            head: Vec::new(),
+            tail: Vec::new(),
+            learning_budget: LEARNING_BUDGET,
+            deltas_alone: 0,
+            shortcuts: true,
             turn_bytes: 0,
         }
     }
@@ -528,7 +708,7 @@ impl Assembly {
     fn on_event(
         &mut self,
         event: RawSseEvent<'_>,
-        out: &mut Vec<CompletionDelta>,
+        out: &mut dyn DeltaSink,
     ) -> Result<(), DecodeError> {
         self.events += 1;
         if self.done {
@@ -558,7 +738,11 @@ impl Assembly {
         self.on_data(data, out)
     }
 
-    fn on_data(&mut self, data: &[u8], out: &mut Vec<CompletionDelta>) -> Result<(), DecodeError> {
+    fn on_data(&mut self, data: &[u8], out: &mut dyn DeltaSink) -> Result<(), DecodeError> {
+        if let Some(delta) = self.delta_alone(data) {
+            self.deltas_alone += 1;
+            return self.on_delta(delta, data, out);
+        }
         // Envelope skipping: the members before `choices` (id, object, created,
         // model, fingerprint) repeat byte for byte in every chunk of a stream. When
         // this chunk starts with the envelope of an earlier, fully parsed chunk, only
@@ -567,19 +751,23 @@ impl Assembly {
         // except `model`, which is taken from the first chunk anyway.
         let mut json = std::mem::take(&mut self.json_scratch);
         let envelope = self.envelope.len();
-        let reused = envelope > 0 && data.starts_with(&self.envelope);
+        let reused = self.shortcuts && envelope > 0 && data.starts_with(&self.envelope);
         let whole;
         let mut learnable = false;
-        let (text, offset) = if reused {
+        let valid_utf8;
+        let text = if reused {
             // The envelope ends with `,`, so the split is on a character boundary.
             json.clear();
             json.push('{');
-            json.push_str(&sse::utf8(&data[envelope..]));
-            (json.as_str(), envelope - 1)
+            let rest = sse::utf8(&data[envelope..]);
+            valid_utf8 = matches!(rest, Cow::Borrowed(_));
+            json.push_str(&rest);
+            json.as_str()
         } else {
             whole = sse::utf8(data);
-            learnable = matches!(whole, std::borrow::Cow::Borrowed(_)) && !self.whole_response;
-            (&*whole, 0)
+            valid_utf8 = matches!(whole, Cow::Borrowed(_));
+            learnable = valid_utf8 && self.shortcuts && !self.whole_response;
+            &*whole
         };
         let mut sink = Sink {
             assembly: self,
@@ -597,18 +785,14 @@ impl Assembly {
             self.json_scratch = json;
             return Err(provider_error_parts(code, message));
         }
-        parsed.map_err(|error| DecodeError::Protocol {
-            message: format!(
-                "malformed JSON in a response event ({} error at line {} column {})",
-                category(&error),
-                error.line(),
-                if error.line() == 1 {
-                    error.column() + offset
-                } else {
-                    error.column()
-                }
-            ),
-        })?;
+        if let Err(error) = parsed {
+            self.json_scratch = json;
+            return Err(if reused {
+                malformed_chunk(data)
+            } else {
+                malformed(&error)
+            });
+        }
         // Learn the envelope from valid UTF-8 only, so raw and text bytes agree.
         if learnable {
             self.envelope.clear();
@@ -616,7 +800,68 @@ impl Assembly {
                 self.envelope.extend_from_slice(&data[..len]);
             }
         }
+        if valid_utf8 && self.shortcuts && !self.whole_response && self.learning_budget > 0 {
+            self.learn_delta_span(data);
+        }
         self.json_scratch = json;
+        match failure {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// Learns where deltas sit in this stream's chunks from `data`, a chunk that
+    /// was parsed whole without error (see [`wire::delta_span`]). A bounded number of
+    /// times per session, so a stream whose chunks never have that shape pays for
+    /// the scan only a few times.
+    fn learn_delta_span(&mut self, data: &[u8]) {
+        self.learning_budget -= 1;
+        if let Some(span) = wire::delta_span(data) {
+            self.head.clear();
+            self.head.extend_from_slice(&data[..span.head]);
+            self.tail.clear();
+            self.tail.extend_from_slice(&data[span.tail..]);
+        }
+    }
+
+    /// The delta of a chunk that starts with the learned head, when the chunk is
+    /// that head, one delta value and a tail that acts on nothing: the learned tail
+    /// byte for byte, or one checked member by member (a tail that changes from
+    /// chunk to chunk, like OpenAI's `obfuscation` padding). `None` sends the chunk
+    /// to the whole parse.
+    fn delta_alone<'d>(&self, data: &'d [u8]) -> Option<&'d str> {
+        let head = self.head.len();
+        if head == 0 || !self.shortcuts || !data.starts_with(&self.head) {
+            return None;
+        }
+        let tail = self.tail.len();
+        if tail > 0 && data.len() >= head + tail && data.ends_with(&self.tail) {
+            wire::delta_of(&data[head..data.len() - tail])
+        } else {
+            let end = wire::inert_tail_start(data, head, self.model.is_some())?;
+            std::str::from_utf8(&data[head..end]).ok()
+        }
+    }
+
+    /// Applies a chunk's delta parsed alone ([`Assembly::delta_alone`]): the same
+    /// pieces in the same order as the whole parse would feed, and on malformed
+    /// JSON the same error.
+    fn on_delta(
+        &mut self,
+        delta: &str,
+        data: &[u8],
+        out: &mut dyn DeltaSink,
+    ) -> Result<(), DecodeError> {
+        let mut sink = Sink {
+            assembly: self,
+            out,
+            failure: None,
+        };
+        let parsed = wire::parse_delta(delta, &mut sink);
+        let failure = sink.failure.take();
+        if parsed.is_err() {
+            return Err(malformed_chunk(data));
+        }
         match failure {
             Some(error) => Err(error),
             None => Ok(()),
@@ -655,7 +900,7 @@ impl Assembly {
     fn apply_content(
         &mut self,
         content: &serde_json::value::RawValue,
-        out: &mut Vec<CompletionDelta>,
+        out: &mut dyn DeltaSink,
     ) -> Result<(), DecodeError> {
         let mut scratch = std::mem::take(&mut self.scratch);
         let start = self.text.len();
@@ -689,7 +934,7 @@ impl Assembly {
         &mut self,
         field: TextField,
         raw: &serde_json::value::RawValue,
-        out: &mut Vec<CompletionDelta>,
+        out: &mut dyn DeltaSink,
     ) -> Result<(), DecodeError> {
         let mut scratch = std::mem::take(&mut self.scratch);
         let target = match field {
@@ -713,7 +958,7 @@ impl Assembly {
         &mut self,
         field: TextField,
         start: usize,
-        out: &mut Vec<CompletionDelta>,
+        out: &mut dyn DeltaSink,
     ) -> Result<(), DecodeError> {
         let text = match field {
             TextField::Text => &self.text,
@@ -729,12 +974,12 @@ impl Assembly {
             self.announce_pending(None, out);
         }
         if self.options.deltas != DeltaMode::AssembleOnly {
-            let (text, wrap): (&String, fn(String) -> CompletionDelta) = match field {
-                TextField::Text => (&self.text, CompletionDelta::Text),
-                TextField::Reasoning => (&self.reasoning, CompletionDelta::Reasoning),
-                TextField::Refusal => (&self.refusal, CompletionDelta::Refusal),
-            };
-            out.push(wrap(text[start..].to_owned()));
+            // The new text is handed out from the turn's own buffer: no copy.
+            out.delta(match field {
+                TextField::Text => DeltaRef::Text(&self.text[start..]),
+                TextField::Reasoning => DeltaRef::Reasoning(&self.reasoning[start..]),
+                TextField::Refusal => DeltaRef::Refusal(&self.refusal[start..]),
+            });
         }
         Ok(())
     }
@@ -756,7 +1001,7 @@ impl Assembly {
         &mut self,
         call: &ToolCallDto<'_>,
         fallback_index: Option<u32>,
-        out: &mut Vec<CompletionDelta>,
+        out: &mut dyn DeltaSink,
     ) -> Result<(), DecodeError> {
         let index = call.index.or(fallback_index);
         if let Some(kind) = &call.kind
@@ -830,9 +1075,9 @@ impl Assembly {
         // `pending_start` is false here: any pending start was emitted above.
         if slot.announced {
             if added > 0 && deltas == DeltaMode::All {
-                out.push(CompletionDelta::ToolCallArgs {
+                out.delta(DeltaRef::ToolCallArgs {
                     index: slot.position,
-                    fragment: slot.arguments[before..].to_owned(),
+                    fragment: &slot.arguments[before..],
                 });
             }
         } else if !slot.name.is_empty() {
@@ -849,7 +1094,7 @@ impl Assembly {
     /// Emits the start delta of a call (and its argument text so far), minting its
     /// id if the provider gave none. The same in every [`DeltaMode`] but for the
     /// deltas, so minted ids do not depend on the mode.
-    fn announce(&mut self, slot_index: usize, out: &mut Vec<CompletionDelta>) {
+    fn announce(&mut self, slot_index: usize, out: &mut dyn DeltaSink) {
         let minting = self.options.id_minting;
         let deltas = self.options.deltas;
         let Some(slot) = self.calls.get_mut(slot_index) else {
@@ -866,21 +1111,21 @@ impl Assembly {
         if deltas == DeltaMode::AssembleOnly {
             return;
         }
-        out.push(CompletionDelta::ToolCallStart {
+        out.delta(DeltaRef::ToolCallStart {
             index: slot.position,
-            id: slot.id.clone().unwrap_or_default(),
-            name: slot.name.clone(),
+            id: slot.id.as_deref().unwrap_or_default(),
+            name: &slot.name,
         });
         if deltas == DeltaMode::All && !slot.arguments.is_empty() {
-            out.push(CompletionDelta::ToolCallArgs {
+            out.delta(DeltaRef::ToolCallArgs {
                 index: slot.position,
-                fragment: slot.arguments.clone(),
+                fragment: &slot.arguments,
             });
         }
     }
 
     /// Emits the start of every named call not yet started, except `except`.
-    fn announce_pending(&mut self, except: Option<usize>, out: &mut Vec<CompletionDelta>) {
+    fn announce_pending(&mut self, except: Option<usize>, out: &mut dyn DeltaSink) {
         if !self.pending_start {
             return;
         }
@@ -980,13 +1225,13 @@ impl Assembly {
         Ok(slot)
     }
 
-    fn emit_usage(&mut self, out: &mut Vec<CompletionDelta>) {
+    fn emit_usage(&mut self, out: &mut dyn DeltaSink) {
         if self.usage_emitted || self.options.deltas == DeltaMode::AssembleOnly {
             return;
         }
         if let Some(usage) = self.usage_fact() {
             self.usage_emitted = true;
-            out.push(CompletionDelta::Usage(usage));
+            out.delta(DeltaRef::Usage(&usage));
         }
     }
 
@@ -1067,7 +1312,7 @@ impl Assembly {
 /// are ignored.
 struct Sink<'a> {
     assembly: &'a mut Assembly,
-    out: &'a mut Vec<CompletionDelta>,
+    out: &'a mut dyn DeltaSink,
     failure: Option<DecodeError>,
 }
 
@@ -1280,6 +1525,31 @@ fn finish_reason(reason: &str) -> FinishReason {
         "length" => FinishReason::Length,
         "content_filter" => FinishReason::ContentFilter,
         other => FinishReason::Other(other.to_owned()),
+    }
+}
+
+/// The protocol error of a chunk that is not valid JSON, from its whole parse's
+/// error.
+fn malformed(error: &serde_json::Error) -> DecodeError {
+    DecodeError::Protocol {
+        message: format!(
+            "malformed JSON in a response event ({} error at line {} column {})",
+            category(error),
+            error.line(),
+            error.column()
+        ),
+    }
+}
+
+/// The protocol error of a chunk that failed to parse without its envelope or
+/// around its delta: the chunk is parsed again whole, acting on nothing, so the
+/// error says what and where a whole parse would (rare: only malformed chunks).
+fn malformed_chunk(data: &[u8]) -> DecodeError {
+    match wire::parse_chunk(&sse::utf8(data), &mut wire::Inert) {
+        Err(error) => malformed(&error),
+        Ok(()) => DecodeError::Protocol {
+            message: "malformed JSON in a response event".into(),
+        },
     }
 }
 
@@ -1902,6 +2172,214 @@ mod tests {
         let turn = result.unwrap();
         assert_eq!(turn.text, "aac");
         assert_eq!(turn.usage.unwrap().model, "m1");
+    }
+
+    type Decoded = (
+        Vec<CompletionDelta>,
+        Result<CompletionFinal, CompletionError>,
+    );
+
+    /// Decodes `stream` with `decoder`, whole; also returns how many chunks had
+    /// their delta parsed alone.
+    fn run(mut decoder: Decoder, stream: &[u8]) -> (Decoded, u64) {
+        let mut out = Vec::new();
+        if let Err(error) = decoder.feed(stream, &mut out) {
+            let alone = decoder.assembly.deltas_alone;
+            return ((out, Err(error.into())), alone);
+        }
+        let alone = decoder.assembly.deltas_alone;
+        let result = decoder.finish_into(&mut out);
+        ((out, result), alone)
+    }
+
+    /// The decoding of `stream` and how many deltas were parsed alone, after
+    /// checking it is the decoding of a decoder that parses every chunk whole.
+    fn same_as_whole_chunks(stream: &[u8]) -> (Decoded, u64) {
+        let options = || DecoderOptions {
+            id_minting: IdMinting::Sequential,
+            ..DecoderOptions::default()
+        };
+        let (decoded, alone) = run(Decoder::with_options(options()), stream);
+        let (reference, none) = run(Decoder::parsing_whole_chunks(options()), stream);
+        assert_eq!(none, 0);
+        assert_eq!(decoded, reference, "{}", String::from_utf8_lossy(stream));
+        (decoded, alone)
+    }
+
+    const HEAD: &str = r#"{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":"#;
+    const TAIL: &str = r#","logprobs":null,"finish_reason":null}],"usage":null}"#;
+
+    fn chunk(delta: &str, tail: &str) -> String {
+        format!("data: {HEAD}{delta}{tail}\n\n")
+    }
+
+    #[test]
+    fn deltas_are_parsed_alone_between_a_head_and_a_tail_that_do_nothing() {
+        // The same tail, a tail that changes (OpenAI's obfuscation padding), and a
+        // choice that starts with other members (LiteLLM's order).
+        let mut stream = chunk(r#"{"role":"assistant","content":""}"#, TAIL);
+        stream.push_str(&chunk(r#"{"content":"a"}"#, TAIL));
+        stream.push_str(&chunk(
+            r#"{"content":"b\n\u00e9"}"#,
+            r#","logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"x1"}"#,
+        ));
+        stream.push_str(&chunk(
+            r#"{"content":"c"}"#,
+            r#" , "logprobs" : {"content":[{"token":"c"}]} , "finish_reason" : null } ] , "obfuscation" : "y22" }"#,
+        ));
+        stream.push_str(&chunk(
+            r#"{"content":"d"}"#,
+            r#","logprobs":null,"finish_reason":"stop"}],"usage":null}"#,
+        ));
+        stream.push_str("data: [DONE]\n\n");
+        let ((deltas, result), alone) = same_as_whole_chunks(stream.as_bytes());
+        assert_eq!(alone, 3);
+        assert_eq!(result.unwrap().text, "ab\néc".to_owned() + "d");
+        assert_eq!(deltas.len(), 4);
+
+        let litellm = concat!(
+            "data: {\"id\":\"l\",\"model\":\"m\",\"choices\":[{\"finish_reason\":null,\"index\":0,\"delta\":{\"content\":\"a\"},\"logprobs\":null}]}\n\n",
+            "data: {\"id\":\"l\",\"model\":\"m\",\"choices\":[{\"finish_reason\":null,\"index\":0,\"delta\":{\"content\":\"b\"},\"logprobs\":null}]}\n\n",
+            "data: {\"id\":\"l\",\"model\":\"m\",\"choices\":[{\"finish_reason\":\"stop\",\"index\":0,\"delta\":{},\"logprobs\":null}]}\n\n",
+        );
+        let ((_, result), alone) = same_as_whole_chunks(litellm.as_bytes());
+        assert_eq!(alone, 1);
+        assert_eq!(result.unwrap().text, "ab");
+
+        // The envelope after `choices` (llama.cpp), `model` in it: the usage model
+        // stays the first non-empty one, also when a later tail names another.
+        let tail = |model: &str| {
+            format!(
+                r#"}}],"created":1,"id":"x","model":"{model}","object":"chat.completion.chunk"}}"#
+            )
+        };
+        let chunk = |content: &str, model: &str| {
+            format!(
+                "data: {{\"choices\":[{{\"finish_reason\":null,\"index\":0,\"delta\":{{\"content\":\"{content}\"}}{}\n\n",
+                tail(model)
+            )
+        };
+        for first_model in ["", "gemma"] {
+            let stream = [
+                chunk("a", first_model),
+                chunk("b", first_model),
+                chunk("c", "other"),
+                chunk("d", "gemma"),
+                "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\n".into(),
+                "data: [DONE]\n\n".into(),
+            ]
+            .concat();
+            let ((_, result), alone) = same_as_whole_chunks(stream.as_bytes());
+            let turn = result.unwrap();
+            assert_eq!(turn.text, "abcd");
+            let expected = if first_model.is_empty() {
+                "other"
+            } else {
+                "gemma"
+            };
+            assert_eq!(turn.usage.unwrap().model, expected);
+            assert_eq!(alone, if first_model.is_empty() { 2 } else { 3 });
+        }
+    }
+
+    #[test]
+    fn chunks_after_a_learned_head_decode_as_whole_chunks() {
+        let deep = |depth: usize| {
+            format!(
+                "{{\"content\":\"x\",\"deep\":{}{}}}",
+                "[".repeat(depth),
+                "]".repeat(depth)
+            )
+        };
+        let tails: Vec<String> = vec![
+            TAIL.into(),
+            r#","logprobs":null,"finish_reason":"stop"}],"usage":null}"#.into(),
+            r#","finish_reason":null}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#.into(),
+            r#","finish_reason":null}],"error":{"message":"boom","code":"e"}}"#.into(),
+            r#","finish_reason":null},{"index":1,"delta":{"content":"other"}}],"usage":null}"#
+                .into(),
+            r#","index":1}],"usage":null}"#.into(),
+            r#","delta":{"content":"again"}}],"usage":null}"#.into(),
+            r#","message":{"content":"m"}}]}"#.into(),
+            r#"}],"model":"other"}"#.into(),
+            r#"}],"model":"m"}"#.into(),
+            r#"}],"model":"\ud800"}"#.into(),
+            r#"}],"model":"\u006d"}"#.into(),
+            r#"}],"model":7}"#.into(),
+            r#"}],"x_groq":{"usage":{"prompt_tokens":5}}}"#.into(),
+            r#"}],"choices":null}"#.into(),
+            r#"}],"choices":[{"index":0,"delta":{"content":"twice"}}]}"#.into(),
+            r#","fin\u0069sh_reason":"stop"}]}"#.into(),
+            r#"}],"obfuscation":"a\u00"}"#.into(),
+            "}],\"obfuscation\":\"a\u{1}b\"}".into(),
+            "}],\"obf\u{1}\":1}".into(),
+            r#"}],"usage":nul}"#.into(),
+            r#"}],"usage":nullx}"#.into(),
+            r#"}],"n":01}"#.into(),
+            r#"}],"n":tru}"#.into(),
+            r#"}],"n":[1,]}"#.into(),
+            r#"}]}}"#.into(),
+            r#"}]"#.into(),
+            r#"}],}"#.into(),
+            r#"}] "x"}"#.into(),
+            r#"}],"n":1} trailing"#.into(),
+            format!(r#"}}],"n":{}}}"#, deep(70)),
+            format!(r#"}}],"n":{}}}"#, deep(126)),
+        ];
+        let deltas: Vec<String> = vec![
+            r#"{"content":"a"}"#.into(),
+            r#"{"content":"a"},"finish_reason":"stop""#.into(),
+            r#"{"content":"a"},"index":1"#.into(),
+            r#"{"content":"a"} "#.into(),
+            r#"{"content":"a" "b"}"#.into(),
+            r#"{"content":"a""#.into(),
+            r#"{"content":"a"}}"#.into(),
+            r#"{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{\"a\":"}}]}"#.into(),
+            r#"{"tool_calls":[{"index":0,"function":{"arguments":"1}"}}],"content":"#.into(),
+            "null".into(),
+            "nul".into(),
+            r#""text""#.into(),
+            "[1]".into(),
+            "7".into(),
+            deep(60),
+            deep(70),
+            deep(124),
+            deep(126),
+        ];
+        let first = chunk(r#"{"role":"assistant","content":""}"#, TAIL);
+        let mut alone_total = 0;
+        for delta in &deltas {
+            for tail in &tails {
+                let stream = format!("{first}{}data: [DONE]\n\n", chunk(delta, tail));
+                alone_total += same_as_whole_chunks(stream.as_bytes()).1;
+                // The same chunk as the last one, without `[DONE]` nor its empty line.
+                let stream = format!("{first}{}", chunk(delta, tail).trim_end());
+                alone_total += same_as_whole_chunks(stream.as_bytes()).1;
+            }
+        }
+        assert!(alone_total >= 10, "{alone_total}");
+        // Bytes that are not UTF-8, in the delta and in the tail.
+        for (delta, tail) in [
+            (&b"{\"content\":\"\xff\"}"[..], TAIL.as_bytes()),
+            (b"{\"content\":\"a\"}", b"}],\"obfuscation\":\"\xc3\"}"),
+            (b"{\"content\":\"a\"}", b"}],\"\xc3\":1}"),
+        ] {
+            let mut stream = first.clone().into_bytes();
+            stream.extend_from_slice(b"data: ");
+            stream.extend_from_slice(HEAD.as_bytes());
+            stream.extend_from_slice(delta);
+            stream.extend_from_slice(tail);
+            stream.extend_from_slice(b"\n\ndata: [DONE]\n\n");
+            let ((_, result), _) = same_as_whole_chunks(&stream);
+            assert!(result.is_ok(), "{result:?}");
+        }
+        // A head that differs (another id), a chunk over several lines.
+        let other = chunk(r#"{"content":"a"}"#, TAIL).replace("\"c1\"", "\"c2\"");
+        let lines = format!("data: {HEAD}\ndata: {{\"content\":\"a\"}}\ndata: {TAIL}\n\n");
+        for second in [other, lines] {
+            let stream = format!("{first}{second}data: [DONE]\n\n");
+            assert_eq!(same_as_whole_chunks(stream.as_bytes()).1, 0);
+        }
     }
 
     fn call_stream(deltas: &[&str]) -> String {

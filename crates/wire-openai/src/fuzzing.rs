@@ -5,22 +5,32 @@
 
 use ai_core::completion::{CompletionDelta, CompletionError, CompletionFinal};
 
-use crate::decode::{Decoder, DecoderOptions, IdMinting, decode_response};
+use crate::decode::{Decoder, DecoderOptions, DeltaRef, IdMinting, decode_response};
 use crate::sse::{OwnedSseEvent, SseError, SseFramer};
 
-/// Decodes arbitrary bytes as a stream, whole and cut into chunks, and checks that
-/// both give the same deltas and the same result. Also runs the SSE framer and the
-/// non-streaming decoder on the bytes. Never panics on any input unless the decoder
-/// breaks an invariant: that panic is the fuzzer's finding.
+/// Decodes arbitrary bytes as a stream, whole and cut into chunks, with owned and
+/// with borrowed deltas, and with a reference decoder that parses every chunk whole
+/// (no envelope or delta skipping), and checks that all give the same deltas and the
+/// same result. Also runs the SSE framer and the non-streaming decoder on the
+/// bytes. Never panics on any input unless the decoder breaks an invariant: that
+/// panic is the fuzzer's finding.
 ///
 /// # Panics
 ///
-/// When chunked and whole decoding disagree, or framing depends on chunking.
+/// When chunked and whole decoding disagree, borrowed and owned deltas differ, the
+/// reference decoder disagrees, or framing depends on chunking.
 pub fn decode_arbitrary(data: &[u8]) {
     let whole = decode_in_chunks(data, &[data.len()]);
     let sizes = chunk_sizes(data);
     let chunked = decode_in_chunks(data, &sizes);
     assert_eq!(whole, chunked, "decoding depends on how the bytes are cut");
+    let borrowed = decode_borrowed_in_chunks(data, &sizes);
+    assert_eq!(whole, borrowed, "borrowed deltas differ from owned deltas");
+    let reference = decode_whole_chunks(data, &sizes);
+    assert_eq!(
+        whole, reference,
+        "skipping envelopes and the bytes around deltas changes the decoding"
+    );
 
     let framed_whole = frame_in_chunks(data, &[data.len()]);
     let framed_chunked = frame_in_chunks(data, &sizes);
@@ -89,6 +99,40 @@ fn decode_in_chunks(data: &[u8], sizes: &[usize]) -> Decoded {
         }
     }
     let result = decoder.finish_into(&mut deltas);
+    (deltas, result)
+}
+
+/// Like [`decode_in_chunks`] with the reference decoder, which parses every chunk
+/// whole.
+fn decode_whole_chunks(data: &[u8], sizes: &[usize]) -> Decoded {
+    let mut decoder = Decoder::parsing_whole_chunks(DecoderOptions {
+        id_minting: IdMinting::Sequential,
+        ..DecoderOptions::default()
+    });
+    let mut deltas = Vec::new();
+    for chunk in cut(data, sizes) {
+        if let Err(error) = decoder.feed(chunk, &mut deltas) {
+            return (deltas, Err(error.into()));
+        }
+    }
+    let result = decoder.finish_into(&mut deltas);
+    (deltas, result)
+}
+
+/// Like [`decode_in_chunks`], taking the deltas borrowed and copying them only here.
+fn decode_borrowed_in_chunks(data: &[u8], sizes: &[usize]) -> Decoded {
+    let mut decoder = Decoder::with_options(DecoderOptions {
+        id_minting: IdMinting::Sequential,
+        ..DecoderOptions::default()
+    });
+    let mut deltas = Vec::new();
+    let mut sink = |delta: DeltaRef<'_>| deltas.push(delta.into_owned());
+    for chunk in cut(data, sizes) {
+        if let Err(error) = decoder.feed_with(chunk, &mut sink) {
+            return (deltas, Err(error.into()));
+        }
+    }
+    let result = decoder.finish_with(&mut sink);
     (deltas, result)
 }
 

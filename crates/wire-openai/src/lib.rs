@@ -13,8 +13,9 @@
 //! - [`sse::SseFramer`]: byte-level server-sent-events framing (sans-IO), from the
 //!   `sse` crate, which every wire crate shares.
 //! - [`decode::Decoder`]: sans-IO stream decoder and tool-call assembler, fed byte
-//!   chunks, producing [`ai_core::completion::CompletionDelta`]s and one
-//!   [`ai_core::completion::CompletionFinal`]; [`decode::decode_response`] for non-streaming
+//!   chunks, producing [`ai_core::completion::CompletionDelta`]s (or, without
+//!   allocating, borrowed [`decode::DeltaRef`]s handed to a [`decode::DeltaSink`])
+//!   and one [`ai_core::completion::CompletionFinal`]; [`decode::decode_response`] for non-streaming
 //!   bodies. The module docs list every gateway pathology it handles.
 //! - [`client::OpenAiClient`]: [`ai_core::CompletionPort`] over the shared `completion-http` transport (timeouts,
 //!   retries, cancellation, typed errors that never contain the API key).
@@ -30,5 +31,5 @@ pub use ::sse;
 mod wire;
 
 pub use client::{ApiKey, Backoff, ClientConfig, OpenAiClient, Timeouts};
-pub use decode::{DecodeError, Decoder, DecoderOptions, DeltaMode};
+pub use decode::{DecodeError, Decoder, DecoderOptions, DeltaMode, DeltaRef, DeltaSink};
 pub use encode::{EncodeOptions, StrictMode, encode_request};

@@ -136,6 +136,13 @@ fn skip_ws(bytes: &[u8], mut i: usize) -> usize {
 
 /// Index just past the value starting at (or after whitespace from) `i`.
 fn skip_value(bytes: &[u8], i: usize) -> Option<usize> {
+    skip_value_within(bytes, i, usize::MAX)
+}
+
+/// [`skip_value`] for a value nested at most `max_depth` arrays and objects deep;
+/// `None` for a deeper one. Like `skip_value` it does not validate: on malformed
+/// JSON it returns some index or `None`.
+fn skip_value_within(bytes: &[u8], i: usize, max_depth: usize) -> Option<usize> {
     let mut i = skip_ws(bytes, i);
     match *bytes.get(i)? {
         b'"' => skip_string(bytes, i),
@@ -147,7 +154,12 @@ fn skip_value(bytes: &[u8], i: usize) -> Option<usize> {
                         i = skip_string(bytes, i)?;
                         continue;
                     }
-                    b'{' | b'[' => depth += 1,
+                    b'{' | b'[' => {
+                        depth += 1;
+                        if depth > max_depth {
+                            return None;
+                        }
+                    }
                     b'}' | b']' => {
                         depth = depth.checked_sub(1)?;
                         if depth == 0 {
@@ -182,6 +194,231 @@ fn skip_string(bytes: &[u8], mut i: usize) -> Option<usize> {
             return Some(i + 1);
         }
     }
+}
+
+/// Deepest nesting of a delta parsed on its own by [`parse_delta`]: far below
+/// serde_json's recursion limit even with the three levels a whole chunk adds
+/// around it, so a delta parses alone exactly when it parses in its chunk.
+const MAX_DELTA_DEPTH: usize = 64;
+
+/// Where the delta of a chunk of the common shape sits: `head` is the length of the
+/// bytes before the value of `choices[0].delta`, `tail` the offset of the bytes
+/// after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeltaSpan {
+    pub(crate) head: usize,
+    pub(crate) tail: usize,
+}
+
+/// The delta's place in `data`, a chunk that was parsed successfully, when the
+/// chunk has the shape every content chunk of a stream has and the bytes around the
+/// delta do nothing:
+/// - before `choices`, members other than `usage`, `error` and `x_groq` (or those
+///   as `null`);
+/// - `"choices": [{`, then members of the choice up to `delta`, `index` as `0`
+///   among them (so the delta applies as it is parsed), `finish_reason` only as
+///   `null`, no `message`;
+/// - after the delta only members of the choice other than `index`, `delta` and
+///   `message` (`finish_reason` only as `null`), the end of the only choice, and
+///   top-level members other than `choices`, `usage`, `error` and `x_groq` (or
+///   those as `null`).
+///
+/// No key may hold an escape; whitespace is allowed where JSON allows it. `None`
+/// otherwise.
+///
+/// A later chunk with the same head bytes then differs only in its delta and its
+/// tail: identical bytes parse to identical values, and these act on nothing (the
+/// usage model is the first non-empty `model` of the stream, which this chunk
+/// already offered), so when its tail acts on nothing either only the delta needs
+/// parsing ([`delta_of`], [`inert_tail_start`]).
+pub(crate) fn delta_span(data: &[u8]) -> Option<DeltaSpan> {
+    let mut i = skip_ws(data, 0);
+    if data.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    // Members before `choices`.
+    loop {
+        let (key, value) = member(data, i)?;
+        if key == b"choices" {
+            i = value;
+            break;
+        }
+        if ACTED_ON.contains(&key) && !is_null(data, value) {
+            return None;
+        }
+        i = skip_ws(data, skip_value(data, value)?);
+        if data.get(i) != Some(&b',') {
+            return None;
+        }
+        i += 1;
+    }
+    // `[{`, members of the choice up to `delta`: `index` as `0` among them.
+    i = expect(data, i, b'[')?;
+    i = expect(data, i, b'{')?;
+    let mut index_0 = false;
+    let head = loop {
+        let (key, value) = member(data, i)?;
+        let inert = match key {
+            b"delta" if index_0 => break value,
+            b"index" => {
+                index_0 = data.get(value) == Some(&b'0');
+                index_0
+            }
+            b"delta" | b"message" => false,
+            b"finish_reason" => is_null(data, value),
+            _ => true,
+        };
+        if !inert {
+            return None;
+        }
+        i = expect(data, skip_value(data, value)?, b',')?;
+    };
+    let tail = skip_value(data, head)?;
+    // This chunk's `model`, wherever it is, was just taken or ignored: the same bytes
+    // in a later chunk do nothing.
+    inert_tail(data, tail, false, true)?;
+    Some(DeltaSpan { head, tail })
+}
+
+/// The end of the delta value starting at `head` in `data`, when the bytes after
+/// it are a tail that acts on nothing (see [`delta_span`]) and is valid JSON the way
+/// the whole parse would find it. For a chunk whose tail differs from the learned
+/// one; the delta itself is left to its parse. `model_known`: the session has its
+/// model, so a `model` string in the tail does nothing either.
+pub(crate) fn inert_tail_start(data: &[u8], head: usize, model_known: bool) -> Option<usize> {
+    let end = skip_value_within(data, head, MAX_DELTA_DEPTH)?;
+    inert_tail(data, end, true, model_known)?;
+    Some(end)
+}
+
+/// Checks the bytes from `i`, just after the delta value, to the end of `data`:
+/// the rest of the only choice and of the chunk, acting on nothing. With
+/// `validate` (bytes not parsed before) every key is checked for control
+/// characters and every value by serde_json, as the whole parse would check them.
+/// A `model` string does nothing when `model_known` (the first non-empty one is
+/// the session's).
+fn inert_tail(data: &[u8], mut i: usize, validate: bool, model_known: bool) -> Option<()> {
+    i = skip_ws(data, i);
+    while data.get(i) == Some(&b',') {
+        let (key, value) = member(data, i + 1)?;
+        let inert = match key {
+            b"index" | b"delta" | b"message" => false,
+            b"finish_reason" => is_null(data, value),
+            _ => true,
+        };
+        if !inert {
+            return None;
+        }
+        i = skip_ws(data, checked_value_end(data, key, value, validate)?);
+    }
+    i = expect(data, i, b'}')?;
+    i = expect(data, i, b']')?;
+    while data.get(i) == Some(&b',') {
+        let (key, value) = member(data, i + 1)?;
+        let end = checked_value_end(data, key, value, validate)?;
+        let inert = match key {
+            // A string without escapes: the whole parse reads it as a string, which
+            // is stricter about escapes than skipping it.
+            b"model" => {
+                is_null(data, value)
+                    || (model_known
+                        && data.get(value) == Some(&b'"')
+                        && memchr::memchr(b'\\', &data[value..end]).is_none())
+            }
+            _ if ACTED_ON.contains(&key) => is_null(data, value),
+            _ => true,
+        };
+        if !inert {
+            return None;
+        }
+        i = skip_ws(data, end);
+    }
+    i = expect(data, i, b'}')?;
+    (i == data.len()).then_some(())
+}
+
+/// The end of a member's value that starts at `value`, checked (with `validate`)
+/// as the whole parse would check it.
+fn checked_value_end(data: &[u8], key: &[u8], value: usize, validate: bool) -> Option<usize> {
+    if validate && key.iter().any(|&b| b < 0x20) {
+        return None;
+    }
+    if is_null(data, value) {
+        return Some(value + 4);
+    }
+    let end = skip_value_within(data, value, MAX_DELTA_DEPTH)?;
+    if validate && serde_json::from_slice::<IgnoredAny>(data.get(value..end)?).is_err() {
+        return None;
+    }
+    Some(end)
+}
+
+/// The member at (or after whitespace from) `i`: its key (without quotes; `None`
+/// when it has an escape) and the index where its value starts.
+fn member(data: &[u8], i: usize) -> Option<(&[u8], usize)> {
+    let i = skip_ws(data, i);
+    if data.get(i) != Some(&b'"') {
+        return None;
+    }
+    let key_end = i + 1 + memchr::memchr2(b'"', b'\\', data.get(i + 1..)?)?;
+    if data[key_end] != b'"' {
+        return None;
+    }
+    let colon = skip_ws(data, key_end + 1);
+    if data.get(colon) != Some(&b':') {
+        return None;
+    }
+    Some((&data[i + 1..key_end], skip_ws(data, colon + 1)))
+}
+
+/// The index after `byte` at (or after whitespace from) `i`, whitespace after it
+/// skipped too.
+fn expect(data: &[u8], i: usize, byte: u8) -> Option<usize> {
+    let i = skip_ws(data, i);
+    (data.get(i) == Some(&byte)).then(|| skip_ws(data, i + 1))
+}
+
+fn is_null(data: &[u8], at: usize) -> bool {
+    data.get(at..at + 4) == Some(b"null")
+        && !matches!(data.get(at + 4), Some(b) if b.is_ascii_alphanumeric())
+}
+
+/// The delta of a chunk whose head and tail matched a [`DeltaSpan`] learned before:
+/// the bytes between them, when they hold exactly one value (not too deep) and are
+/// UTF-8. `None` sends the chunk down the whole parse.
+pub(crate) fn delta_of(middle: &[u8]) -> Option<&str> {
+    if skip_value_within(middle, 0, MAX_DELTA_DEPTH)? != middle.len() {
+        return None;
+    }
+    std::str::from_utf8(middle).ok()
+}
+
+/// Parses a delta alone (see [`delta_span`]), feeding `sink` as the whole chunk
+/// would.
+pub(crate) fn parse_delta<S: ChunkSink>(
+    delta: &str,
+    sink: &mut S,
+) -> Result<(), serde_json::Error> {
+    let mut deserializer = serde_json::Deserializer::from_str(delta);
+    Nullable(DeltaSeed(sink)).deserialize(&mut deserializer)?;
+    deserializer.end()
+}
+
+/// A sink that acts on nothing: for parsing a chunk only to find its error.
+pub(crate) struct Inert;
+
+impl ChunkSink for Inert {
+    fn content(&mut self, _: &RawValue) {}
+    fn reasoning(&mut self, _: &RawValue) {}
+    fn refusal(&mut self, _: &RawValue) {}
+    fn tool_call(&mut self, _: &ToolCallDto<'_>, _: usize) {}
+    fn function_call(&mut self, _: &FunctionDto<'_>) {}
+    fn finish_reason(&mut self, _: &str) {}
+    fn usage(&mut self, _: &UsageDto) {}
+    fn model(&mut self, _: &str) {}
+    fn error(&mut self, _: &RawValue) {}
+    fn other_choice(&mut self) {}
 }
 
 /// Applies `seed` to a value that may be `null` (then nothing happens).

@@ -2,7 +2,6 @@
 //! stuck or failing: it never blocks the caller, merges deltas, loses and
 //! duplicates nothing, and says when it is too far behind.
 
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;

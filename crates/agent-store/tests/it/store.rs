@@ -2,7 +2,6 @@
 //! a real Postgres (Debian's server, started on loopback by
 //! `agent_testing::postgres::TestPostgres`). Migrations apply from empty on both.
 
-
 use agent_store::{
     Backend, CallUsage, NewRun, RunStatus, Store, StoreError, Thread, UsageGrouping,
 };

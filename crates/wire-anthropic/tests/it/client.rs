@@ -2,7 +2,6 @@
 //! streamed and whole responses, the API's error bodies, 529 retried with
 //! `retry-after`, in-stream errors, truncated streams, redirects, secrets.
 
-
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,6 +1,5 @@
 //! The request body: every rule of `wire_anthropic::encode`, checked on the JSON.
 
-
 use ai_core::completion::{CompletionRequest, ModelSettings, ToolChoice};
 use ai_core::message::{AssistantBlock, Attachment, MessageToolCall};
 use ai_core::{Message, RunContext, ToolEffect, ToolId, ToolSpec};

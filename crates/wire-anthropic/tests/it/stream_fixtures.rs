@@ -1,7 +1,6 @@
 //! Every stream fixture of `fixtures/anthropic/stream` decodes to its snapshot,
 //! whole and cut at random byte positions.
 
-
 use std::fs;
 use std::path::{Path, PathBuf};
 

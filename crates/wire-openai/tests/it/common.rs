@@ -9,7 +9,7 @@ use ai_core::{
     event::UsageFact,
 };
 use serde_json::{Value, json};
-use wire_openai::decode::{Decoder, DecoderOptions};
+use wire_openai::decode::{Decoder, DecoderOptions, DeltaRef};
 
 /// `fixtures/openai/<sub>` at the workspace root.
 pub(crate) fn fixture_dir(sub: &str) -> PathBuf {
@@ -208,6 +208,30 @@ pub(crate) fn decode_chunks(bytes: &[u8], cuts: &[usize], options: DecoderOption
         start = end;
     }
     let result = decoder.finish_into(&mut deltas);
+    (deltas, result)
+}
+
+/// Like [`decode_chunks`], taking the deltas borrowed (`feed_with`, `finish_with`)
+/// and making each owned only here, to compare with the owned path.
+pub(crate) fn decode_chunks_borrowed(
+    bytes: &[u8],
+    cuts: &[usize],
+    options: DecoderOptions,
+) -> Decoded {
+    let mut decoder = Decoder::with_options(options);
+    let mut deltas = Vec::new();
+    let mut sink = |delta: DeltaRef<'_>| deltas.push(delta.into_owned());
+    let mut start = 0;
+    let mut ends: Vec<usize> = cuts.iter().copied().filter(|&c| c <= bytes.len()).collect();
+    ends.sort_unstable();
+    ends.push(bytes.len());
+    for end in ends {
+        if let Err(error) = decoder.feed_with(&bytes[start..end], &mut sink) {
+            return (deltas, Err(error.into()));
+        }
+        start = end;
+    }
+    let result = decoder.finish_with(&mut sink);
     (deltas, result)
 }
 

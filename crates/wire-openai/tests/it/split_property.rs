@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use wire_openai::decode::{DecoderOptions, IdMinting};
 use wire_openai::sse::{OwnedSseEvent, SseFramer};
 
-use crate::common::{Decoded, decode_chunks, fixtures};
+use crate::common::{Decoded, decode_chunks, decode_chunks_borrowed, fixtures};
 
 /// Fixtures the oracle cannot read: eventsource-stream 0.2 panics on a leading byte
 /// order mark (it slices the 3-byte U+FEFF at byte 1), one more reason to frame
@@ -102,6 +102,22 @@ proptest! {
         let (case, bytes) = &corpus()[which.index(corpus().len())];
         let cuts: Vec<usize> = cuts.iter().map(|c| c.index(bytes.len() + 1)).collect();
         prop_assert_eq!(decode(bytes, &cuts), decode(bytes, &[]), "{} cut at {:?}", case, cuts);
+    }
+
+    #[test]
+    fn borrowed_deltas_cut_anywhere_are_the_owned_deltas(
+        which in any::<prop::sample::Index>(),
+        cuts in prop::collection::vec(any::<prop::sample::Index>(), 0..24),
+    ) {
+        let (case, bytes) = &corpus()[which.index(corpus().len())];
+        let cuts: Vec<usize> = cuts.iter().map(|c| c.index(bytes.len() + 1)).collect();
+        prop_assert_eq!(
+            decode_chunks_borrowed(bytes, &cuts, options()),
+            decode(bytes, &[]),
+            "{} cut at {:?}",
+            case,
+            cuts
+        );
     }
 
     #[test]

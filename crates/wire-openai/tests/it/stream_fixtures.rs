@@ -7,8 +7,8 @@ use ai_core::completion::{CompletionDelta, ToolCallOutcome};
 use wire_openai::decode::{DecoderOptions, DeltaMode};
 
 use crate::common::{
-    assert_no_stale_snapshots, check_all_cases, decode_chunks, decoded_json, fixtures,
-    snapshot_json, snapshot_settings,
+    assert_no_stale_snapshots, check_all_cases, decode_chunks, decode_chunks_borrowed,
+    decoded_json, fixtures, snapshot_json, snapshot_settings,
 };
 
 fn check(case: &str, path: &Path) {
@@ -67,6 +67,38 @@ fn delta_modes_change_deltas_not_the_final() {
             .cloned()
             .collect();
         assert_eq!(without_args, skip.0, "{case}");
+    }
+}
+
+/// Borrowed deltas (`feed_with`) are the owned ones (`feed`): same pieces, same
+/// order, same final, in every mode, whole and byte by byte.
+#[test]
+fn borrowed_deltas_are_the_owned_deltas_in_every_mode() {
+    for (case, path) in fixtures("stream", ".sse") {
+        let bytes = fs::read(&path).unwrap();
+        for deltas in [
+            DeltaMode::All,
+            DeltaMode::SkipArgFragments,
+            DeltaMode::AssembleOnly,
+        ] {
+            let options = || DecoderOptions {
+                deltas,
+                id_minting: wire_openai::decode::IdMinting::Sequential,
+                ..DecoderOptions::default()
+            };
+            let owned = decode_chunks(&bytes, &[], options());
+            assert_eq!(
+                decode_chunks_borrowed(&bytes, &[], options()),
+                owned,
+                "{case} {deltas:?}"
+            );
+            let every: Vec<usize> = (1..bytes.len()).collect();
+            assert_eq!(
+                decode_chunks_borrowed(&bytes, &every, options()),
+                owned,
+                "{case} {deltas:?} byte by byte"
+            );
+        }
     }
 }
 

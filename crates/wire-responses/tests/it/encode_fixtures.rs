@@ -3,7 +3,6 @@
 //! `snapshots/<case>.snap` (pretty JSON, sorted keys). A snapshot without its input
 //! fails the test, so a removed case leaves no stale golden behind.
 
-
 use std::fs;
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,6 @@
 //! Every stream fixture of `fixtures/responses/stream` decodes to its snapshot,
 //! whole and cut at random byte positions; the quirks each case is about hold.
 
-
 use std::fs;
 use std::path::{Path, PathBuf};
 
