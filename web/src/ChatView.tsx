@@ -309,9 +309,11 @@ export function ChatView({
     const last = messages[messages.length - 1];
     if (last?.role === 'assistant') setStoppedIds((s) => new Set(s).add(last.id));
     setAwaitingSend(false);
-    // The server first (a run outlives its request for a reload), then the request.
-    await stopRun(chat.id);
+    // The request first (so the run's cancellation never reaches this page as
+    // an error), then the server: a run outlives its request for a reload, so
+    // the abort alone would leave it running until its grace ends.
     await stop();
+    await stopRun(chat.id);
     focusInput();
   }, [messages, stop, focusInput, chat.id]);
 
