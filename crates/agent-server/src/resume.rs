@@ -213,17 +213,9 @@ impl ActiveStreams {
         self.by_chat.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A new replay for `chat_id`'s response (replacing an older one's).
+    /// A new replay for `chat_id`'s response (replacing an older one's), whose
+    /// run `stop` cancels ([`Replay::stop`]).
     pub fn open(
-        &self,
-        chat_id: &str,
-        headers: &'static [(&'static str, &'static str)],
-    ) -> Arc<Replay> {
-        self.open_with_stop(chat_id, headers, tokio_util::sync::CancellationToken::new())
-    }
-
-    /// [`ActiveStreams::open`] for a response whose run `stop` cancels.
-    pub fn open_with_stop(
         &self,
         chat_id: &str,
         headers: &'static [(&'static str, &'static str)],
@@ -268,7 +260,7 @@ mod tests {
     #[tokio::test]
     async fn a_reader_gets_what_was_sent_then_the_live_frames_then_the_end() {
         let streams = ActiveStreams::new(1024);
-        let replay = streams.open("c", H);
+        let replay = streams.open("c", H, tokio_util::sync::CancellationToken::new());
         replay.push(&Bytes::from_static(b"a"));
         let reader = streams.get("c").unwrap().reader().unwrap();
         let collect = tokio::spawn(reader.collect::<Vec<Bytes>>());
@@ -288,7 +280,7 @@ mod tests {
     #[tokio::test]
     async fn deltas_of_one_part_are_kept_as_one_frame_until_a_reader_has_read_it() {
         let streams = ActiveStreams::new(4096);
-        let replay = streams.open("c", H);
+        let replay = streams.open("c", H, tokio_util::sync::CancellationToken::new());
         replay.push(&Bytes::from_static(
             b"data: {\"type\":\"text-start\",\"id\":\"t1\"}\n\n",
         ));
@@ -317,7 +309,7 @@ mod tests {
     #[test]
     fn past_its_bound_a_replay_cannot_be_attached_to() {
         let streams = ActiveStreams::new(4);
-        let replay = streams.open("c", H);
+        let replay = streams.open("c", H, tokio_util::sync::CancellationToken::new());
         replay.push(&Bytes::from_static(b"abc"));
         assert!(replay.reader().is_some());
         replay.push(&Bytes::from_static(b"de"));
@@ -327,8 +319,8 @@ mod tests {
     #[test]
     fn a_newer_response_replaces_the_older_and_the_older_close_keeps_it() {
         let streams = ActiveStreams::new(64);
-        let old = streams.open("c", H);
-        let new = streams.open("c", H);
+        let old = streams.open("c", H, tokio_util::sync::CancellationToken::new());
+        let new = streams.open("c", H, tokio_util::sync::CancellationToken::new());
         streams.close("c", &old);
         assert!(Arc::ptr_eq(&streams.get("c").unwrap(), &new));
     }

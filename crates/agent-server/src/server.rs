@@ -616,9 +616,9 @@ impl ChatService {
             let encoder: Box<dyn StreamEncoder> = Box::new(crate::ui_stream::UiStreamEncoder::new(
                 answer_id(&run.run_id),
             ));
-            let replay =
-                self.active
-                    .open_with_stop(&chat.scoped, encoder.headers(), handle.cancel_token());
+            let replay = self
+                .active
+                .open(&chat.scoped, encoder.headers(), handle.cancel_token());
             let service = Arc::clone(self);
             tracing::info!(run_id = %run.run_id, "a durable run of a stopped server goes on here");
             let relay = Relay {
@@ -1371,7 +1371,7 @@ async fn chat(
     let service = Arc::clone(&state.service);
     let replay = service
         .active
-        .open_with_stop(&chat.chat_id, headers, started.0.cancel_token());
+        .open(&chat.chat_id, headers, started.0.cancel_token());
     let relay = Relay {
         heartbeat: state.access.heartbeat,
         detach_grace: state.access.detach_grace,
