@@ -17,7 +17,9 @@
 //! ai-tools, a wire crate, agent-server or bootstrap (the composition root hands
 //! it a model, a runner and a graph).
 
+pub mod lease;
 pub mod restate;
+pub mod seal;
 pub mod store;
 
 pub use store::{SavedStart, StoreJournal, journal_for, run_end};

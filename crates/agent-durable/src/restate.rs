@@ -23,12 +23,28 @@
 //! row is written by whoever submits the run, owned by [`RESTATE_OWNER`]:
 //! Restate, not a process, answers for it.
 //!
-//! Anyone who reaches Restate's ingress or the worker's endpoint could call the
-//! handler; a run's start carries the user's approval decisions. So a run is
-//! submitted sealed ([`Sealed`]: its input's JSON and an HMAC-SHA256 of it
-//! under a key the run store shares, [`SUBMISSION_KEY`]), and the handler runs
-//! nothing whose seal does not hold: only a process that can read the store
-//! (a server, a worker) can submit a run.
+//! Anyone who reaches Restate's ingress or admin API, or the worker's
+//! endpoint, could call the handler, replay an invocation or read its
+//! journal; a run's start carries the user's conversation and approval
+//! decisions. So:
+//!
+//! - the worker answers only requests Restate signed with its request
+//!   identity key ([`serve`] with the server's public keys);
+//! - every payload is sealed ([`crate::seal`]: encrypted and authenticated
+//!   under a key the servers and workers hold in a private file): the run's
+//!   input ([`RunInput`]), each journaled step, and the decisions that
+//!   continue a paused run ([`Continuation`]), so the admin API shows
+//!   ciphertext and a process without the key starts nothing;
+//! - a sealed run is bound to its run id, account and an expiry: the handler
+//!   runs it only under an idempotency key equal to its run id, only when the
+//!   run's row is Restate's in the store, and only in the first invocation that
+//!   presented it (redeemed once in the store, [`agent_store::Store::redeem`]),
+//!   so a captured run resent under another key, or after Restate forgot the
+//!   first, runs nothing;
+//! - a sealed continuation is bound to the paused run, to each call it decides
+//!   (tool and argument hash) and to an expiry, and is redeemed once; one that
+//!   does not hold is refused and the run goes on waiting (a new awakeable),
+//!   so a captured or forged one neither runs a call nor ends the run.
 //!
 //! A run paused on approvals waits in its invocation on an awakeable (a durable
 //! promise) whose id it writes to the store beside the paused run; the server
@@ -45,6 +61,8 @@ use agent_graph::journal::{
     JournalError, OpenStep, RunStart, Step, StepJournal, StepKind, StepSlot,
 };
 use agent_store::{NewRun, Pricing, RunRecording, Store};
+
+use crate::seal::{DurableKey, Purpose, SealError, Sealed};
 use ai_core::{CompletionPort, ToolRunner};
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -57,76 +75,95 @@ pub const RESTATE_OWNER: &str = "restate";
 /// The service's name at Restate's ingress (`POST /AgentRuns/run/send`).
 pub const SERVICE: &str = "AgentRuns";
 
-/// The name of the store's shared key (`agent_store::Store::server_key`) that
-/// seals submissions.
-pub const SUBMISSION_KEY: &str = "run-submissions";
+/// How long a sealed submission or continuation may wait before a worker
+/// first takes it (Restate down, or busy): 10 minutes. A run that waits
+/// longer is resubmitted by its server, sealed anew.
+pub const SEAL_TTL_MS: i64 = 10 * 60 * 1000;
 
-/// A sealed payload: a submission's [`RunInput`] or an approval's
-/// [`Continuation`], as JSON, with its seal (hex HMAC-SHA256 of those bytes
-/// under the shared key). Checked before anything of it is used.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct Sealed {
-    /// The payload, as JSON text (the sealed bytes).
-    pub body: String,
-    /// Hex HMAC-SHA256 of `body`.
-    pub seal: String,
-}
-
-impl Sealed {
-    /// Seals `value` with `key`.
-    pub fn seal<T: serde::Serialize>(value: &T, key: &[u8]) -> Result<Self, String> {
-        use hmac::Mac;
-        let body = serde_json::to_string(value).map_err(|e| e.to_string())?;
-        let seal = hex::encode(mac(key, body.as_bytes())?.finalize().into_bytes());
-        Ok(Self { body, seal })
-    }
-
-    /// The payload, when its seal holds under `key` (compared in constant time).
-    pub fn open<T: serde::de::DeserializeOwned>(&self, key: &[u8]) -> Result<T, String> {
-        use hmac::Mac;
-        let seal = hex::decode(&self.seal).map_err(|_| "the seal is not hex".to_owned())?;
-        mac(key, self.body.as_bytes())?
-            .verify_slice(&seal)
-            .map_err(|_| {
-                "the seal does not hold: it was not sent by a server of this store".to_owned()
-            })?;
-        serde_json::from_str(&self.body).map_err(|e| format!("the payload is unreadable: {e}"))
-    }
-}
-
-/// What resolves the awakeable a paused run waits on: the user's decisions and
-/// the record of the run that continues it (a new run id, as the server
-/// writes it).
+/// What resolves the awakeable a paused run waits on: the user's decisions,
+/// bound to the run they continue and to each call they decide, and the
+/// record of the run that continues it (a new run id, as the server writes
+/// it).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct Continuation {
     /// The continuing run's id.
     pub run_id: String,
+    /// The paused run it continues.
+    pub paused_run_id: String,
+    /// The calls it decides, as the server checked them.
+    pub calls: Vec<BoundCall>,
     /// The decisions about the paused run's calls.
     pub decisions: Vec<agent_graph::run::Decision>,
     /// How many of its first messages the thread holds as stored.
     pub kept: Option<usize>,
     /// When it started (Unix milliseconds).
     pub started_ms: i64,
+    /// After when no worker takes it (Unix milliseconds).
+    pub expires_ms: i64,
+}
+
+/// A call a [`Continuation`] decides: its id, tool and argument hash.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BoundCall {
+    /// The call.
+    pub tool_call_id: String,
+    /// Its tool.
+    pub tool_name: String,
+    /// `sha256:<hex>` of its canonical arguments (empty for a client tool's
+    /// output, which is matched by call id and tool).
+    pub args_hash: String,
 }
 
 impl Continuation {
-    /// A continuation of run `run_id` with `decisions`.
-    pub fn new(run_id: impl Into<String>, decisions: Vec<agent_graph::run::Decision>) -> Self {
+    /// A continuation, as run `run_id`, of the paused run `paused_run_id` with
+    /// `decisions` about `calls`.
+    pub fn new(
+        run_id: impl Into<String>,
+        paused_run_id: impl Into<String>,
+        (calls, decisions): (Vec<BoundCall>, Vec<agent_graph::run::Decision>),
+    ) -> Self {
+        let now = agent_store::recorder::now_ms();
         Self {
             run_id: run_id.into(),
+            paused_run_id: paused_run_id.into(),
+            calls,
             decisions,
             kept: None,
-            started_ms: agent_store::recorder::now_ms(),
+            started_ms: now,
+            expires_ms: now + SEAL_TTL_MS,
         }
     }
-}
 
-fn mac(key: &[u8], bytes: &[u8]) -> Result<hmac::Hmac<sha2::Sha256>, String> {
-    use hmac::Mac;
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).map_err(|e| e.to_string())?;
-    mac.update(bytes);
-    Ok(mac)
+    /// Whether it may continue `paused` at `now_ms`: it names that run, is
+    /// unexpired, and every decision is about a call it binds, which the run
+    /// waits on with that tool and those arguments.
+    fn check(&self, paused: &agent_graph::run::PausedRun, now_ms: i64) -> Result<(), String> {
+        if self.paused_run_id != paused.request.context.run_id {
+            return Err("the decisions are for another run".into());
+        }
+        if self.expires_ms < now_ms {
+            return Err("the decisions expired".into());
+        }
+        for decision in &self.decisions {
+            let id = decision.tool_call_id();
+            let bound = self.calls.iter().find(|c| c.tool_call_id == id);
+            let pending = paused.pending.iter().find(|p| p.tool_call_id == id);
+            let client = paused.client_calls.iter().find(|c| c.tool_call_id == id);
+            let holds = match (bound, pending, client) {
+                (Some(b), Some(p), _) => b.tool_name == p.tool_name && b.args_hash == p.args_hash,
+                (Some(b), None, Some(c)) => b.tool_name == c.tool_name,
+                _ => false,
+            };
+            if !holds {
+                return Err(format!(
+                    "a decision is about call `{}`, which this run does not wait on as decided",
+                    ai_core::text::log_field(id)
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What a submitter sends for one run.
@@ -150,37 +187,40 @@ pub struct RunInput {
     pub start: RunStart,
     /// How many of the run's first messages its thread holds as stored.
     pub kept: Option<usize>,
+    /// After when no worker takes it (Unix milliseconds): a captured
+    /// submission cannot be presented later.
+    pub expires_ms: i64,
 }
 
 impl RunInput {
     /// The input of a run of `account` starting from `start`, with its record's
     /// fields empty (set them with the struct's fields).
     pub fn new(account: impl Into<String>, start: RunStart) -> Self {
+        let now = agent_store::recorder::now_ms();
         Self {
             account: account.into(),
             thread_id: None,
             graph: String::new(),
             model: String::new(),
             prompt_hash: None,
-            started_ms: agent_store::recorder::now_ms(),
+            started_ms: now,
             start,
             kept: None,
+            expires_ms: now + SEAL_TTL_MS,
         }
     }
 }
 
 /// What a run invocation answers (the same answer to a repeated submission).
+/// Restate keeps it where its admin API shows it: it holds no text of the
+/// run (the answer and any error are in the run store).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct RunSummary {
-    /// The run.
+    /// The run (the last one, for a run continued after a pause).
     pub run_id: String,
     /// `done`, `paused`, `failed` or `interrupted`.
     pub status: String,
-    /// The answer's text, when it answered.
-    pub content: Option<String>,
-    /// Why it failed, when it did.
-    pub error: Option<String>,
 }
 
 /// The service: what a run needs (the composition root's model, runner and
@@ -191,17 +231,18 @@ pub struct AgentRuns {
     graph: Graph,
     store: Store,
     pricing: Option<Pricing>,
-    key: Vec<u8>,
+    key: Arc<DurableKey>,
 }
 
 impl AgentRuns {
     /// Runs of `graph` with `model` and `runner`, recorded in `store`; only
-    /// submissions sealed with `key` run.
+    /// submissions sealed with `key` run, and their steps are journaled sealed
+    /// with it.
     pub fn new(
         model: Arc<dyn CompletionPort>,
         runner: Arc<ToolRunner>,
         graph: Graph,
-        (store, key): (Store, Vec<u8>),
+        (store, key): (Store, DurableKey),
     ) -> Self {
         Self {
             model,
@@ -209,7 +250,7 @@ impl AgentRuns {
             graph,
             store,
             pricing: None,
-            key,
+            key: Arc::new(key),
         }
     }
 
@@ -248,26 +289,103 @@ mod service {
             ctx: Context<'_>,
             sealed: Json<Sealed>,
         ) -> Result<Json<RunSummary>, HandlerError> {
-            let mut input: RunInput = sealed.into_inner().open(&self.key).map_err(refused)?;
+            let mut input: RunInput = sealed
+                .into_inner()
+                .open(Purpose::Run, &self.key)
+                .map_err(|e| refused(&e.to_string()))?;
+            self.admit(&ctx, &input).await?;
             loop {
                 let (summary, paused) = self.run_part(&ctx, &input).await?;
                 let Some((paused, decided)) = paused else {
                     return Ok(Json(summary));
                 };
-                let next: Continuation = decided
-                    .await?
-                    .into_inner()
-                    .open(&self.key)
-                    .map_err(refused)?;
+                let next = self.decisions(&ctx, &input, &paused, decided).await?;
                 input = input.continued(*paused, next);
             }
         }
     }
 }
 
-fn refused(error: String) -> TerminalError {
+fn refused(error: &str) -> TerminalError {
     tracing::warn!(%error, "a sealed payload was refused");
     TerminalError::new(error)
+}
+
+impl AgentRuns {
+    /// Whether this invocation may run `input`: under its run id as
+    /// idempotency key, for a run the store holds as Restate's, unexpired when
+    /// first presented, and presented first by this invocation (redeemed once;
+    /// a retry of this invocation passes again).
+    async fn admit(&self, ctx: &Context<'_>, input: &RunInput) -> Result<(), TerminalError> {
+        let run_id = input.start.run_id();
+        if ctx.idempotency_key() != Some(run_id) {
+            return Err(refused(
+                "a run is taken only under its own id as the idempotency key",
+            ));
+        }
+        let rows = self.store.account(input.account.clone());
+        let row = rows.run(run_id).await.map_err(|e| TerminalError::new(e.to_string()))?;
+        if !row.is_some_and(|r| r.run.owner == RESTATE_OWNER) {
+            return Err(refused("the run store holds no such run for Restate"));
+        }
+        let tag = format!("run:{}:{run_id}", input.account);
+        let holder = ctx.invocation_id();
+        let store_failed = |e: agent_store::StoreError| TerminalError::new(e.to_string());
+        match self.store.redeemed_by(&tag).await.map_err(store_failed)? {
+            Some(first) if first == holder => return Ok(()),
+            Some(_) => return Err(refused("this run was taken by another invocation")),
+            None => {}
+        }
+        if input.expires_ms < agent_store::recorder::now_ms() {
+            return Err(refused("the submission expired before a worker took it"));
+        }
+        let now = agent_store::recorder::now_ms();
+        if !self.store.redeem(&tag, holder, now).await.map_err(store_failed)? {
+            return Err(refused("this run was taken by another invocation"));
+        }
+        Ok(())
+    }
+
+    /// The decisions that continue `paused`: the first sealed continuation
+    /// that holds for it (see [`Continuation::check`]), redeemed once. One that
+    /// does not hold is refused and the run waits on a new awakeable, whose id
+    /// replaces the old one in the store.
+    async fn decisions<'ctx>(
+        &self,
+        ctx: &Context<'ctx>,
+        input: &RunInput,
+        paused: &agent_graph::run::PausedRun,
+        mut decided: Decided<'ctx>,
+    ) -> Result<Continuation, HandlerError> {
+        let paused_id = &paused.request.context.run_id;
+        loop {
+            let sealed = decided.await?.into_inner();
+            let now = agent_store::recorder::now_ms();
+            let checked = sealed
+                .open::<Continuation>(Purpose::Continuation, &self.key)
+                .map_err(|e: SealError| e.to_string())
+                .and_then(|next| next.check(paused, now).map(|()| next));
+            let error = match checked {
+                Ok(next) => {
+                    let tag = format!("continuation:{}:{paused_id}", input.account);
+                    match self.store.redeem(&tag, &next.run_id, now).await {
+                        Ok(true) => return Ok(next),
+                        Ok(false) => "these decisions were used before".to_owned(),
+                        Err(e) => return Err(TerminalError::new(e.to_string()).into()),
+                    }
+                }
+                Err(error) => error,
+            };
+            tracing::warn!(run_id = %paused_id, %error, "decisions for a paused run were refused; it goes on waiting");
+            let (awakeable, next) = ctx.awakeable::<Json<Sealed>>();
+            let waiting = serde_json::json!({ "awakeable": awakeable });
+            self.store
+                .account(input.account.clone())
+                .save_paused(paused_id, &waiting, now)
+                .await?;
+            decided = Box::pin(next);
+        }
+    }
 }
 
 impl RunInput {
@@ -309,6 +427,7 @@ impl AgentRuns {
         rows.clear_events(&run_id).await?;
         let (opens, mut requests) = mpsc::channel(1);
         let journal = Arc::new(RestateJournal { opens });
+        let key = Arc::clone(&self.key);
         let handle = self
             .graph
             .durable(
@@ -326,7 +445,6 @@ impl AgentRuns {
             prompt_hash: input.prompt_hash.clone(),
             owner: RESTATE_OWNER.to_owned(),
             started_ms: input.started_ms,
-            heartbeat: false,
         };
         let recording = RunRecording::resumed(
             self.store.clone(),
@@ -338,7 +456,7 @@ impl AgentRuns {
         let recorder = tokio::spawn(record_events(events, recording));
         // The run holds the journal's sender: the requests end with the run.
         while let Some(open) = requests.recv().await {
-            serve_step(ctx, open).await;
+            serve_step(ctx, open, &key).await;
         }
         let mut outcome = outcome.await;
         let recording = recorder
@@ -364,12 +482,7 @@ impl AgentRuns {
         for failure in recording.finish(end).await {
             tracing::error!(run_id = %run_id, failure = %failure, "the run store did not take the whole run");
         }
-        let summary = RunSummary {
-            run_id,
-            status,
-            content: outcome.as_ref().ok().map(|o| o.content.clone()),
-            error: outcome.as_ref().err().map(ToString::to_string),
-        };
+        let summary = RunSummary { run_id, status };
         Ok((summary, paused))
     }
 }
@@ -398,8 +511,9 @@ struct Open {
     reply: oneshot::Sender<Result<StepSlot, JournalError>>,
 }
 
-/// Answers one step request with a `ctx.run` (see the module docs).
-async fn serve_step(ctx: &Context<'_>, open: Open) {
+/// Answers one step request with a `ctx.run` (see the module docs), its
+/// record sealed with `key`.
+async fn serve_step(ctx: &Context<'_>, open: Open, key: &Arc<DurableKey>) {
     let Open {
         number,
         kind,
@@ -409,7 +523,7 @@ async fn serve_step(ctx: &Context<'_>, open: Open) {
     let ran = Arc::new(AtomicBool::new(false));
     let (ack, acked) = oneshot::channel();
     let closure = {
-        let (reply, ran) = (Arc::clone(&reply), Arc::clone(&ran));
+        let (reply, ran, key) = (Arc::clone(&reply), Arc::clone(&ran), Arc::clone(key));
         move || async move {
             ran.store(true, Ordering::SeqCst);
             let (record, recorded) = oneshot::channel();
@@ -418,7 +532,9 @@ async fn serve_step(ctx: &Context<'_>, open: Open) {
                 let _ = reply.send(Ok(StepSlot::Open(Box::new(slot))));
             }
             match recorded.await {
-                Ok(step) => Ok(Json(step)),
+                Ok(step) => Sealed::seal(&step, Purpose::Step, &key)
+                    .map(Json)
+                    .map_err(|e| TerminalError::new(e.to_string()).into()),
                 Err(_) => Err(TerminalError::new(format!(
                     "step {number} ({}) ended unrecorded: the run stopped during it",
                     kind.as_str()
@@ -427,7 +543,7 @@ async fn serve_step(ctx: &Context<'_>, open: Open) {
             }
         }
     };
-    let result: Result<Json<Step>, TerminalError> = ctx
+    let result: Result<Json<Sealed>, TerminalError> = ctx
         .run(closure)
         .name(format!("step {number} {}", kind.as_str()))
         .await;
@@ -439,9 +555,13 @@ async fn serve_step(ctx: &Context<'_>, open: Open) {
         (Err(error), true) => {
             let _ = ack.send(Err(JournalError(error.message().to_owned())));
         }
-        (Ok(Json(step)), false) => {
+        (Ok(Json(sealed)), false) => {
             if let Some(reply) = take(&reply) {
-                let _ = reply.send(Ok(StepSlot::Recorded(Box::new(step))));
+                let opened = sealed
+                    .open::<Step>(Purpose::Step, key)
+                    .map(|step| StepSlot::Recorded(Box::new(step)))
+                    .map_err(|e| JournalError(format!("step {number} in Restate's journal: {e}")));
+                let _ = reply.send(opened);
             }
         }
         (Err(error), false) => {
@@ -518,12 +638,87 @@ impl OpenStep for RestateSlot {
     }
 }
 
-/// Serves [`AgentRuns`] on `listener` until `stop` resolves (`agent worker`).
-pub async fn serve(runs: AgentRuns, listener: tokio::net::TcpListener, stop: impl Future) {
-    let endpoint = Endpoint::builder().bind(runs).build();
-    HttpServer::new(endpoint)
+/// Serves [`AgentRuns`] on `listener` until `stop` resolves (`agent worker`),
+/// answering only requests signed by a Restate server holding one of
+/// `identity_keys` (its request identity's public keys, `publickeyv1_...`).
+/// With no key every request is answered: the caller says why that is
+/// acceptable (tests).
+pub async fn serve(
+    runs: AgentRuns,
+    listener: tokio::net::TcpListener,
+    identity_keys: &[String],
+    stop: impl Future,
+) -> Result<(), String> {
+    let mut builder = Endpoint::builder().bind(runs);
+    for key in identity_keys {
+        builder = builder
+            .identity_key(key)
+            .map_err(|e| format!("the Restate identity key {key:?} is not one: {e}"))?;
+    }
+    HttpServer::new(builder.build())
         .serve_with_cancel(listener, stop)
         .await;
+    Ok(())
+}
+
+/// A request identity key pair for a Restate server: it signs every request
+/// it sends a worker with the private key, and `agent worker` answers only
+/// requests signed with a key whose public half it is given.
+#[derive(Clone)]
+pub struct IdentityKeyPair {
+    /// The private key as PEM (PKCS#8), for the server's
+    /// `request-identity-private-key-pem-file` (keep it private).
+    pub private_pem: String,
+    /// The public key as the SDK takes it (`publickeyv1_` and base58).
+    pub public_key: String,
+}
+
+impl std::fmt::Debug for IdentityKeyPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdentityKeyPair")
+            .field("public_key", &self.public_key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl IdentityKeyPair {
+    /// A fresh Ed25519 key pair.
+    pub fn generate() -> Result<Self, String> {
+        use base64::Engine;
+        use ring::rand::SecureRandom;
+        use ring::signature::KeyPair;
+        let mut seed = [0u8; 32];
+        ring::rand::SystemRandom::new()
+            .fill(&mut seed)
+            .map_err(|_| "no randomness".to_owned())?;
+        let pair = ring::signature::Ed25519KeyPair::from_seed_unchecked(&seed)
+            .map_err(|e| format!("not an Ed25519 seed: {e}"))?;
+        // PKCS#8 v1 of an Ed25519 private key: this fixed header, then the seed.
+        let mut der = hex::decode("302e020100300506032b657004220420").unwrap_or_default();
+        der.extend_from_slice(&seed);
+        let body = base64::engine::general_purpose::STANDARD.encode(&der);
+        Ok(Self {
+            private_pem: format!("-----BEGIN PRIVATE KEY-----\n{body}\n-----END PRIVATE KEY-----\n"),
+            public_key: format!(
+                "publickeyv1_{}",
+                bs58::encode(pair.public_key().as_ref()).into_string()
+            ),
+        })
+    }
+}
+
+/// `value` sealed for `purpose`, or the refusal to send it to `url`.
+fn sealed<T: serde::Serialize>(
+    url: &str,
+    value: &T,
+    purpose: Purpose,
+    key: &DurableKey,
+) -> Result<Sealed, RestateError> {
+    Sealed::seal(value, purpose, key).map_err(|e| RestateError::Refused {
+        url: url.to_owned(),
+        status: 0,
+        body: e.to_string(),
+    })
 }
 
 /// Why Restate's ingress or admin API refused a request.
@@ -583,9 +778,9 @@ impl RestateClient {
 
     /// Submits a run sealed with `key` without waiting for it, with its id as
     /// the idempotency key: the same run submitted again is not run again.
-    pub async fn submit(&self, input: &RunInput, key: &[u8]) -> Result<(), RestateError> {
+    pub async fn submit(&self, input: &RunInput, key: &DurableKey) -> Result<(), RestateError> {
         let url = format!("{}/{SERVICE}/run/send", self.ingress);
-        let sealed = self.sealed(&url, input, key)?;
+        let sealed = sealed(&url, input, Purpose::Run, key)?;
         self.post(&url, Some(input.start.run_id()), &sealed)
             .await
             .map(drop)
@@ -594,27 +789,14 @@ impl RestateClient {
     /// Runs a run sealed with `key` and waits for its summary, with its id as
     /// the idempotency key: a run submitted before answers with its first
     /// summary.
-    pub async fn call(&self, input: &RunInput, key: &[u8]) -> Result<RunSummary, RestateError> {
+    pub async fn call(&self, input: &RunInput, key: &DurableKey) -> Result<RunSummary, RestateError> {
         let url = format!("{}/{SERVICE}/run", self.ingress);
-        let sealed = self.sealed(&url, input, key)?;
+        let sealed = sealed(&url, input, Purpose::Run, key)?;
         let body = self.post(&url, Some(input.start.run_id()), &sealed).await?;
         serde_json::from_str(&body).map_err(|e| RestateError::Refused {
             url,
             status: 200,
             body: format!("not a run summary: {e}"),
-        })
-    }
-
-    fn sealed<T: serde::Serialize>(
-        &self,
-        url: &str,
-        value: &T,
-        key: &[u8],
-    ) -> Result<Sealed, RestateError> {
-        Sealed::seal(value, key).map_err(|message| RestateError::Refused {
-            url: url.to_owned(),
-            status: 0,
-            body: message,
         })
     }
 
@@ -624,10 +806,10 @@ impl RestateClient {
         &self,
         awakeable: &str,
         next: &Continuation,
-        key: &[u8],
+        key: &DurableKey,
     ) -> Result<(), RestateError> {
         let url = format!("{}/restate/awakeables/{awakeable}/resolve", self.ingress);
-        let sealed = self.sealed(&url, next, key)?;
+        let sealed = sealed(&url, next, Purpose::Continuation, key)?;
         self.post(&url, None, &sealed).await.map(drop)
     }
 

@@ -15,6 +15,13 @@ use futures::future::BoxFuture;
 /// One account's step journal in the run store: each step a row of
 /// `run_steps`, written (and awaited) before the run goes on. The run's steps
 /// are read once, when it opens its first.
+///
+/// With a lease ([`StoreJournal::with_lease`]) a step is recorded only while
+/// this process holds the run: under its owner and generation in the store
+/// (checked in the transaction that records it) and by its own clock before
+/// and after the write, so a process that lost the run (another took it over,
+/// or it stalled past its lease) records nothing more and runs no call that
+/// acts.
 pub struct StoreJournal {
     store: Store,
     account: String,
@@ -22,6 +29,7 @@ pub struct StoreJournal {
     /// start is saved already).
     start: Option<String>,
     recorded: tokio::sync::OnceCell<HashMap<(u32, StepKind), Step>>,
+    lease: Option<crate::lease::RunLease>,
 }
 
 impl StoreJournal {
@@ -34,7 +42,14 @@ impl StoreJournal {
             account: account.into(),
             start,
             recorded: tokio::sync::OnceCell::new(),
+            lease: None,
         }
+    }
+
+    /// Records steps only while `lease` holds the run (see the type's docs).
+    pub fn with_lease(mut self, lease: crate::lease::RunLease) -> Self {
+        self.lease = Some(lease);
+        self
     }
 
     /// What the store holds of `run_id` (and its start saved, the first time).
@@ -67,22 +82,48 @@ struct StoreSlot {
     store: Store,
     account: String,
     run_id: String,
+    lease: Option<crate::lease::RunLease>,
+}
+
+/// The run is no longer this process's to record.
+fn lease_lost() -> JournalError {
+    JournalError(
+        "this process no longer holds the run (its lease ran out or another process took it over); it stops here".into(),
+    )
 }
 
 impl OpenStep for StoreSlot {
     fn record(self: Box<Self>, step: Step) -> BoxFuture<'static, Result<(), JournalError>> {
         Box::pin(async move {
+            let holds = |lease: &Option<crate::lease::RunLease>| {
+                lease.as_ref().is_none_or(|l| l.epoch.holds())
+            };
+            if !holds(&self.lease) {
+                return Err(lease_lost());
+            }
             let body = serde_json::to_string(&step).map_err(failed)?;
-            self.store
+            let fence = self.lease.as_ref().map(crate::lease::RunLease::fence);
+            let recorded = self
+                .store
                 .account(self.account)
                 .record_step(
                     &self.run_id,
                     (step.number, step.kind().as_str()),
                     &body,
-                    now_ms(),
+                    (now_ms(), fence.as_ref()),
                 )
-                .await
-                .map_err(failed)
+                .await;
+            match recorded {
+                Err(agent_store::StoreError::Fenced(_)) => return Err(lease_lost()),
+                Err(error) => return Err(failed(error)),
+                Ok(()) => {}
+            }
+            // A pause between the write and this check (the process stopped,
+            // then resumed past its lease) stops the run before the call acts.
+            if !holds(&self.lease) {
+                return Err(lease_lost());
+            }
+            Ok(())
         })
     }
 }
@@ -102,6 +143,7 @@ impl StepJournal for StoreJournal {
                     store: self.store.clone(),
                     account: self.account.clone(),
                     run_id: run_id.to_owned(),
+                    lease: self.lease.clone(),
                 })),
             })
         })
@@ -172,11 +214,16 @@ impl SavedStart {
     }
 }
 
-/// The journal of a new durable run of `account`: its start saved before its
-/// first step.
-pub fn journal_for(store: &Store, account: &str, saved: &SavedStart) -> Arc<dyn StepJournal> {
+/// The journal of a new durable run of `account`, held under `lease`: its
+/// start saved before its first step.
+pub fn journal_for(
+    store: &Store,
+    account: &str,
+    saved: &SavedStart,
+    lease: crate::lease::RunLease,
+) -> Arc<dyn StepJournal> {
     let start = serde_json::to_string(saved)
         .map_err(|e| tracing::error!(error = %e, "a run's start is not serializable; it will not start again after a crash"))
         .ok();
-    Arc::new(StoreJournal::new(store.clone(), account, start))
+    Arc::new(StoreJournal::new(store.clone(), account, start).with_lease(lease))
 }

@@ -232,7 +232,14 @@ fn serve_agent(deltas: usize, interval: Duration, stored: bool) {
             let store = agent_store::Store::open_sqlite(&folder.join("store.db"))
                 .await
                 .expect("the run store");
-            service.with_store(agent_server::ServerStore::new(store, "relay"))
+            let instance = agent_durable::lease::Instance::start(
+                store,
+                "serve",
+                agent_durable::lease::LeaseTiming::default(),
+            )
+            .await
+            .expect("a lease in the run store");
+            service.with_store(agent_server::ServerStore::new(instance))
         } else {
             service
         };

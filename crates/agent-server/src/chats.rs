@@ -43,26 +43,15 @@ use crate::server::{AppState, refuse};
 /// Threads listed by `GET /api/chats`, at most.
 const LIST_LIMIT: u32 = 500;
 
-/// The store a server records its runs in.
+/// The store a server records its runs in, and this server as the owner of
+/// the runs it runs (an instance under a lease; see
+/// `agent_durable::lease`).
 #[derive(Clone)]
 pub struct ServerStore {
     store: Store,
-    owner: String,
+    instance: std::sync::Arc<agent_durable::lease::Instance>,
     pricing: Option<Pricing>,
-    alive: Option<OwnerCheck>,
-    /// The heartbeat task, started with the first run.
-    beating: std::sync::Arc<std::sync::Once>,
 }
-
-/// How often a server says its running runs are alive.
-pub const HEARTBEAT_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
-/// How long a running run may go without a heartbeat before a server that
-/// cannot ask its owner's host (another host) takes it for abandoned.
-pub const HEARTBEAT_LEASE: std::time::Duration = std::time::Duration::from_secs(20);
-
-/// Whether the process named by a run's owner still runs (`None`: cannot tell,
-/// e.g. it is on another host).
-pub type OwnerCheck = std::sync::Arc<dyn Fn(&str) -> Option<bool> + Send + Sync>;
 
 /// How often a stream that follows another server's run reads the store.
 const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
@@ -70,29 +59,21 @@ const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 impl std::fmt::Debug for ServerStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerStore")
-            .field("owner", &self.owner)
+            .field("instance", &self.instance.id())
             .finish_non_exhaustive()
     }
 }
 
 impl ServerStore {
-    /// Records into `store`; `owner` names this server process in the runs it
-    /// starts (so a restart can mark the runs of a dead process interrupted).
-    pub fn new(store: Store, owner: impl Into<String>) -> Self {
+    /// Records into `instance`'s store, the runs owned by `instance` (whose
+    /// lease says this server is alive; a run whose owner's lease ran out is
+    /// taken over by a server that finds it).
+    pub fn new(instance: std::sync::Arc<agent_durable::lease::Instance>) -> Self {
         Self {
-            store,
-            owner: owner.into(),
+            store: instance.store().clone(),
+            instance,
             pricing: None,
-            alive: None,
-            beating: std::sync::Arc::new(std::sync::Once::new()),
         }
-    }
-
-    /// Tells whether a run's owner process is alive, so a stream following a run
-    /// whose process died ends (the run marked `interrupted`) instead of waiting.
-    pub fn with_owner_check(mut self, alive: OwnerCheck) -> Self {
-        self.alive = Some(alive);
-        self
     }
 
     /// Marks an approval (its MAC bytes) used in the store, whichever server on
@@ -124,9 +105,9 @@ impl ServerStore {
         &self.store
     }
 
-    /// The owner this server writes in its runs.
-    pub(crate) fn owner(&self) -> &str {
-        &self.owner
+    /// This server as the owner of its runs.
+    pub(crate) fn instance(&self) -> &std::sync::Arc<agent_durable::lease::Instance> {
+        &self.instance
     }
 
     /// Prices each model call with `pricing`.
@@ -135,8 +116,9 @@ impl ServerStore {
         self
     }
 
-    /// Starts recording a run of chat `chat_id`, without waiting for the store
-    /// (a start it refuses is logged when the run's record is finished).
+    /// Starts recording a run of chat `chat_id`, held under `run.lease`,
+    /// without waiting for the store (a start it refuses is logged when the
+    /// run's record is finished).
     pub(crate) fn begin(
         &self,
         run: &RunMeta,
@@ -144,32 +126,25 @@ impl ServerStore {
         chat_id: &str,
         title: &str,
     ) -> RunRecording {
-        self.beating.call_once(|| {
-            let (store, owner) = (self.store.clone(), self.owner.clone());
-            tokio::spawn(async move {
-                let mut every = tokio::time::interval(HEARTBEAT_EVERY);
-                loop {
-                    every.tick().await;
-                    let now = agent_store::recorder::now_ms();
-                    if let Err(error) = store.heartbeat(&owner, now).await {
-                        tracing::warn!(%error, "the run store did not take this server's heartbeat");
-                    }
-                }
-            });
-        });
         let now = agent_store::recorder::now_ms();
         let new = NewRun {
-            heartbeat: true,
             id: run.run_id.clone(),
             thread_id: Some(chat_id.to_owned()),
             graph: run.graph.clone(),
             model: run.model.clone(),
             prompt_hash: run.prompt_hash.clone(),
-            owner: self.owner.clone(),
+            owner: String::new(),
             started_ms: now,
         };
+        let lease = run.lease.clone().unwrap_or_else(|| self.instance.new_run());
+        let new = NewRun {
+            owner: lease.epoch.id().to_owned(),
+            ..new
+        };
+        let fence = lease.fence();
         if run.resumed {
-            return RunRecording::resumed(self.store.clone(), account, &new, self.pricing.clone());
+            return RunRecording::resumed(self.store.clone(), account, &new, self.pricing.clone())
+                .with_fence(fence);
         }
         let thread = Thread {
             id: chat_id.to_owned(),
@@ -185,6 +160,7 @@ impl ServerStore {
             Some(thread),
             self.pricing.clone(),
         )
+        .with_fence(fence)
     }
 }
 
@@ -208,11 +184,15 @@ impl ServerStore {
         let deadline = tokio::time::Instant::now() + SETTLE_WAIT;
         while tokio::time::Instant::now() < deadline {
             let latest = rows.latest_run(chat_id).await?;
-            let elsewhere = latest.is_some_and(|run| {
-                run.status == RunStatus::Running
-                    && run.run.owner != self.owner
-                    && !self.owner_dead(&run)
-            });
+            let elsewhere = match latest {
+                Some(run)
+                    if run.status == RunStatus::Running
+                        && run.run.owner != self.instance.id() =>
+                {
+                    !self.owner_dead(&run).await
+                }
+                _ => false,
+            };
             if !elsewhere {
                 break;
             }
@@ -236,6 +216,8 @@ pub(crate) struct RunMeta {
     /// A durable run started again after its server died: its row and thread
     /// are stored already.
     pub(crate) resumed: bool,
+    /// The lease this server holds the run under (with a store).
+    pub(crate) lease: Option<agent_durable::lease::RunLease>,
 }
 
 /// Writes the end of a recorded run that continued the first `kept` messages of
@@ -498,23 +480,16 @@ pub(crate) async fn follow(
                 }
                 break;
             }
+            let dead = run.status == RunStatus::Running && store.owner_dead(&run).await;
             match run.status {
-                RunStatus::Running if store.owner_dead(&run) => {
-                    let now = agent_store::recorder::now_ms();
-                    let _ = store
-                        .store
-                        .interrupt_runs_without_start(&run.run.owner, now)
-                        .await;
+                RunStatus::Running if dead => {
                     // A durable run stays running: this server goes on with it
                     // (when it takes over runs), else the next one to start.
                     // Either way this stream ends: the run's log starts over.
+                    let taken = service.takes_over()
+                        && service.resume_orphans().await.is_ok_and(|n| n > 0);
                     if matches!(rows.run(&run_id).await, Ok(Some(r)) if r.status == RunStatus::Running)
                     {
-                        let taken = service.takes_over()
-                            && service
-                                .resume_runs_of(&run.run.owner)
-                                .await
-                                .is_ok_and(|n| n > 0);
                         let message = if taken {
                             "The server running this answer stopped; this server goes on with it. Reload to follow it."
                         } else {
@@ -571,16 +546,11 @@ fn recently_interrupted(run: &agent_store::RunRecord) -> bool {
 }
 
 impl ServerStore {
-    /// Whether a running run's owner is known to be gone: its process is not
-    /// running (asked on this host), or, where that cannot be asked (another
-    /// host), its heartbeats stopped longer than [`HEARTBEAT_LEASE`] ago.
-    fn owner_dead(&self, run: &agent_store::RunRecord) -> bool {
-        match self.alive.as_ref().and_then(|alive| alive(&run.run.owner)) {
-            Some(alive) => !alive,
-            None => run.alive_ms.is_some_and(|at| {
-                let lease = i64::try_from(HEARTBEAT_LEASE.as_millis()).unwrap_or(i64::MAX);
-                agent_store::recorder::now_ms().saturating_sub(at) > lease
-            }),
-        }
+    /// Whether a running run's owner is gone: it holds no lease (it died,
+    /// stopped, or stalled past its lease). Never inferred from a host name or
+    /// a process id. A store that cannot say counts the owner as alive.
+    async fn owner_dead(&self, run: &agent_store::RunRecord) -> bool {
+        let now = agent_store::recorder::now_ms();
+        matches!(self.store.owner_alive(&run.run.owner, now).await, Ok(false))
     }
 }

@@ -40,16 +40,19 @@ pub trait RunSubmitter: Send + Sync {
     ) -> futures::future::BoxFuture<'a, Result<(), String>>;
 }
 
-/// Submits runs to a Restate server, sealed with the store's shared key.
+/// Submits runs to a Restate server, sealed with the key the servers and
+/// workers hold (`agent_durable::seal`).
 pub struct RestateSubmitter {
     client: agent_durable::restate::RestateClient,
-    key: Vec<u8>,
+    key: agent_durable::seal::DurableKey,
 }
 
 impl RestateSubmitter {
-    /// Submits through `client`, sealing with `key` (the store's
-    /// `agent_durable::restate::SUBMISSION_KEY`).
-    pub fn new(client: agent_durable::restate::RestateClient, key: Vec<u8>) -> Self {
+    /// Submits through `client`, sealing with `key`.
+    pub fn new(
+        client: agent_durable::restate::RestateClient,
+        key: agent_durable::seal::DurableKey,
+    ) -> Self {
         Self { client, key }
     }
 }

@@ -385,19 +385,25 @@ impl ChatService {
         context: RunContext,
         kept: Option<usize>,
     ) -> Result<(RunHandle, crate::chats::RunMeta), agent_graph::graph::GraphError> {
-        let (start, meta, deps) = self.prepare_start(graph, chat, context, kept).await?;
-        let handle = match self.store.as_ref().filter(|_| self.durable) {
-            Some(store) => {
+        let (start, mut meta, deps) = self.prepare_start(graph, chat, context, kept).await?;
+        meta.lease = self.store.as_ref().map(|s| s.instance().new_run());
+        let handle = match (self.store.as_ref().filter(|_| self.durable), &meta.lease) {
+            (Some(store), Some(lease)) => {
                 let record = (
                     meta.graph.clone(),
                     meta.model.clone(),
                     meta.prompt_hash.clone(),
                 );
                 let saved = crate::durable::SavedStart::new(start, kept, record);
-                let journal = crate::durable::journal_for(store.store(), &chat_ref.account, &saved);
+                let journal = crate::durable::journal_for(
+                    store.store(),
+                    &chat_ref.account,
+                    &saved,
+                    lease.clone(),
+                );
                 agent_graph::run::durable(saved.start, deps, journal)
             }
-            None => agent_graph::run::start(start, deps),
+            _ => agent_graph::run::start(start, deps),
         };
         Ok((handle, meta))
     }
@@ -429,6 +435,7 @@ impl ChatService {
             prompt_hash: prepared.request.prompt_hash.clone(),
             kept,
             resumed: false,
+            lease: None,
         };
         let deps = prepared.deps(Arc::clone(&self.model), Arc::clone(&self.runner));
         let start = if chat.decisions.is_empty() {
@@ -477,6 +484,18 @@ impl ChatService {
             RunStart::Continue { .. } => awakeable_of(&rows, &chat_ref.id).await,
             _ => None,
         };
+        let bound: Vec<agent_durable::restate::BoundCall> = match &start {
+            RunStart::Continue { paused, .. } => paused
+                .pending
+                .iter()
+                .map(|p| agent_durable::restate::BoundCall {
+                    tool_call_id: p.tool_call_id.clone(),
+                    tool_name: p.tool_name.clone(),
+                    args_hash: p.args_hash.clone(),
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         rows.create_thread(&agent_store::Thread {
             id: chat_ref.id.clone(),
             title: chat_ref.title.clone(),
@@ -494,13 +513,17 @@ impl ChatService {
             prompt_hash: meta.prompt_hash.clone(),
             owner: agent_durable::restate::RESTATE_OWNER.to_owned(),
             started_ms: now,
-            heartbeat: false,
         })
         .await
         .map_err(|e| e.to_string())?;
-        if let (Some(awakeable), RunStart::Continue { decisions, .. }) = (&waiting, &start) {
-            let mut next =
-                agent_durable::restate::Continuation::new(meta.run_id.clone(), decisions.clone());
+        if let (Some((awakeable, paused_id)), RunStart::Continue { decisions, .. }) =
+            (&waiting, &start)
+        {
+            let mut next = agent_durable::restate::Continuation::new(
+                meta.run_id.clone(),
+                paused_id.clone(),
+                (bound, decisions.clone()),
+            );
             next.kept = kept;
             next.started_ms = now;
             if let Err(error) = submitter.resume(awakeable, &next).await {
@@ -531,109 +554,165 @@ impl ChatService {
         Ok(meta.run_id)
     }
 
-    /// Starts again the durable runs that `previous` (a server process on this
-    /// store that died) left running, each as this server's, with no client
-    /// (a client attaches with `GET /api/chat/{id}/stream`); returns how many.
-    /// A run another server took first is left to it; one that cannot start
-    /// (its graph is not this server's, its start unreadable) is marked
-    /// interrupted.
-    pub async fn resume_runs_of(
-        self: &Arc<Self>,
-        previous: &str,
-    ) -> Result<usize, agent_store::StoreError> {
+    /// Goes on with the durable runs that servers on this store left running
+    /// when they died (their owner's lease ran out), each as this server's
+    /// under a new generation, with no client (a client attaches with `GET
+    /// /api/chat/{id}/stream`); returns how many it took. A run another
+    /// server took first is left to it; one that cannot start (no saved
+    /// start, its graph is not this server's, its start unreadable) is marked
+    /// interrupted. The runs of `agent chat` processes are theirs
+    /// (`agent runs resume`).
+    pub async fn resume_orphans(self: &Arc<Self>) -> Result<usize, agent_store::StoreError> {
         let Some(store) = self.store.clone() else {
             return Ok(0);
         };
+        let now = agent_store::recorder::now_ms();
         let mut resumed = 0;
-        for run in store.store().durable_runs_of(previous).await? {
-            let key = (run.account_id.as_str(), run.run_id.as_str());
-            if !store
-                .store()
-                .claim_run(
-                    key,
-                    previous,
-                    store.owner(),
-                    agent_store::recorder::now_ms(),
-                )
-                .await?
-            {
-                continue;
+        for orphan in store.store().orphaned_runs(now).await? {
+            let of_server = match orphan.kind.as_deref() {
+                Some(kind) => kind == "serve",
+                None => orphan.owner.starts_with("serve:"),
+            };
+            if of_server && self.resume_orphan(&store, &orphan).await? {
+                resumed += 1;
             }
-            let rows = store.store().account(run.account_id.clone());
-            let started = serde_json::from_str::<crate::durable::SavedStart>(&run.start)
-                .map_err(|e| e.to_string())
-                .and_then(|saved| {
-                    let journal = Arc::new(agent_durable::StoreJournal::new(
-                        store.store().clone(),
-                        run.account_id.clone(),
-                        None,
-                    ));
-                    let graph = self
-                        .graphs
-                        .get(&saved.graph)
-                        .ok_or_else(|| format!("this server has no graph `{}`", saved.graph))?;
-                    let handle = graph
-                        .durable(
-                            saved.start.clone(),
-                            Arc::clone(&self.model),
-                            Arc::clone(&self.runner),
-                            journal,
-                        )
-                        .map_err(|e| e.to_string())?;
-                    Ok((handle, saved))
-                });
-            let (handle, saved) = match started {
-                Ok(started) => started,
-                Err(error) => {
-                    tracing::error!(run_id = %run.run_id, %error, "a durable run cannot start again; marked interrupted");
-                    let now = agent_store::recorder::now_ms();
-                    rows.set_run_status(
-                        &run.run_id,
-                        agent_store::RunStatus::Interrupted,
-                        Some(&error),
-                        now,
-                    )
-                    .await?;
-                    continue;
-                }
-            };
-            rows.clear_events(&run.run_id).await?;
-            let chat_id = run.thread_id.clone().unwrap_or_default();
-            let meta = crate::chats::RunMeta {
-                run_id: run.run_id.clone(),
-                graph: saved.graph,
-                model: saved.model,
-                prompt_hash: saved.prompt_hash,
-                kept: saved.kept,
-                resumed: true,
-            };
-            let chat = ChatRef {
-                scoped: scope(&run.account_id, &chat_id),
-                id: chat_id,
-                account: run.account_id.clone(),
-                title: String::new(),
-            };
-            let encoder: Box<dyn StreamEncoder> = Box::new(crate::ui_stream::UiStreamEncoder::new(
-                answer_id(&run.run_id),
-            ));
-            let replay = self
-                .active
-                .open(&chat.scoped, encoder.headers(), handle.cancel_token());
-            let service = Arc::clone(self);
-            tracing::info!(run_id = %run.run_id, "a durable run of a stopped server goes on here");
-            let relay = Relay {
-                heartbeat: crate::DEFAULT_HEARTBEAT,
-                detach_grace: Duration::ZERO,
-                replay,
-            };
-            tokio::spawn(async move {
-                service
-                    .respond(chat, (handle, meta), encoder, None, relay)
-                    .await;
-            });
-            resumed += 1;
         }
         Ok(resumed)
+    }
+
+    /// Takes `orphan` over and starts it again (see
+    /// [`ChatService::resume_orphans`]); `false` when it was not taken.
+    async fn resume_orphan(
+        self: &Arc<Self>,
+        store: &crate::chats::ServerStore,
+        orphan: &agent_store::Orphan,
+    ) -> Result<bool, agent_store::StoreError> {
+        let now = agent_store::recorder::now_ms();
+        let saved = orphan
+            .start
+            .as_deref()
+            .ok_or_else(|| "it has no saved start".to_owned())
+            .and_then(|text| {
+                serde_json::from_str::<crate::durable::SavedStart>(text).map_err(|e| e.to_string())
+            })
+            .and_then(|saved| match self.graphs.get(&saved.graph) {
+                Some(graph) => Ok((saved, graph)),
+                None => Err(format!("this server has no graph `{}`", saved.graph)),
+            });
+        let (saved, graph) = match saved {
+            Ok(found) => found,
+            Err(error) => {
+                let message = format!("the run cannot go on: {error}");
+                if store.store().interrupt_orphan(orphan, &message, now).await? {
+                    tracing::error!(run_id = %orphan.run_id, %error, "a run a stopped server left cannot start again; marked interrupted");
+                }
+                return Ok(false);
+            }
+        };
+        let key = (orphan.account_id.as_str(), orphan.run_id.as_str());
+        let instance = store.instance();
+        let Some(fence) = store
+            .store()
+            .claim_run(key, &orphan.fence(), &instance.id(), now)
+            .await?
+        else {
+            return Ok(false);
+        };
+        let lease = instance.taken(&fence);
+        let journal = Arc::new(
+            agent_durable::StoreJournal::new(store.store().clone(), orphan.account_id.clone(), None)
+                .with_lease(lease.clone()),
+        );
+        let handle = match graph.durable(
+            saved.start.clone(),
+            Arc::clone(&self.model),
+            Arc::clone(&self.runner),
+            journal,
+        ) {
+            Ok(handle) => handle,
+            Err(error) => {
+                let rows = store.store().account(orphan.account_id.clone());
+                let message = format!("the run cannot go on: {error}");
+                rows.set_run_status(
+                    &orphan.run_id,
+                    agent_store::RunStatus::Interrupted,
+                    Some(&message),
+                    now,
+                )
+                .await?;
+                return Ok(false);
+            }
+        };
+        store
+            .store()
+            .account(orphan.account_id.clone())
+            .clear_events(&orphan.run_id)
+            .await?;
+        let chat_id = orphan.thread_id.clone().unwrap_or_default();
+        let meta = crate::chats::RunMeta {
+            run_id: orphan.run_id.clone(),
+            graph: saved.graph,
+            model: saved.model,
+            prompt_hash: saved.prompt_hash,
+            kept: saved.kept,
+            resumed: true,
+            lease: Some(lease),
+        };
+        let chat = ChatRef {
+            scoped: scope(&orphan.account_id, &chat_id),
+            id: chat_id,
+            account: orphan.account_id.clone(),
+            title: String::new(),
+        };
+        let encoder: Box<dyn StreamEncoder> = Box::new(crate::ui_stream::UiStreamEncoder::new(
+            answer_id(&orphan.run_id),
+        ));
+        let replay = self
+            .active
+            .open(&chat.scoped, encoder.headers(), handle.cancel_token());
+        let service = Arc::clone(self);
+        tracing::info!(run_id = %orphan.run_id, "a durable run of a stopped server goes on here");
+        let relay = Relay {
+            heartbeat: crate::DEFAULT_HEARTBEAT,
+            detach_grace: Duration::ZERO,
+            replay,
+        };
+        tokio::spawn(async move {
+            service
+                .respond(chat, (handle, meta), encoder, None, relay)
+                .await;
+        });
+        Ok(true)
+    }
+
+    /// Looks for runs stopped servers left, every lease renewal interval, and
+    /// goes on with them ([`ChatService::resume_orphans`]) while the service
+    /// lives (a server with a store that takes runs over).
+    pub fn watch_orphans(self: &Arc<Self>) {
+        let Some(every) = self
+            .store
+            .as_ref()
+            .filter(|_| self.takes_over())
+            .map(|s| s.instance().timing().renew_every)
+        else {
+            return;
+        };
+        let service = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                let Some(service) = service.upgrade() else {
+                    return;
+                };
+                match service.resume_orphans().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(runs = n, "went on with runs a stopped server left"),
+                    Err(error) => tracing::warn!(%error, "could not look for runs stopped servers left"),
+                }
+            }
+        });
     }
 
     /// The thread of chat `chat` as the store will hold it once the runs before
@@ -905,6 +984,16 @@ impl ChatService {
         // Once the client is gone: when the run is cancelled unless a client
         // reattached (`GET /api/chat/{id}/stream`) by then.
         let mut detached: Option<tokio::time::Instant> = None;
+        // This server's lease on the run: lost, the run stops before anything
+        // else, and its end is for the server that takes it over to write.
+        let lease_lost = meta.lease.as_ref().map(|l| l.epoch.lost().clone());
+        let mut lost = Box::pin(async move {
+            match lease_lost {
+                Some(token) => token.cancelled_owned().await,
+                None => std::future::pending().await,
+            }
+        });
+        let mut held = true;
         loop {
             let grace_over = async {
                 match detached {
@@ -929,6 +1018,12 @@ impl ChatService {
                     }
                     None => break,
                 },
+                () = lost.as_mut(), if held => {
+                    tracing::warn!(run_id = %meta.run_id, "this server lost its lease on the run; it stops here");
+                    held = false;
+                    stop.cancel();
+                    continue;
+                }
                 () = gone.as_mut(), if client.is_some() => {
                     client = None;
                     detached = detach(&stop, detach_grace);
@@ -980,8 +1075,10 @@ impl ChatService {
         if let Some(previous) = previous {
             let _ = previous.await;
         }
-        if let Some(recording) = recording {
-            crate::chats::end(recording, &outcome, meta.kept).await;
+        match recording {
+            Some(recording) if held => crate::chats::end(recording, &outcome, meta.kept).await,
+            Some(recording) => recording.abandon().await,
+            None => {}
         }
         if let Some(done) = recorded {
             let _ = done.send(());
@@ -1001,14 +1098,20 @@ impl ChatService {
 }
 
 /// The awakeable the chat's latest run waits on, when it is paused in a durable
-/// engine's invocation; taken (the decisions go to it once).
-async fn awakeable_of(rows: &agent_store::AccountStore<'_>, chat_id: &str) -> Option<String> {
+/// engine's invocation, and that run's id; taken (the decisions go to it
+/// once).
+async fn awakeable_of(
+    rows: &agent_store::AccountStore<'_>,
+    chat_id: &str,
+) -> Option<(String, String)> {
     let latest = rows.latest_run(chat_id).await.ok()??;
     if latest.status != agent_store::RunStatus::Paused {
         return None;
     }
     let state = rows.take_paused(&latest.run.id).await.ok()??;
-    state["awakeable"].as_str().map(str::to_owned)
+    state["awakeable"]
+        .as_str()
+        .map(|a| (a.to_owned(), latest.run.id.clone()))
 }
 
 /// A chat as one request names it: its id in the request's account (the key of

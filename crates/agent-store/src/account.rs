@@ -75,14 +75,12 @@ pub struct NewRun {
     pub model: String,
     /// The run's prompt hash, when it has one.
     pub prompt_hash: Option<String>,
-    /// The process that runs it (marked interrupted when that process restarts).
+    /// Who runs it: the instance id of the process that owns it (see
+    /// [`crate::Store::renew_instance`]), or a fixed name for an engine that
+    /// answers for its runs itself (`restate`).
     pub owner: String,
     /// Unix milliseconds.
     pub started_ms: i64,
-    /// Its owner says it is alive while it runs ([`crate::Store::heartbeat`],
-    /// as a server does): the start is the first sign, and a run whose signs
-    /// stopped is one its owner left behind (see [`RunRecord::alive_ms`]).
-    pub heartbeat: bool,
 }
 
 /// A stored run.
@@ -96,13 +94,23 @@ pub struct RunRecord {
     pub error: Option<String>,
     /// Unix milliseconds of the last status change.
     pub updated_ms: i64,
-    /// When its owner last said it was alive ([`crate::Store::heartbeat`]);
-    /// `None` for a run whose owner does not say ([`NewRun::heartbeat`]).
-    pub alive_ms: Option<i64>,
+    /// Its fencing generation: 0 when it starts, raised each time another
+    /// process takes it over ([`crate::Store::claim_run`]).
+    pub lease_gen: i64,
     /// How many times its event log was started over
     /// ([`AccountStore::clear_events`]): 0 for a run that never went on after
     /// its process died.
     pub attempt: i64,
+}
+
+/// Who may write a run's steps: its owner and the generation under which the
+/// owner holds it (see [`AccountStore::record_step`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    /// The owning instance's id.
+    pub owner: String,
+    /// The run's generation when the owner took it.
+    pub generation: i64,
 }
 
 /// One event of a run's log.
@@ -222,12 +230,11 @@ fn run_of(row: &AnyRow) -> Result<RunRecord, StoreError> {
             prompt_hash: row.try_get("prompt_hash")?,
             owner: row.try_get("owner")?,
             started_ms: row.try_get("started_ms")?,
-            heartbeat: row.try_get::<Option<i64>, _>("alive_ms")?.is_some(),
         },
         status: RunStatus::parse(&status)?,
         error: row.try_get("error")?,
         updated_ms: row.try_get("updated_ms")?,
-        alive_ms: row.try_get("alive_ms")?,
+        lease_gen: row.try_get("lease_gen")?,
         attempt: row.try_get("attempt")?,
     })
 }
@@ -241,7 +248,7 @@ enum Kept {
     First(u64),
 }
 
-const RUN_COLUMNS: &str = "id, thread_id, graph, model, prompt_hash, owner, started_ms, status, error, updated_ms, alive_ms, attempt";
+const RUN_COLUMNS: &str = "id, thread_id, graph, model, prompt_hash, owner, started_ms, status, error, updated_ms, lease_gen, attempt";
 
 impl<'a> AccountStore<'a> {
     pub(crate) fn new(pool: &'a AnyPool, account: String) -> Self {
@@ -448,7 +455,7 @@ impl<'a> AccountStore<'a> {
     /// Records a run as `running`; a repeat of the same start is a no-op.
     pub async fn start_run(&self, run: &NewRun) -> Result<(), StoreError> {
         let done = sqlx::query(
-            "INSERT INTO runs (account_id, id, thread_id, graph, model, prompt_hash, status, owner, error, started_ms, updated_ms, alive_ms) VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, NULL, $8, $8, $9) ON CONFLICT (account_id, id) DO NOTHING",
+            "INSERT INTO runs (account_id, id, thread_id, graph, model, prompt_hash, status, owner, error, started_ms, updated_ms) VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, NULL, $8, $8) ON CONFLICT (account_id, id) DO NOTHING",
         )
         .bind(&self.account)
         .bind(&run.id)
@@ -458,7 +465,6 @@ impl<'a> AccountStore<'a> {
         .bind(run.prompt_hash.as_deref())
         .bind(&run.owner)
         .bind(run.started_ms)
-        .bind(run.heartbeat.then_some(run.started_ms))
         .execute(self.pool)
         .await?;
         if done.rows_affected() == 0 {
@@ -778,13 +784,39 @@ impl<'a> AccountStore<'a> {
     /// Records step `step` of kind `kind` of run `run_id` (`body`: its JSON),
     /// durably before it returns. A step already recorded with that number and
     /// kind is kept as it is (the first record wins; a retry is a no-op).
+    ///
+    /// With a `fence`, the step is recorded only while the run is `running`
+    /// under that owner and generation, checked in the transaction that
+    /// records it (the run's row is locked by it, so a takeover waits for it
+    /// and then reads the step): [`StoreError::Fenced`] otherwise, and nothing
+    /// is written.
     pub async fn record_step(
         &self,
         run_id: &str,
         (step, kind): (u32, &str),
         body: &str,
-        now_ms: i64,
+        (now_ms, fence): (i64, Option<&Fence>),
     ) -> Result<(), StoreError> {
+        let mut transaction = self.pool.begin().await?;
+        if let Some(fence) = fence {
+            let held = sqlx::query(
+                "UPDATE runs SET updated_ms = $1 WHERE account_id = $2 AND id = $3 AND owner = $4 AND lease_gen = $5 AND status = 'running'",
+            )
+            .bind(now_ms)
+            .bind(&self.account)
+            .bind(run_id)
+            .bind(&fence.owner)
+            .bind(fence.generation)
+            .execute(&mut *transaction)
+            .await?;
+            if held.rows_affected() != 1 {
+                transaction.rollback().await?;
+                return Err(StoreError::Fenced(format!(
+                    "run `{run_id}` is no longer held by this process (generation {})",
+                    fence.generation
+                )));
+            }
+        }
         sqlx::query(
             "INSERT INTO run_steps (account_id, run_id, step, kind, body, at_ms) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account_id, run_id, step, kind) DO NOTHING",
         )
@@ -794,9 +826,25 @@ impl<'a> AccountStore<'a> {
         .bind(kind)
         .bind(body)
         .bind(now_ms)
-        .execute(self.pool)
+        .execute(&mut *transaction)
         .await?;
+        transaction.commit().await?;
         Ok(())
+    }
+
+    /// Whether run `run_id` is `running` under `fence` (its owner and
+    /// generation).
+    pub async fn holds(&self, run_id: &str, fence: &Fence) -> Result<bool, StoreError> {
+        let row = sqlx::query(
+            "SELECT 1 AS held FROM runs WHERE account_id = $1 AND id = $2 AND owner = $3 AND lease_gen = $4 AND status = 'running'",
+        )
+        .bind(&self.account)
+        .bind(run_id)
+        .bind(&fence.owner)
+        .bind(fence.generation)
+        .fetch_optional(self.pool)
+        .await?;
+        Ok(row.is_some())
     }
 
     /// The steps of run `run_id`: `(step, kind, body)`, in step order.
@@ -848,24 +896,31 @@ impl<'a> AccountStore<'a> {
         Ok(row.map(|row| row.try_get("start")).transpose()?)
     }
 
-    /// Makes the interrupted run `run_id` running again, owned by `owner`:
-    /// `true` for the one caller that does (a run is resumed once).
+    /// Makes the interrupted run `run_id` running again, owned by `owner`
+    /// under a new generation: its fence for the one caller that does (a run
+    /// is resumed once), `None` for the others.
     pub async fn reopen_run(
         &self,
         run_id: &str,
         owner: &str,
         now_ms: i64,
-    ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE runs SET status = 'running', owner = $1, error = NULL, updated_ms = $2 WHERE account_id = $3 AND id = $4 AND status = 'interrupted'",
+    ) -> Result<Option<Fence>, StoreError> {
+        let row = sqlx::query(
+            "UPDATE runs SET status = 'running', owner = $1, lease_gen = lease_gen + 1, error = NULL, updated_ms = $2 WHERE account_id = $3 AND id = $4 AND status = 'interrupted' RETURNING lease_gen",
         )
         .bind(owner)
         .bind(now_ms)
         .bind(&self.account)
         .bind(run_id)
-        .execute(self.pool)
+        .fetch_optional(self.pool)
         .await?;
-        Ok(done.rows_affected() == 1)
+        row.map(|row| {
+            Ok(Fence {
+                owner: owner.to_owned(),
+                generation: row.try_get("lease_gen")?,
+            })
+        })
+        .transpose()
     }
 
     /// Deletes the event log of run `run_id` (a durable run started again

@@ -20,6 +20,10 @@ pub enum StoreError {
     /// A stored value could not be read back.
     #[error("corrupt stored value: {0}")]
     Corrupt(String),
+    /// The writer no longer holds the run (another process took it over, or its
+    /// lease ran out): nothing was written.
+    #[error("fenced: {0}")]
+    Fenced(String),
 }
 
 impl From<sqlx::Error> for StoreError {

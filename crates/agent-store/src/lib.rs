@@ -31,15 +31,16 @@
 mod account;
 mod batch;
 mod error;
+mod files;
 pub mod recorder;
 pub mod recording;
 mod store;
 
 pub use account::{
-    AccountStore, CallUsage, NewRun, RunRecord, RunStatus, StoredEvent, Thread, UsageGrouping,
+    AccountStore, CallUsage, Fence, NewRun, RunRecord, RunStatus, StoredEvent, Thread, UsageGrouping,
     UsageRow,
 };
 pub use error::StoreError;
 pub use recorder::{EventLog, RecordError, RecordSummary, RecorderOptions, RunRecorder, StoreLog};
 pub use recording::{Pricing, RunEnd, RunRecording, StartWritten, title_from};
-pub use store::{Backend, DurableRun, Store};
+pub use store::{Backend, Orphan, Store};

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 use ai_core::event::AiEventKind;
 use ai_core::{AiEvent, Message};
 
-use crate::account::{CallUsage, NewRun, RunStatus, Thread};
+use crate::account::{CallUsage, Fence, NewRun, RunStatus, Thread};
 use crate::batch::RunEndWrite;
 use crate::error::StoreError;
 use crate::recorder::{RecordError, RecorderOptions, RunRecorder, StoreLog, now_ms};
@@ -55,6 +55,9 @@ pub struct RunRecording {
     /// Resolves when the start is written (at once after
     /// [`RunRecording::start`]); with why it was not.
     started: StartWritten,
+    /// The owner and generation the run is held under: its end is written
+    /// only while they still hold it.
+    fence: Option<Fence>,
 }
 
 impl std::fmt::Debug for RunRecording {
@@ -158,7 +161,15 @@ impl RunRecording {
             usage: Vec::new(),
             refused: None,
             started: StartWritten(started.shared()),
+            fence: None,
         }
+    }
+
+    /// Writes the run's end only while `fence` still holds it (another process
+    /// that took the run over writes its own end).
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        self.fence = Some(fence);
+        self
     }
 
     /// The run id.
@@ -231,6 +242,20 @@ impl RunRecording {
         if let Some(error) = &self.refused {
             failures.push(error.to_string());
         }
+        if let Some(fence) = &self.fence {
+            let rows = self.store.account(self.account.clone());
+            match rows.holds(&self.run_id, fence).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    failures.push(format!(
+                        "run `{}` was taken over by another process; its end is that process's to write",
+                        self.run_id
+                    ));
+                    return failures;
+                }
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
         let thread = self
             .thread
             .filter(|_| !end.conversation.is_empty())
@@ -247,6 +272,18 @@ impl RunRecording {
             failures.push(e.to_string());
         }
         failures
+    }
+}
+
+impl RunRecording {
+    /// Stops recording a run this process no longer holds (its lease ran
+    /// out): the events taken so far are written, its end is not (the
+    /// process that takes it over writes it).
+    pub async fn abandon(self) {
+        let summary = self.recorder.finish().await;
+        if let Some(error) = summary.unwritten {
+            tracing::warn!(run_id = %self.run_id, %error, "events of an abandoned run were not stored");
+        }
     }
 }
 

@@ -22,20 +22,38 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "attempts",
         include_str!("../migrations/0005_attempts.sql"),
     ),
+    (6, "leases", include_str!("../migrations/0006_leases.sql")),
 ];
 
-/// A run left `running` by a process that died, with what it needs to start
-/// again (see [`Store::durable_runs_of`]).
+/// A run left `running` by a process whose lease ran out (see
+/// [`Store::orphaned_runs`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DurableRun {
+pub struct Orphan {
     /// Its account.
     pub account_id: String,
     /// The run.
     pub run_id: String,
     /// Its thread.
     pub thread_id: Option<String>,
-    /// Its durable start, as it was saved.
-    pub start: String,
+    /// The instance that owned it.
+    pub owner: String,
+    /// What kind of process that was (`serve`, `cli`, `worker`), when it
+    /// said.
+    pub kind: Option<String>,
+    /// The run's generation under that owner.
+    pub generation: i64,
+    /// Its durable start, as it was saved (`None`: it cannot start again).
+    pub start: Option<String>,
+}
+
+impl Orphan {
+    /// The fence its old owner held.
+    pub fn fence(&self) -> crate::Fence {
+        crate::Fence {
+            owner: self.owner.clone(),
+            generation: self.generation,
+        }
+    }
 }
 
 /// Which database a store is on.
@@ -59,13 +77,18 @@ pub struct Store {
 
 impl Store {
     /// Opens the SQLite file at `path` (created with its folder when missing), in
-    /// WAL mode, and brings its schema up to date.
+    /// WAL mode, and brings its schema up to date. The file is its user's alone
+    /// (`0600`, and a folder it creates `0700`; see [`Store::open_sqlite_in`]).
     pub async fn open_sqlite(path: &Path) -> Result<Self, StoreError> {
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| {
-                StoreError::InvalidUrl(format!("cannot create {}: {e}", parent.display()))
-            })?;
-        }
+        Self::open_sqlite_in(path, false).await
+    }
+
+    /// [`Store::open_sqlite`], where `own_folder` says the file's folder is the
+    /// store's own (the default data folder): found readable by others, it is
+    /// made `0700` too. Database files found looser than `0600` are tightened
+    /// either way, with a warning.
+    pub async fn open_sqlite_in(path: &Path, own_folder: bool) -> Result<Self, StoreError> {
+        crate::files::make_private(path, own_folder)?;
         let path = path
             .to_str()
             .ok_or_else(|| StoreError::InvalidUrl("the SQLite path is not UTF-8".into()))?;
@@ -154,11 +177,11 @@ impl Store {
         AccountStore::new(&self.pool, account_id.into())
     }
 
-    /// Marks every run `owner` left `running` as `interrupted` (at the start of a
-    /// server whose previous process died); returns how many.
+    /// Marks every run `owner` left `running` as `interrupted`; returns how
+    /// many.
     pub async fn interrupt_runs_of(&self, owner: &str, now_ms: i64) -> Result<u64, StoreError> {
         let done = sqlx::query(
-            "UPDATE runs SET status = 'interrupted', error = 'the server stopped during the run', updated_ms = $1 WHERE owner = $2 AND status = 'running'",
+            "UPDATE runs SET status = 'interrupted', error = 'the process running it stopped during the run', updated_ms = $1 WHERE owner = $2 AND status = 'running'",
         )
         .bind(now_ms)
         .bind(owner)
@@ -167,96 +190,172 @@ impl Store {
         Ok(done.rows_affected())
     }
 
-    /// Marks `interrupted` the runs `owner` left `running` that cannot start
-    /// again (no durable start is stored for them); returns how many. The others
-    /// are for [`Store::durable_runs_of`].
-    pub async fn interrupt_runs_without_start(
+    /// Marks `interrupted` the orphan `orphan` (one that cannot or will not
+    /// start again), unless another process took it first; `true` when this
+    /// call did.
+    pub async fn interrupt_orphan(
         &self,
-        owner: &str,
+        orphan: &Orphan,
+        error: &str,
         now_ms: i64,
-    ) -> Result<u64, StoreError> {
+    ) -> Result<bool, StoreError> {
         let done = sqlx::query(
-            "UPDATE runs SET status = 'interrupted', error = 'the server stopped during the run', updated_ms = $1 WHERE owner = $2 AND status = 'running' AND NOT EXISTS (SELECT 1 FROM run_starts s WHERE s.account_id = runs.account_id AND s.run_id = runs.id)",
+            "UPDATE runs SET status = 'interrupted', error = $1, updated_ms = $2 WHERE account_id = $3 AND id = $4 AND owner = $5 AND lease_gen = $6 AND status = 'running'",
         )
+        .bind(error)
         .bind(now_ms)
-        .bind(owner)
+        .bind(&orphan.account_id)
+        .bind(&orphan.run_id)
+        .bind(&orphan.owner)
+        .bind(orphan.generation)
         .execute(&self.pool)
         .await?;
-        Ok(done.rows_affected())
+        Ok(done.rows_affected() == 1)
     }
 
-    /// The runs `owner` left `running` that have a durable start, in every
-    /// account, oldest first.
-    pub async fn durable_runs_of(&self, owner: &str) -> Result<Vec<DurableRun>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT r.account_id, r.id, r.thread_id, s.start FROM runs r JOIN run_starts s ON s.account_id = r.account_id AND s.run_id = r.id WHERE r.owner = $1 AND r.status = 'running' ORDER BY r.started_ms",
+    /// Says instance `id` (a process of kind `kind` that runs runs) is alive
+    /// until `until_ms`: its lease. A process renews it every few seconds
+    /// while it lives; its runs are orphans once it lapses
+    /// ([`Store::orphaned_runs`]).
+    pub async fn renew_instance(
+        &self,
+        id: &str,
+        kind: &str,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO instances (id, kind, lease_until_ms, started_ms) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO UPDATE SET lease_until_ms = excluded.lease_until_ms",
         )
-        .bind(owner)
+        .bind(id)
+        .bind(kind)
+        .bind(until_ms)
+        .bind(now_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Ends instance `id`'s lease now (a process that stops cleanly): its runs
+    /// still `running` are orphans at once.
+    pub async fn release_instance(&self, id: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM instances WHERE id = $1")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Whether the owner `owner` of a run holds a lease at `now_ms`. Owners that
+    /// are no instance (an engine's fixed name, such as `restate`) count as
+    /// alive: they answer for their runs themselves.
+    pub async fn owner_alive(&self, owner: &str, now_ms: i64) -> Result<bool, StoreError> {
+        if !is_instance_id(owner) {
+            return Ok(true);
+        }
+        let row = sqlx::query("SELECT lease_until_ms FROM instances WHERE id = $1")
+            .bind(owner)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(match row {
+            Some(row) => row.try_get::<i64, _>("lease_until_ms")? >= now_ms,
+            None => false,
+        })
+    }
+
+    /// The runs still `running` whose owner holds no lease at `now_ms` (it died,
+    /// stopped cleanly, or stalled past its lease), in every account, oldest
+    /// first, with their saved starts when they have one. Runs owned by an
+    /// engine (`restate`) are never orphans. Instances whose lease lapsed an
+    /// hour ago and own nothing are forgotten on the way.
+    pub async fn orphaned_runs(&self, now_ms: i64) -> Result<Vec<Orphan>, StoreError> {
+        sqlx::query(
+            "DELETE FROM instances WHERE lease_until_ms < $1 AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.owner = instances.id AND r.status = 'running')",
+        )
+        .bind(now_ms - 3_600_000)
+        .execute(&self.pool)
+        .await?;
+        let rows = sqlx::query(
+            "SELECT r.account_id, r.id, r.thread_id, r.owner, r.lease_gen, i.kind, s.start FROM runs r LEFT JOIN instances i ON i.id = r.owner LEFT JOIN run_starts s ON s.account_id = r.account_id AND s.run_id = r.id WHERE r.status = 'running' AND (i.id IS NULL OR i.lease_until_ms < $1) ORDER BY r.started_ms",
+        )
+        .bind(now_ms)
         .fetch_all(&self.pool)
         .await?;
         let mut runs = Vec::with_capacity(rows.len());
         for row in &rows {
-            runs.push(DurableRun {
+            let owner: String = row.try_get("owner")?;
+            if !is_instance_id(&owner) {
+                continue;
+            }
+            runs.push(Orphan {
                 account_id: row.try_get("account_id")?,
                 run_id: row.try_get("id")?,
                 thread_id: row.try_get("thread_id")?,
+                kind: row.try_get("kind")?,
+                owner,
+                generation: row.try_get("lease_gen")?,
                 start: row.try_get("start")?,
             });
         }
         Ok(runs)
     }
 
-    /// Makes `owner` the owner of `account`'s run `run_id` when `previous` still
-    /// owns it and it is `running`: `true` for the one caller that takes it (two
-    /// servers never both start it again).
+    /// Makes `owner` the owner of `account`'s run `run_id` under a new
+    /// generation when `previous` (its old owner and generation) still holds
+    /// it and it is `running`: the new fence for the one caller that takes it
+    /// (two processes never both start it again), `None` for the others. A
+    /// step the old owner was recording in the same moment is in the store
+    /// before this returns (see [`crate::AccountStore::record_step`]).
     pub async fn claim_run(
         &self,
         (account, run_id): (&str, &str),
-        previous: &str,
+        previous: &crate::Fence,
         owner: &str,
         now_ms: i64,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<crate::Fence>, StoreError> {
         let done = sqlx::query(
-            "UPDATE runs SET owner = $1, alive_ms = $2, updated_ms = $2 WHERE account_id = $3 AND id = $4 AND owner = $5 AND status = 'running'",
+            "UPDATE runs SET owner = $1, lease_gen = lease_gen + 1, updated_ms = $2 WHERE account_id = $3 AND id = $4 AND owner = $5 AND lease_gen = $6 AND status = 'running'",
         )
         .bind(owner)
         .bind(now_ms)
         .bind(account)
         .bind(run_id)
-        .bind(previous)
+        .bind(&previous.owner)
+        .bind(previous.generation)
         .execute(&self.pool)
         .await?;
-        Ok(done.rows_affected() == 1)
+        Ok((done.rows_affected() == 1).then(|| crate::Fence {
+            owner: owner.to_owned(),
+            generation: previous.generation + 1,
+        }))
     }
 
-    /// Says that `owner` is alive: its `running` runs (in every account) get
-    /// `alive_ms = now_ms` (see [`crate::RunRecord::alive_ms`]); returns how
-    /// many. A process calls it every few seconds while it runs runs.
-    pub async fn heartbeat(&self, owner: &str, now_ms: i64) -> Result<u64, StoreError> {
-        let done =
-            sqlx::query("UPDATE runs SET alive_ms = $1 WHERE owner = $2 AND status = 'running'")
-                .bind(now_ms)
-                .bind(owner)
-                .execute(&self.pool)
-                .await?;
-        Ok(done.rows_affected())
-    }
-
-    /// The owners of runs still `running` whose owner starts with `prefix`, in
-    /// every account (to find the runs of processes that died).
-    pub async fn running_owners(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
-        let rows = sqlx::query("SELECT DISTINCT owner FROM runs WHERE status = 'running'")
-            .fetch_all(&self.pool)
+    /// Who redeemed `tag`, if anyone did ([`Store::redeem`]).
+    pub async fn redeemed_by(&self, tag: &str) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT holder FROM redemptions WHERE tag = $1")
+            .bind(tag)
+            .fetch_optional(&self.pool)
             .await?;
-        let mut owners = Vec::new();
-        for row in &rows {
-            let owner: String = row.try_get("owner")?;
-            if owner.starts_with(prefix) {
-                owners.push(owner);
-            }
-        }
-        owners.sort();
-        Ok(owners)
+        Ok(row.map(|row| row.try_get("holder")).transpose()?)
+    }
+
+    /// Redeems `tag` for `holder`, once: `true` when `tag` is new (it is now
+    /// `holder`'s) or already `holder`'s (a retry of the same redemption),
+    /// `false` when another holder redeemed it first.
+    pub async fn redeem(&self, tag: &str, holder: &str, now_ms: i64) -> Result<bool, StoreError> {
+        sqlx::query(
+            "INSERT INTO redemptions (tag, holder, created_ms) VALUES ($1, $2, $3) ON CONFLICT (tag) DO NOTHING",
+        )
+        .bind(tag)
+        .bind(holder)
+        .bind(now_ms)
+        .execute(&self.pool)
+        .await?;
+        let row = sqlx::query("SELECT holder FROM redemptions WHERE tag = $1")
+            .bind(tag)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.try_get::<String, _>("holder")? == holder)
     }
 
     /// The secret named `name`, the same for every server on this store: `fresh`
@@ -335,6 +434,14 @@ impl Store {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// Whether `owner` names an instance (a process under a lease) rather than an
+/// engine's fixed name: instance ids are 32 lowercase hex digits, optionally
+/// after a kind and a colon (`serve:0123...`). Owners written by earlier
+/// versions (`serve:<host>:<pid>`) count as instances whose lease is gone.
+fn is_instance_id(owner: &str) -> bool {
+    owner.contains(':')
 }
 
 /// `message` without `url` or the password in it.

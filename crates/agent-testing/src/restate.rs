@@ -56,6 +56,8 @@ pub struct TestRestate {
     admin_port: u16,
     fabric_port: u16,
     server: Option<Child>,
+    /// The private key it signs requests to services with, when it does.
+    identity: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for TestRestate {
@@ -128,9 +130,26 @@ impl TestRestate {
     /// health checks and a query over every partition succeeds, steadily for half a
     /// second.
     pub fn start() -> Result<Self, String> {
+        Self::start_signing(None)
+    }
+
+    /// [`TestRestate::start`], signing every request it sends a service with
+    /// the request identity private key `pem` (PKCS#8 PEM text), as a
+    /// production server configured with `request-identity-private-key-pem-file`
+    /// does.
+    pub fn start_signing(pem: Option<&str>) -> Result<Self, String> {
         let binary = binary()?;
         let dir = tempfile::tempdir().map_err(|e| format!("no temporary folder: {e}"))?;
         let [ingress_port, admin_port, fabric_port] = free_ports()?;
+        let identity = match pem {
+            Some(pem) => {
+                let path = dir.path().join("identity.pem");
+                std::fs::write(&path, pem)
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                Some(path)
+            }
+            None => None,
+        };
         let mut restate = Self {
             dir,
             binary,
@@ -138,6 +157,7 @@ impl TestRestate {
             admin_port,
             fabric_port,
             server: None,
+            identity,
         };
         restate.spawn()?;
         Ok(restate)
@@ -169,7 +189,14 @@ impl TestRestate {
             .env("RESTATE_DISABLE_TELEMETRY", "true")
             .env("RESTATE_DEFAULT_NUM_PARTITIONS", "4")
             .env("RESTATE_ROCKSDB_TOTAL_MEMORY_SIZE", "256MB")
-            .env("RESTATE_LOG_DISABLE_ANSI_CODES", "true")
+            .env("RESTATE_LOG_DISABLE_ANSI_CODES", "true");
+        if let Some(identity) = &self.identity {
+            command.env(
+                "RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE",
+                identity,
+            );
+        }
+        command
             .stdin(Stdio::null())
             .stdout(file(&log)?)
             .stderr(file(&log)?);

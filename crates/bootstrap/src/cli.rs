@@ -197,6 +197,14 @@ pub enum Command {
         #[arg(long, default_value = "chat", value_name = "NAME")]
         graph: String,
     },
+    /// The keys of servers and workers: rotate the shared key, or make a
+    /// Restate request identity key pair.
+    #[command(after_help = "Examples:\n  agent keys rotate\n  agent keys restate-identity --out restate-identity.pem")]
+    Keys {
+        /// What to do.
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
     /// MCP servers: list them with their tools, or pin their definitions.
     #[command(after_help = "Example:\n  agent mcp list")]
     Mcp {
@@ -311,6 +319,25 @@ pub enum RunsCommand {
     },
 }
 
+/// `agent keys` commands.
+#[derive(Debug, Subcommand)]
+#[non_exhaustive]
+pub enum KeysCommand {
+    /// Put a fresh key first in the key file the servers and workers on the
+    /// store share (`[store] key_file`): restart them all, then delete the old
+    /// line once nothing sealed under it waits (an hour).
+    Rotate,
+    /// Make a request identity key pair for a Restate server: the private key
+    /// (for its `request-identity-private-key-pem-file`) is written to a new
+    /// private file, the public key printed for `[durable]
+    /// restate_identity_keys`.
+    RestateIdentity {
+        /// Where to write the private key (refused when it exists).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+}
+
 /// `agent mcp` commands.
 #[derive(Debug, Subcommand)]
 #[non_exhaustive]
@@ -328,6 +355,43 @@ pub enum McpCommand {
         /// The server id.
         server: String,
     },
+}
+
+/// `agent keys rotate|restate-identity`.
+fn keys_command(config: &AgentConfig, command: KeysCommand) -> ExitCode {
+    match command {
+        KeysCommand::Rotate => match crate::keys::rotate(config) {
+            Ok(path) => {
+                println!(
+                    "agent: a new key is first in {}; restart every server and worker on the store, then delete the old line in an hour",
+                    path.display()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("agent: {e}");
+                ExitCode::from(EXIT_RUN_ERROR)
+            }
+        },
+        KeysCommand::RestateIdentity { out } => {
+            let written = agent_durable::restate::IdentityKeyPair::generate()
+                .and_then(|pair| crate::keys::write_new_private(&out, &pair.private_pem).map(|()| pair));
+            match written {
+                Ok(pair) => {
+                    println!(
+                        "agent: wrote the private key to {} (give it to the Restate server as request-identity-private-key-pem-file, or RESTATE_WORKER__INVOKER__REQUEST_IDENTITY_PRIVATE_KEY_PEM_FILE)\n\n[durable]\nrestate_identity_keys = [\"{}\"]",
+                        out.display(),
+                        pair.public_key
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("agent: {e}");
+                    ExitCode::from(EXIT_RUN_ERROR)
+                }
+            }
+        }
+    }
 }
 
 fn env_overrides(model: &config::ModelConfig) -> EnvOverrides {
@@ -349,16 +413,23 @@ fn load_config(global: &GlobalArgs) -> Result<AgentConfig, config::ConfigError> 
         model: global.model.clone(),
         workspace: global.workspace.clone(),
     };
-    // The API and the key variable's name may come from the file: load once to
-    // learn them.
-    let first = config::load(&cwd, EnvOverrides::default(), flags.clone())?;
-    // A config that redirects requests, picks the secret or loosens policy needs
-    // `agent trust` first (PROJECT_CONFIG_TRUSTED_EXPLICITLY).
-    if let ConfigSource::File(path) = &first.source {
-        crate::trust::enforce(path, &crate::trust::UserDirs::from_env())
-            .map_err(|e| config::ConfigError::Invalid(e.to_string()))?;
+    // The file is read once: a config that redirects requests, picks the secret
+    // or loosens policy needs `agent trust` first (PROJECT_CONFIG_TRUSTED_EXPLICITLY),
+    // and the bytes checked are the bytes used.
+    let read = config::find(&cwd, &flags)?;
+    if let Some(read) = &read {
+        crate::trust::enforce_read(
+            &read.canonical,
+            &read.sha256,
+            &read.file,
+            &crate::trust::UserDirs::from_env(),
+        )
+        .map_err(|e| config::ConfigError::Invalid(e.to_string()))?;
     }
-    config::load(&cwd, env_overrides(&first.file.model), flags)
+    // The API and the key variable's name may come from the file: built once to
+    // learn them.
+    let first = config::build(read.as_ref(), &cwd, EnvOverrides::default(), flags.clone())?;
+    config::build(read.as_ref(), &cwd, env_overrides(&first.file.model), flags)
 }
 
 fn init_logging(verbose: u8) {
@@ -411,6 +482,7 @@ pub async fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Tools { json } => list_tools(&config, json).await,
         Command::Mcp { command } => mcp_command(&config, command).await,
+        Command::Keys { command } => keys_command(&config, command),
         Command::Serve {
             host,
             port,
@@ -466,7 +538,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                     }
                 },
             };
-            let attachments = match read_attachments(&attach, config.file.server.max_file_bytes) {
+            let attachments = match crate::attach::read_attachments(&attach, config.file.server.max_file_bytes) {
                 Ok(attachments) => attachments,
                 Err(e) => {
                     eprintln!("agent: {e}");
@@ -746,34 +818,6 @@ fn list_graphs(config: &AgentConfig, json: bool) -> ExitCode {
         table.print();
     }
     ExitCode::SUCCESS
-}
-
-/// The files of `--attach`, each at most `limit` bytes.
-pub(crate) fn read_attachments(
-    paths: &[PathBuf],
-    limit: usize,
-) -> Result<Vec<ai_core::message::Attachment>, String> {
-    paths
-        .iter()
-        .map(|path| {
-            let name = path
-                .file_name()
-                .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-            let size = std::fs::metadata(path)
-                .map_err(|e| format!("cannot attach {}: {e}", path.display()))?
-                .len();
-            if size > limit as u64 {
-                return Err(format!(
-                    "cannot attach {}: it is {size} bytes, over the limit of {limit} ([server] max_file_bytes)",
-                    path.display()
-                ));
-            }
-            let bytes = std::fs::read(path)
-                .map_err(|e| format!("cannot attach {}: {e}", path.display()))?;
-            ai_core::message::Attachment::from_bytes(&name, None, &bytes, limit)
-                .map_err(|e| format!("cannot attach {}: {e}", path.display()))
-        })
-        .collect()
 }
 
 /// Which thread `agent chat` continues.

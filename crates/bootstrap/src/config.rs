@@ -454,6 +454,14 @@ pub struct DurableConfig {
     pub restate_ingress: String,
     /// `restate`: its admin API, where `agent worker` registers.
     pub restate_admin: String,
+    /// `restate`: the public keys of the Restate server's request identity
+    /// (`publickeyv1_...`, from `agent keys restate-identity`): `agent worker`
+    /// answers only requests signed with one of them.
+    pub restate_identity_keys: Vec<String>,
+    /// How long a process's lease on its runs lasts, in milliseconds (default
+    /// 10,000; at least 1,000): a run whose owner stopped renewing it is taken
+    /// over by another server this long after the last renewal at the soonest.
+    pub lease_ms: u64,
 }
 
 impl Default for DurableConfig {
@@ -464,7 +472,16 @@ impl Default for DurableConfig {
             journal: true,
             restate_ingress: "http://127.0.0.1:8080".into(),
             restate_admin: "http://127.0.0.1:9070".into(),
+            restate_identity_keys: Vec::new(),
+            lease_ms: 10_000,
         }
+    }
+}
+
+impl DurableConfig {
+    /// The lease of the processes that own runs.
+    pub fn lease(&self) -> agent_durable::lease::LeaseTiming {
+        agent_durable::lease::LeaseTiming::new(std::time::Duration::from_millis(self.lease_ms))
     }
 }
 
@@ -520,6 +537,11 @@ pub struct StoreConfig {
     /// Delete usage facts older than this many days (default: keep them; they are
     /// the billing record).
     pub usage_retention_days: Option<u32>,
+    /// The key file the servers and workers on this store share (default:
+    /// `<data home>/agent/server.key`, made on first use): it seals what
+    /// crosses a durable engine and derives the approval key. Private to its
+    /// user; see `agent keys rotate`.
+    pub key_file: Option<String>,
 }
 
 /// `[client_tools.NAME]`: a tool the browser executes (it answers with
@@ -804,16 +826,110 @@ pub fn load(
     env: EnvOverrides,
     flags: FlagOverrides,
 ) -> Result<AgentConfig, ConfigError> {
-    let (mut file, source) = match &flags.config {
-        Some(path) => (read(path)?, ConfigSource::File(path.clone())),
+    let read = find(cwd, &flags)?;
+    build(read.as_ref(), cwd, env, flags)
+}
+
+/// A config file read once: the path it was asked for, its canonical path,
+/// the sha256 of the bytes read and what they parse to. The trust check and
+/// the configuration both use these bytes, never a second read a swapped file
+/// could change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigRead {
+    /// The path as given.
+    pub path: PathBuf,
+    /// Its canonical path (what trust is recorded for).
+    pub canonical: PathBuf,
+    /// Lowercase hex sha256 of the bytes read.
+    pub sha256: String,
+    /// What they parse to.
+    pub file: FileConfig,
+}
+
+/// The most a config file may hold.
+const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Reads the config file at `path` once (see [`ConfigRead`]): its canonical
+/// path is opened without following a symlink put in its place since, and
+/// read with a bound.
+pub fn read_once(path: &Path) -> Result<ConfigRead, ConfigError> {
+    use std::io::Read;
+    let failed = |source: std::io::Error| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let canonical = std::fs::canonicalize(path).map_err(failed)?;
+    let file = open_no_follow(&canonical).map_err(failed)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(failed)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(ConfigError::Invalid(format!(
+            "{} is over {MAX_CONFIG_BYTES} bytes",
+            path.display()
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| ConfigError::Parse {
+        path: path.to_owned(),
+        message: "not UTF-8".into(),
+    })?;
+    Ok(ConfigRead {
+        path: path.to_owned(),
+        canonical,
+        sha256: crate::trust::sha256_hex(text.as_bytes()),
+        file: parse(&text, path)?,
+    })
+}
+
+/// Opens `path` for reading, refusing a symlink as its last component and
+/// anything but a regular file (a FIFO would block).
+#[cfg(unix)]
+fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
+    let file = std::fs::File::from(rustix::fs::open(path, flags, Mode::empty())?);
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(file)
+}
+
+#[cfg(not(unix))]
+fn open_no_follow(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::open(path)
+}
+
+/// The config file `flags` or `cwd` names, read once: `--config`, else
+/// `./agent.toml` when there is one, else none (the defaults).
+pub fn find(cwd: &Path, flags: &FlagOverrides) -> Result<Option<ConfigRead>, ConfigError> {
+    match &flags.config {
+        Some(path) => read_once(path).map(Some),
         None => {
             let default = cwd.join("agent.toml");
             if default.is_file() {
-                (read(&default)?, ConfigSource::File(default))
+                read_once(&default).map(Some)
             } else {
-                (FileConfig::default(), ConfigSource::Defaults)
+                Ok(None)
             }
         }
+    }
+}
+
+/// The effective configuration from a file read once (`None`: the
+/// defaults), environment overrides and flags.
+pub fn build(
+    read: Option<&ConfigRead>,
+    cwd: &Path,
+    env: EnvOverrides,
+    flags: FlagOverrides,
+) -> Result<AgentConfig, ConfigError> {
+    let (mut file, source) = match read {
+        Some(read) => (read.file.clone(), ConfigSource::File(read.path.clone())),
+        None => (FileConfig::default(), ConfigSource::Defaults),
     };
     if let Some(api) = flags.api {
         file.model.api = api;
@@ -1095,14 +1211,6 @@ fn validate_graphs(graphs: &BTreeMap<String, GraphConfig>) -> Result<(), ConfigE
         }
     }
     Ok(())
-}
-
-fn read(path: &Path) -> Result<FileConfig, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    parse(&text, path)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use agent_durable::lease::{Instance, RunLease};
 use agent_graph::run::{RunError, RunOutput};
 use agent_store::recorder::now_ms;
 use agent_store::{CallUsage, NewRun, Pricing, RunRecording, Store, Thread};
@@ -21,22 +22,27 @@ pub const LOCAL_ACCOUNT: &str = "local";
 
 const DAY_MS: i64 = 86_400_000;
 
-/// Opens the store of `config` and applies its retention.
+/// Opens the store of `config` and applies its retention; the runs `agent
+/// chat` processes left running when they stopped (their lease ran out) are
+/// marked interrupted on the way (`agent runs resume` goes on with one).
 pub async fn open(config: &AgentConfig) -> Result<Store, String> {
     let store = match config.file.store.url.as_deref() {
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
             Store::open(url).await
         }
-        Some(path) => Store::open_sqlite(&config.workspace_root.join(path)).await,
+        Some(path) => {
+            let path = path.strip_prefix("sqlite://").unwrap_or(path);
+            Store::open_sqlite(&config.workspace_root.join(path)).await
+        }
         None => {
             let dir = UserDirs::from_env().agent_data_dir().ok_or(
                 "no data folder for the run store (set HOME or XDG_DATA_HOME, or [store] url)",
             )?;
-            Store::open_sqlite(&dir.join("store.db")).await
+            Store::open_sqlite_in(&dir.join("store.db"), true).await
         }
     }
     .map_err(|e| e.to_string())?;
-    interrupt_dead_cli_runs(&store, config.file.durable.resume)
+    interrupt_orphans(&store, "cli")
         .await
         .map_err(|e| e.to_string())?;
     let days = |d: Option<u32>| d.map_or(i64::MIN, |d| now_ms() - i64::from(d) * DAY_MS);
@@ -50,133 +56,77 @@ pub async fn open(config: &AgentConfig) -> Result<Store, String> {
     Ok(store)
 }
 
-/// This host's name (for run owners in a store several hosts share).
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_owned())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into())
+/// The kind of process that owned an orphan (`serve`, `cli`, `worker`).
+fn kind_of(orphan: &agent_store::Orphan) -> &str {
+    orphan
+        .kind
+        .as_deref()
+        .unwrap_or_else(|| orphan.owner.split(':').next().unwrap_or(""))
 }
 
-/// The owner of the runs this `agent` process starts: `<kind>:<host>:<pid>`
-/// (`cli` or `serve`).
-fn owner(kind: &str) -> String {
-    format!("{kind}:{}:{}", host_name(), std::process::id())
-}
-
-/// The owner of the runs of this `agent chat`.
-fn cli_owner() -> String {
-    owner("cli")
-}
-
-/// Whether the `agent` process that owns a run (`<kind>:<host>:<pid>`) runs:
-/// `None` for another host's process (or an owner in another form).
-fn owner_alive(owner: &str) -> Option<bool> {
-    let mut parts = owner.splitn(3, ':');
-    let (_kind, host, pid) = (parts.next()?, parts.next()?, parts.next()?);
-    if host != host_name() {
-        return None;
-    }
-    let pid: u32 = pid.parse().ok()?;
-    Some(std::path::Path::new("/proc").join(pid.to_string()).exists())
-}
-
-/// Marks `interrupted` the runs that `agent` processes (chat or serve) on this
-/// host left `running` and that are gone (killed, or the machine stopped); with
-/// `resume`, a server's durable runs stay `running` for the next `agent serve`
-/// to go on with ([`dead_servers`]).
-async fn interrupt_dead_cli_runs(
-    store: &Store,
-    resume: bool,
-) -> Result<(), agent_store::StoreError> {
-    for kind in ["cli", "serve"] {
-        let prefix = format!("{kind}:{}:", host_name());
-        for owner in store.running_owners(&prefix).await? {
-            if owner_alive(&owner) == Some(false) {
-                let marked = if kind == "serve" && resume {
-                    store.interrupt_runs_without_start(&owner, now_ms()).await?
-                } else {
-                    store.interrupt_runs_of(&owner, now_ms()).await?
-                };
-                tracing::info!(owner = %owner, runs = marked, "runs of a stopped agent process marked interrupted");
-            }
+/// Marks `interrupted` the runs processes of `kind` left running when they
+/// stopped (their lease ran out); returns how many.
+async fn interrupt_orphans(store: &Store, kind: &str) -> Result<u64, agent_store::StoreError> {
+    let now = now_ms();
+    let mut marked = 0;
+    for orphan in store.orphaned_runs(now).await? {
+        if kind_of(&orphan) == kind
+            && store
+                .interrupt_orphan(&orphan, "the agent process running it stopped during the run", now)
+                .await?
+        {
+            marked += 1;
         }
     }
-    Ok(())
+    if marked > 0 {
+        tracing::info!(kind, runs = marked, "runs of stopped agent processes marked interrupted");
+    }
+    Ok(marked)
 }
 
-/// The `agent serve` processes of this host that left runs `running` and are
-/// gone.
-pub(crate) async fn dead_servers(store: &Store) -> Result<Vec<String>, agent_store::StoreError> {
-    let prefix = format!("serve:{}:", host_name());
-    Ok(store
-        .running_owners(&prefix)
-        .await?
-        .into_iter()
-        .filter(|owner| owner_alive(owner) == Some(false))
-        .collect())
-}
-
-/// The run store of `agent serve` (runs of dead processes marked interrupted on
-/// the way, but for the durable runs of stopped servers, whose owners it
-/// returns), with `[pricing]`, and the approval key every server on the store
-/// shares (made on first use), so approval ids outlive a restart.
+/// What `agent serve` records and resumes with: the run store (runs of stopped
+/// `agent chat` processes marked interrupted on the way, and with `[durable]
+/// resume = false` those of stopped servers too), this server as an owner of
+/// runs under a lease, `[pricing]`, the approval key and the sealing key,
+/// both from the key file every server and worker on the store shares (so
+/// approval ids outlive a restart and any server honours them).
 pub(crate) async fn server_store(
     config: &AgentConfig,
-) -> Result<(agent_server::ServerStore, [u8; 32], Vec<String>, [u8; 32]), String> {
+) -> Result<(agent_server::ServerStore, [u8; 32], agent_durable::seal::DurableKey), String> {
     let store = open(config).await?;
-    // The stopped servers whose durable runs this one goes on with; with
-    // `[durable] resume = false`, their runs are marked interrupted instead.
-    let mut dead = dead_servers(&store).await.map_err(|e| e.to_string())?;
     if !config.file.durable.resume {
-        for owner in dead.drain(..) {
-            let marked = store
-                .interrupt_runs_of(&owner, now_ms())
-                .await
-                .map_err(|e| e.to_string())?;
-            tracing::info!(owner = %owner, runs = marked, "runs of a stopped server marked interrupted ([durable] resume = false)");
-        }
+        interrupt_orphans(&store, "serve")
+            .await
+            .map_err(|e| e.to_string())?;
     }
-    let key = shared_key(&store, "approvals").await?;
-    // Seals the runs this server submits to a durable engine (see
-    // `agent_durable::restate::SealedRun`).
-    let submissions = shared_key(&store, agent_durable::restate::SUBMISSION_KEY).await?;
-    let server = agent_server::ServerStore::new(store, owner("serve"))
-        .with_owner_check(Arc::new(owner_alive));
+    let key = crate::keys::load(config)?;
+    let approvals = key.derive("approvals");
+    let instance = agent_durable::lease::Instance::start(store, "serve", config.file.durable.lease())
+        .await
+        .map_err(|e| e.to_string())?;
+    let server = agent_server::ServerStore::new(instance);
     let server = match pricing(config, &config.file.model.model) {
         Some(pricing) => server.with_pricing(pricing),
         None => server,
     };
-    Ok((server, key, dead, submissions))
-}
-
-/// The 32-byte key named `name` that every process on `store` shares (made by
-/// the first that asks).
-pub(crate) async fn shared_key(store: &Store, name: &str) -> Result<[u8; 32], String> {
-    let fresh = agent_server::ServerSecret::generate();
-    let shared = store
-        .server_key(name, fresh.expose())
-        .await
-        .map_err(|e| e.to_string())?;
-    let mut key = [0u8; 32];
-    hex::decode_to_slice(&shared, &mut key)
-        .map_err(|_| format!("the stored key `{name}` is not 64 hex digits"))?;
-    Ok(key)
+    Ok((server, approvals, key))
 }
 
 /// One `agent chat` run being recorded (the store's [`RunRecording`], with
-/// failures reported on stderr).
+/// failures reported on stderr), held by this process under a lease.
 pub struct Recording {
     inner: RunRecording,
     /// The thread's messages the run continued (its history).
     kept: usize,
     store: Store,
+    lease: RunLease,
+    instance: Arc<Instance>,
 }
 
 impl Recording {
-    /// The journal of the run: its steps in the store, its start saved before
-    /// its first step, so `agent runs resume` can go on with it after a crash.
+    /// The journal of the run: its steps in the store (under this process's
+    /// lease), its start saved before its first step, so `agent runs resume`
+    /// can go on with it after a crash.
     pub fn journal(
         &self,
         request: &agent_graph::run::RunRequest,
@@ -190,7 +140,7 @@ impl Recording {
             request: request.clone(),
         };
         let saved = agent_durable::SavedStart::new(start, Some(self.kept), record);
-        agent_durable::journal_for(&self.store, LOCAL_ACCOUNT, &saved)
+        agent_durable::journal_for(&self.store, LOCAL_ACCOUNT, &saved, self.lease.clone())
     }
 
     /// Queues `event` (never waits); a store too far behind is said once.
@@ -201,14 +151,27 @@ impl Recording {
     }
 
     /// Writes the rest: events, usage, the run's status and, for a thread, its
-    /// conversation. Failures are reported on stderr: the run itself already
-    /// happened.
+    /// conversation, then gives up this process's lease. Failures are
+    /// reported on stderr: the run itself already happened.
     pub async fn finish(self, outcome: &Result<RunOutput, RunError>) {
         let end = agent_server::chats::run_end(outcome, self.kept);
-        if let Some(first) = self.inner.finish(end).await.first() {
-            eprintln!("agent: the run store did not take the whole run: {first}");
+        if self.lease.epoch.holds() {
+            if let Some(first) = self.inner.finish(end).await.first() {
+                eprintln!("agent: the run store did not take the whole run: {first}");
+            }
+        } else {
+            eprintln!("agent: this process lost its lease on the run; its end is not recorded");
+            self.inner.abandon().await;
         }
+        self.instance.release().await;
     }
+}
+
+/// This `agent chat` process as an owner of runs, under `config`'s lease.
+async fn cli_instance(config: &AgentConfig, store: &Store) -> Result<Arc<Instance>, String> {
+    Instance::start(store.clone(), "cli", config.file.durable.lease())
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// The `[pricing]` of `config` as the store's pricing callback (see
@@ -314,6 +277,14 @@ pub(crate) async fn start_recording(
     prepared: &agent_graph::graph::PreparedRun,
     thread: Option<ChatThread>,
 ) -> Option<Recording> {
+    let instance = match cli_instance(config, &store).await {
+        Ok(instance) => instance,
+        Err(e) => {
+            eprintln!("agent: the run store refused the run, so it is not recorded: {e}");
+            return None;
+        }
+    };
+    let lease = instance.new_run();
     let request = &prepared.request;
     let run = NewRun {
         id: request.context.run_id.clone(),
@@ -321,9 +292,8 @@ pub(crate) async fn start_recording(
         graph: request.graph.clone().unwrap_or_else(|| "chat".into()),
         model: request.model.clone(),
         prompt_hash: request.prompt_hash.clone(),
-        owner: cli_owner(),
+        owner: lease.epoch.id().to_owned(),
         started_ms: now_ms(),
-        heartbeat: false,
     };
     let now = now_ms();
     let kept = thread.as_ref().map_or(0, |t| t.history.len());
@@ -336,9 +306,16 @@ pub(crate) async fn start_recording(
     });
     let price = pricing(config, &run.model);
     match RunRecording::start(store.clone(), LOCAL_ACCOUNT, &run, thread, price).await {
-        Ok(inner) => Some(Recording { inner, kept, store }),
+        Ok(inner) => Some(Recording {
+            inner: inner.with_fence(lease.fence()),
+            kept,
+            store,
+            lease,
+            instance,
+        }),
         Err(e) => {
             eprintln!("agent: the run store refused the run, so it is not recorded: {e}");
+            instance.release().await;
             None
         }
     }
@@ -591,28 +568,40 @@ pub(crate) async fn reopen(
         .ok_or_else(|| format!("run `{run_id}` has no journal (it was recorded before durable runs, or without a store)"))?;
     let saved: agent_durable::SavedStart = serde_json::from_str(&saved)
         .map_err(|e| format!("the start of run `{run_id}` is unreadable: {e}"))?;
-    if !rows
-        .reopen_run(run_id, &cli_owner(), now_ms())
+    let instance = cli_instance(config, &store).await?;
+    let Some(fence) = rows
+        .reopen_run(run_id, &instance.id(), now_ms())
         .await
         .map_err(|e| e.to_string())?
-    {
+    else {
+        instance.release().await;
         return Err(format!(
             "run `{run_id}` is {}: only an interrupted run goes on",
             run.status.as_str()
         ));
-    }
+    };
+    let lease = instance.taken(&fence);
     rows.clear_events(run_id).await.map_err(|e| e.to_string())?;
     let inner = RunRecording::resumed(
         store.clone(),
         LOCAL_ACCOUNT,
         &run.run,
         pricing(config, &run.run.model),
-    );
+    )
+    .with_fence(fence);
     let journal: Arc<dyn agent_graph::journal::StepJournal> = Arc::new(
-        agent_durable::StoreJournal::new(store.clone(), LOCAL_ACCOUNT, None),
+        agent_durable::StoreJournal::new(store.clone(), LOCAL_ACCOUNT, None)
+            .with_lease(lease.clone()),
     );
     let kept = saved.kept.unwrap_or(0);
-    Ok((saved, Recording { inner, kept, store }, journal))
+    let recording = Recording {
+        inner,
+        kept,
+        store,
+        lease,
+        instance,
+    };
+    Ok((saved, recording, journal))
 }
 
 /// `agent runs [list|show RUN [--events] [--json]]`.

@@ -192,7 +192,7 @@ async fn command(
         "attach" => {
             let path = PathBuf::from(arg);
             let limit = config.file.server.max_file_bytes;
-            let mut read = crate::cli::read_attachments(&[path], limit)?;
+            let mut read = crate::attach::read_attachments(&[path], limit)?;
             state.attachments.append(&mut read);
             println!(
                 "(attached {arg}; {} file(s) go with the next message)",

@@ -5,12 +5,14 @@
 //! (except the test-only `integration-tests` crate).
 
 pub mod approval;
+mod attach;
 pub mod cli;
 pub mod config;
 pub mod graphs;
 pub mod history;
 pub mod init;
 pub mod interactive;
+pub mod keys;
 pub mod mcp;
 pub mod model;
 pub mod render;

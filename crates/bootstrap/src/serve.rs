@@ -205,11 +205,11 @@ fn page_authority(bound: SocketAddr) -> String {
 }
 
 /// `service` with `[durable] engine`: runs handed to a Restate server (each
-/// submitted to its ingress) instead of run here.
+/// submitted to its ingress, sealed with `key`) instead of run here.
 fn with_engine(
     config: &AgentConfig,
     service: ChatService,
-    key: &[u8; 32],
+    key: agent_durable::seal::DurableKey,
 ) -> Result<Arc<ChatService>, String> {
     let durable = &config.file.durable;
     match durable.engine {
@@ -223,25 +223,24 @@ fn with_engine(
                 "agent: runs go to the Restate server at {} (run by `agent worker`)",
                 durable.restate_ingress
             );
-            let submitter = agent_server::durable::RestateSubmitter::new(client, key.to_vec());
+            let submitter = agent_server::durable::RestateSubmitter::new(client, key);
             Ok(Arc::new(service.with_submitter(Arc::new(submitter))))
         }
         _ => Ok(Arc::new(service)),
     }
 }
 
-/// Goes on with the durable runs of the stopped servers `stopped` (each said on
-/// stderr).
-async fn resume_runs(service: &Arc<ChatService>, stopped: &[String]) {
-    for owner in stopped {
-        match service.resume_runs_of(owner).await {
-            Ok(0) => {}
-            Ok(n) => eprintln!(
-                "agent: going on with {n} run(s) a stopped server left unfinished (GET /api/chat/ID/stream follows each)"
-            ),
-            Err(e) => eprintln!("agent: the runs a stopped server left could not be resumed: {e}"),
-        }
+/// Goes on with the durable runs stopped servers left (said on stderr), and
+/// keeps looking for more while it serves.
+async fn resume_runs(service: &Arc<ChatService>) {
+    match service.resume_orphans().await {
+        Ok(0) => {}
+        Ok(n) => eprintln!(
+            "agent: going on with {n} run(s) a stopped server left unfinished (GET /api/chat/ID/stream follows each)"
+        ),
+        Err(e) => eprintln!("agent: the runs a stopped server left could not be resumed: {e}"),
     }
+    service.watch_orphans();
 }
 
 /// The service with `others` (every graph of `config` besides the served one,
@@ -311,23 +310,23 @@ async fn serve_with(
             // Runs are recorded and conversations kept when the store opens; a
             // server without one still serves chats (and says so).
             match crate::history::server_store(config).await {
-                Ok((store, key, stopped, submissions)) => {
+                Ok((store, approvals, sealing)) => {
                     let service = service
                         .with_store(store)
                         .with_durable(config.file.durable.journal)
                         .with_take_over(config.file.durable.resume)
                         .with_approvals(agent_server::approval::Approvals::new(
-                            key,
+                            approvals,
                             agent_server::approval::DEFAULT_APPROVAL_TTL,
                         ));
-                    let service = match with_engine(config, service, &submissions) {
+                    let service = match with_engine(config, service, sealing) {
                         Ok(service) => service,
                         Err(e) => {
                             eprintln!("agent: {e}");
                             return ExitCode::from(EXIT_USAGE);
                         }
                     };
-                    resume_runs(&service, &stopped).await;
+                    resume_runs(&service).await;
                     service
                 }
                 Err(e) if config.file.durable.engine == crate::config::DurableEngine::Restate => {

@@ -132,12 +132,22 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
     if file.store.url.is_some() {
         keys.push("store.url (where conversations, events and usage are written)".to_owned());
     }
+    if file.store.retention_days.is_some() || file.store.usage_retention_days.is_some() {
+        keys.push(
+            "store.retention_days / usage_retention_days (deletes stored threads, runs and usage)"
+                .to_owned(),
+        );
+    }
+    if file.store.key_file.is_some() {
+        keys.push("store.key_file (the key that seals runs and approvals)".to_owned());
+    }
     let durable = crate::config::DurableConfig::default();
     if file.durable.engine != durable.engine
         || file.durable.restate_ingress != durable.restate_ingress
         || file.durable.restate_admin != durable.restate_admin
+        || file.durable.restate_identity_keys != durable.restate_identity_keys
     {
-        keys.push("durable.engine / restate_ingress / restate_admin (where runs, with their conversations, are sent)".to_owned());
+        keys.push("durable.engine / restate_ingress / restate_admin / restate_identity_keys (where runs, with their conversations, are sent, and whom a worker answers)".to_owned());
     }
     if !file.model.extra_headers.is_empty() {
         keys.push("model.extra_headers (sent with every request)".to_owned());
@@ -462,32 +472,39 @@ pub fn check(
     })
 }
 
-/// Reads and parses the config file at `path`: its canonical path, the sha256 of its
-/// bytes and its content.
+/// Reads and parses the config file at `path` once: its canonical path, the
+/// sha256 of its bytes and its content (see [`crate::config::read_once`]).
 pub fn read_config(path: &Path) -> Result<(PathBuf, String, FileConfig), TrustError> {
-    let config_error = |message: String| TrustError::Config {
+    let read = crate::config::read_once(path).map_err(|e| TrustError::Config {
         path: path.to_owned(),
-        message,
-    };
-    let canonical = std::fs::canonicalize(path).map_err(|e| config_error(e.to_string()))?;
-    let bytes = std::fs::read(&canonical).map_err(|e| config_error(e.to_string()))?;
-    let text = String::from_utf8(bytes).map_err(|_| config_error("not UTF-8".to_owned()))?;
-    let file = crate::config::parse(&text, path).map_err(|e| config_error(e.to_string()))?;
-    Ok((canonical, sha256_hex(text.as_bytes()), file))
+        message: e.to_string(),
+    })?;
+    Ok((read.canonical, read.sha256, read.file))
 }
 
 /// The check the CLI runs on the config file it is about to use, before any value
 /// of it (the API key variable's name included) is acted on.
 pub fn enforce(path: &Path, dirs: &UserDirs) -> Result<(), TrustError> {
     let (canonical, sha256, file) = read_config(path)?;
-    if loosened_keys(&file).is_empty() {
+    enforce_read(&canonical, &sha256, &file, dirs)
+}
+
+/// [`enforce`] on a file already read: the bytes checked are the bytes the
+/// configuration is built from.
+pub fn enforce_read(
+    canonical: &Path,
+    sha256: &str,
+    file: &FileConfig,
+    dirs: &UserDirs,
+) -> Result<(), TrustError> {
+    if loosened_keys(file).is_empty() {
         return Ok(());
     }
     let store = match dirs.trust_store() {
         Some(store) => TrustStore::load(&store)?,
         None => TrustStore::default(),
     };
-    check(&canonical, &sha256, &file, dirs, &store)
+    check(canonical, sha256, file, dirs, &store)
 }
 
 /// `agent trust PATH`: records the file's current content as trusted. Returns the
@@ -596,6 +613,22 @@ budget = { max_wall_ms = 1000 }
             (
                 "[tools.web_search]\nprovider = \"searxng\"\nurl = \"http://10.0.0.5:8080\"\nallow_private = [\"10.0.0.5:8080\"]\n",
                 "tools.web_search (search queries are sent to provider `searxng`; private addresses allowed: [\"10.0.0.5:8080\"])",
+            ),
+        ] {
+            let file = crate::config::parse(text, Path::new("a.toml")).unwrap();
+            let keys = loosened_keys(&file);
+            assert!(keys.iter().any(|k| k.starts_with(key)), "{text}: {keys:?}");
+        }
+        // Findings of the local-attacker review: a project file that deletes the
+        // user's stored threads, or changes the key that seals runs or whom a
+        // worker answers, was honoured without trust.
+        for (text, key) in [
+            ("[store]\nretention_days = 0\n", "store.retention_days"),
+            ("[store]\nusage_retention_days = 0\n", "store.retention_days"),
+            ("[store]\nkey_file = \"known.key\"\n", "store.key_file"),
+            (
+                "[durable]\nrestate_identity_keys = [\"publickeyv1_x\"]\n",
+                "durable.engine",
             ),
         ] {
             let file = crate::config::parse(text, Path::new("a.toml")).unwrap();

@@ -68,20 +68,19 @@ async fn serve(
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    // Only runs sealed with the key the store shares run here.
-    let key = match crate::history::shared_key(&store, agent_durable::restate::SUBMISSION_KEY).await
-    {
+    // Only runs sealed with the key the servers and workers share run here.
+    let key = match crate::keys::load(config) {
         Ok(key) => key,
         Err(e) => {
-            eprintln!("agent: the run store did not give the submission key: {e}");
-            return ExitCode::from(EXIT_RUN_ERROR);
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
         }
     };
     let mut runs = AgentRuns::new(
         Arc::clone(&session.model),
         Arc::new(runner),
         session.graph.clone(),
-        (store, key.to_vec()),
+        (store, key),
     );
     if let Some(pricing) = crate::history::pricing(config, &config.file.model.model) {
         runs = runs.with_pricing(pricing);
@@ -109,9 +108,19 @@ async fn serve(
         }
     };
     let uri = format!("http://{bound}");
-    let serving = tokio::spawn(agent_durable::restate::serve(runs, listener, async {
-        let _ = tokio::signal::ctrl_c().await;
-    }));
+    let identity = durable.restate_identity_keys.clone();
+    if identity.is_empty() {
+        eprintln!(
+            "agent: a worker answers only requests its Restate server signed: set [durable] restate_identity_keys (agent keys restate-identity makes a key pair)"
+        );
+        return ExitCode::from(EXIT_USAGE);
+    }
+    let serving = tokio::spawn(async move {
+        agent_durable::restate::serve(runs, listener, &identity, async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+    });
     // Restate asks the endpoint what it serves while registering it: it serves
     // already.
     if let Err(e) = restate.register(&uri).await {
@@ -124,7 +133,11 @@ async fn serve(
         durable.restate_admin
     );
     match serving.await {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
+            eprintln!("agent: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
         Err(e) => {
             eprintln!("agent: the worker stopped: {e}");
             ExitCode::from(EXIT_RUN_ERROR)

@@ -1,5 +1,5 @@
 //! The endpoint on a run store, where the store holds what another server
-//! wrote: a run of a server on another host that stopped saying it is alive.
+//! wrote: a run of a server whose lease on it ran out.
 
 use std::time::Duration;
 
@@ -8,18 +8,19 @@ use agent_testing::ScriptedModel;
 
 use crate::support::{chunks, client, start_stored};
 
-/// A run `running` on a server of another host whose heartbeats stopped: a
-/// client resuming its chat gets what the run wrote (in the message its server
-/// started: `msg-<run id>`) and a clear end, at once,
-/// instead of waiting for a run nobody runs; the run is marked interrupted. A
-/// run whose owner still beats is followed as running.
+/// A run `running` on another server whose lease ran out (it died, wherever
+/// it ran: no host name or process id is asked): a client resuming its chat
+/// gets what the run wrote (in the message its server started: `msg-<run
+/// id>`) and a clear end, at once, instead of waiting for a run nobody runs;
+/// the run, which has no saved start, is marked interrupted. A run whose owner
+/// still holds its lease is followed as running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_whose_heartbeats_stopped_on_another_host_ends_its_followers() {
+async fn a_run_whose_owners_lease_ran_out_ends_its_followers() {
     let (live, dir) = start_stored(ScriptedModel::new([])).await;
     let store = dir.open().await;
     let rows = store.account("local");
     let now = agent_store::recorder::now_ms();
-    for (chat, beat_age_ms) in [("gone", 60_000), ("beating", 0)] {
+    for (chat, lease_left_ms) in [("gone", -60_000), ("beating", 600_000)] {
         rows.create_thread(&Thread {
             id: chat.into(),
             title: chat.into(),
@@ -29,7 +30,11 @@ async fn a_run_whose_heartbeats_stopped_on_another_host_ends_its_followers() {
         })
         .await
         .unwrap();
-        let owner = format!("serve:another-host-{chat}:4242");
+        let owner = format!("serve:{chat}0123456789abcdef");
+        store
+            .renew_instance(&owner, "serve", now + lease_left_ms, now - 120_000)
+            .await
+            .unwrap();
         rows.start_run(&NewRun {
             id: format!("run-{chat}"),
             thread_id: Some(chat.into()),
@@ -37,8 +42,7 @@ async fn a_run_whose_heartbeats_stopped_on_another_host_ends_its_followers() {
             model: "m".into(),
             prompt_hash: None,
             owner: owner.clone(),
-            started_ms: now - beat_age_ms,
-            heartbeat: true,
+            started_ms: now - 60_000,
         })
         .await
         .unwrap();
@@ -81,7 +85,7 @@ async fn a_run_whose_heartbeats_stopped_on_another_host_ends_its_followers() {
     );
     let gone = rows.run("run-gone").await.unwrap().unwrap();
     assert_eq!(gone.status, agent_store::RunStatus::Interrupted);
-    // The beating run is followed: its stream stays open.
+    // The run whose owner holds its lease is followed: its stream stays open.
     let response = client()
         .get(live.url("/api/chat/beating/stream"))
         .send()

@@ -121,7 +121,14 @@ pub(crate) async fn start_stored(model: ScriptedModel) -> (Live, StoreDir) {
     let store = agent_store::Store::open_sqlite(&dir.0.join("store.db"))
         .await
         .unwrap();
-    let store = agent_server::ServerStore::new(store, "test-server");
+    let instance = agent_durable::lease::Instance::start(
+        store,
+        "serve",
+        agent_durable::lease::LeaseTiming::default(),
+    )
+    .await
+    .unwrap();
+    let store = agent_server::ServerStore::new(instance);
     let live = start_full(
         model,
         Access::loopback,

@@ -3,7 +3,7 @@
 //! `agent_testing::postgres::TestPostgres`). Migrations apply from empty on both.
 
 use agent_store::{
-    Backend, CallUsage, NewRun, RunStatus, Store, StoreError, Thread, UsageGrouping,
+    Backend, CallUsage, Fence, NewRun, RunStatus, Store, StoreError, Thread, UsageGrouping,
 };
 use agent_testing::postgres::TestPostgres;
 use ai_core::event::AiEventKind;
@@ -34,7 +34,6 @@ fn new_run(id: &str, thread: Option<&str>, owner: &str) -> NewRun {
         prompt_hash: Some("ph-1".into()),
         owner: owner.into(),
         started_ms: T0,
-        heartbeat: owner.starts_with("serve:"),
     }
 }
 
@@ -169,18 +168,6 @@ async fn runs_and_events(store: &Store) {
         a.start_run(&other).await,
         Err(StoreError::Conflict(_))
     ));
-    // A server's run says it is alive from its start, then with each
-    // heartbeat of its owner; a run whose owner does not say never does.
-    let served = new_run("hb", None, "serve:h:1");
-    a.start_run(&served).await.unwrap();
-    assert_eq!(a.run("hb").await.unwrap().unwrap().alive_ms, Some(T0));
-    assert_eq!(store.heartbeat("serve:h:1", T0 + 5_000).await.unwrap(), 1);
-    let stored = a.run("hb").await.unwrap().unwrap();
-    assert_eq!((stored.alive_ms, stored.run), (Some(T0 + 5_000), served));
-    assert_eq!(a.run("r1").await.unwrap().unwrap().alive_ms, None);
-    a.set_run_status("hb", RunStatus::Done, None, T0)
-        .await
-        .unwrap();
     let events: Vec<AiEvent> = (0..5).map(|i| text("r1", &format!("piece {i}"))).collect();
     a.append_events("r1", 0, &events[..3], T0).await.unwrap();
     // A retry of the same batch, and the next batch overlapping it: no duplicates.
@@ -213,22 +200,16 @@ async fn runs_and_events(store: &Store) {
     );
     assert_eq!(record.run, run);
     // A run left running by a process that died is interrupted at its restart.
-    a.start_run(&new_run("r2", Some("t1"), "server-a"))
+    a.start_run(&new_run("r2", Some("t1"), "server:a"))
         .await
         .unwrap();
-    a.start_run(&new_run("r3", Some("t1"), "server-b"))
+    a.start_run(&new_run("r3", Some("t1"), "server:b"))
         .await
         .unwrap();
     assert_eq!(
-        store.running_owners("server-").await.unwrap().len(),
-        2,
-        "server-a and server-b"
-    );
-    assert_eq!(
-        store.interrupt_runs_of("server-a", T0 + 3).await.unwrap(),
+        store.interrupt_runs_of("server:a", T0 + 3).await.unwrap(),
         1
     );
-    assert_eq!(store.running_owners("server-").await.unwrap(), ["server-b"]);
     let recent: Vec<String> = a
         .recent_runs(2)
         .await
@@ -245,7 +226,6 @@ async fn runs_and_events(store: &Store) {
             .unwrap()
             .is_empty()
     );
-    assert!(store.running_owners("cli:").await.unwrap().is_empty());
     let statuses: Vec<(String, RunStatus)> = a
         .runs_of_thread("t1")
         .await
@@ -590,10 +570,10 @@ async fn server_keys_and_approvals(store: &Store) {
 /// dead server's runs found, claimed by one server only, a log started over.
 async fn durable_journal(store: &Store) {
     let rows = store.account("dur");
-    rows.start_run(&new_run("d1", None, "serve:h:1"))
+    rows.start_run(&new_run("d1", None, "serve:h1"))
         .await
         .unwrap();
-    rows.start_run(&new_run("d2", None, "serve:h:1"))
+    rows.start_run(&new_run("d2", None, "serve:h1"))
         .await
         .unwrap();
     rows.save_start("d1", r#"{"start":1}"#, T0).await.unwrap();
@@ -603,14 +583,16 @@ async fn durable_journal(store: &Store) {
         Some(r#"{"start":1}"#)
     );
     assert_eq!(rows.start_of("d2").await.unwrap(), None);
-    rows.record_step("d1", (1, "intent"), "i1", T0)
+    rows.record_step("d1", (1, "intent"), "i1", (T0, None))
         .await
         .unwrap();
-    rows.record_step("d1", (0, "model"), "m0", T0)
+    rows.record_step("d1", (0, "model"), "m0", (T0, None))
         .await
         .unwrap();
-    rows.record_step("d1", (1, "tool"), "t1", T0).await.unwrap();
-    rows.record_step("d1", (1, "tool"), "t1-again", T0)
+    rows.record_step("d1", (1, "tool"), "t1", (T0, None))
+        .await
+        .unwrap();
+    rows.record_step("d1", (1, "tool"), "t1-again", (T0, None))
         .await
         .unwrap();
     let steps = rows.steps("d1").await.unwrap();
@@ -624,36 +606,66 @@ async fn durable_journal(store: &Store) {
     );
     // Another account sees none of it.
     assert!(store.account("other").steps("d1").await.unwrap().is_empty());
-    // The runs a dead server left: d2 has no start, so it is interrupted; d1
-    // is for a server to go on with, and only one server claims it.
-    assert_eq!(
-        store
-            .interrupt_runs_without_start("serve:h:1", T0)
-            .await
-            .unwrap(),
-        1
-    );
-    let left = store.durable_runs_of("serve:h:1").await.unwrap();
-    assert_eq!(left.len(), 1);
-    assert_eq!(
-        (left[0].account_id.as_str(), left[0].run_id.as_str()),
-        ("dur", "d1")
-    );
+    // The runs of an owner whose lease ran out are orphans: d2 has no start
+    // (it is interrupted), d1 is for a server to go on with, and only one
+    // server claims it, under the next generation.
+    store
+        .renew_instance("serve:h1", "serve", T0 + 10_000, T0)
+        .await
+        .unwrap();
+    assert!(store.owner_alive("serve:h1", T0 + 5_000).await.unwrap());
+    let of_dur = |orphans: Vec<agent_store::Orphan>| -> Vec<agent_store::Orphan> {
+        orphans.into_iter().filter(|o| o.account_id == "dur").collect()
+    };
+    assert!(of_dur(store.orphaned_runs(T0 + 5_000).await.unwrap()).is_empty());
+    let orphans = of_dur(store.orphaned_runs(T0 + 20_000).await.unwrap());
+    let mut found: Vec<(&str, bool)> = orphans
+        .iter()
+        .map(|o| (o.run_id.as_str(), o.start.is_some()))
+        .collect();
+    found.sort_unstable();
+    assert_eq!(found, [("d1", true), ("d2", false)]);
+    let d2 = orphans.iter().find(|o| o.run_id == "d2").unwrap();
+    assert!(store.interrupt_orphan(d2, "gone", T0).await.unwrap());
+    let d1 = orphans.iter().find(|o| o.run_id == "d1").unwrap();
+    assert_eq!((d1.owner.as_str(), d1.kind.as_deref()), ("serve:h1", Some("serve")));
+    let taken = store
+        .claim_run(("dur", "d1"), &d1.fence(), "serve:h2", T0)
+        .await
+        .unwrap()
+        .expect("the first claim takes the run");
+    assert_eq!(taken, Fence { owner: "serve:h2".into(), generation: 1 });
     assert!(
         store
-            .claim_run(("dur", "d1"), "serve:h:1", "serve:h:2", T0)
+            .claim_run(("dur", "d1"), &d1.fence(), "serve:h3", T0)
             .await
             .unwrap()
+            .is_none()
     );
+    // The old owner is fenced: its steps are refused, the new owner's taken.
+    assert!(matches!(
+        rows.record_step("d1", (2, "intent"), "late", (T0, Some(&d1.fence())))
+            .await,
+        Err(StoreError::Fenced(_))
+    ));
+    rows.record_step("d1", (2, "intent"), "i2", (T0, Some(&taken)))
+        .await
+        .unwrap();
+    assert!(rows.holds("d1", &taken).await.unwrap());
+    assert!(!rows.holds("d1", &d1.fence()).await.unwrap());
+    assert_eq!(rows.steps("d1").await.unwrap().len(), 4);
+    let record = rows.run("d1").await.unwrap().unwrap();
+    assert_eq!((record.run.owner.as_str(), record.lease_gen), ("serve:h2", 1));
+    // An engine's runs are never orphans.
+    rows.start_run(&new_run("d3", None, "restate")).await.unwrap();
+    assert!(store.owner_alive("restate", T0).await.unwrap());
     assert!(
         !store
-            .claim_run(("dur", "d1"), "serve:h:1", "serve:h:3", T0)
+            .orphaned_runs(T0 + 20_000)
             .await
             .unwrap()
-    );
-    assert_eq!(
-        rows.run("d1").await.unwrap().unwrap().run.owner,
-        "serve:h:2"
+            .iter()
+            .any(|o| o.run_id == "d3")
     );
     // A log started over counts an attempt only when it held rows.
     assert_eq!(rows.clear_events("d1").await.unwrap(), 0);
@@ -663,14 +675,19 @@ async fn durable_journal(store: &Store) {
         .unwrap();
     assert_eq!(rows.clear_events("d1").await.unwrap(), 1);
     assert_eq!(rows.run("d1").await.unwrap().unwrap().attempt, 1);
-    // An interrupted run is reopened once.
-    assert!(rows.reopen_run("d2", "cli:h:9", T0).await.unwrap());
-    assert!(!rows.reopen_run("d2", "cli:h:10", T0).await.unwrap());
+    // An interrupted run is reopened once, under a new generation.
+    let reopened = rows.reopen_run("d2", "cli:h9", T0).await.unwrap();
+    assert_eq!(reopened, Some(Fence { owner: "cli:h9".into(), generation: 1 }));
+    assert!(rows.reopen_run("d2", "cli:h10", T0).await.unwrap().is_none());
     assert_eq!(
         rows.run("d2").await.unwrap().unwrap().status,
         RunStatus::Running
     );
-    for run in ["d1", "d2"] {
+    // Sealed things are redeemed once: by their first holder, again by it.
+    assert!(store.redeem("run:dur:d1", "inv-1", T0).await.unwrap());
+    assert!(store.redeem("run:dur:d1", "inv-1", T0).await.unwrap());
+    assert!(!store.redeem("run:dur:d1", "inv-2", T0).await.unwrap());
+    for run in ["d1", "d2", "d3"] {
         rows.set_run_status(run, RunStatus::Done, None, T0)
             .await
             .unwrap();

@@ -21,16 +21,47 @@ use crate::threads::{chat_body, endless_words, eventually, http, sigkill, ui_chu
 
 const KEY: &str = "sk-e2e-restate";
 
+/// A Restate server that signs every request it sends a worker, and the
+/// public key the workers are configured to check.
+pub(crate) struct Signed {
+    server: TestRestate,
+    pub(crate) public_key: String,
+}
+
+impl std::ops::Deref for Signed {
+    type Target = TestRestate;
+
+    fn deref(&self) -> &TestRestate {
+        &self.server
+    }
+}
+
+impl std::ops::DerefMut for Signed {
+    fn deref_mut(&mut self) -> &mut TestRestate {
+        &mut self.server
+    }
+}
+
+/// A fresh Restate server with its own request identity key pair (as `agent
+/// keys restate-identity` makes one).
+pub(crate) fn signed_restate() -> Signed {
+    let pair = agent_durable::restate::IdentityKeyPair::generate().unwrap();
+    Signed {
+        server: TestRestate::start_signing(Some(&pair.private_pem)).unwrap(),
+        public_key: pair.public_key,
+    }
+}
+
 /// The user's config: the Restate engine at `restate`, the MCP server `fx`
 /// with its ledger, `bump` behind an approval or not.
-fn config(home: &Home, restate: &TestRestate, ledger: &Path, approval: bool) -> PathBuf {
+pub(crate) fn config(home: &Home, restate: &Signed, ledger: &Path, approval: bool) -> PathBuf {
     config_with(home, restate, ledger, approval, false)
 }
 
 /// [`config`], with `bump` declared idempotent or not.
 fn config_with(
     home: &Home,
-    restate: &TestRestate,
+    restate: &Signed,
     ledger: &Path,
     approval: bool,
     idempotent: bool,
@@ -44,13 +75,14 @@ fn config_with(
         "[]"
     };
     let text = format!(
-        "[durable]\nengine = \"restate\"\nrestate_ingress = {}\nrestate_admin = {}\n\n\
+        "[durable]\nengine = \"restate\"\nrestate_ingress = {}\nrestate_admin = {}\nrestate_identity_keys = [{}]\n\n\
          [mcp.servers.fx]\ncommand = {}\nargs = {}\nstartup_timeout_s = 60\n\n\
          [mcp.servers.fx.tools.slow]\neffect = \"read_only\"\n\n\
          [mcp.servers.fx.tools.bump]\nidempotent = {idempotent}\n\n\
          [policy]\nallow = [\"mcp__fx__*\"]\nrequire_approval = {approval}\n",
         json!(restate.ingress_url()),
         json!(restate.admin_url()),
+        json!(restate.public_key),
         json!(python().display().to_string()),
         json!(args),
     );
@@ -119,7 +151,7 @@ async fn ended_run(home: &Home, chat: &str) -> agent_store::RunRecord {
 /// stream (served from the store) carries the whole answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_worker_is_replaced_and_the_run_goes_on_from_its_journal() {
-    let restate = TestRestate::start().unwrap();
+    let restate = signed_restate();
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.txt");
     let model = OpenAiServer::start([
@@ -252,7 +284,7 @@ struct Cut {
 /// A chat calls `bump` (acts, then blocks; deduped on its key); the worker is
 /// killed once the ledger shows it acted and replaced at the same address.
 async fn bump_cut_by_a_killed_worker(idempotent: bool) -> Cut {
-    let restate = TestRestate::start().unwrap();
+    let restate = signed_restate();
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.txt");
     let model = OpenAiServer::start([
@@ -304,7 +336,7 @@ async fn bump_cut_by_a_killed_worker(idempotent: bool) -> Cut {
 /// goes on, and ends once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_survives_its_restate_server_being_killed() {
-    let mut restate = TestRestate::start().unwrap();
+    let mut restate = signed_restate();
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.txt");
     let model = OpenAiServer::start([
@@ -349,7 +381,7 @@ async fn a_run_survives_its_restate_server_being_killed() {
 /// submission not sealed with the store's key is refused before it runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_submitted_twice_runs_once() {
-    let restate = TestRestate::start().unwrap();
+    let restate = signed_restate();
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.txt");
     let model = OpenAiServer::start([Reply::text("Once."), Reply::text("Twice?")])
@@ -376,8 +408,12 @@ async fn a_run_submitted_twice_runs_once() {
     let client =
         agent_durable::restate::RestateClient::new(&restate.ingress_url(), &restate.admin_url())
             .unwrap();
-    // A submission not sealed with the store's key runs nothing.
-    let forged = client.call(&input, &[7; 32]).await.unwrap_err();
+    // A submission not sealed with the servers' key runs nothing.
+    let stranger = agent_durable::seal::DurableKey::parse(
+        &agent_durable::seal::DurableKey::generate_line().unwrap(),
+    )
+    .unwrap();
+    let forged = client.call(&input, &stranger).await.unwrap_err();
     assert!(
         forged.to_string().contains("seal does not hold"),
         "{forged}"
@@ -386,27 +422,40 @@ async fn a_run_submitted_twice_runs_once() {
         model.requests().is_empty(),
         "the forged run called no model"
     );
-    // The key every process on the store shares (the worker made it).
+    // The key every server and worker on the store shares (the worker made
+    // it), and the run's row as a server writes it before submitting.
+    let key = bootstrap::keys::load_from(&home.data_home.join("agent/server.key")).unwrap();
     let store = agent_store::Store::open_sqlite(&home.data_home.join("agent/store.db"))
         .await
         .unwrap();
-    let shared = store
-        .server_key(agent_durable::restate::SUBMISSION_KEY, "unused")
+    let run_id = request_again.context.run_id.clone();
+    store
+        .account("local")
+        .start_run(&agent_store::NewRun {
+            id: run_id.clone(),
+            thread_id: None,
+            graph: "chat".into(),
+            model: "e2e-model".into(),
+            prompt_hash: None,
+            owner: agent_durable::restate::RESTATE_OWNER.into(),
+            started_ms: 1,
+        })
         .await
         .unwrap();
-    let key = hex::decode(shared).unwrap();
     input.start = agent_graph::journal::RunStart::New {
         request: request_again,
     };
     let first = client.call(&input, &key).await.unwrap();
     let second = client.call(&input, &key).await.unwrap();
-    assert_eq!(first.content.as_deref(), Some("Once."), "{first:?}");
+    assert_eq!(first.status, "done", "{first:?}");
     assert_eq!(second, first);
     assert_eq!(
         model.requests().len(),
         1,
         "the second submission ran nothing"
     );
+    let run = store.account("local").run(&run_id).await.unwrap().unwrap();
+    assert_eq!(run.status, agent_store::RunStatus::Done);
 }
 
 /// A run paused on an approval waits on an awakeable in its invocation and
@@ -415,7 +464,7 @@ async fn a_run_submitted_twice_runs_once() {
 /// in the same invocation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_waits_across_a_worker_restart() {
-    let restate = TestRestate::start().unwrap();
+    let restate = signed_restate();
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("ledger.txt");
     let model = OpenAiServer::start([
