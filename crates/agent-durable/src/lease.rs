@@ -81,7 +81,11 @@ impl Epoch {
     /// Whether the lease still holds now, by this process's own clock.
     pub fn holds(&self) -> bool {
         !self.lost.is_cancelled()
-            && Instant::now() < *self.valid_until.lock().unwrap_or_else(PoisonError::into_inner)
+            && Instant::now()
+                < *self
+                    .valid_until
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Cancelled when the lease is lost: every run owned under it stops.

@@ -324,7 +324,10 @@ impl AgentRuns {
             ));
         }
         let rows = self.store.account(input.account.clone());
-        let row = rows.run(run_id).await.map_err(|e| TerminalError::new(e.to_string()))?;
+        let row = rows
+            .run(run_id)
+            .await
+            .map_err(|e| TerminalError::new(e.to_string()))?;
         if !row.is_some_and(|r| r.run.owner == RESTATE_OWNER) {
             return Err(refused("the run store holds no such run for Restate"));
         }
@@ -340,7 +343,12 @@ impl AgentRuns {
             return Err(refused("the submission expired before a worker took it"));
         }
         let now = agent_store::recorder::now_ms();
-        if !self.store.redeem(&tag, holder, now).await.map_err(store_failed)? {
+        if !self
+            .store
+            .redeem(&tag, holder, now)
+            .await
+            .map_err(store_failed)?
+        {
             return Err(refused("this run was taken by another invocation"));
         }
         Ok(())
@@ -698,7 +706,9 @@ impl IdentityKeyPair {
         der.extend_from_slice(&seed);
         let body = base64::engine::general_purpose::STANDARD.encode(&der);
         Ok(Self {
-            private_pem: format!("-----BEGIN PRIVATE KEY-----\n{body}\n-----END PRIVATE KEY-----\n"),
+            private_pem: format!(
+                "-----BEGIN PRIVATE KEY-----\n{body}\n-----END PRIVATE KEY-----\n"
+            ),
             public_key: format!(
                 "publickeyv1_{}",
                 bs58::encode(pair.public_key().as_ref()).into_string()
@@ -789,7 +799,11 @@ impl RestateClient {
     /// Runs a run sealed with `key` and waits for its summary, with its id as
     /// the idempotency key: a run submitted before answers with its first
     /// summary.
-    pub async fn call(&self, input: &RunInput, key: &DurableKey) -> Result<RunSummary, RestateError> {
+    pub async fn call(
+        &self,
+        input: &RunInput,
+        key: &DurableKey,
+    ) -> Result<RunSummary, RestateError> {
         let url = format!("{}/{SERVICE}/run", self.ingress);
         let sealed = sealed(&url, input, Purpose::Run, key)?;
         let body = self.post(&url, Some(input.start.run_id()), &sealed).await?;

@@ -92,9 +92,8 @@ impl DurableKey {
                 continue;
             }
             let mut key = [0u8; 32];
-            hex::decode_to_slice(line, &mut key).map_err(|_| {
-                SealError::Key(format!("line {} is not 64 hex digits", n + 1))
-            })?;
+            hex::decode_to_slice(line, &mut key)
+                .map_err(|_| SealError::Key(format!("line {} is not 64 hex digits", n + 1)))?;
             keys.push(key);
         }
         Self::new(keys)
@@ -221,8 +220,12 @@ mod tests {
     #[test]
     fn a_sealed_payload_opens_only_under_its_key_and_purpose() {
         let k = key(&DurableKey::generate_line().unwrap());
-        let sealed = Sealed::seal(&serde_json::json!({"prompt": "secret plan"}), Purpose::Run, &k)
-            .unwrap();
+        let sealed = Sealed::seal(
+            &serde_json::json!({"prompt": "secret plan"}),
+            Purpose::Run,
+            &k,
+        )
+        .unwrap();
         assert!(!sealed.data.contains("secret"), "the payload is encrypted");
         let opened: serde_json::Value = sealed.open(Purpose::Run, &k).unwrap();
         assert_eq!(opened["prompt"], "secret plan");
@@ -267,7 +270,10 @@ mod tests {
         assert!(DurableKey::parse("abc").is_err());
         let k = key(&"11".repeat(32));
         assert_ne!(k.derive("approvals"), k.derive("other"));
-        assert_eq!(k.derive("approvals"), key(&"11".repeat(32)).derive("approvals"));
+        assert_eq!(
+            k.derive("approvals"),
+            key(&"11".repeat(32)).derive("approvals")
+        );
         assert!(!format!("{k:?}").contains("11"));
     }
 }

@@ -30,6 +30,8 @@ pub struct StoreJournal {
     start: Option<String>,
     recorded: tokio::sync::OnceCell<HashMap<(u32, StepKind), Step>>,
     lease: Option<crate::lease::RunLease>,
+    /// Resolves once the run's row is written (the steps are fenced by it).
+    row_written: Option<agent_store::StartWritten>,
 }
 
 impl StoreJournal {
@@ -43,7 +45,15 @@ impl StoreJournal {
             start,
             recorded: tokio::sync::OnceCell::new(),
             lease: None,
+            row_written: None,
         }
+    }
+
+    /// Reads and records no step before `written` resolves: the run's row,
+    /// written in the background, is what its steps are fenced by.
+    pub fn after(mut self, written: agent_store::StartWritten) -> Self {
+        self.row_written = Some(written);
+        self
     }
 
     /// Records steps only while `lease` holds the run (see the type's docs).
@@ -54,6 +64,9 @@ impl StoreJournal {
 
     /// What the store holds of `run_id` (and its start saved, the first time).
     async fn load(&self, run_id: &str) -> Result<HashMap<(u32, StepKind), Step>, JournalError> {
+        if let Some(written) = &self.row_written {
+            written.clone().await;
+        }
         let rows = self.store.account(self.account.clone());
         if let Some(start) = &self.start {
             rows.save_start(run_id, start, now_ms())
@@ -215,15 +228,20 @@ impl SavedStart {
 }
 
 /// The journal of a new durable run of `account`, held under `lease`: its
-/// start saved before its first step.
+/// start saved before its first step, and nothing recorded before
+/// `row_written` (when the run's row is written in the background).
 pub fn journal_for(
     store: &Store,
     account: &str,
     saved: &SavedStart,
-    lease: crate::lease::RunLease,
+    (lease, row_written): (crate::lease::RunLease, Option<agent_store::StartWritten>),
 ) -> Arc<dyn StepJournal> {
     let start = serde_json::to_string(saved)
         .map_err(|e| tracing::error!(error = %e, "a run's start is not serializable; it will not start again after a crash"))
         .ok();
-    Arc::new(StoreJournal::new(store.clone(), account, start).with_lease(lease))
+    let journal = StoreJournal::new(store.clone(), account, start).with_lease(lease);
+    Arc::new(match row_written {
+        Some(written) => journal.after(written),
+        None => journal,
+    })
 }

@@ -271,6 +271,7 @@ fn serve_agent(deltas: usize, interval: Duration, stored: bool) {
         let limits = agent_server::ConnectionLimits {
             max_connections: 16_384,
             max_connections_per_client: 16_384,
+            max_unauthenticated: 16_384,
             ..agent_server::ConnectionLimits::default()
         };
         agent_server::serve(listener, router, limits, shutdown, Duration::from_secs(1))

@@ -35,6 +35,10 @@ pub const DEFAULT_CLIENT_STREAM_SHARE: u8 = 50;
 pub const DEFAULT_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// [`Access::heartbeat`] by default.
 pub const DEFAULT_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a stream waits for its client to read by default
+/// ([`Access::write_timeout`]): 10 s.
+pub const DEFAULT_WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How long a run outlives its client by default ([`Access::detach_grace`]):
 /// long enough for a page to reload and reattach.
 pub const DEFAULT_DETACH_GRACE: std::time::Duration = std::time::Duration::from_secs(15);
@@ -86,6 +90,10 @@ pub struct Access {
     /// cancelled. Zero cancels at once. `POST /api/chat/{id}/stop` cancels a
     /// run whatever this says.
     pub detach_grace: std::time::Duration,
+    /// How long a stream waits for its client to take a frame: a client that
+    /// reads nothing for this long is treated as gone (its stream slot freed,
+    /// the run going on for [`Access::detach_grace`], as for a disconnect).
+    pub write_timeout: std::time::Duration,
 }
 
 /// The account a request acts for, set by the API layer from its token (a
@@ -131,6 +139,7 @@ impl Access {
             allowed_origins: Vec::new(),
             accounts: Vec::new(),
             detach_grace: DEFAULT_DETACH_GRACE,
+            write_timeout: DEFAULT_WRITE_TIMEOUT,
         }
     }
 
@@ -357,6 +366,19 @@ pub(crate) async fn api_layer(
         .and_then(|()| access.check_token(request.headers()));
     match checked {
         Ok(account) => {
+            // The connection now counts against this account, not among the
+            // unauthenticated ones (see `crate::listener`).
+            let promoted = request
+                .extensions()
+                .get::<crate::listener::ConnectionTicket>()
+                .is_none_or(|ticket| ticket.promote(account.name()));
+            if !promoted {
+                return crate::server::refuse(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "busy",
+                    "this account holds too many open connections; try again",
+                );
+            }
             let mut request = request;
             request.extensions_mut().insert(account);
             next.run(request).await

@@ -186,8 +186,7 @@ impl ServerStore {
             let latest = rows.latest_run(chat_id).await?;
             let elsewhere = match latest {
                 Some(run)
-                    if run.status == RunStatus::Running
-                        && run.run.owner != self.instance.id() =>
+                    if run.status == RunStatus::Running && run.run.owner != self.instance.id() =>
                 {
                     !self.owner_dead(&run).await
                 }
@@ -486,8 +485,8 @@ pub(crate) async fn follow(
                     // A durable run stays running: this server goes on with it
                     // (when it takes over runs), else the next one to start.
                     // Either way this stream ends: the run's log starts over.
-                    let taken = service.takes_over()
-                        && service.resume_orphans().await.is_ok_and(|n| n > 0);
+                    let taken =
+                        service.takes_over() && service.resume_orphans().await.is_ok_and(|n| n > 0);
                     if matches!(rows.run(&run_id).await, Ok(Some(r)) if r.status == RunStatus::Running)
                     {
                         let message = if taken {

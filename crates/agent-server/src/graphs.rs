@@ -98,11 +98,6 @@ impl ServedGraphs {
             .is_none_or(|names| names.contains(name))
     }
 
-    /// Every graph, in name order.
-    pub(crate) fn all(&self) -> impl Iterator<Item = &Arc<Graph>> {
-        self.by_name.values()
-    }
-
     /// The graphs `account` may use, in name order.
     pub(crate) fn usable(&self, account: &str) -> impl Iterator<Item = &Arc<Graph>> {
         self.by_name

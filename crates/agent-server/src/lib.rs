@@ -72,7 +72,8 @@ pub mod ui_stream;
 
 pub use access::{
     Access, DEFAULT_BODY_TIMEOUT, DEFAULT_CLIENT_STREAM_SHARE, DEFAULT_DETACH_GRACE,
-    DEFAULT_HEARTBEAT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_STREAMS, ServerSecret,
+    DEFAULT_HEARTBEAT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_STREAMS, DEFAULT_WRITE_TIMEOUT,
+    ServerSecret,
 };
 pub use chats::ServerStore;
 pub use listener::{ConnectionLimits, FD_RESERVE, serve};

@@ -1,7 +1,6 @@
 //! The chat service and its axum router: `POST /api/chat` (UI message stream, or
 //! the data stream with `?protocol=data`) and `GET /api/tools`.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +17,7 @@ use ai_core::{
     tool::RegisteredTool,
 };
 use axum::body::{Body, Bytes};
-use axum::extract::{ConnectInfo, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -254,13 +253,14 @@ impl ChatService {
         catalog.specs().iter().map(|s| s.id.to_string()).collect()
     }
 
-    /// The tools offered by any of the service's graphs, with effect and
-    /// decision, for UIs (`GET /api/graphs` says which graph offers which).
-    pub fn tools_listing(&self) -> Value {
+    /// The tools offered by the graphs `account` may use, with effect and
+    /// decision, for UIs (`GET /api/graphs` says which graph offers which): a
+    /// tool only another account's graphs offer is not listed.
+    pub fn tools_listing(&self, account: &str) -> Value {
         let ctx = RunContext::generate();
         let offered: std::collections::HashSet<String> = self
             .graphs
-            .all()
+            .usable(account)
             .flat_map(|graph| self.tool_ids(graph, &ctx))
             .collect();
         let catalog = self.runner.catalog(&ctx);
@@ -384,11 +384,19 @@ impl ChatService {
         chat_ref: &ChatRef,
         context: RunContext,
         kept: Option<usize>,
-    ) -> Result<(RunHandle, crate::chats::RunMeta), agent_graph::graph::GraphError> {
+    ) -> Result<Started, agent_graph::graph::GraphError> {
         let (start, mut meta, deps) = self.prepare_start(graph, chat, context, kept).await?;
         meta.lease = self.store.as_ref().map(|s| s.instance().new_run());
-        let handle = match (self.store.as_ref().filter(|_| self.durable), &meta.lease) {
-            (Some(store), Some(lease)) => {
+        let recording = self
+            .store
+            .as_ref()
+            .map(|store| store.begin(&meta, &chat_ref.account, &chat_ref.id, &chat_ref.title));
+        let handle = match (
+            self.store.as_ref().filter(|_| self.durable),
+            &meta.lease,
+            &recording,
+        ) {
+            (Some(store), Some(lease), Some(recording)) => {
                 let record = (
                     meta.graph.clone(),
                     meta.model.clone(),
@@ -399,13 +407,13 @@ impl ChatService {
                     store.store(),
                     &chat_ref.account,
                     &saved,
-                    lease.clone(),
+                    (lease.clone(), Some(recording.started())),
                 );
                 agent_graph::run::durable(saved.start, deps, journal)
             }
             _ => agent_graph::run::start(start, deps),
         };
-        Ok((handle, meta))
+        Ok((handle, meta, recording))
     }
 
     /// What a checked request starts: the graph prepared on its history, as a
@@ -603,7 +611,11 @@ impl ChatService {
             Ok(found) => found,
             Err(error) => {
                 let message = format!("the run cannot go on: {error}");
-                if store.store().interrupt_orphan(orphan, &message, now).await? {
+                if store
+                    .store()
+                    .interrupt_orphan(orphan, &message, now)
+                    .await?
+                {
                     tracing::error!(run_id = %orphan.run_id, %error, "a run a stopped server left cannot start again; marked interrupted");
                 }
                 return Ok(false);
@@ -620,8 +632,12 @@ impl ChatService {
         };
         let lease = instance.taken(&fence);
         let journal = Arc::new(
-            agent_durable::StoreJournal::new(store.store().clone(), orphan.account_id.clone(), None)
-                .with_lease(lease.clone()),
+            agent_durable::StoreJournal::new(
+                store.store().clone(),
+                orphan.account_id.clone(),
+                None,
+            )
+            .with_lease(lease.clone()),
         );
         let handle = match graph.durable(
             saved.start.clone(),
@@ -664,6 +680,7 @@ impl ChatService {
             account: orphan.account_id.clone(),
             title: String::new(),
         };
+        let recording = store.begin(&meta, &chat.account, &chat.id, &chat.title);
         let encoder: Box<dyn StreamEncoder> = Box::new(crate::ui_stream::UiStreamEncoder::new(
             answer_id(&orphan.run_id),
         ));
@@ -675,11 +692,12 @@ impl ChatService {
         let relay = Relay {
             heartbeat: crate::DEFAULT_HEARTBEAT,
             detach_grace: Duration::ZERO,
+            write_timeout: crate::DEFAULT_WRITE_TIMEOUT,
             replay,
         };
         tokio::spawn(async move {
             service
-                .respond(chat, (handle, meta), encoder, None, relay)
+                .respond(chat, (handle, meta, Some(recording)), encoder, None, relay)
                 .await;
         });
         Ok(true)
@@ -709,7 +727,9 @@ impl ChatService {
                 match service.resume_orphans().await {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(runs = n, "went on with runs a stopped server left"),
-                    Err(error) => tracing::warn!(%error, "could not look for runs stopped servers left"),
+                    Err(error) => {
+                        tracing::warn!(%error, "could not look for runs stopped servers left")
+                    }
                 }
             }
         });
@@ -936,23 +956,21 @@ impl ChatService {
     async fn respond(
         self: Arc<Self>,
         chat: ChatRef,
-        (handle, meta): (RunHandle, crate::chats::RunMeta),
+        (handle, meta, recording): Started,
         mut encoder: Box<dyn StreamEncoder>,
-        tx: Option<mpsc::Sender<Bytes>>,
+        client: Option<Client>,
         relay: Relay,
     ) {
         let Relay {
             heartbeat,
             detach_grace,
+            write_timeout,
             replay,
         } = relay;
         let chat_id = chat.scoped;
         let approval =
             |call: &str, tool: &str, hash: &str| self.approvals.issue(&chat_id, call, tool, hash);
-        let mut recording = self
-            .store
-            .as_ref()
-            .map(|store| store.begin(&meta, &chat.account, &chat.id, &chat.title));
+        let mut recording = recording;
         let (recorded, mut thread, previous) = match &recording {
             Some(recording) => {
                 let registered = self.register(&chat_id, &meta.run_id, recording.started());
@@ -968,19 +986,19 @@ impl ChatService {
         let (mut events, outcome) = handle.into_parts();
         let mut beat = tokio::time::interval(heartbeat.max(Duration::from_millis(10)));
         beat.tick().await;
-        // Resolves when the client goes away: one waiter for the response,
-        // not one registered and dropped per frame. It holds a sender: dropped
-        // after the loop, so that the client's stream ends with `client`.
+        // Resolves when the client goes away (its response body was dropped):
+        // one waiter for the response, not one registered and dropped per
+        // frame.
         let mut gone = Box::pin({
-            let watched = tx.clone();
+            let watched = client.as_ref().map(|c| c.gone.clone());
             async move {
                 match watched {
-                    Some(tx) => tx.closed().await,
+                    Some(gone) => gone.cancelled_owned().await,
                     None => std::future::pending().await,
                 }
             }
         });
-        let mut client = tx;
+        let mut client = client;
         // Once the client is gone: when the run is cancelled unless a client
         // reattached (`GET /api/chat/{id}/stream`) by then.
         let mut detached: Option<tokio::time::Instant> = None;
@@ -1040,8 +1058,8 @@ impl ChatService {
                     continue;
                 }
                 _ = beat.tick(), if client.is_some() => {
-                    if let (Some(tx), Some(frame)) = (&client, encoder.heartbeat())
-                        && tx.send(frame).await.is_err()
+                    if let (Some(to), Some(frame)) = (&client, encoder.heartbeat())
+                        && send_all(to, vec![frame], write_timeout).await.is_err()
                     {
                         client = None;
                         detached = detach(&stop, detach_grace);
@@ -1050,7 +1068,7 @@ impl ChatService {
                 }
             };
             let had_client = client.is_some();
-            if !deliver(&mut client, &replay, frames).await && had_client {
+            if !deliver(&mut client, &replay, frames, write_timeout).await && had_client {
                 detached = detach(&stop, detach_grace);
             }
         }
@@ -1069,7 +1087,7 @@ impl ChatService {
         drop(thread);
         // The client's stream ends first: a slow store delays the record, never
         // the chat.
-        deliver(&mut client, &replay, encoder.end()).await;
+        deliver(&mut client, &replay, encoder.end(), write_timeout).await;
         drop(client);
         self.active.close(&chat_id, &replay);
         if let Some(previous) = previous {
@@ -1096,6 +1114,14 @@ impl ChatService {
         }
     }
 }
+
+/// A run started for a response: its handle, what it is, and its record (with
+/// a store).
+type Started = (
+    RunHandle,
+    crate::chats::RunMeta,
+    Option<agent_store::RunRecording>,
+);
 
 /// The awakeable the chat's latest run waits on, when it is paused in a durable
 /// engine's invocation, and that run's id; taken (the decisions go to it
@@ -1174,8 +1200,6 @@ pub(crate) fn shown_error(event: ai_core::AiEvent) -> ai_core::AiEvent {
     }
 }
 
-/// Keeps `frames` for reattaching clients and sends them to the client while it is
-/// there; `false` when it went away just now.
 /// How a response reaches its clients.
 struct Relay {
     /// How often a quiet UI message stream gets a comment.
@@ -1183,8 +1207,20 @@ struct Relay {
     /// How long the run goes on once its client went away (see
     /// [`Access::detach_grace`]).
     detach_grace: Duration,
+    /// How long a frame may wait for the client to take it (see
+    /// [`Access::write_timeout`]).
+    write_timeout: Duration,
     /// Its frames, for clients that reattach.
     replay: Arc<Replay>,
+}
+
+/// The client a response streams to: its frames' channel, the stream slot it
+/// holds (freed with it, when it goes away or reads too slowly), and the
+/// token its response body cancels when dropped.
+struct Client {
+    tx: mpsc::Sender<Bytes>,
+    _slot: Option<crate::listener::Slot>,
+    gone: tokio_util::sync::CancellationToken,
 }
 
 /// The client went away: the run is cancelled now when there is no grace,
@@ -1200,28 +1236,40 @@ fn detach(
     Some(tokio::time::Instant::now() + grace)
 }
 
+/// Keeps `frames` for reattaching clients and sends them to the client while it
+/// is there; `false` when it went away just now (closed, or took nothing for
+/// `write_timeout`: its stream and slot are let go).
 async fn deliver(
-    client: &mut Option<mpsc::Sender<Bytes>>,
+    client: &mut Option<Client>,
     replay: &Replay,
     frames: Vec<Bytes>,
+    write_timeout: Duration,
 ) -> bool {
     for frame in &frames {
         replay.push(frame);
     }
-    let Some(tx) = client else {
+    let Some(to) = client else {
         return true;
     };
-    if send_all(tx, frames).await.is_err() {
+    if send_all(to, frames, write_timeout).await.is_err() {
         *client = None;
         return false;
     }
     true
 }
 
-/// Sends `frames` in order; `Err` when the client is gone.
-async fn send_all(tx: &mpsc::Sender<Bytes>, frames: Vec<Bytes>) -> Result<(), ()> {
+/// Sends `frames` in order; `Err` when the client is gone or takes nothing
+/// for `write_timeout`.
+async fn send_all(client: &Client, frames: Vec<Bytes>, write_timeout: Duration) -> Result<(), ()> {
     for frame in frames {
-        tx.send(frame).await.map_err(|_| ())?;
+        match tokio::time::timeout(write_timeout, client.tx.send(frame)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Err(()),
+            Err(_) => {
+                tracing::debug!("the client read nothing in time; its stream is let go");
+                return Err(());
+            }
+        }
     }
     Ok(())
 }
@@ -1273,8 +1321,12 @@ async fn app_css(headers: HeaderMap) -> Response {
     crate::page::file(crate::page::Asset::Styles, &headers)
 }
 
-async fn tools(State(state): State<AppState>) -> Response {
-    json_ok(state.service.tools_listing())
+/// `GET /api/tools`: the tools of the graphs the request's account may use.
+async fn tools(
+    State(state): State<AppState>,
+    Extension(account): Extension<crate::access::Account>,
+) -> Response {
+    json_ok(state.service.tools_listing(account.name()))
 }
 
 /// `GET /api/graphs`: the graphs the request's account may use.
@@ -1368,7 +1420,6 @@ fn encoder(
 async fn chat(
     State(state): State<AppState>,
     Extension(account): Extension<crate::access::Account>,
-    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     query: Result<Query<ChatQuery>, axum::extract::rejection::QueryRejection>,
     body: Body,
 ) -> Response {
@@ -1414,7 +1465,9 @@ async fn chat(
         Ok(encoder) => encoder,
         Err(error) => return invalid(&error),
     };
-    let client = peer.map(|Extension(ConnectInfo(addr))| ClientKey::of(addr.ip()));
+    // Streams count against the request's account: a token gets its own
+    // share, whichever address its requests come from.
+    let client = Some(ClientKey::account(&chat_ref.account));
     let Some(permit) = state.streams.try_acquire(client) else {
         return refuse(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -1478,15 +1531,34 @@ async fn chat(
     let relay = Relay {
         heartbeat: state.access.heartbeat,
         detach_grace: state.access.detach_grace,
+        write_timeout: state.access.write_timeout,
         replay,
+    };
+    let gone = tokio_util::sync::CancellationToken::new();
+    let client = Client {
+        tx,
+        _slot: Some(permit),
+        gone: gone.clone(),
     };
     tokio::spawn(async move {
         service
-            .respond(chat_ref, started, encoder, Some(tx), relay)
+            .respond(chat_ref, started, encoder, Some(client), relay)
             .await;
-        drop(permit);
     });
-    streaming(headers, coalesced(rx))
+    streaming(headers, watched(coalesced(rx), gone))
+}
+
+/// `frames`, cancelling `gone` when the response body is dropped (the client
+/// went away, or its stream was let go).
+fn watched(
+    frames: impl futures::Stream<Item = Bytes> + Send + 'static,
+    gone: tokio_util::sync::CancellationToken,
+) -> impl futures::Stream<Item = Bytes> + Send + 'static {
+    let guard = gone.drop_guard();
+    frames.map(move |frame| {
+        let _held = &guard;
+        frame
+    })
 }
 
 /// Most bytes [`coalesced`] puts in one chunk.

@@ -18,20 +18,21 @@ use ai_core::message::Attachment;
 /// `paths` read as attachments of at most `limit` bytes each; the error names
 /// the path and why.
 pub(crate) fn read_attachments(paths: &[PathBuf], limit: usize) -> Result<Vec<Attachment>, String> {
-    paths.iter().map(|path| read_attachment(path, limit)).collect()
+    paths
+        .iter()
+        .map(|path| read_attachment(path, limit))
+        .collect()
 }
 
 /// One attachment (see the module docs).
 pub(crate) fn read_attachment(path: &Path, limit: usize) -> Result<Attachment, String> {
     let refuse = |why: String| format!("cannot attach {}: {why}", path.display());
-    let name = path
-        .file_name()
-        .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let name = path.file_name().map_or_else(
+        || path.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
     let file = open_regular(path).map_err(refuse)?;
-    let size = file
-        .metadata()
-        .map_err(|e| refuse(e.to_string()))?
-        .len();
+    let size = file.metadata().map_err(|e| refuse(e.to_string()))?.len();
     if size > limit as u64 {
         return Err(refuse(format!(
             "it is {size} bytes, over the limit of {limit} ([server] max_file_bytes)"
@@ -54,7 +55,8 @@ pub(crate) fn read_attachment(path: &Path, limit: usize) -> Result<Attachment, S
 #[cfg(target_os = "linux")]
 fn open_regular(path: &Path) -> Result<std::fs::File, String> {
     use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let flags =
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
     let file = match rustix::fs::open(path, flags, Mode::empty()) {
         Ok(fd) => std::fs::File::from(fd),
         Err(rustix::io::Errno::LOOP) => {
@@ -64,7 +66,9 @@ fn open_regular(path: &Path) -> Result<std::fs::File, String> {
     };
     let metadata = file.metadata().map_err(|e| e.to_string())?;
     if !metadata.is_file() {
-        return Err("only regular files can be attached (not a FIFO, socket, device or folder)".into());
+        return Err(
+            "only regular files can be attached (not a FIFO, socket, device or folder)".into(),
+        );
     }
     let kind = rustix::fs::fstatfs(&file).map_err(|e| std::io::Error::from(e).to_string())?;
     // PROC_SUPER_MAGIC, SYSFS_MAGIC: their files' sizes say nothing of their

@@ -199,7 +199,9 @@ pub enum Command {
     },
     /// The keys of servers and workers: rotate the shared key, or make a
     /// Restate request identity key pair.
-    #[command(after_help = "Examples:\n  agent keys rotate\n  agent keys restate-identity --out restate-identity.pem")]
+    #[command(
+        after_help = "Examples:\n  agent keys rotate\n  agent keys restate-identity --out restate-identity.pem"
+    )]
     Keys {
         /// What to do.
         #[command(subcommand)]
@@ -374,8 +376,9 @@ fn keys_command(config: &AgentConfig, command: KeysCommand) -> ExitCode {
             }
         },
         KeysCommand::RestateIdentity { out } => {
-            let written = agent_durable::restate::IdentityKeyPair::generate()
-                .and_then(|pair| crate::keys::write_new_private(&out, &pair.private_pem).map(|()| pair));
+            let written = agent_durable::restate::IdentityKeyPair::generate().and_then(|pair| {
+                crate::keys::write_new_private(&out, &pair.private_pem).map(|()| pair)
+            });
             match written {
                 Ok(pair) => {
                     println!(
@@ -538,13 +541,14 @@ pub async fn run(cli: Cli) -> ExitCode {
                     }
                 },
             };
-            let attachments = match crate::attach::read_attachments(&attach, config.file.server.max_file_bytes) {
-                Ok(attachments) => attachments,
-                Err(e) => {
-                    eprintln!("agent: {e}");
-                    return ExitCode::from(EXIT_USAGE);
-                }
-            };
+            let attachments =
+                match crate::attach::read_attachments(&attach, config.file.server.max_file_bytes) {
+                    Ok(attachments) => attachments,
+                    Err(e) => {
+                        eprintln!("agent: {e}");
+                        return ExitCode::from(EXIT_USAGE);
+                    }
+                };
             let message = ai_core::Message::user_with(prompt, attachments);
             let thread = match (thread, continue_thread) {
                 (Some(name), _) => ThreadChoice::Named(name),

@@ -584,15 +584,25 @@ pub struct ServeConfig {
     pub body_timeout_ms: u64,
     /// Most responses streaming at once.
     pub max_streams: usize,
-    /// The share of `max_streams` one client address may hold, in percent.
+    /// The share of `max_streams` one account may hold, in percent.
     pub client_stream_share: u8,
     /// Most connections open at once (kept within the descriptor limit).
     pub max_connections: usize,
-    /// Most connections open at once from one client address.
+    /// Most authenticated connections open at once for one account.
     pub max_connections_per_client: usize,
+    /// Most connections open at once that have not sent a token yet (a new one
+    /// past it closes the oldest).
+    pub max_unauthenticated: usize,
+    /// How long a connection may stay open without a request carrying a
+    /// token, in milliseconds.
+    pub unauthenticated_timeout_ms: u64,
     /// How long a client may take to send a request head, in milliseconds, from
     /// when its connection opened or its previous response ended.
     pub header_read_timeout_ms: u64,
+    /// How long a stream may wait for its client to read anything, in
+    /// milliseconds: a client that reads nothing for this long loses its
+    /// stream (its run goes on for `detach_grace_ms`, as when it disconnects).
+    pub write_timeout_ms: u64,
     /// How long a run goes on after its client went away (a reload), for the
     /// page to reattach, in milliseconds; then it is cancelled. 0 cancels at
     /// once.
@@ -635,7 +645,10 @@ impl Default for ServeConfig {
             client_stream_share: agent_server::DEFAULT_CLIENT_STREAM_SHARE,
             max_connections: connections.max_connections,
             max_connections_per_client: connections.max_connections_per_client,
+            max_unauthenticated: connections.max_unauthenticated,
+            unauthenticated_timeout_ms: millis(connections.unauthenticated_timeout),
             header_read_timeout_ms: millis(connections.header_read_timeout),
+            write_timeout_ms: millis(agent_server::DEFAULT_WRITE_TIMEOUT),
             detach_grace_ms: millis(agent_server::DEFAULT_DETACH_GRACE),
             allowed_origins: Vec::new(),
             max_file_bytes: agent_server::contract::DEFAULT_MAX_FILE_BYTES,
@@ -676,8 +689,20 @@ impl ServeConfig {
                 self.max_connections_per_client > d.max_connections_per_client,
             ),
             (
+                "server.max_unauthenticated",
+                self.max_unauthenticated > d.max_unauthenticated,
+            ),
+            (
+                "server.unauthenticated_timeout_ms",
+                self.unauthenticated_timeout_ms > d.unauthenticated_timeout_ms,
+            ),
+            (
                 "server.header_read_timeout_ms",
                 self.header_read_timeout_ms > d.header_read_timeout_ms,
+            ),
+            (
+                "server.write_timeout_ms",
+                self.write_timeout_ms > d.write_timeout_ms,
             ),
             (
                 "server.detach_grace_ms",

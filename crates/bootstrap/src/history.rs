@@ -72,14 +72,22 @@ async fn interrupt_orphans(store: &Store, kind: &str) -> Result<u64, agent_store
     for orphan in store.orphaned_runs(now).await? {
         if kind_of(&orphan) == kind
             && store
-                .interrupt_orphan(&orphan, "the agent process running it stopped during the run", now)
+                .interrupt_orphan(
+                    &orphan,
+                    "the agent process running it stopped during the run",
+                    now,
+                )
                 .await?
         {
             marked += 1;
         }
     }
     if marked > 0 {
-        tracing::info!(kind, runs = marked, "runs of stopped agent processes marked interrupted");
+        tracing::info!(
+            kind,
+            runs = marked,
+            "runs of stopped agent processes marked interrupted"
+        );
     }
     Ok(marked)
 }
@@ -92,7 +100,14 @@ async fn interrupt_orphans(store: &Store, kind: &str) -> Result<u64, agent_store
 /// approval ids outlive a restart and any server honours them).
 pub(crate) async fn server_store(
     config: &AgentConfig,
-) -> Result<(agent_server::ServerStore, [u8; 32], agent_durable::seal::DurableKey), String> {
+) -> Result<
+    (
+        agent_server::ServerStore,
+        [u8; 32],
+        agent_durable::seal::DurableKey,
+    ),
+    String,
+> {
     let store = open(config).await?;
     if !config.file.durable.resume {
         interrupt_orphans(&store, "serve")
@@ -101,9 +116,10 @@ pub(crate) async fn server_store(
     }
     let key = crate::keys::load(config)?;
     let approvals = key.derive("approvals");
-    let instance = agent_durable::lease::Instance::start(store, "serve", config.file.durable.lease())
-        .await
-        .map_err(|e| e.to_string())?;
+    let instance =
+        agent_durable::lease::Instance::start(store, "serve", config.file.durable.lease())
+            .await
+            .map_err(|e| e.to_string())?;
     let server = agent_server::ServerStore::new(instance);
     let server = match pricing(config, &config.file.model.model) {
         Some(pricing) => server.with_pricing(pricing),
@@ -140,7 +156,12 @@ impl Recording {
             request: request.clone(),
         };
         let saved = agent_durable::SavedStart::new(start, Some(self.kept), record);
-        agent_durable::journal_for(&self.store, LOCAL_ACCOUNT, &saved, self.lease.clone())
+        agent_durable::journal_for(
+            &self.store,
+            LOCAL_ACCOUNT,
+            &saved,
+            (self.lease.clone(), None),
+        )
     }
 
     /// Queues `event` (never waits); a store too far behind is said once.
@@ -411,7 +432,7 @@ pub(crate) async fn threads_command(
         }
         ThreadsCommand::Show { name, json } => {
             let Ok(Some(thread)) = account.thread(&name).await else {
-                return fail(format!("no thread `{name}`"));
+                return fail(format!("no thread `{}`", shown(&name)));
             };
             let messages = match account.messages(&name).await {
                 Ok(messages) => messages,
@@ -424,8 +445,8 @@ pub(crate) async fn threads_command(
             } else {
                 println!(
                     "{} ({}, {} messages)\n",
-                    thread.title,
-                    thread.graph,
+                    shown(&thread.title),
+                    shown(&thread.graph),
                     messages.len()
                 );
                 for message in &messages {
@@ -434,12 +455,19 @@ pub(crate) async fn threads_command(
             }
         }
         ThreadsCommand::Rm { name } => match account.delete_thread(&name).await {
-            Ok(true) => println!("removed thread `{name}`"),
-            Ok(false) => return fail(format!("no thread `{name}`")),
+            Ok(true) => println!("removed thread `{}`", shown(&name)),
+            Ok(false) => return fail(format!("no thread `{}`", shown(&name))),
             Err(e) => return fail(e),
         },
     }
     std::process::ExitCode::SUCCESS
+}
+
+/// A stored string (a title, a file name, a model's or a tool's text) as it may
+/// reach a terminal: control, escape, bidi and invisible characters written
+/// visibly, one line.
+fn shown(text: &str) -> String {
+    crate::render::printable(text).replace(['\n', '\r'], " ")
 }
 
 /// One message for `agent threads show`, its text made safe for a terminal.
@@ -454,9 +482,9 @@ fn show_message(message: &Message) -> String {
                 .iter()
                 .map(|a| match a {
                     ai_core::message::Attachment::Image { name, .. } => {
-                        name.clone().unwrap_or_else(|| "image".into())
+                        name.as_deref().map_or_else(|| "image".into(), shown)
                     }
-                    ai_core::message::Attachment::Text { name, .. } => name.clone(),
+                    ai_core::message::Attachment::Text { name, .. } => shown(name),
                     _ => "file".into(),
                 })
                 .collect();
@@ -661,12 +689,15 @@ pub(crate) async fn runs_command(
     }
     println!(
         "run {} ({}): {} on {}, started {}{}",
-        record.run.id,
+        shown(&record.run.id),
         record.status.as_str(),
-        record.run.graph,
-        record.run.model,
+        shown(&record.run.graph),
+        shown(&record.run.model),
         when(record.run.started_ms),
-        record.error.map(|e| format!(": {e}")).unwrap_or_default()
+        record
+            .error
+            .map(|e| format!(": {}", shown(&e)))
+            .unwrap_or_default()
     );
     if events {
         println!();

@@ -87,7 +87,8 @@ pub fn rotate(config: &AgentConfig) -> Result<PathBuf, String> {
 /// Writes `text` to a new file `path` only its user reads (refused when
 /// `path` exists).
 pub fn write_new_private(path: &Path, text: &str) -> Result<(), String> {
-    let mut file = private_file(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    let mut file =
+        private_file(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
     file.write_all(text.as_bytes())
         .and_then(|()| file.sync_all())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
@@ -123,14 +124,19 @@ fn read_private(path: &Path) -> std::io::Result<String> {
 /// first.
 fn create(path: &Path) -> Result<(), String> {
     let line = DurableKey::generate_line().map_err(|e| e.to_string())?;
-    let text = format!("# The key the servers and workers on this run store share. Keep it private.\n{line}\n");
+    let text = format!(
+        "# The key the servers and workers on this run store share. Keep it private.\n{line}\n"
+    );
     let temporary = write_temporary(path, &text)?;
     let linked = std::fs::hard_link(&temporary, path);
     let _ = std::fs::remove_file(&temporary);
     match linked {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(format!("cannot create the key file {}: {e}", path.display())),
+        Err(e) => Err(format!(
+            "cannot create the key file {}: {e}",
+            path.display()
+        )),
     }
 }
 

@@ -183,6 +183,7 @@ fn access(
     access.client_stream_share = server.client_stream_share;
     access.allowed_origins.clone_from(&server.allowed_origins);
     access.detach_grace = Duration::from_millis(server.detach_grace_ms);
+    access.write_timeout = Duration::from_millis(server.write_timeout_ms);
     access
 }
 
@@ -191,6 +192,8 @@ fn connection_limits(config: &AgentConfig) -> ConnectionLimits {
     ConnectionLimits {
         max_connections: server.max_connections,
         max_connections_per_client: server.max_connections_per_client,
+        max_unauthenticated: server.max_unauthenticated,
+        unauthenticated_timeout: Duration::from_millis(server.unauthenticated_timeout_ms),
         header_read_timeout: Duration::from_millis(server.header_read_timeout_ms),
     }
 }

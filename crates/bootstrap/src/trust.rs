@@ -624,7 +624,10 @@ budget = { max_wall_ms = 1000 }
         // worker answers, was honoured without trust.
         for (text, key) in [
             ("[store]\nretention_days = 0\n", "store.retention_days"),
-            ("[store]\nusage_retention_days = 0\n", "store.retention_days"),
+            (
+                "[store]\nusage_retention_days = 0\n",
+                "store.retention_days",
+            ),
             ("[store]\nkey_file = \"known.key\"\n", "store.key_file"),
             (
                 "[durable]\nrestate_identity_keys = [\"publickeyv1_x\"]\n",

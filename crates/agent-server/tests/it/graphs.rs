@@ -83,6 +83,28 @@ async fn the_graphs_are_listed_per_account_with_their_tools() {
     assert_eq!(status, 401);
 }
 
+/// Finding of the local-attacker review: `GET /api/tools` listed every tool
+/// of every graph to an account limited to one graph. Now an account sees
+/// only the tools of the graphs it may use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tools_listing_holds_only_the_tools_of_the_accounts_graphs() {
+    let live = start(ScriptedModel::new([]), agent_server::Access::loopback).await;
+    let ids = |listing: &Value| -> Vec<String> {
+        listing["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (status, local) = get(&live, "/api/tools", crate::support::TOKEN).await;
+    assert_eq!(status, 200);
+    assert!(ids(&local).contains(&"app__write".to_owned()), "{local}");
+    let (status, guest) = get(&live, "/api/tools", GUEST_TOKEN).await;
+    assert_eq!(status, 200);
+    assert_eq!(ids(&guest), ["app__echo"], "{guest}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_runs_the_graph_its_request_names() {
     let live = start(

@@ -631,6 +631,52 @@ async fn a_run_nobody_comes_back_for_is_cancelled_after_the_grace() {
     assert_eq!(live.model.requests().len(), 1, "no model turn after it");
 }
 
+/// Finding of the local-attacker review: a client that never read a large
+/// answer held its stream slot for as long as it kept the connection open
+/// (over 70 s for a 30 MB answer). Now a client that takes nothing for the
+/// write timeout is let go: its slot is free for the next request at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_reads_nothing_loses_its_stream_slot() {
+    let word = "x".repeat(20_000);
+    let answer = vec![word; 600].join(" ");
+    let live = start(
+        ScriptedModel::new([
+            Turn::text(answer).delay_between(Duration::from_millis(20)),
+            Turn::text("second"),
+        ]),
+        |port| Access {
+            max_streams: 1,
+            client_stream_share: 100,
+            write_timeout: Duration::from_millis(500),
+            detach_grace: Duration::ZERO,
+            ..Access::loopback(port)
+        },
+    )
+    .await;
+    // A client that sends its request and never reads.
+    let (_stalled, _) = raw_chat(&live, &body(vec![user("a lot")]), "text-start").await;
+    let mut second = body(vec![user("hello")]);
+    second["id"] = json!("chat-2");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let served = loop {
+        let response = crate::support::client()
+            .post(live.url("/api/chat"))
+            .json(&second)
+            .send()
+            .await
+            .unwrap();
+        if response.status().as_u16() == 200 {
+            break true;
+        }
+        assert_eq!(response.status().as_u16(), 503);
+        if tokio::time::Instant::now() > deadline {
+            break false;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(served, "the stalled client kept the only stream slot");
+}
+
 /// `POST /api/chat/{id}/stop` (the page's Stop) cancels the run at once,
 /// whatever the grace; only the chat's own account can stop it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
