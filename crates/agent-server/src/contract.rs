@@ -523,7 +523,7 @@ impl FileBudget {
             .map_or_else(|| format!("file-{}", index + 1), str::to_owned);
         let attachment = Attachment::from_data_url(&name, url, self.limits.max_file_bytes)
             .map_err(|e| err(path, e.to_string()))?;
-        self.used = self.used.saturating_add(attachment.size() / 4 * 3);
+        self.used = self.used.saturating_add(attachment.file_size());
         if self.used > self.limits.max_request_file_bytes {
             return Err(err(
                 path,
@@ -947,6 +947,35 @@ mod tests {
         assert!(error.message.contains("not accepted"), "{error}");
         let remote = parse_json(with("https://example.com/a.png")).unwrap_err();
         assert!(remote.message.contains("only data: URLs"), "{remote}");
+    }
+
+    /// Finding of the local-attacker review: text files were counted at three
+    /// quarters of their size, so 5.3 MiB of text passed a 5 MiB budget.
+    #[test]
+    fn a_requests_files_are_counted_by_their_exact_size() {
+        use base64::Engine;
+        let text = |bytes: usize| {
+            let data = base64::engine::general_purpose::STANDARD.encode("a".repeat(bytes));
+            json!({"type": "file", "mediaType": "text/plain", "filename": "a.txt",
+                   "url": format!("data:text/plain;base64,{data}")})
+        };
+        let limits = Limits {
+            max_file_bytes: 1 << 20,
+            max_request_file_bytes: 5 << 20,
+        };
+        let parts = |sizes: &[usize]| {
+            let mut parts = vec![json!({"type": "text", "text": "look"})];
+            parts.extend(sizes.iter().map(|&n| text(n)));
+            body(vec![json!({"id": "u", "role": "user", "parts": parts})])
+        };
+        let over = parts(&[1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 300 << 10]);
+        let error = parse(over.to_string().as_bytes(), &(), &limits).unwrap_err();
+        assert!(
+            error.message.contains("over 5242880 bytes together"),
+            "{error}"
+        );
+        let within = parts(&[1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20]);
+        assert!(parse(within.to_string().as_bytes(), &(), &limits).is_ok());
     }
 
     #[test]

@@ -1460,6 +1460,18 @@ async fn chat(
     if let Err(error) = state.service.accept_client_outputs(&chat, &stored) {
         return invalid(&error);
     }
+    // The stored files the thread carries count against the request's file
+    // budget too: the oldest are left out of the model's request past it.
+    let omitted = crate::thread::bound_files(
+        &mut chat.history,
+        state.service.limits.max_request_file_bytes,
+    );
+    if omitted > 0 {
+        tracing::info!(
+            omitted,
+            "older files of the chat left out of the model request"
+        );
+    }
     let context = RunContext::generate();
     let encoder = match encoder(protocol.as_deref(), &chat, &context.run_id) {
         Ok(encoder) => encoder,

@@ -234,12 +234,89 @@ pub(crate) fn unanswered(messages: &[Message]) -> HashMap<&str, (&str, &str)> {
     open
 }
 
+/// Holds the files of a model request (`history`: the stored thread and what
+/// the request adds) to `budget` bytes together, counted exactly (decoded
+/// bytes): the newest are kept, and each older file past the budget is
+/// replaced by a short text saying it was left out (its name and size), so
+/// the model knows it existed. The stored thread keeps every file; this shapes
+/// only what one request sends. Returns how many files were left out.
+pub(crate) fn bound_files(history: &mut [Message], budget: usize) -> usize {
+    let mut used = 0usize;
+    let mut omitted = 0;
+    for message in history.iter_mut().rev() {
+        let Message::User { attachments, .. } = message else {
+            continue;
+        };
+        for attachment in attachments.iter_mut().rev() {
+            let size = attachment.file_size();
+            if used.saturating_add(size) <= budget {
+                used += size;
+                continue;
+            }
+            let name = attachment.name().unwrap_or("file").to_owned();
+            *attachment = ai_core::message::Attachment::Text {
+                text: format!(
+                    "[file omitted: {name}, {size} bytes: this request's files are over {budget} bytes together; ask for it again if it is needed]"
+                ),
+                media_type: "text/plain".into(),
+                name,
+            };
+            omitted += 1;
+        }
+    }
+    omitted
+}
+
 #[cfg(test)]
 mod tests {
     use ai_core::message::MessageToolCall;
 
     use super::*;
     use crate::contract::{ApprovalResponse, BodyFormat, DENIED};
+
+    fn with_file(name: &str, bytes: usize) -> Message {
+        Message::User {
+            content: format!("see {name}"),
+            attachments: vec![ai_core::message::Attachment::Text {
+                name: name.into(),
+                media_type: "text/plain".into(),
+                text: "a".repeat(bytes),
+            }],
+        }
+    }
+
+    /// Finding of the local-attacker review: every model request carried every
+    /// stored file of the chat (48 MiB after twelve turns of 4 MiB). The
+    /// newest files that fit the budget go; the older are left out, named.
+    #[test]
+    fn a_requests_files_are_bounded_the_oldest_left_out_by_name() {
+        let mut history: Vec<Message> = (0..12)
+            .map(|i| with_file(&format!("f{i}.txt"), 4 << 20))
+            .collect();
+        let omitted = bound_files(&mut history, 10 << 20);
+        assert_eq!(omitted, 10);
+        let sizes: Vec<usize> = history
+            .iter()
+            .map(|m| match m {
+                Message::User { attachments, .. } => attachments[0].file_size(),
+                _ => 0,
+            })
+            .collect();
+        assert!(sizes.iter().sum::<usize>() > 8 << 20);
+        assert!(sizes.iter().sum::<usize>() <= 10 << 20, "{sizes:?}");
+        assert_eq!(sizes[11], 4 << 20, "the newest is whole");
+        let Message::User { attachments, .. } = &history[0] else {
+            unreachable!()
+        };
+        let ai_core::message::Attachment::Text { name, text, .. } = &attachments[0] else {
+            panic!("{attachments:?}")
+        };
+        assert_eq!(name, "f0.txt");
+        assert!(
+            text.starts_with("[file omitted: f0.txt, 4194304 bytes"),
+            "{text}"
+        );
+    }
 
     fn request(history: Vec<Message>) -> ChatRequest {
         ChatRequest {

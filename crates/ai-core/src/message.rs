@@ -319,6 +319,18 @@ impl Attachment {
         }
     }
 
+    /// Its size as a file: the decoded bytes of an image, the bytes of a
+    /// text (what budgets of files count).
+    pub fn file_size(&self) -> usize {
+        match self {
+            Self::Image { data, .. } => {
+                let padding = data.bytes().rev().take_while(|b| *b == b'=').count();
+                (data.len() / 4 * 3).saturating_sub(padding)
+            }
+            Self::Text { text, .. } => text.len(),
+        }
+    }
+
     /// Its file name, when known.
     pub fn name(&self) -> Option<&str> {
         match self {
