@@ -8,6 +8,7 @@ mod cli_ux;
 mod durable;
 mod graphs;
 mod litellm;
+mod local_attacker;
 mod mcp;
 mod providers;
 mod restate;
