@@ -1,14 +1,14 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { useTools } from './useTools';
 import { ToolsPanel, type ToolsState } from './ToolsPanel';
-import { setToken, token } from './auth';
+import { chooseToken, isTokenChange, offeredToken, setToken, token } from './auth';
 import { useChats } from './useChats';
 import { useGraphs } from './useGraphs';
 import { useLimits } from './useLimits';
 import { Sidebar } from './Sidebar';
 import { ChatView } from './ChatView';
 import { ModelLabel } from './ModelLabel';
-import { forgetNotes, initialChatId, loadChat, newChatId, showChatId, type LoadedChat } from './session';
+import { forgetCurrentChat, forgetNotes, initialChatId, loadChat, newChatId, showChatId, type LoadedChat } from './session';
 import { forgetLocalChat } from './storage';
 import { errorText } from './api';
 import type { ToolInfo } from './types';
@@ -30,7 +30,28 @@ function useMedia(query: string): [boolean, (v: boolean | ((v: boolean) => boole
 }
 
 export function App() {
+  // The address carried a token other than the stored one (auth.ts): the page
+  // asks which to use before anything else of it runs, so that nothing is sent
+  // with either token until the user has chosen.
+  const [offer, setOffer] = useState(offeredToken);
+  if (offer !== null) {
+    return (
+      <TokenChoice
+        onChoose={(useLink) => {
+          chooseToken(useLink);
+          if (useLink) forgetCurrentChat(); // the open chat is the other account's
+          setOffer(null);
+        }}
+      />
+    );
+  }
+  return <Authorized />;
+}
+
+/** The page with the token it has: the chat, or the access gate while it has none the server accepts. */
+function Authorized() {
   const tools = useTools();
+  const retryTools = tools.retry;
   const [hasToken, setHasToken] = useState(() => token() !== null);
   // Bumped when the token changes: everything loaded with the old one loads again.
   const [epoch, setEpoch] = useState(0);
@@ -43,6 +64,19 @@ export function App() {
     },
     [tools],
   );
+  useEffect(() => {
+    // Another tab switched to another token: this tab's conversation is not
+    // that account's, so it opens a new chat rather than send it with that token.
+    const onStorage = (e: StorageEvent) => {
+      if (!isTokenChange(e)) return;
+      forgetCurrentChat();
+      setHasToken(token() !== null);
+      setEpoch((n) => n + 1);
+      retryTools();
+    };
+    window.addEventListener('storage', onStorage);
+    return () => window.removeEventListener('storage', onStorage);
+  }, [retryTools]);
   if (!hasToken || tools.state.status === 'unauthorized') {
     return <AccessGate refused={hasToken} onToken={onToken} />;
   }
@@ -85,6 +119,56 @@ function AccessGate({ refused, onToken }: { refused: boolean; onToken: (value: s
             Use token
           </button>
         </form>
+      </main>
+    </div>
+  );
+}
+
+/**
+ * Shown instead of the page when the address carried a token other than the
+ * one the page has: which to use. A modal dialog (Escape keeps the current
+ * token, which has the focus); nothing is sent to the server until the user
+ * has chosen.
+ */
+function TokenChoice({ onChoose }: { onChoose: (useLink: boolean) => void }) {
+  const dialog = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    const d = dialog.current;
+    if (d && !d.open) d.showModal();
+  }, []);
+  return (
+    <div className="app">
+      <main>
+        <dialog
+          ref={dialog}
+          className="token-choice"
+          data-testid="token-choice"
+          aria-labelledby="token-choice-title"
+          aria-describedby="token-choice-why"
+          onCancel={(e) => {
+            e.preventDefault();
+            onChoose(false);
+          }}
+        >
+          <h1 id="token-choice-title">Use the token from this link?</h1>
+          <p id="token-choice-why">
+            This page already has a token for this server, and the link you opened carries a different one. The token
+            decides which account your messages go to and whose conversations you see: with a token someone else sent
+            you, what you write would land in their account.
+          </p>
+          <p>
+            Switch only if you expected to: you started <code>agent serve</code> again (each start prints a new token), or
+            you meant to use another account. Switching opens a new chat.
+          </p>
+          <div className="token-choice-actions">
+            <button type="button" className="btn btn-primary" data-testid="token-keep" autoFocus onClick={() => onChoose(false)}>
+              Keep the current token
+            </button>
+            <button type="button" className="btn" data-testid="token-use-link" onClick={() => onChoose(true)}>
+              Use the link's token
+            </button>
+          </div>
+        </dialog>
       </main>
     </div>
   );

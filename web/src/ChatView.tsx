@@ -26,6 +26,7 @@ import type { Limits } from './useLimits';
 import { conversationFileBytes, prepareFiles, type PendingFile } from './attachments';
 import { Composer } from './Composer';
 import { LiveRegion } from './LiveRegion';
+import { preloadFormatter } from './formatter';
 
 const SUGGESTIONS = [
   'What files are in this workspace?',
@@ -254,6 +255,11 @@ export function ChatView({
   // --- composer ----------------------------------------------------------------------
   const inputRef = useRef<HTMLTextAreaElement>(null);
   const [input, setInput] = useState('');
+  // A prompt is being written: its answer will be markdown, so the formatter loads now.
+  const typing = input !== '';
+  useEffect(() => {
+    if (typing) preloadFormatter();
+  }, [typing]);
   const focusInput = useCallback(() => inputRef.current?.focus({ preventScroll: true }), []);
   useEffect(() => {
     if (!resuming) focusInput();

@@ -1,8 +1,10 @@
-// The syntax highlighter, loaded on demand (a separate file, assets/highlight.js)
-// the first time an answer shows a fenced code block: highlight.js grammars
-// through lowlight, whose result is a tree, turned into React elements here
-// (class names only: nothing is ever set as HTML).
-import { createElement, type ReactNode } from 'react';
+// The formatter, loaded on demand (a separate file, assets/highlight.js) by the
+// page and by its formatting worker (offload.ts) the first time an answer shows
+// text: the markdown parser (markdownParse.ts) and the syntax highlighter,
+// highlight.js grammars through lowlight. Both give hast trees (plain data,
+// which the page turns into elements with class names only: nothing is ever
+// set as HTML). Only the worker highlights.
+import type { Root } from 'hast';
 import { createLowlight } from 'lowlight';
 import bash from 'highlight.js/lib/languages/bash';
 import c from 'highlight.js/lib/languages/c';
@@ -46,29 +48,13 @@ const lowlight = createLowlight({
 // Names models use that the grammars do not list themselves.
 lowlight.registerAlias({ ini: ['toml'], shell: ['console', 'shell-session'], json: ['jsonc', 'json5'] });
 
-type Tree = ReturnType<typeof lowlight.highlight>;
-type Node = Tree['children'][number];
+export { toHast } from './markdownParse';
 
-function toReact(nodes: Node[]): ReactNode[] {
-  return nodes.map((node, i) => {
-    if (node.type === 'text') return node.value;
-    if (node.type !== 'element') return null;
-    const cls = node.properties?.className;
-    const className = Array.isArray(cls) ? cls.join(' ') : typeof cls === 'string' ? cls : undefined;
-    return createElement('span', { key: i, className }, ...toReact(node.children as Node[]));
-  });
-}
-
-/** Whether `lang` (a name or an alias) has a grammar here. */
-export function knows(lang: string): boolean {
-  return lowlight.registered(lang);
-}
-
-/** `code` highlighted as `lang`, as React nodes; null for a language without a grammar. */
-export function highlight(code: string, lang: string): ReactNode[] | null {
+/** `code` highlighted as `lang`, as a hast tree; null for a language without a grammar. */
+export function highlight(code: string, lang: string): Root | null {
   if (!lowlight.registered(lang)) return null;
   try {
-    return toReact(lowlight.highlight(lang, code).children);
+    return lowlight.highlight(lang, code);
   } catch {
     return null;
   }

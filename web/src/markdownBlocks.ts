@@ -46,3 +46,92 @@ export function splitBlocks(text: string): string[] {
   if (start < text.length || blocks.length === 0) blocks.push(text.slice(start));
   return blocks;
 }
+
+/**
+ * Quotes and lists nested deeper than this are shown flattened: parsing is
+ * worse than quadratic in the nesting of one line (500 `- ` markers took
+ * seconds), and each level indents the text further.
+ */
+export const MAX_NESTING = 8;
+
+/** A quote or list marker at the start of a line (or after another one), with the space after it. */
+const MARKER = /[ \t]{0,3}(?:>|[-+*](?=[ \t]|$)|\d{1,9}[.)](?=[ \t]|$))[ \t]?/y;
+
+/** `line` with its marker past `MAX_NESTING` escaped, so that it and the rest are text. */
+function capLine(line: string): string {
+  let at = 0;
+  for (let depth = 1; ; depth++) {
+    MARKER.lastIndex = at;
+    const m = MARKER.exec(line);
+    if (!m) return line;
+    if (depth > MAX_NESTING) {
+      const marker = m[0].trimStart();
+      let pos = at + m[0].length - marker.length;
+      if (/\d/.test(marker[0]!)) pos += /^\d+/.exec(marker)![0].length; // `1.` becomes `1\.`
+      return `${line.slice(0, pos)}\\${line.slice(pos)}`;
+    }
+    at += m[0].length;
+  }
+}
+
+/**
+ * `block` with every line's quote and list markers past `MAX_NESTING` escaped
+ * (shown as text); lines of a fenced code block are left as they are.
+ */
+export function capNesting(block: string): string {
+  const lines = block.split('\n');
+  let fence: string | null = null;
+  let changed = false;
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!;
+    if (fence !== null) {
+      const close = FENCE.exec(line);
+      if (close && close[1]![0] === fence[0] && close[1]!.length >= fence.length && line.trim() === close[1]) fence = null;
+      continue;
+    }
+    const open = FENCE.exec(line);
+    if (open) {
+      fence = open[1]!;
+      continue;
+    }
+    const capped = capLine(line);
+    if (capped !== line) {
+      lines[i] = capped;
+      changed = true;
+    }
+  }
+  return changed ? lines.join('\n') : block;
+}
+
+const CLOSE = /^ {0,3}(`{3,}|~{3,})[ \t]*$/;
+
+/**
+ * The code of a block that is one fenced code block and nothing else (closed,
+ * or still open while it streams), with its language; null for any other
+ * block. Such a block needs no markdown parser, whatever its size.
+ */
+export function fencedCode(block: string): { code: string; lang: string } | null {
+  const text = block.trimEnd();
+  const nl = text.indexOf('\n');
+  const open = /^( {0,3})(`{3,}|~{3,})(.*)$/.exec(nl === -1 ? text : text.slice(0, nl));
+  if (!open) return null;
+  const [, indent = '', fence = '', info = ''] = open;
+  if (fence[0] === '`' && info.includes('`')) return null; // not a fence (an inline code span)
+  const lines = nl === -1 ? [] : text.slice(nl + 1).split('\n');
+  let end = lines.length;
+  for (let i = 0; i < lines.length; i++) {
+    const close = CLOSE.exec(lines[i]!);
+    if (close && close[1]![0] === fence[0] && close[1]!.length >= fence.length) {
+      end = i;
+      break;
+    }
+  }
+  if (end < lines.length - 1) return null; // more markdown after the closing fence
+  // Content lines lose up to as many leading spaces as the opening fence had.
+  const strip = indent.length ? new RegExp(`^ {0,${indent.length}}`) : null;
+  const code = lines
+    .slice(0, end)
+    .map((l) => (strip ? l.replace(strip, '') : l))
+    .join('\n');
+  return { code, lang: (info.trim().split(/[ \t]/)[0] ?? '').toLowerCase() };
+}

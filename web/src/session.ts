@@ -81,6 +81,24 @@ export function showChatId(id: string): void {
   window.history.replaceState(window.history.state, '', `${window.location.pathname}?${params.toString()}`);
 }
 
+/**
+ * Forgets which chat is open (storage and address), so the page opens a new
+ * one: used when the token changes to another account's, whose conversations
+ * this one is not (nor should its messages be sent with that token).
+ */
+export function forgetCurrentChat(): void {
+  try {
+    browserStorage()?.removeItem(CURRENT);
+  } catch {
+    // the address is what counts here
+  }
+  const params = new URLSearchParams(window.location.search);
+  if (!params.has('chat')) return;
+  params.delete('chat');
+  const query = params.toString();
+  window.history.replaceState(window.history.state, '', `${window.location.pathname}${query ? `?${query}` : ''}`);
+}
+
 /** A chat ready to show. `mode`: where it is kept (`server`, or `local` without a store). */
 export type LoadedChat = {
   mode: 'server' | 'local';

@@ -9,7 +9,7 @@
 //
 //   node web/tests/browser.mjs --url http://127.0.0.1:PORT/ --scenario NAME [--shots DIR]
 //        [--prompt TEXT] [--timeout-ms N] [--runs N (metrics)] [--color-scheme light|dark]
-//        [--expect TEXT]
+//        [--expect TEXT] [--other-token TOKEN]
 //
 // The scenarios depend only on the page's behaviour (its data-testid contract),
 // not on what the model says: the server under test plays the matching turns.
@@ -50,10 +50,11 @@
 //   graph     (two graphs: a default and "researcher") the picker lists
 //             both; researcher picked, prompt → the answer, the picker replaced by
 //             the label "researcher"; New chat → the picker is back at the default
-//   markdown  prompt → an answer with a GFM table, lists, a rust code block
-//             (highlighted once the lazy highlighter loads), an https link (new
-//             tab, noopener), a javascript: link (not a link) and raw <img> HTML
-//             (shown as text, no element, no dialog)
+//   markdown  prompt → an answer (formatted once the lazy formatter,
+//             /assets/highlight.js, has loaded) with a GFM table, lists, a rust
+//             code block (highlighted by the page's formatting worker), an https
+//             link (new tab, noopener), a javascript: link (not a link) and raw
+//             <img> HTML (shown as text, no element, no dialog)
 //   attach    an 8x8 PNG through the paperclip input and a text file dropped on
 //             the composer → chips; prompt → the user message shows the image
 //             (img alt = file name) and the text file; the answer; then a 5 MB
@@ -71,6 +72,20 @@
 //             Enter, Approve reached with the keyboard and pressed with Enter,
 //             a visible focus outline on buttons, the live region announced the
 //             answer ("I echoed your text." / "Written.")
+//   pathological  prompt → an answer in several text parts of pathological
+//             markdown (quotes and lists nested 500 deep, 300 code blocks, code
+//             blocks just under the highlight cap past "Show more", a table row
+//             of thousands of cells, bracket and setext bombs): every part shown
+//             in full ("Show more" until none is left), nothing waiting to be
+//             formatted, the last word (--expect) visible, quotes and lists
+//             nested at most 16 deep, and no main-thread task over 200 ms from
+//             the prompt until a second after the answer is complete
+//   token-switch  (--other-token: a second token the server accepts) the page
+//             has token A (from --url); opening /#token=B asks which to use, the
+//             fragment already gone and no API request made while it asks (axe
+//             on the question); "Keep" → the next chat request carries A; opening
+//             /#token=B again, "Use the link's token" → B is stored and the next
+//             chat request carries it
 //   screens   an exchange with a tool card and a markdown answer, screenshots
 //             screens-1280x800.png and screens-390x844.png (and -dark variants)
 //             into --shots; no horizontal overflow at 390 px
@@ -106,6 +121,8 @@ const SCENARIOS = [
   'model-label',
   'a11y',
   'screens',
+  'pathological',
+  'token-switch',
 ];
 
 const DEFAULT_PROMPTS = {
@@ -128,11 +145,14 @@ const DEFAULT_PROMPTS = {
   'model-label': 'Say hello.',
   a11y: 'Echo my text.',
   screens: 'What does the README say?',
+  pathological: 'Show me the worst markdown you can.',
+  'token-switch': 'Which account is this?',
 };
 
 /** The second prompt of scenarios that send two. */
 const SECOND_PROMPTS = {
   conversations: 'Now the second topic, please.',
+  'token-switch': 'And which account is this?',
   a11y: 'Write the greeting into the app.',
 };
 
@@ -141,6 +161,12 @@ const FIRST_LOAD_BUDGET = 204_800;
 
 /** Longest main-thread task allowed while a chat is restored (ms). */
 const RESTORE_BUDGET_MS = 200;
+
+/** Longest main-thread task allowed while pathological markdown streams in and renders (ms). */
+const RENDER_BUDGET_MS = 200;
+
+/** Deepest nesting of quotes and lists the pathological answer may render as. */
+const MAX_RENDERED_NESTING = 16;
 
 // ---- arguments ---------------------------------------------------------------------
 function parseArgs(argv) {
@@ -160,6 +186,7 @@ function parseArgs(argv) {
     else if (a === '--runs') out.runs = Number(next());
     else if (a === '--color-scheme') out.colorScheme = next();
     else if (a === '--expect') out.expect = next();
+    else if (a === '--other-token') out.otherToken = next();
     else if (a === '-h' || a === '--help') out.help = true;
     else throw new Error(`unknown argument ${a}`);
   }
@@ -173,7 +200,7 @@ try {
     process.stdout.write(
       'usage: browser.mjs --url URL --scenario ' +
         SCENARIOS.join('|') +
-        ' [--shots DIR] [--prompt TEXT] [--timeout-ms N] [--runs N] [--color-scheme light|dark] [--expect TEXT]\n',
+        ' [--shots DIR] [--prompt TEXT] [--timeout-ms N] [--runs N] [--color-scheme light|dark] [--expect TEXT] [--other-token TOKEN]\n',
     );
     process.exit(0);
   }
@@ -382,6 +409,11 @@ async function waitTextAfter(page, callId, timeout = T) {
     { timeout },
   );
   return textAfter(page, callId);
+}
+
+/** Waits until every block of the answers is formatted (none is marked data-pending). */
+async function formatted(page, timeout = T) {
+  await page.waitForFunction((s) => !document.querySelector(`${s.assistant} [data-pending]`), sel, { timeout });
 }
 
 async function noBanner(page) {
@@ -1147,7 +1179,11 @@ async function markdownScenario(context) {
   const requested = [];
   page.on('request', (r) => requested.push(new URL(r.url()).pathname));
   await step('load', () => load(page));
-  await step('answer', async () => ({ text: (await ask(page, prompt)).slice(0, 120) }));
+  await step('answer, formatted', async () => {
+    const text = await ask(page, prompt);
+    await formatted(page);
+    return { text: text.slice(0, 120) };
+  });
   const md = page.locator(`${sel.assistant} [data-testid="assistant-text"]`).last();
   await step('a table with header and data cells', async () => {
     const cells = await md.evaluate((el) => ({
@@ -1165,7 +1201,7 @@ async function markdownScenario(context) {
     if (lists.ul.length < 2 || lists.ol.length < 2) throw new Error(`lists: ${JSON.stringify(lists)}`);
     return lists;
   });
-  await step('the code block is highlighted once the highlighter loads', async () => {
+  await step('the code block is highlighted by the formatting worker', async () => {
     await page.waitForFunction(
       (s) => {
         const all = document.querySelectorAll(`${s.assistant} [data-testid="assistant-text"]`);
@@ -1174,7 +1210,7 @@ async function markdownScenario(context) {
       sel,
       { timeout: T },
     );
-    if (!requested.includes('/assets/highlight.js')) throw new Error('the highlighter was not loaded from /assets/highlight.js');
+    if (!requested.includes('/assets/highlight.js')) throw new Error('the formatter was not loaded from /assets/highlight.js');
     return md.evaluate((el) => ({
       classes: [...new Set([...el.querySelectorAll('pre code [class]')].map((n) => n.className))].slice(0, 8),
     }));
@@ -1529,6 +1565,7 @@ async function screensScenario(context) {
     await page.locator(card('done')).first().waitFor({ timeout: T });
     await waitIdle(page);
     const text = await waitTextAfter(page, null);
+    await formatted(page);
     return { text: text.slice(0, 120) };
   });
   const sizes = [
@@ -1553,6 +1590,203 @@ async function screensScenario(context) {
         return { scrollWidth: o };
       });
     }
+  }
+  return page;
+}
+
+/** Long tasks (start, duration) the page saw from `from` (performance.now()) on. */
+async function longTasksSince(page, from) {
+  return page.evaluate((from) => (window.__longTasks ?? []).filter((t) => t.start + t.ms >= from), from);
+}
+
+/** Records every long task of the page in `window.__longTasks`, from navigation start. */
+async function observeLongTasks(page) {
+  await page.addInitScript(() => {
+    window.__longTasks = [];
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) window.__longTasks.push({ start: e.startTime, ms: e.duration });
+    }).observe({ type: 'longtask', buffered: true });
+  });
+}
+
+/** The `Authorization` of each `POST /api/chat` a page sends, in order, in `into`. */
+function recordChatTokens(page, into) {
+  page.on('request', (r) => {
+    if (r.method() === 'POST' && new URL(r.url()).pathname === '/api/chat')
+      into.push((r.headers().authorization ?? '').replace(/^Bearer /i, ''));
+  });
+}
+
+/** Opens `/#token=OTHER` in a new tab: the question, before any API request; checks on it. */
+async function openOtherLink(context, other, label) {
+  const page = await openPage(context);
+  const api = [];
+  page.on('request', (r) => {
+    const path = new URL(r.url()).pathname;
+    if (path.startsWith('/api/')) api.push(`${r.method()} ${path}`);
+  });
+  const detail = await step(`${label}: opening /#token=B asks which token to use`, async () => {
+    await page.goto(`${origin}/#token=${encodeURIComponent(other)}`, { waitUntil: 'domcontentloaded', timeout: T });
+    const dialog = page.locator('[data-testid="token-choice"]');
+    await dialog.waitFor({ state: 'visible', timeout: T });
+    await page.waitForTimeout(300); // anything the page would send, it has sent by now
+    const state = await page.evaluate(() => ({
+      hash: window.location.hash,
+      stored: localStorage.getItem('agent-web:token'),
+      modal: document.querySelector('[data-testid="token-choice"]')?.matches(':modal') ?? false,
+      focused: document.activeElement?.getAttribute('data-testid') ?? null,
+      title: document.getElementById(document.querySelector('[data-testid="token-choice"]')?.getAttribute('aria-labelledby') ?? '')?.textContent ?? '',
+    }));
+    if (state.hash.includes('token=')) throw new Error(`the token stayed in the address bar (${state.hash.slice(0, 20)}…)`);
+    if (state.stored !== decodeURIComponent(tokenInUrl)) throw new Error('the stored token changed before the user chose');
+    if (api.length) throw new Error(`the page made API requests before the user chose: ${api.join(', ')}`);
+    if (await page.locator(sel.prompt).count()) throw new Error('the chat is shown before the user chose');
+    if (!state.modal) throw new Error('the question is not a modal dialog');
+    if (state.focused !== 'token-keep') throw new Error(`the focus is on ${state.focused}, not on "Keep the current token"`);
+    if (!state.title.trim()) throw new Error('the dialog has no name');
+    return { title: state.title.trim() };
+  });
+  return { page, detail };
+}
+
+async function tokenSwitchScenario(context) {
+  if (!tokenInUrl) throw new Error('--url has no #token=');
+  const other = args.otherToken;
+  if (!other) throw new Error('--other-token is required');
+  const a = decodeURIComponent(tokenInUrl);
+  const first = await openPage(context);
+  await step('token A: the page stores the first token it is given', async () => {
+    await load(first);
+    const stored = await first.evaluate(() => localStorage.getItem('agent-web:token'));
+    if (stored !== a) throw new Error('the first token was not stored');
+  });
+  const firstChat = new URL(first.url()).searchParams.get('chat');
+
+  const { page: keep } = await openOtherLink(context, other, 'keep');
+  await step('axe: the question', async () => axeBoth(keep, 'the token question'));
+  await shot(keep, 'question');
+  const keptTokens = [];
+  recordChatTokens(keep, keptTokens);
+  await step('Enter keeps the current token: the next chat carries A', async () => {
+    await keep.keyboard.press('Enter');
+    await keep.locator(sel.prompt).waitFor({ state: 'visible', timeout: T });
+    await keep.waitForFunction((s) => !document.querySelector(s)?.disabled, sel.prompt, { timeout: T });
+    if (await keep.locator('[data-testid="token-choice"]').count()) throw new Error('the question stayed after the choice');
+    const text = await ask(keep, prompt);
+    const stored = await keep.evaluate(() => localStorage.getItem('agent-web:token'));
+    if (stored !== a) throw new Error('keeping the token changed it');
+    if (keptTokens.length !== 1 || keptTokens[0] !== a) throw new Error(`the chat requests carried ${keptTokens.length} tokens, not A`);
+    return { text: text.slice(0, 80) };
+  });
+  await keep.close();
+
+  const { page: use } = await openOtherLink(context, other, 'switch');
+  const usedTokens = [];
+  recordChatTokens(use, usedTokens);
+  await step("Use the link's token: B is stored, a new chat, the next chat carries B", async () => {
+    await use.locator('[data-testid="token-use-link"]').click();
+    await use.locator(sel.prompt).waitFor({ state: 'visible', timeout: T });
+    await use.waitForFunction((s) => !document.querySelector(s)?.disabled, sel.prompt, { timeout: T });
+    const stored = await use.evaluate(() => localStorage.getItem('agent-web:token'));
+    if (stored !== other) throw new Error('the link token was not stored');
+    if (await use.locator(`${sel.user}, ${sel.assistant}`).count()) throw new Error("the other account's conversation is shown");
+    const chat = new URL(use.url()).searchParams.get('chat');
+    if (chat && chat === firstChat) throw new Error('the switched page opened the chat of the other token');
+    const text = await ask(use, SECOND_PROMPTS['token-switch']);
+    if (usedTokens.length !== 1 || usedTokens[0] !== other) throw new Error(`the chat requests carried ${usedTokens.length} tokens, not B`);
+    return { text: text.slice(0, 80) };
+  });
+  await step('a tab still open on A follows: it opens a new chat, not A\'s with B', async () => {
+    await first.waitForFunction((id) => new URL(location.href).searchParams.get('chat') !== id, firstChat, { timeout: T });
+    await first.locator(sel.prompt).waitFor({ state: 'visible', timeout: T });
+    if (await first.locator(`${sel.user}, ${sel.assistant}`).count()) throw new Error('the first tab still shows a conversation');
+  });
+  return use;
+}
+
+async function pathologicalScenario(context) {
+  const page = await openPage(context);
+  await observeLongTasks(page);
+  const parts = `${sel.assistant} [data-testid="assistant-text"]`;
+  await step('load', () => load(page));
+  const from = await page.evaluate(() => performance.now());
+  let completeAt = Infinity; // performance.now() when the answer was complete
+  /** The longest task since the prompt (and while streaming, and after), kept in timings whatever happens next. */
+  const measure = async () => {
+    const tasks = await longTasksSince(page, from).catch(() => []);
+    const longest = (list) => Math.round(list.reduce((m, t) => Math.max(m, t.ms), 0));
+    const ms = tasks.map((t) => Math.round(t.ms)).sort((a, b) => b - a);
+    timings.longest_task_ms = ms[0] ?? 0;
+    timings.longest_task_streaming_ms = longest(tasks.filter((t) => t.start < completeAt));
+    timings.longest_task_after_ms = longest(tasks.filter((t) => t.start >= completeAt));
+    timings.long_tasks = ms.length;
+    timings.longest_tasks_ms = ms.slice(0, 5);
+    return ms[0] ?? 0;
+  };
+  try {
+    await step('submit', () => submit(page));
+    const sentAt = lastSentAt;
+    await step('the answer streams to its end', async () => {
+      await waitIdle(page);
+      timings.answer_complete_ms = Date.now() - sentAt;
+      completeAt = await page.evaluate(() => performance.now());
+      return { parts: await page.locator(parts).count() };
+    });
+    await step('Show more until every part is whole', async () => {
+      let clicks = 0;
+      while (await page.locator(`${sel.more} button`).count()) {
+        if (++clicks > 20) throw new Error('Show more is still offered after 20 clicks');
+        // What is left to show, as the page says it (cheap to poll: the page's own
+        // tasks are what is measured, and reading 300,000 characters is not).
+        const before = await page.locator(sel.more).first().textContent();
+        await page.locator(`${sel.more} button`).first().click();
+        await page.waitForFunction(
+          ({ more, before }) => document.querySelector(more)?.textContent !== before,
+          { more: sel.more, before },
+          { timeout: T },
+        );
+      }
+      return { clicks };
+    });
+    await step('every block rendered; the last word visible', async () => {
+      // A block waiting for its turn to be formatted is marked data-pending.
+      await formatted(page);
+      const word = args.expect ?? '';
+      const last = page.locator(parts).last();
+      const text = ((await last.textContent()) ?? '').trim();
+      if (word && !text.replace(/[.!]+$/, '').endsWith(word)) throw new Error(`the last part ends with ${JSON.stringify(text.slice(-80))}`);
+      if (word) await last.getByText(word).last().waitFor({ state: 'visible', timeout: T });
+      const shown = await page.evaluate((parts) => {
+        const all = [...document.querySelectorAll(parts)];
+        let nesting = 0;
+        for (const el of document.querySelectorAll(`${parts} :is(blockquote, ul, ol)`)) {
+          let d = 0;
+          for (let e = el; e && !e.matches('[data-testid="assistant-text"]'); e = e.parentElement) if (e.matches('blockquote, ul, ol')) d++;
+          nesting = Math.max(nesting, d);
+        }
+        return {
+          parts: all.length,
+          characters: all.reduce((n, el) => n + (el.textContent?.length ?? 0), 0),
+          codeBlocks: document.querySelectorAll(`${parts} pre code`).length,
+          highlighted: [...document.querySelectorAll(`${parts} pre code`)].filter((c) => c.querySelector('[class*="hljs-"]')).length,
+          plain: document.querySelectorAll(`${parts} [data-testid="md-plain"]`).length,
+          nesting,
+        };
+      }, parts);
+      if (shown.nesting > MAX_RENDERED_NESTING) throw new Error(`quotes and lists are rendered ${shown.nesting} deep`);
+      if (shown.codeBlocks < 300) throw new Error(`${shown.codeBlocks} code blocks shown, not 300 or more`);
+      return shown;
+    });
+    await shot(page, 'rendered');
+    await step(`no main-thread task over ${RENDER_BUDGET_MS} ms, streaming and after`, async () => {
+      await page.waitForTimeout(1000); // highlighting and late formatting count too
+      const longest = await measure();
+      if (longest > RENDER_BUDGET_MS)
+        throw new Error(`the main thread was blocked for ${longest} ms (budget ${RENDER_BUDGET_MS} ms; longest: ${timings.longest_tasks_ms.join(', ')})`);
+      return { longestMs: longest, longTasks: timings.long_tasks };
+    });
+  } finally {
+    await measure();
   }
   return page;
 }
@@ -1616,6 +1850,8 @@ try {
       'model-label': () => modelLabelScenario(context),
       a11y: () => a11yScenario(context),
       screens: () => screensScenario(context),
+      pathological: () => pathologicalScenario(context),
+      'token-switch': () => tokenSwitchScenario(context),
     }[args.scenario];
     lastPage = await run();
   }

@@ -15,8 +15,9 @@
 //
 // Like the real server on loopback it refuses a foreign Host or Origin, and an
 // /api request without its token (`url` carries it in the fragment, as `agent
-// serve` prints). Like the real server's store, a thread's messages are recorded
-// when its answer ends, with ids of the store's own and without metadata.
+// serve` prints) or a second account's (`otherToken`). Like the real server's
+// store, a thread's messages are recorded when its answer ends, with ids of the
+// store's own and without metadata.
 //
 // Standalone: node web/tests/mock-server.mjs --scenario NAME [--port N] [--no-store]
 // prints "listening http://127.0.0.1:PORT/#token=..." and serves until killed.
@@ -118,6 +119,45 @@ const RESUME_ANSWER = `${Array.from({ length: 59 }, (_, i) => `word${i + 1}`).jo
 /** The `value` the `tool-stream` scenario's call streams (4,000 characters). */
 export const STREAMED_VALUE = Array.from({ length: 100 }, (_, i) => `chunk-${String(i).padStart(3, '0')}-`.padEnd(40, 'x')).join('');
 
+/** The last word of the `pathological` answer (browser.mjs --expect). */
+export const PATHOLOGICAL_LAST_WORD = 'bottom-line';
+
+/**
+ * The `pathological` answer, one text part per step (each part within the
+ * page's first window of 32,000 characters but the fourth, which takes "Show
+ * more"): markdown that stalled the page's main thread for seconds. The Rust
+ * test (crates/agent-server/tests/it/browser.rs, `pathological_parts`) streams
+ * the same parts.
+ */
+export function pathologicalParts() {
+  const lines = (n, f) => Array.from({ length: n }, (_, i) => f(i + 1));
+  const rust = (n) => {
+    const line = '    let value: u32 = compute(&input, 42); // a comment with "text"\n';
+    return `fn main() {\n${line.repeat(Math.ceil(n / line.length)).slice(0, n - 14)}\n}`;
+  };
+  return [
+    // Block quotes nested 500 deep.
+    ['Deep quotes:', '', ...lines(40, (i) => `${'>'.repeat(500)} quoted line ${i}`)].join('\n'),
+    // Lists nested 500 (bullets) and 300 (numbers) deep.
+    ['Deep lists:', '', ...lines(10, (i) => `${'- '.repeat(500)}item ${i}`), '', ...lines(5, (i) => `${'1. '.repeat(300)}step ${i}`)].join('\n'),
+    // 300 fenced code blocks.
+    ['Many blocks:', '', ...lines(300, (i) => `\`\`\`js\nconst v${i} = [${'1, '.repeat(16)}${i}];\n\`\`\``)].join('\n\n'),
+    // Code blocks just under the highlight cap (20,000 characters), past the first window.
+    ['Big blocks:', '', ...lines(12, () => `\`\`\`rust\n${rust(19_900)}\n\`\`\``)].join('\n\n'),
+    // A table row of thousands of cells, bracket and setext bombs, then the last word.
+    [
+      '| a | b |',
+      '| --- | --- |',
+      `| ${'cell | '.repeat(2500)}`,
+      '',
+      `${'['.repeat(3000)}${']'.repeat(3000)}`,
+      '',
+      'a\n=\n'.repeat(1000),
+      `The end: ${PATHOLOGICAL_LAST_WORD}.`,
+    ].join('\n'),
+  ];
+}
+
 /** What each scenario's model says, one turn per request (continuations aside). */
 const TURNS = {
   conversations: ['text:First answer.', 'text:Second answer.'],
@@ -134,6 +174,8 @@ const TURNS = {
   rlo: ['rlo'],
   stop: ['stop'],
   huge: ['huge'],
+  pathological: ['pathological'],
+  'token-switch': ['text:This is the first account.', 'text:This is the second account.'],
 };
 
 /** What a continuation says after the decision, by scenario: [approved, denied]. */
@@ -237,7 +279,7 @@ function checkFiles(messages, log) {
 }
 
 export async function startMockServer({ scenario = 'tool-run', port = 0, delayMs = 120, store = true } = {}) {
-  const log = { requests: [], decisions: [], cancelled: 0, chats: 0, graphs: [], files: [], resumed: 0, bodies: [] };
+  const log = { requests: [], decisions: [], cancelled: 0, chats: 0, graphs: [], files: [], resumed: 0, bodies: [], chatTokens: [] };
   const sockets = new Set();
   const threads = new Map();
   const runs = new Map(); // chat id → the running (or last) answer
@@ -249,6 +291,9 @@ export async function startMockServer({ scenario = 'tool-run', port = 0, delayMs
   let calls = 0;
   let actualPort = port;
   const token = `mock-${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
+  // A second account's token (the `token-switch` scenario's B).
+  const otherToken = `other-${Math.random().toString(36).slice(2)}${Date.now().toString(36)}`;
+  const tokens = [token, otherToken];
 
   const json = (res, status, body) => {
     res.writeHead(status, { 'content-type': 'application/json' });
@@ -271,7 +316,7 @@ export async function startMockServer({ scenario = 'tool-run', port = 0, delayMs
       return json(res, 403, { error: 'host_not_allowed', message: 'the Host header is not one this server answers to' });
     if (req.headers.origin && !hosts.some((h) => req.headers.origin === `http://${h}`))
       return json(res, 403, { error: 'origin_not_allowed', message: 'requests from this origin are not accepted' });
-    if (url.pathname.startsWith('/api/') && req.headers.authorization !== `Bearer ${token}`) {
+    if (url.pathname.startsWith('/api/') && !tokens.some((t) => req.headers.authorization === `Bearer ${t}`)) {
       res.writeHead(401, { 'content-type': 'application/json', 'www-authenticate': 'Bearer' });
       res.end(JSON.stringify({ error: 'unauthorized', message: 'a valid bearer token is required' }));
       return;
@@ -353,6 +398,7 @@ export async function startMockServer({ scenario = 'tool-run', port = 0, delayMs
         return json(res, 400, { error: 'invalid_request', path: '', message: 'not valid JSON' });
       }
       log.chats += 1;
+      log.chatTokens.push(req.headers.authorization === `Bearer ${token}` ? 'token' : 'other');
       log.bodies.push({ keys: Object.keys(body).sort(), graph: body.graph ?? null, trigger: body.trigger ?? null });
       if (body.graph !== undefined) {
         log.graphs.push(body.graph);
@@ -521,6 +567,25 @@ export async function startMockServer({ scenario = 'tool-run', port = 0, delayMs
         await send({ type: 'finish-step' });
         return end('stop');
       }
+      case 'pathological': {
+        // Each part in its own step after an echo call, streamed in pieces of 2,000 characters.
+        const parts = pathologicalParts();
+        for (const [n, part] of parts.entries()) {
+          const call = `${id}-${n}`;
+          await send({ type: 'text-start', id: `text-${n}` });
+          for (let i = 0; i < part.length; i += 2000)
+            if (!(await send({ type: 'text-delta', id: `text-${n}`, delta: part.slice(i, i + 2000) }, 5))) return;
+          await send({ type: 'text-end', id: `text-${n}` });
+          if (n === parts.length - 1) break;
+          await send({ type: 'tool-input-start', toolCallId: call, toolName: 'app__echo' });
+          await send({ type: 'tool-input-available', toolCallId: call, toolName: 'app__echo', input: { text: `part ${n + 1}` } });
+          await send({ type: 'tool-output-available', toolCallId: call, output: { text: `part ${n + 1}` } });
+          await send({ type: 'finish-step' });
+          await send({ type: 'start-step' });
+        }
+        await send({ type: 'finish-step' });
+        return end('stop');
+      }
       case 'tool-stream': {
         // app__write's arguments streamed in 40-byte pieces, then the approval request.
         const input = { key: 'notes', value: STREAMED_VALUE };
@@ -591,6 +656,7 @@ export async function startMockServer({ scenario = 'tool-run', port = 0, delayMs
   actualPort = server.address().port;
   return {
     url: `http://127.0.0.1:${actualPort}/#token=${token}`,
+    otherToken,
     log,
     close: () =>
       new Promise((resolve) => {

@@ -10,14 +10,14 @@
 
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { RESUME_LAST_WORD, startMockServer } from './mock-server.mjs';
+import { PATHOLOGICAL_LAST_WORD, RESUME_LAST_WORD, startMockServer } from './mock-server.mjs';
 
 const argv = process.argv.slice(2);
 const shotsAt = argv.indexOf('--shots');
 const shots = shotsAt === -1 ? null : argv[shotsAt + 1];
 const picked = argv.filter((a, i) => !a.startsWith('--') && (shotsAt === -1 || i !== shotsAt + 1));
 
-/** Each run: the scenario, a label, extra driver arguments, mock options. */
+/** Each run: the scenario, a label, extra driver arguments (or a function of the mock giving them), mock options. */
 const all = [
   { scenario: 'tool-run' },
   { scenario: 'approve' },
@@ -39,13 +39,15 @@ const all = [
   { scenario: 'model-label', args: ['--expect', 'TestModel (offline)'] },
   { scenario: 'a11y' },
   { scenario: 'screens' },
+  { scenario: 'pathological', args: ['--expect', PATHOLOGICAL_LAST_WORD, '--timeout-ms', '60000'] },
+  { scenario: 'token-switch', args: (mock) => ['--other-token', mock.otherToken] },
 ];
 const runs = picked.length ? all.filter((r) => picked.includes(r.scenario) || picked.includes(r.label)) : all;
 const driver = fileURLToPath(new URL('./browser.mjs', import.meta.url));
 
-function run(url, { scenario, args = [] }) {
+function run(mock, { scenario, args = [] }) {
   return new Promise((resolve) => {
-    const argv = [driver, '--url', url, '--scenario', scenario, ...args];
+    const argv = [driver, '--url', mock.url, '--scenario', scenario, ...(typeof args === 'function' ? args(mock) : args)];
     if (shots) argv.push('--shots', shots);
     const child = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
@@ -86,6 +88,9 @@ const expect = {
     const txt = log.files.find((f) => f.mediaType.startsWith('text/') && f.filename === 'notes.txt');
     if (!png || !txt) return `the request did not carry both files: ${JSON.stringify(log.files)}`;
   },
+  'token-switch': (log) => {
+    if (log.chatTokens.join() !== 'token,other') return `the chat requests carried ${log.chatTokens.join() || 'no token'}, not the page's then the link's`;
+  },
   conversations: (log) => {
     for (const want of ['PATCH /api/chats/', 'DELETE /api/chats/'])
       if (!log.requests.some((r) => r.startsWith(want))) return `the server never saw ${want}`;
@@ -103,7 +108,7 @@ let failed = 0;
 for (const r of runs) {
   const name = r.label ?? r.scenario;
   const mock = await startMockServer({ scenario: r.scenario, store: r.store ?? true });
-  const { code, result } = await run(mock.url, r);
+  const { code, result } = await run(mock, r);
   await new Promise((res) => setTimeout(res, 150));
   const problem = result.ok ? (expect[r.scenario]?.(mock.log) ?? everyRequestNamesAGraph(mock.log)) : result.error;
   await mock.close();

@@ -348,3 +348,141 @@ async fn screenshots_at_desktop_and_phone_sizes() {
     let result = scenario(&live, "screens").await;
     println!("screens: {}", result["shots"]);
 }
+
+/// A link carrying another account's token never replaces the page's token on
+/// its own: the page asks, sends nothing while it asks, keeps its token when
+/// told to (the next chat lands in the first account) and switches when told
+/// to (in the other account, in a new chat). The old page stored the link's
+/// token silently, so the next message went to whoever sent the link.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_with_another_token_asks_before_the_page_switches_accounts() {
+    let (live, dir) = crate::support::start_stored(ScriptedModel::new([
+        Turn::text("This is the first account."),
+        Turn::text("This is the guest account."),
+    ]))
+    .await;
+    scenario_with(
+        &live,
+        "token-switch",
+        &["--other-token", crate::support::GUEST_TOKEN],
+    )
+    .await;
+    // The guest account may run only the researcher graph: the second
+    // request ran it, the first the default graph.
+    let systems: Vec<String> = live
+        .model
+        .requests()
+        .iter()
+        .map(|r| {
+            r.messages
+                .iter()
+                .find_map(|m| match m {
+                    ai_core::Message::System { content, .. } => Some(content.clone()),
+                    _ => None,
+                })
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(
+        systems,
+        ["You are a test.", crate::support::RESEARCHER_PROMPT],
+        "kept, then switched"
+    );
+    let store = dir.open().await;
+    let local = store.account("local").threads(10).await.unwrap();
+    let guest = store.account("guest").threads(10).await.unwrap();
+    assert_eq!(local.len(), 1, "the kept token's chat: {local:?}");
+    assert_eq!(guest.len(), 1, "the link token's chat: {guest:?}");
+    assert_ne!(local[0].id, guest[0].id, "the switch opened a new chat");
+}
+
+/// The last word of the pathological answer.
+const PATHOLOGICAL_LAST_WORD: &str = "bottom-line";
+
+/// Markdown that stalled the page's main thread for seconds, one text part per
+/// turn (the same parts as `pathologicalParts` in web/tests/mock-server.mjs):
+/// block quotes nested 500 deep; lists nested 500 and 300 deep; 300 fenced
+/// code blocks; 12 code blocks just under the highlight cap (20,000
+/// characters), past the first window of the part; a table row of 2,500
+/// cells, a bracket bomb and a setext bomb, then the last word.
+fn pathological_parts() -> Vec<String> {
+    let lines = |n: usize, line: &dyn Fn(usize) -> String| (1..=n).map(line).collect::<Vec<_>>();
+    let rust = |n: usize| {
+        let line = "    let value: u32 = compute(&input, 42); // a comment with \"text\"\n";
+        let body = line.repeat(n.div_ceil(line.len()));
+        format!("fn main() {{\n{}\n}}", &body[..n - 14])
+    };
+    let join = |head: &[&str], rest: Vec<String>, sep: &str| {
+        head.iter()
+            .map(|s| (*s).to_owned())
+            .chain(rest)
+            .collect::<Vec<_>>()
+            .join(sep)
+    };
+    let mut lists = lines(10, &|i| format!("{}item {i}", "- ".repeat(500)));
+    lists.push(String::new());
+    lists.extend(lines(5, &|i| format!("{}step {i}", "1. ".repeat(300))));
+    vec![
+        join(
+            &["Deep quotes:", ""],
+            lines(40, &|i| format!("{} quoted line {i}", ">".repeat(500))),
+            "\n",
+        ),
+        join(&["Deep lists:", ""], lists, "\n"),
+        join(
+            &["Many blocks:", ""],
+            lines(300, &|i| {
+                format!("```js\nconst v{i} = [{}{i}];\n```", "1, ".repeat(16))
+            }),
+            "\n\n",
+        ),
+        join(
+            &["Big blocks:", ""],
+            lines(12, &|_| format!("```rust\n{}\n```", rust(19_900))),
+            "\n\n",
+        ),
+        [
+            "| a | b |".to_owned(),
+            "| --- | --- |".to_owned(),
+            format!("| {}", "cell | ".repeat(2500)),
+            String::new(),
+            format!("{}{}", "[".repeat(3000), "]".repeat(3000)),
+            String::new(),
+            "a\n=\n".repeat(1000),
+            format!("The end: {PATHOLOGICAL_LAST_WORD}."),
+        ]
+        .join("\n"),
+    ]
+}
+
+/// Pathological markdown streams in and is shown whole without any main-thread
+/// task over 200 ms (the old page was blocked for seconds, and one such answer
+/// never finished rendering): quotes and lists are flattened past a depth, long
+/// blocks are parsed in the page's formatting worker or shown as plain text,
+/// and code is highlighted in that worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pathological_markdown_streams_and_renders_without_blocking_the_page() {
+    let parts = pathological_parts();
+    let last = parts.len() - 1;
+    let turns = parts.into_iter().enumerate().map(|(i, part)| {
+        let turn = Turn::text(part);
+        if i == last {
+            turn
+        } else {
+            turn.tool_call(
+                format!("p{i}"),
+                "app__echo",
+                json!({"text": format!("part {}", i + 1)}),
+            )
+        }
+    });
+    let live = start(ScriptedModel::new(turns), Access::loopback).await;
+    let result = scenario_with(
+        &live,
+        "pathological",
+        &["--expect", PATHOLOGICAL_LAST_WORD, "--timeout-ms", "60000"],
+    )
+    .await;
+    println!("pathological markdown: {}", result["timings"]);
+    assert_eq!(live.model.requests().len(), 5);
+}
