@@ -36,11 +36,12 @@
 //!   continue a paused run ([`Continuation`]), so the admin API shows
 //!   ciphertext and a process without the key starts nothing;
 //! - a sealed run is bound to its run id, account and an expiry: the handler
-//!   runs it only under an idempotency key equal to its run id, only when the
-//!   run's row is Restate's in the store, and only in the first invocation that
-//!   presented it (redeemed once in the store, [`agent_store::Store::redeem`]),
-//!   so a captured run resent under another key, or after Restate forgot the
-//!   first, runs nothing;
+//!   runs it only when the run's row is Restate's in the store, only in the
+//!   first invocation that presented it (redeemed once in the store,
+//!   [`agent_store::Store::redeem`], before the expiry), and under its run id
+//!   as idempotency key where Restate tells the handler the key; so a captured
+//!   run resent under another key (another invocation), or after Restate
+//!   forgot the first, runs nothing;
 //! - a sealed continuation is bound to the paused run, to each call it decides
 //!   (tool and argument hash) and to an expiry, and is redeemed once; one that
 //!   does not hold is refused and the run goes on waiting (a new awakeable),
@@ -318,7 +319,17 @@ impl AgentRuns {
     /// a retry of this invocation passes again).
     async fn admit(&self, ctx: &Context<'_>, input: &RunInput) -> Result<(), TerminalError> {
         let run_id = input.start.run_id();
-        if ctx.idempotency_key() != Some(run_id) {
+        // Where Restate says which idempotency key the invocation came under
+        // (its service protocol v7, or the ingress header passed on), it must
+        // be the run's id. Either way the redemption below binds the run to
+        // the first invocation that presented it: a copy sent under another
+        // key is another invocation, and is refused there.
+        let header = ctx.headers().get("idempotency-key").map(String::as_str);
+        if ctx
+            .idempotency_key()
+            .or(header)
+            .is_some_and(|key| key != run_id)
+        {
             return Err(refused(
                 "a run is taken only under its own id as the idempotency key",
             ));

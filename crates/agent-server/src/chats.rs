@@ -485,8 +485,9 @@ pub(crate) async fn follow(
                     // A durable run stays running: this server goes on with it
                     // (when it takes over runs), else the next one to start.
                     // Either way this stream ends: the run's log starts over.
-                    let taken =
-                        service.takes_over() && service.resume_orphans().await.is_ok_and(|n| n > 0);
+                    // A server that does not take runs over interrupts it.
+                    let settled = service.settle_orphans().await.is_ok_and(|n| n > 0);
+                    let taken = service.takes_over() && settled;
                     if matches!(rows.run(&run_id).await, Ok(Some(r)) if r.status == RunStatus::Running)
                     {
                         let message = if taken {

@@ -703,14 +703,37 @@ impl ChatService {
         Ok(true)
     }
 
+    /// The runs stopped servers left (their owner's lease ran out): gone on
+    /// with here when this server takes runs over
+    /// ([`ChatService::resume_orphans`]), else marked interrupted; returns
+    /// how many it settled.
+    pub async fn settle_orphans(self: &Arc<Self>) -> Result<usize, agent_store::StoreError> {
+        if self.takes_over() {
+            return self.resume_orphans().await;
+        }
+        let Some(store) = self.store.as_ref() else {
+            return Ok(0);
+        };
+        let now = agent_store::recorder::now_ms();
+        let mut settled = 0;
+        for orphan in store.store().orphaned_runs(now).await? {
+            let of_server = orphan.kind.as_deref() == Some("serve")
+                || (orphan.kind.is_none() && orphan.owner.starts_with("serve:"));
+            let error = "the server running it stopped during the run";
+            if of_server && store.store().interrupt_orphan(&orphan, error, now).await? {
+                settled += 1;
+            }
+        }
+        Ok(settled)
+    }
+
     /// Looks for runs stopped servers left, every lease renewal interval, and
-    /// goes on with them ([`ChatService::resume_orphans`]) while the service
-    /// lives (a server with a store that takes runs over).
+    /// settles them ([`ChatService::settle_orphans`]) while the service lives
+    /// (a server with a store).
     pub fn watch_orphans(self: &Arc<Self>) {
         let Some(every) = self
             .store
             .as_ref()
-            .filter(|_| self.takes_over())
             .map(|s| s.instance().timing().renew_every)
         else {
             return;
@@ -724,9 +747,9 @@ impl ChatService {
                 let Some(service) = service.upgrade() else {
                     return;
                 };
-                match service.resume_orphans().await {
+                match service.settle_orphans().await {
                     Ok(0) => {}
-                    Ok(n) => tracing::info!(runs = n, "went on with runs a stopped server left"),
+                    Ok(n) => tracing::info!(runs = n, "settled runs a stopped server left"),
                     Err(error) => {
                         tracing::warn!(%error, "could not look for runs stopped servers left")
                     }

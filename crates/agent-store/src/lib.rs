@@ -37,8 +37,8 @@ pub mod recording;
 mod store;
 
 pub use account::{
-    AccountStore, CallUsage, Fence, NewRun, RunRecord, RunStatus, StoredEvent, Thread, UsageGrouping,
-    UsageRow,
+    AccountStore, CallUsage, Fence, NewRun, RunRecord, RunStatus, StoredEvent, Thread,
+    UsageGrouping, UsageRow,
 };
 pub use error::StoreError;
 pub use recorder::{EventLog, RecordError, RecordSummary, RecorderOptions, RunRecorder, StoreLog};

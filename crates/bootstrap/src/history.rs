@@ -24,7 +24,8 @@ const DAY_MS: i64 = 86_400_000;
 
 /// Opens the store of `config` and applies its retention; the runs `agent
 /// chat` processes left running when they stopped (their lease ran out) are
-/// marked interrupted on the way (`agent runs resume` goes on with one).
+/// marked interrupted on the way (`agent runs resume` goes on with one), and
+/// with `[durable] resume = false` those of stopped servers too.
 pub async fn open(config: &AgentConfig) -> Result<Store, String> {
     let store = match config.file.store.url.as_deref() {
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
@@ -45,6 +46,13 @@ pub async fn open(config: &AgentConfig) -> Result<Store, String> {
     interrupt_orphans(&store, "cli")
         .await
         .map_err(|e| e.to_string())?;
+    // With `[durable] resume = false` no server goes on with a dead one's runs:
+    // they end interrupted, whichever process finds them first.
+    if !config.file.durable.resume {
+        interrupt_orphans(&store, "serve")
+            .await
+            .map_err(|e| e.to_string())?;
+    }
     let days = |d: Option<u32>| d.map_or(i64::MIN, |d| now_ms() - i64::from(d) * DAY_MS);
     let (runs, usage) = (
         days(config.file.store.retention_days),
@@ -109,11 +117,6 @@ pub(crate) async fn server_store(
     String,
 > {
     let store = open(config).await?;
-    if !config.file.durable.resume {
-        interrupt_orphans(&store, "serve")
-            .await
-            .map_err(|e| e.to_string())?;
-    }
     let key = crate::keys::load(config)?;
     let approvals = key.derive("approvals");
     let instance =

@@ -233,13 +233,14 @@ fn with_engine(
     }
 }
 
-/// Goes on with the durable runs stopped servers left (said on stderr), and
-/// keeps looking for more while it serves.
+/// Goes on with (or, with `[durable] resume = false`, interrupts) the
+/// durable runs stopped servers left (said on stderr), and keeps looking for
+/// more while it serves.
 async fn resume_runs(service: &Arc<ChatService>) {
-    match service.resume_orphans().await {
+    match service.settle_orphans().await {
         Ok(0) => {}
         Ok(n) => eprintln!(
-            "agent: going on with {n} run(s) a stopped server left unfinished (GET /api/chat/ID/stream follows each)"
+            "agent: settled {n} run(s) a stopped server left unfinished (going on with them, GET /api/chat/ID/stream follows each; or interrupted with [durable] resume = false)"
         ),
         Err(e) => eprintln!("agent: the runs a stopped server left could not be resumed: {e}"),
     }

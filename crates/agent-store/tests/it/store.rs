@@ -615,7 +615,10 @@ async fn durable_journal(store: &Store) {
         .unwrap();
     assert!(store.owner_alive("serve:h1", T0 + 5_000).await.unwrap());
     let of_dur = |orphans: Vec<agent_store::Orphan>| -> Vec<agent_store::Orphan> {
-        orphans.into_iter().filter(|o| o.account_id == "dur").collect()
+        orphans
+            .into_iter()
+            .filter(|o| o.account_id == "dur")
+            .collect()
     };
     assert!(of_dur(store.orphaned_runs(T0 + 5_000).await.unwrap()).is_empty());
     let orphans = of_dur(store.orphaned_runs(T0 + 20_000).await.unwrap());
@@ -628,13 +631,22 @@ async fn durable_journal(store: &Store) {
     let d2 = orphans.iter().find(|o| o.run_id == "d2").unwrap();
     assert!(store.interrupt_orphan(d2, "gone", T0).await.unwrap());
     let d1 = orphans.iter().find(|o| o.run_id == "d1").unwrap();
-    assert_eq!((d1.owner.as_str(), d1.kind.as_deref()), ("serve:h1", Some("serve")));
+    assert_eq!(
+        (d1.owner.as_str(), d1.kind.as_deref()),
+        ("serve:h1", Some("serve"))
+    );
     let taken = store
         .claim_run(("dur", "d1"), &d1.fence(), "serve:h2", T0)
         .await
         .unwrap()
         .expect("the first claim takes the run");
-    assert_eq!(taken, Fence { owner: "serve:h2".into(), generation: 1 });
+    assert_eq!(
+        taken,
+        Fence {
+            owner: "serve:h2".into(),
+            generation: 1
+        }
+    );
     assert!(
         store
             .claim_run(("dur", "d1"), &d1.fence(), "serve:h3", T0)
@@ -655,9 +667,14 @@ async fn durable_journal(store: &Store) {
     assert!(!rows.holds("d1", &d1.fence()).await.unwrap());
     assert_eq!(rows.steps("d1").await.unwrap().len(), 4);
     let record = rows.run("d1").await.unwrap().unwrap();
-    assert_eq!((record.run.owner.as_str(), record.lease_gen), ("serve:h2", 1));
+    assert_eq!(
+        (record.run.owner.as_str(), record.lease_gen),
+        ("serve:h2", 1)
+    );
     // An engine's runs are never orphans.
-    rows.start_run(&new_run("d3", None, "restate")).await.unwrap();
+    rows.start_run(&new_run("d3", None, "restate"))
+        .await
+        .unwrap();
     assert!(store.owner_alive("restate", T0).await.unwrap());
     assert!(
         !store
@@ -677,8 +694,19 @@ async fn durable_journal(store: &Store) {
     assert_eq!(rows.run("d1").await.unwrap().unwrap().attempt, 1);
     // An interrupted run is reopened once, under a new generation.
     let reopened = rows.reopen_run("d2", "cli:h9", T0).await.unwrap();
-    assert_eq!(reopened, Some(Fence { owner: "cli:h9".into(), generation: 1 }));
-    assert!(rows.reopen_run("d2", "cli:h10", T0).await.unwrap().is_none());
+    assert_eq!(
+        reopened,
+        Some(Fence {
+            owner: "cli:h9".into(),
+            generation: 1
+        })
+    );
+    assert!(
+        rows.reopen_run("d2", "cli:h10", T0)
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert_eq!(
         rows.run("d2").await.unwrap().unwrap().status,
         RunStatus::Running

@@ -29,7 +29,8 @@ fn config(home: &Home, ledger: &Path, idempotent: bool) -> PathBuf {
         "[mcp.servers.fx]\ncommand = {}\nargs = {}\nstartup_timeout_s = 60\n\n\
          [mcp.servers.fx.tools.slow]\neffect = \"read_only\"\n\n\
          [mcp.servers.fx.tools.bump]\nidempotent = {idempotent}\n\n\
-         [policy]\nallow = [\"mcp__fx__*\"]\nrequire_approval = []\n",
+         [policy]\nallow = [\"mcp__fx__*\"]\nrequire_approval = []\n\n\
+         [durable]\nlease_ms = 2000\n",
         json!(python().display().to_string()),
         json!(args),
     );
@@ -81,23 +82,40 @@ async fn recorded(store: &agent_store::Store, run_id: &str, step: u32, kind: &st
     );
 }
 
-/// The whole answer of chat `chat` as a client that reattaches reads it.
+/// The whole answer of chat `chat` as a client that reattaches reads it: it
+/// attaches again, as the page does on reload, while a stream ends saying the
+/// answer moved (its dead server's lease was still running when it attached,
+/// and the run went on here once it ran out).
 async fn reattached(base: &str, token: &str, chat: &str) -> String {
-    let response = http()
-        .get(format!("{base}/api/chat/{chat}/stream"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        response.status().as_u16(),
-        200,
-        "a running answer to attach to"
-    );
-    tokio::time::timeout(Duration::from_secs(60), response.text())
-        .await
-        .expect("the resumed run ends")
-        .unwrap()
+    let mut last = String::new();
+    for _ in 0..60 {
+        let response = http()
+            .get(format!("{base}/api/chat/{chat}/stream"))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        if response.status().as_u16() == 204 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            continue;
+        }
+        assert_eq!(
+            response.status().as_u16(),
+            200,
+            "a running answer to attach to"
+        );
+        let text = tokio::time::timeout(Duration::from_secs(60), response.text())
+            .await
+            .expect("the resumed run ends")
+            .unwrap();
+        // The page reloads on "Reload to follow it": so does this client.
+        if !text.contains("Reload to follow it") {
+            return text;
+        }
+        last = text;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("chat {chat} never had an answer to attach to: {last}");
 }
 
 /// The text of a UI stream body: its text deltas, joined.
@@ -142,7 +160,7 @@ async fn a_run_survives_two_kills_and_calls_the_model_and_its_tools_once() {
         Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
         Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 4}))]),
         endless_words(20),
-        Reply::text("All done."),
+        Reply::text("All done.").delayed(Duration::from_secs(3)),
     ])
     .await
     .unwrap();
@@ -282,7 +300,10 @@ async fn killed_during_bump(idempotent: bool) -> (String, Vec<String>, OpenAiSer
             "mcp__fx__bump",
             json!({"block_s": 120, "dedupe": true}),
         )]),
-        Reply::text("I will check first."),
+        // Slow enough that the client reattaches while the run goes on on
+        // the next server (it takes the run over when the killed one's lease
+        // runs out).
+        Reply::text("I will check first.").delayed(Duration::from_secs(3)),
     ])
     .await
     .unwrap();
@@ -326,6 +347,11 @@ async fn a_killed_chat_goes_on_with_runs_resume() {
     .await
     .unwrap();
     let home = Home::new(KEY);
+    std::fs::write(
+        home.workspace.join("agent.toml"),
+        crate::support::SHORT_LEASE,
+    )
+    .unwrap();
     let url = server.base_url();
     let mut chat = home
         .command(Some(&url), &["chat", "--json", "--approve", "Count a run."])
@@ -335,6 +361,7 @@ async fn a_killed_chat_goes_on_with_runs_resume() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     sigkill(&chat);
     chat.wait().await.unwrap();
+    crate::support::lease_runs_out().await;
     let (_, listed, _) = home.run(None, &["runs", "list", "--json"]).await;
     let runs = crate::support::json_lines(&listed);
     assert_eq!(runs[0]["status"], "interrupted", "{listed}");

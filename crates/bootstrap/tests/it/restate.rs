@@ -516,3 +516,254 @@ async fn an_approval_waits_across_a_worker_restart() {
         "{invocations}"
     );
 }
+
+/// `curl` as uid 65534 (another local account) with `args`: the HTTP status
+/// and the body.
+async fn as_nobody(args: &[&str]) -> (String, String) {
+    let output = tokio::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .args(["curl", "-sS", "--max-time", "20", "-w", "\n%{http_code}"])
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (status.to_owned(), body.to_owned())
+}
+
+/// What another account reads through Restate's admin API: every journal
+/// entry and invocation, as text, with the hex-encoded raw entries decoded
+/// (as an attacker would).
+async fn admin_dump(restate: &Signed) -> String {
+    let dump = admin_rows(restate).await;
+    let mut decoded = dump.clone();
+    for piece in dump.split('"') {
+        if piece.len() >= 16
+            && piece.len() % 2 == 0
+            && piece.bytes().all(|b| b.is_ascii_hexdigit())
+            && let Ok(bytes) = hex::decode(piece)
+        {
+            decoded.push('\n');
+            decoded.push_str(&String::from_utf8_lossy(&bytes));
+        }
+    }
+    decoded
+}
+
+/// The rows of Restate's introspection tables, as the admin API answers.
+async fn admin_rows(restate: &Signed) -> String {
+    let mut dump = String::new();
+    for table in ["sys_journal", "sys_invocation", "sys_invocation_state"] {
+        let query = json!({ "query": format!("SELECT * FROM {table}") }).to_string();
+        let url = format!("{}/query", restate.admin_url());
+        let (_, body) = as_nobody(&[
+            "-H",
+            "content-type: application/json",
+            "-H",
+            "accept: application/json",
+            "--data-raw",
+            &query,
+            &url,
+        ])
+        .await;
+        dump.push_str(&body);
+    }
+    dump
+}
+
+/// The sealed payloads (`{"v":1,"nonce":..,"data":..}`) in `text`, as JSON.
+fn sealed_payloads(text: &str) -> Vec<serde_json::Value> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest
+        .find("{\\\"v\\\":1,")
+        .or_else(|| rest.find("{\"v\":1,"))
+    {
+        let candidate = &rest[at..];
+        let unescaped = candidate.replace("\\\"", "\"");
+        if let Some(end) = unescaped.find('}') {
+            if let Ok(value) = serde_json::from_str::<serde_json::Value>(&unescaped[..=end]) {
+                found.push(value);
+            }
+        }
+        rest = &rest[at + 6..];
+    }
+    found
+}
+
+/// Findings 1, 2 and 15 of the local-attacker review, against a real Restate
+/// server and worker, as uid 65534: before, another account copied the
+/// store's submission key and started a run holding an approved shell call;
+/// it read every journaled step through the admin API; it resent a captured
+/// sealed run under a new idempotency key and answered its approval with a
+/// captured sealed approval, and the approved call ran twice; and the worker's
+/// port answered it. Now: the journal it reads holds no prompt, answer or tool
+/// text; the worker answers it nothing; a captured run resent (another key, no
+/// key) runs nothing; a captured approval sent to another paused run runs
+/// nothing and leaves that run waiting for its own approval.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_local_account_cannot_start_replay_approve_or_read_runs_on_restate() {
+    if let Some(reason) = crate::serve::second_uid_unavailable() {
+        eprintln!(
+            "SKIPPED another_local_account_cannot_start_replay_approve_or_read_runs_on_restate: {reason}"
+        );
+        return;
+    }
+    const SECRET: &str = "TOP-SECRET-PROMPT-7731";
+    let restate = signed_restate();
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.txt");
+    let model = OpenAiServer::start([
+        Reply::tool_calls(&[("call_a", "mcp__fx__bump", json!({}))]),
+        Reply::text("Bumped the SECRET-ANSWER-88."),
+        Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
+        Reply::text("Bumped again."),
+    ])
+    .await
+    .unwrap();
+    let url = model.base_url();
+    let home = Home::new(KEY);
+    let config = config(&home, &restate, &ledger, true);
+    let port = free_port();
+    let _worker = worker(&home, &url, &config, port).await;
+    let (_serve, base, token) = serve(&home, &url, &config).await;
+    let client = http();
+    // The victim's turn: a secret prompt, an approval, the call runs once.
+    let prompt = format!("{SECRET}: bump it");
+    let asked = ui_chunks(&client, &base, &token, &chat_body("chat-a", &prompt)).await;
+    let approved = crate::threads::approval_answer("chat-a", &prompt, &asked);
+    let answer = ui_chunks(&client, &base, &token, &approved).await;
+    assert!(text_of(&answer).contains("SECRET-ANSWER-88"), "{answer:?}");
+    assert_eq!(ledger_lines(&ledger).len(), 1);
+
+    // 15: the worker's endpoint answers only its Restate server.
+    let worker_url = format!("http://127.0.0.1:{port}");
+    let (status, body) =
+        as_nobody(&["--http2-prior-knowledge", &format!("{worker_url}/discover")]).await;
+    assert!(status != "200", "discover: {status} {body}");
+    let (status, body) = as_nobody(&[
+        "--http2-prior-knowledge",
+        "-X",
+        "POST",
+        "-H",
+        "content-type: application/vnd.restate.invocation.v5",
+        "--data-raw",
+        "x",
+        &format!("{worker_url}/invoke/AgentRuns/run"),
+    ])
+    .await;
+    assert!(status != "200", "invoke: {status} {body}");
+
+    // 2: what the admin API shows is ciphertext.
+    let dump = admin_dump(&restate).await;
+    assert!(dump.len() > 1_000, "the attacker read the journal: {dump}");
+    for plain in [
+        SECRET,
+        "SECRET-ANSWER-88",
+        "acted",
+        "mcp__fx__bump\\\",\\\"args",
+    ] {
+        assert!(!dump.contains(plain), "{plain} is readable: {dump}");
+    }
+    let captured = sealed_payloads(&dump);
+    assert!(
+        captured.len() >= 2,
+        "sealed payloads in the journal: {dump}"
+    );
+
+    // 1, 2: every captured payload resent as a new run: under a new key, and
+    // with no key. Nothing runs.
+    let run_url = format!("{}/AgentRuns/run", restate.ingress_url());
+    for sealed in &captured {
+        let body = sealed.to_string();
+        for key in [Some("replayed-under-a-new-key"), None] {
+            let mut args = vec!["-H", "content-type: application/json", "--data-raw", &body];
+            let header;
+            if let Some(key) = key {
+                header = format!("idempotency-key: {key}");
+                args.extend(["-H", &header]);
+            }
+            args.push(&run_url);
+            let (status, reply) = as_nobody(&args).await;
+            assert_ne!(status, "200", "{reply}");
+        }
+    }
+    assert_eq!(
+        ledger_lines(&ledger).len(),
+        1,
+        "no replay ran the call again"
+    );
+    assert_eq!(model.requests().len(), 2, "no replay called the model");
+
+    // A second paused run: every captured payload resolves its awakeable; the
+    // run goes on waiting, runs nothing, and its own approval still works.
+    // The attacker is given the awakeable's id (the worst case: the store is
+    // private now, so it would have to derive it from the journal).
+    let asked = ui_chunks(&client, &base, &token, &chat_body("chat-b", "bump again")).await;
+    let store = agent_store::Store::open_sqlite(&home.data_home.join("agent/store.db"))
+        .await
+        .unwrap();
+    let rows = store.account("local");
+    let paused = rows.latest_run("chat-b").await.unwrap().unwrap();
+    let state = rows.take_paused(&paused.run.id).await.unwrap().unwrap();
+    rows.save_paused(&paused.run.id, &state, agent_store::recorder::now_ms())
+        .await
+        .unwrap();
+    let awakeables = vec![state["awakeable"].as_str().unwrap().to_owned()];
+    for awakeable in &awakeables {
+        for sealed in &captured {
+            let url = format!(
+                "{}/restate/awakeables/{awakeable}/resolve",
+                restate.ingress_url()
+            );
+            let body = sealed.to_string();
+            let _ = as_nobody(&[
+                "-H",
+                "content-type: application/json",
+                "--data-raw",
+                &body,
+                &url,
+            ])
+            .await;
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        ledger_lines(&ledger).len(),
+        1,
+        "a captured approval ran nothing"
+    );
+    // The refused approvals reached the run, which refused them and went on
+    // waiting, on a new awakeable.
+    let waiting = rows.latest_run("chat-b").await.unwrap().unwrap();
+    assert_eq!(
+        waiting.status,
+        agent_store::RunStatus::Paused,
+        "{waiting:?}"
+    );
+    let now_waiting = rows.take_paused(&paused.run.id).await.unwrap().unwrap();
+    rows.save_paused(
+        &paused.run.id,
+        &now_waiting,
+        agent_store::recorder::now_ms(),
+    )
+    .await
+    .unwrap();
+    assert_ne!(
+        now_waiting["awakeable"], state["awakeable"],
+        "the run took the captured approval and refused it"
+    );
+    let approved = crate::threads::approval_answer("chat-b", "bump again", &asked);
+    let answer = ui_chunks(&client, &base, &token, &approved).await;
+    assert_eq!(
+        text_of(&answer),
+        "Bumped again.",
+        "{answer:?} (awakeables {awakeables:?})"
+    );
+    assert_eq!(
+        ledger_lines(&ledger).len(),
+        2,
+        "its own approval ran it once"
+    );
+}

@@ -173,7 +173,7 @@ async fn another_local_account_cannot_use_the_loopback_server() {
 }
 
 /// Why the second-uid test cannot run here, if it cannot.
-fn second_uid_unavailable() -> Option<String> {
+pub(crate) fn second_uid_unavailable() -> Option<String> {
     let uid = std::process::Command::new("id").arg("-u").output().ok()?;
     if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
         return Some("switching to another uid needs root".into());

@@ -12,6 +12,17 @@ use serde_json::Value;
 /// The model name passed with `--base-url`.
 const MODEL: &str = "e2e-model";
 
+/// A process's lease on its runs in tests that kill processes: two seconds,
+/// so a run its killed owner left is taken over (or marked interrupted) two
+/// seconds after the kill instead of ten (shorter leases lapse on a loaded
+/// two-core machine, and the runs stop, as they must).
+pub(crate) const SHORT_LEASE: &str = "[durable]\nlease_ms = 2000\n";
+
+/// Waits until the lease of a process killed just now has run out.
+pub(crate) async fn lease_runs_out() {
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+}
+
 /// A temporary workspace with its own config and data folders, removed on drop, so
 /// nothing touches the user's real folders.
 pub(crate) struct Home {
