@@ -10,6 +10,7 @@ mod graphs;
 mod litellm;
 mod local_attacker;
 mod mcp;
+mod ownership;
 mod providers;
 mod restate;
 mod security;

@@ -56,7 +56,27 @@ impl Home {
     /// `agent [--base-url <base_url> --model e2e-model] <args>` in the workspace, with
     /// a clean environment, no stdin and piped output; killed when dropped.
     pub(crate) fn command(&self, base_url: Option<&str>, args: &[&str]) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent"));
+        self.command_via(&[], base_url, args)
+    }
+
+    /// [`Home::command`] started through `wrapper` (a program and its
+    /// arguments, the agent's path and arguments after them), such as
+    /// `unshare --pid --fork`.
+    pub(crate) fn command_via(
+        &self,
+        wrapper: &[&str],
+        base_url: Option<&str>,
+        args: &[&str],
+    ) -> tokio::process::Command {
+        let agent = env!("CARGO_BIN_EXE_agent");
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut command = tokio::process::Command::new(program);
+                command.args(rest).arg(agent);
+                command
+            }
+            None => tokio::process::Command::new(agent),
+        };
         command.current_dir(&self.workspace);
         if let Some(base_url) = base_url {
             command.args(["--base-url", base_url, "--model", MODEL]);

@@ -1,0 +1,371 @@
+//! Who runs a run: finding 6 of the local-attacker review. Run ownership was
+//! decided by `/proc/<pid>` existing and a 20 s heartbeat keyed on host and
+//! PID: a second server in another PID namespace (same host name) took a live
+//! server's run and ran its call that acts twice; a paused owner that resumed
+//! was never fenced; a server restarted as PID 1 of a new PID namespace never
+//! resumed its predecessor's runs; a restarted server's heartbeat kept its dead
+//! predecessor's runs alive. Now an owner is a random instance id under a lease
+//! (2 s here), and a step is recorded only under the generation its writer
+//! holds. Each test drives real `agent serve` processes, `unshare` for PID
+//! namespaces (skipped with the reason where it cannot run), `kill -STOP` for a
+//! pause, and the MCP test server's `bump`, whose ledger counts how often a
+//! call acted.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use agent_testing::server::{OpenAiServer, Reply};
+use serde_json::json;
+
+use crate::durable::ledger_lines;
+use crate::mcp::{python, script};
+use crate::support::Home;
+use crate::threads::{chat_body, eventually, http, sigkill, streaming};
+
+const KEY: &str = "sk-e2e-ownership";
+
+/// The lease of these tests, in milliseconds.
+const LEASE_MS: u64 = 2_000;
+
+/// The user's config: `bump` (acts, then blocks when asked) and `slow`
+/// without approval, a 2 s lease, and the store `store` names (none: the
+/// default SQLite file).
+fn config(home: &Home, ledger: &Path, store: Option<&str>) -> PathBuf {
+    let dir = home.config_home.join("agent");
+    std::fs::create_dir_all(&dir).unwrap();
+    let args = vec![script(), "--ledger".into(), ledger.display().to_string()];
+    let store = store
+        .map(|url| format!("[store]\nurl = {}\n\n", json!(url)))
+        .unwrap_or_default();
+    let text = format!(
+        "{store}[mcp.servers.fx]\ncommand = {}\nargs = {}\nstartup_timeout_s = 60\n\n\
+         [mcp.servers.fx.tools.slow]\neffect = \"read_only\"\n\n\
+         [policy]\nallow = [\"mcp__fx__*\"]\nrequire_approval = []\n\n\
+         [durable]\nlease_ms = {LEASE_MS}\n",
+        json!(python().display().to_string()),
+        json!(args),
+    );
+    let path = dir.join("agent.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Why a server cannot be started in a PID namespace of its own here.
+fn pid_namespaces_unavailable() -> Option<String> {
+    let probe = std::process::Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--kill-child",
+            "--",
+            "true",
+        ])
+        .output();
+    match probe {
+        Ok(out) if out.status.success() => None,
+        Ok(out) => Some(format!(
+            "unshare --pid --fork --mount-proc failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) => Some(format!("util-linux unshare cannot run: {e}")),
+    }
+}
+
+/// `agent serve` with `config`; as PID 1 of a new PID namespace (same host
+/// name, its own `/proc`) when `own_namespace`.
+async fn serve(
+    home: &Home,
+    url: &str,
+    config: &Path,
+    own_namespace: bool,
+) -> (tokio::process::Child, String, String) {
+    let config = config.display().to_string();
+    let args = ["--config", config.as_str(), "serve", "--port", "0"];
+    let wrapper: &[&str] = if own_namespace {
+        &[
+            "unshare",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--kill-child",
+            "--",
+        ]
+    } else {
+        &[]
+    };
+    crate::serve::serve_command(home.command_via(wrapper, Some(url), &args)).await
+}
+
+/// The run of chat `chat` once it is stored.
+async fn run_of(store: &agent_store::Store, chat: &str) -> agent_store::RunRecord {
+    let rows = store.account("local");
+    eventually(
+        || async { rows.latest_run(chat).await.unwrap() },
+        Option::is_some,
+    )
+    .await
+    .expect("the run is stored")
+}
+
+/// The run `run_id` as stored now.
+async fn stored(store: &agent_store::Store, run_id: &str) -> agent_store::RunRecord {
+    store.account("local").run(run_id).await.unwrap().unwrap()
+}
+
+/// Two servers on one store, each PID 1 of its own PID namespace with the same
+/// host name (so the old owner strings were identical): while A holds its
+/// run, B never takes it, over three leases, and the call that acts ran once.
+/// When A dies, B takes the run over within the lease and the call is
+/// `outcome_unknown`, not run again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_in_another_pid_namespace_never_takes_a_live_servers_run() {
+    if let Some(reason) = pid_namespaces_unavailable() {
+        eprintln!(
+            "SKIPPED a_server_in_another_pid_namespace_never_takes_a_live_servers_run: {reason}"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.txt");
+    let model = OpenAiServer::start([
+        Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({"block_s": 120}))]),
+        Reply::text("Checked, not bumped twice.").delayed(Duration::from_secs(2)),
+    ])
+    .await
+    .unwrap();
+    let url = model.base_url();
+    let home = Home::new(KEY);
+    let config = config(&home, &ledger, None);
+    let (mut a, base_a, token_a) = serve(&home, &url, &config, true).await;
+    let (_b, _, _) = serve(&home, &url, &config, true).await;
+    let store = agent_store::Store::open_sqlite(&home.data_home.join("agent/store.db"))
+        .await
+        .unwrap();
+    let _stream = streaming(
+        &http(),
+        &base_a,
+        &token_a,
+        &chat_body("chat-ns", "Bump."),
+        1,
+    )
+    .await;
+    eventually(|| async { ledger_lines(&ledger) }, |l| !l.is_empty()).await;
+    let run = run_of(&store, "chat-ns").await;
+    tokio::time::sleep(Duration::from_millis(3 * LEASE_MS)).await;
+    let held = stored(&store, &run.run.id).await;
+    assert_eq!(
+        (held.run.owner.as_str(), held.lease_gen),
+        (run.run.owner.as_str(), 0),
+        "B took a live server's run: {held:?}"
+    );
+    assert_eq!(ledger_lines(&ledger).len(), 1, "the call acted once");
+    // A dies: B takes the run over within its lease.
+    let killed = Instant::now();
+    sigkill(&a);
+    a.wait().await.unwrap();
+    let taken = eventually(
+        || async { stored(&store, &run.run.id).await },
+        |r| r.lease_gen > 0,
+    )
+    .await;
+    assert!(taken.lease_gen > 0, "never taken over: {taken:?}");
+    assert!(
+        killed.elapsed() < Duration::from_millis(LEASE_MS * 3),
+        "taken over {:?} after the kill",
+        killed.elapsed()
+    );
+    let done = eventually(
+        || async { stored(&store, &run.run.id).await },
+        |r| r.status == agent_store::RunStatus::Done,
+    )
+    .await;
+    assert_eq!(done.status, agent_store::RunStatus::Done, "{done:?}");
+    assert_eq!(ledger_lines(&ledger).len(), 1, "the call was not run again");
+    let results = crate::durable::tool_results(&model, 1);
+    assert!(results[0].contains("outcome_unknown"), "{results:?}");
+}
+
+/// A server paused (SIGSTOP) during its model call for longer than its lease:
+/// another server takes the run over, calls the model again and runs the
+/// call that acts. When the paused server resumes, its model answer (the same
+/// call) arrives: it records nothing (fenced) and runs nothing. The call acted
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_owner_that_resumes_runs_no_call_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.txt");
+    let model = OpenAiServer::start([
+        // A's model call: answered while A is paused.
+        Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))])
+            .delayed(Duration::from_millis(LEASE_MS * 2)),
+        // B's, once it took the run over.
+        Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
+        Reply::text("Bumped once."),
+    ])
+    .await
+    .unwrap();
+    let url = model.base_url();
+    let home = Home::new(KEY);
+    let config = config(&home, &ledger, None);
+    let (a, base_a, token_a) = serve(&home, &url, &config, false).await;
+    let (_b, _, _) = serve(&home, &url, &config, false).await;
+    let store = agent_store::Store::open_sqlite(&home.data_home.join("agent/store.db"))
+        .await
+        .unwrap();
+    let chat = tokio::spawn({
+        let (base, token) = (base_a.clone(), token_a.clone());
+        async move {
+            let _ = http()
+                .post(format!("{base}/api/chat"))
+                .bearer_auth(token)
+                .json(&chat_body("chat-stop", "Bump."))
+                .send()
+                .await;
+        }
+    });
+    eventually(|| async { model.requests().len() }, |n| *n == 1).await;
+    let pid = a.id().unwrap().to_string();
+    let signal = |sig: &str| {
+        assert!(
+            std::process::Command::new("kill")
+                .args([sig, &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    signal("-STOP");
+    let run = run_of(&store, "chat-stop").await;
+    let done = eventually(
+        || async { stored(&store, &run.run.id).await },
+        |r| r.status == agent_store::RunStatus::Done,
+    )
+    .await;
+    assert_eq!(done.status, agent_store::RunStatus::Done, "{done:?}");
+    assert_eq!(ledger_lines(&ledger).len(), 1, "B ran the call");
+    signal("-CONT");
+    // A's model answer arrives now; it must not run the call.
+    tokio::time::sleep(Duration::from_millis(LEASE_MS * 2)).await;
+    assert_eq!(
+        ledger_lines(&ledger).len(),
+        1,
+        "the paused owner ran the call again after it resumed"
+    );
+    let after = stored(&store, &run.run.id).await;
+    assert_eq!(after.status, agent_store::RunStatus::Done, "{after:?}");
+    let steps = store.account("local").steps(&run.run.id).await.unwrap();
+    let intents = steps.iter().filter(|(_, k, _)| k == "intent").count();
+    assert_eq!(intents, 1, "one intent, B's: {steps:?}");
+    chat.abort();
+    drop(a);
+}
+
+/// A server that is PID 1 of its PID namespace is killed, and started again
+/// as PID 1 of a new one (a container restarted in place, same host name):
+/// it goes on with its predecessor's run within the lease, and the run ends
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_restarted_as_pid_1_of_a_new_namespace_resumes_its_predecessors_run() {
+    if let Some(reason) = pid_namespaces_unavailable() {
+        eprintln!(
+            "SKIPPED a_server_restarted_as_pid_1_of_a_new_namespace_resumes_its_predecessors_run: {reason}"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.txt");
+    let model = OpenAiServer::start([
+        Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 3}))]),
+        Reply::text("Slept, then answered once."),
+    ])
+    .await
+    .unwrap();
+    let url = model.base_url();
+    let home = Home::new(KEY);
+    let config = config(&home, &ledger, None);
+    let (mut first, base, token) = serve(&home, &url, &config, true).await;
+    let store = agent_store::Store::open_sqlite(&home.data_home.join("agent/store.db"))
+        .await
+        .unwrap();
+    let _stream = streaming(&http(), &base, &token, &chat_body("chat-pid1", "Sleep."), 1).await;
+    eventually(|| async { model.requests().len() }, |n| *n == 1).await;
+    let run = run_of(&store, "chat-pid1").await;
+    sigkill(&first);
+    first.wait().await.unwrap();
+    let killed = Instant::now();
+    let (_second, _, _) = serve(&home, &url, &config, true).await;
+    let taken = eventually(
+        || async { stored(&store, &run.run.id).await },
+        |r| r.lease_gen > 0,
+    )
+    .await;
+    assert!(
+        taken.lease_gen > 0,
+        "the restarted server never resumed it: {taken:?}"
+    );
+    assert!(
+        killed.elapsed() < Duration::from_millis(LEASE_MS * 3),
+        "resumed {:?} after the kill",
+        killed.elapsed()
+    );
+    assert_ne!(taken.run.owner, run.run.owner, "a new instance owns it");
+}
+
+/// Two servers on one Postgres store. A dies during a run and is started
+/// again at once (a pod restarting). The survivor or A's restart takes the
+/// run over within the lease (a restarted process has a new id: it keeps
+/// nothing of A's alive), and the run goes on to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_dead_servers_run_is_taken_over_within_the_lease_while_it_restarts() {
+    let postgres = agent_testing::postgres::TestPostgres::start().unwrap();
+    postgres.create_database("own").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.txt");
+    let model = OpenAiServer::start([
+        Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 3}))]),
+        Reply::text("Done after the takeover.").delayed(Duration::from_secs(1)),
+    ])
+    .await
+    .unwrap();
+    let url = model.base_url();
+    let home = Home::new(KEY);
+    let config = config(&home, &ledger, Some(&postgres.url("own")));
+    let (mut a, base_a, token_a) = serve(&home, &url, &config, false).await;
+    let (_b, _, _) = serve(&home, &url, &config, false).await;
+    let store = agent_store::Store::open(&postgres.url("own"))
+        .await
+        .unwrap();
+    let _stream = streaming(
+        &http(),
+        &base_a,
+        &token_a,
+        &chat_body("chat-pg", "Sleep."),
+        1,
+    )
+    .await;
+    eventually(|| async { model.requests().len() }, |n| *n == 1).await;
+    let run = run_of(&store, "chat-pg").await;
+    sigkill(&a);
+    a.wait().await.unwrap();
+    let killed = Instant::now();
+    let (_a_again, _, _) = serve(&home, &url, &config, false).await;
+    let taken = eventually(
+        || async { stored(&store, &run.run.id).await },
+        |r| r.lease_gen > 0,
+    )
+    .await;
+    let took = killed.elapsed();
+    assert!(taken.lease_gen > 0, "never taken over: {taken:?}");
+    assert!(
+        took < Duration::from_millis(LEASE_MS * 3),
+        "taken over {took:?} after the kill (lease {LEASE_MS} ms)"
+    );
+    let done = eventually(
+        || async { stored(&store, &run.run.id).await },
+        |r| r.status == agent_store::RunStatus::Done,
+    )
+    .await;
+    assert_eq!(done.status, agent_store::RunStatus::Done, "{done:?}");
+    eprintln!("taken over {took:?} after the kill, with a {LEASE_MS} ms lease");
+}
