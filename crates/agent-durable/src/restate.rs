@@ -339,7 +339,7 @@ impl AgentRuns {
             .run(run_id)
             .await
             .map_err(|e| TerminalError::new(e.to_string()))?;
-        if !row.is_some_and(|r| r.run.owner == RESTATE_OWNER) {
+        if row.is_none_or(|r| r.run.owner != RESTATE_OWNER) {
             return Err(refused("the run store holds no such run for Restate"));
         }
         let tag = format!("run:{}:{run_id}", input.account);

@@ -1,7 +1,7 @@
 //! Durable runs of a server with a store: every run it starts is a durable run
 //! (`agent_graph::run::durable`) whose steps are journaled in the run store, and
 //! a server starting after one on the same store died starts its runs again
-//! ([`crate::ChatService::resume_runs_of`]).
+//! ([`crate::ChatService::settle_orphans`]).
 //!
 //! - Before its first step, a run saves how it starts (`SavedStart`: the
 //!   prepared request or the paused run with its decisions, and what its record

@@ -35,14 +35,15 @@
 //!   and `GET /api/limits` says what a client may attach.
 //! - [`durable`]: with a store, each run's model calls and tool calls are steps
 //!   journaled in the store before the next (`agent_graph::journal`);
-//!   [`ChatService::resume_runs_of`] goes on with the runs of a server that
-//!   died, from their first unrecorded step.
+//!   [`ChatService::settle_orphans`] goes on with the runs of a server whose
+//!   lease ran out (it died, or stalled), from their first unrecorded step.
 //! - [`page`]: the chat page (built from `web/`, embedded) served at `/`.
 //! - [`access`]: `Host` and `Origin` must name the loopback address on loopback
 //!   (DNS-rebinding protection), and every API request carries a bearer token
 //!   (compared by SHA-256 in constant time), loopback included: the per-process
 //!   [`ServerSecret`] of `agent serve`, or configured tokens. A body size and time
-//!   limit, a cap on open streams overall and per client.
+//!   limit, a cap on open streams overall and per account, and a write
+//!   timeout.
 //! - [`serve`]: the listener, with caps on open connections (overall and per
 //!   client address) and a header-read timeout ([`ConnectionLimits`]).
 //!

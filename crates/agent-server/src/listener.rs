@@ -156,7 +156,7 @@ impl Drop for Slot {
         {
             *held -= 1;
             if *held == 0 {
-                per.remove(&key);
+                per.remove(key);
             }
         }
     }

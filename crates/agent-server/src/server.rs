@@ -200,7 +200,7 @@ impl ChatService {
 
     /// Whether the runs of a service with a store are durable (default: yes):
     /// each step journaled in the store before the next, so a server started
-    /// after this one died goes on with them ([`ChatService::resume_runs_of`]).
+    /// after this one died goes on with them ([`ChatService::settle_orphans`]).
     /// Without a store runs are never durable.
     pub fn with_durable(mut self, durable: bool) -> Self {
         self.durable = durable;
@@ -208,7 +208,7 @@ impl ChatService {
     }
 
     /// Whether a stream following a run of a server that died makes this
-    /// server go on with it ([`ChatService::resume_runs_of`]; default: yes).
+    /// server go on with it ([`ChatService::settle_orphans`]; default: yes).
     /// Off, the run waits for a server started with it in mind.
     pub fn with_take_over(mut self, take_over: bool) -> Self {
         self.take_over = take_over;

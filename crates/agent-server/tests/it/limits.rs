@@ -147,7 +147,7 @@ async fn idle_connections_from_many_local_addresses_do_not_lock_out_a_token() {
                 if held.len() > 400 {
                     held.drain(..200);
                 }
-                if opened % 50 == 0 {
+                if opened.is_multiple_of(50) {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
             }

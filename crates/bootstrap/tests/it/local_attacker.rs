@@ -110,7 +110,7 @@ async fn a_config_swapped_while_it_loads_never_runs_an_untrusted_server() {
             let mut swaps = 0u64;
             let (a, b) = (workspace.join(".a.tmp"), workspace.join(".b.tmp"));
             while !stop.load(Ordering::SeqCst) && swaps < 5_000_000 {
-                let (path, text) = if swaps % 2 == 0 {
+                let (path, text) = if swaps.is_multiple_of(2) {
                     (&a, &evil)
                 } else {
                     (&b, &harmless)
@@ -166,7 +166,11 @@ async fn a_config_symlink_swapped_while_it_loads_never_runs_an_untrusted_server(
             let mut swaps = 0u64;
             let tmp = workspace.join(".link.tmp");
             while !stop.load(Ordering::SeqCst) && swaps < 5_000_000 {
-                let target = if swaps % 2 == 0 { &evil } else { &harmless };
+                let target = if swaps.is_multiple_of(2) {
+                    &evil
+                } else {
+                    &harmless
+                };
                 let _ = std::fs::remove_file(&tmp);
                 if std::os::unix::fs::symlink(target, &tmp).is_ok() {
                     let _ = std::fs::rename(&tmp, workspace.join("agent.toml"));

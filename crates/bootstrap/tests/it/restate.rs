@@ -582,10 +582,10 @@ fn sealed_payloads(text: &str) -> Vec<serde_json::Value> {
     {
         let candidate = &rest[at..];
         let unescaped = candidate.replace("\\\"", "\"");
-        if let Some(end) = unescaped.find('}') {
-            if let Ok(value) = serde_json::from_str::<serde_json::Value>(&unescaped[..=end]) {
-                found.push(value);
-            }
+        if let Some(end) = unescaped.find('}')
+            && let Ok(value) = serde_json::from_str::<serde_json::Value>(&unescaped[..=end])
+        {
+            found.push(value);
         }
         rest = &rest[at + 6..];
     }
