@@ -197,8 +197,11 @@ pub enum Command {
         #[arg(long, default_value = "chat", value_name = "NAME")]
         graph: String,
     },
-    /// The keys of servers and workers: rotate the shared key, or make a
-    /// Restate request identity key pair.
+    /// Rotate the servers' shared key, or make a Restate identity key pair.
+    ///
+    /// The key file (`[store] key_file`) seals what crosses Restate and
+    /// derives the approval key; a Restate server signs its requests to
+    /// workers with an identity key.
     #[command(
         after_help = "Examples:\n  agent keys rotate\n  agent keys restate-identity --out restate-identity.pem"
     )]
