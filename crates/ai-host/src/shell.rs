@@ -21,6 +21,24 @@
 //! subreaper, such a descendant is not found (the weaker guarantee; see SECURITY.md).
 //! Output reader tasks are aborted when the call ends. stdout and stderr keep their
 //! last `max_output_bytes` bytes.
+//!
+//! The sweep needs this process alive. So that a command does not outlive it when it
+//! is killed (`SIGKILL`, the OOM killer), each command is started with a
+//! [`process_scope::Lifeline`] when this machine has util-linux's `setpriv`:
+//!
+//! ```text
+//! setpriv --pdeathsig KILL -- sh -c <guard> ... unshare ... --kill-child -- /bin/sh -c <command>
+//! ```
+//!
+//! from this process's spawner thread ([`process_scope::on_spawner_thread`], a
+//! thread that lives as long as the process: the parent-death signal follows the
+//! thread that forked). When this process dies, `unshare` gets `SIGKILL`; its
+//! `--kill-child` kills the namespace's first process, the command's shell, and
+//! the kernel then kills everything else in the namespace: nothing the command
+//! started runs on. Without a [`PidNamespace`], only the command's shell is killed:
+//! it runs no further step of the command, but what it started (its children, the
+//! rest of its group, escapees) runs to its own end. Without `setpriv`, nothing is
+//! killed when this process dies (a warning says so, once).
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -30,7 +48,7 @@ use std::time::Duration;
 use ai_core::CancellationToken;
 use ai_tools::capability::{Shell, ShellError, ShellOutcome, ShellRequest};
 use futures::future::BoxFuture;
-use process_scope::{Marker, Scope};
+use process_scope::{Lifeline, Marker, Scope};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::task::JoinHandle;
 
@@ -53,6 +71,7 @@ pub struct LocalShell {
     env: Vec<(String, String)>,
     claim_orphans: bool,
     pid_namespace: Option<PidNamespace>,
+    lifeline: Option<Lifeline>,
 }
 
 /// Each command in its own PID namespace, with its own `/proc`.
@@ -61,10 +80,12 @@ pub struct LocalShell {
 /// environment of this process's ancestors (a wrapper script, `make` or an IDE
 /// task that launched the agent with the API key in its environment), nor that of
 /// any other process, and everything it starts ends with it (a PID namespace ends
-/// when its first process does). Built on util-linux's `unshare` (`--pid --fork
-/// --kill-child --mount --mount-proc` inside `--user --map-current-user`, which
-/// needs unprivileged user namespaces; commands keep the user's uid and gid);
-/// [`PidNamespace::probe`] says whether this machine allows it.
+/// when its first process does), also when this process is killed (`unshare`,
+/// started with a [`Lifeline`], dies with it, and `--kill-child` ends the
+/// namespace). Built on util-linux's `unshare` (`--pid --fork --kill-child --mount
+/// --mount-proc` inside `--user --map-current-user`, which needs unprivileged user
+/// namespaces; commands keep the user's uid and gid); [`PidNamespace::probe`] says
+/// whether this machine allows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PidNamespace {
     /// `unshare` and its options, before `-- /bin/sh -c <command>`.
@@ -126,6 +147,7 @@ impl LocalShell {
             env,
             claim_orphans: false,
             pid_namespace: None,
+            lifeline: Lifeline::get().cloned(),
         }
     }
 
@@ -144,6 +166,51 @@ impl LocalShell {
         self.claim_orphans = true;
         self
     }
+
+    /// The command up to `/bin/sh` (its `-c <command>` follows): with the lifeline
+    /// when there is one, in the PID namespace when there is one.
+    fn launcher(&self) -> tokio::process::Command {
+        let mut argv: Vec<std::ffi::OsString> = match &self.pid_namespace {
+            Some(namespace) => namespace.launcher.iter().map(Into::into).collect(),
+            None => Vec::new(),
+        };
+        if !argv.is_empty() {
+            argv.push("--".into());
+        }
+        argv.push("/bin/sh".into());
+        if let Some(lifeline) = &self.lifeline {
+            let mut chain = lifeline.argv(&argv[0]);
+            chain.extend(argv.drain(1..));
+            argv = chain;
+        }
+        let mut command = tokio::process::Command::new(&argv[0]);
+        command.args(&argv[1..]);
+        command
+    }
+}
+
+/// Spawns `command` on the spawner thread ([`process_scope::on_spawner_thread`]),
+/// so that its parent-death signal fires when this process dies and not when the
+/// thread polling this call does. A child whose call was dropped meanwhile is
+/// killed with its process group (`kill_on_drop` reaps it).
+async fn spawn(
+    mut command: tokio::process::Command,
+    marker: Marker,
+) -> std::io::Result<tokio::process::Child> {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return command.spawn();
+    };
+    let (sent, spawned) = tokio::sync::oneshot::channel();
+    process_scope::on_spawner_thread(move || {
+        // tokio's child handling registers with the runtime that waits on it.
+        let _entered = runtime.enter();
+        if let Err(Ok(orphan)) = sent.send(command.spawn()) {
+            Scope::new(orphan.id(), &marker).kill_group();
+        }
+    });
+    spawned
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::other("the spawner thread dropped a spawn")))
 }
 
 /// Kills the call's processes when dropped (the runner dropped the call).
@@ -240,16 +307,7 @@ impl Shell for LocalShell {
     ) -> BoxFuture<'_, Result<ShellOutcome, ShellError>> {
         Box::pin(async move {
             let marker = Marker::new(CALL_MARKER_VAR);
-            let mut command = match &self.pid_namespace {
-                Some(namespace) => {
-                    let mut command = tokio::process::Command::new(&namespace.launcher[0]);
-                    command
-                        .args(&namespace.launcher[1..])
-                        .args(["--", "/bin/sh"]);
-                    command
-                }
-                None => tokio::process::Command::new("/bin/sh"),
-            };
+            let mut command = self.launcher();
             command
                 .arg("-c")
                 .arg(&request.command)
@@ -270,8 +328,8 @@ impl Shell for LocalShell {
                 scope: None,
                 claiming,
             };
-            let mut child = command
-                .spawn()
+            let mut child = spawn(command, marker.clone())
+                .await
                 .map_err(|e| ShellError::Spawn(e.kind().to_string()))?;
             cleanup.scope = Some(Scope::new(child.id(), &marker));
             let cap = request.max_output_bytes;

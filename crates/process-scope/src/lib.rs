@@ -20,11 +20,19 @@
 //! a recycled pid is never hit; zombies re-parented to this process are reaped.
 //! Without `/proc` (not Linux) only the process group is killed.
 //!
+//! A sweep needs this process alive. For when it is killed, a [`Lifeline`] starts
+//! a child so that it gets `SIGKILL` when this process dies (util-linux's `setpriv
+//! --pdeathsig`, from [`on_spawner_thread`], a thread as long-lived as the process).
+//!
 //! process-scope depends on no project crate and reads no configuration: the
 //! shell adapter (ai-host) and the MCP stdio transport (tools-mcp) both use it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+mod lifeline;
+
+pub use lifeline::{Lifeline, on_spawner_thread};
 
 /// A variable that marks every process of one scope.
 #[derive(Debug, Clone, PartialEq, Eq)]

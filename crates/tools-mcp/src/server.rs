@@ -175,6 +175,38 @@ impl Drop for Processes {
     }
 }
 
+/// A stdio server's process and its stderr.
+type Spawned = (TokioChildProcess, Option<tokio::process::ChildStderr>);
+
+/// Starts a stdio server, the leader of its own process group, killed when
+/// dropped, from the spawner thread ([`process_scope::on_spawner_thread`]): its
+/// parent-death signal then fires when this process dies, not when the thread
+/// that polled the connect ends.
+async fn spawn_stdio(cmd: tokio::process::Command) -> std::io::Result<Spawned> {
+    fn spawn(cmd: tokio::process::Command) -> std::io::Result<Spawned> {
+        let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
+        wrapped
+            .wrap(process_wrap::tokio::ProcessGroup::leader())
+            .wrap(process_wrap::tokio::KillOnDrop);
+        TokioChildProcess::builder(wrapped)
+            .stderr(Stdio::piped())
+            .spawn()
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return spawn(cmd);
+    };
+    let (sent, spawned) = tokio::sync::oneshot::channel();
+    process_scope::on_spawner_thread(move || {
+        // tokio's child handling registers with the runtime that waits on it; a
+        // server whose connect was dropped meanwhile is killed as it is dropped.
+        let _entered = runtime.enter();
+        let _ = sent.send(spawn(cmd));
+    });
+    spawned
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::other("the spawner thread dropped a spawn")))
+}
+
 #[derive(Default)]
 struct Slot {
     live: Option<Live>,
@@ -450,7 +482,17 @@ impl Server {
         };
         match &self.transport {
             Transport::Stdio { command, args, cwd } => {
-                let mut cmd = tokio::process::Command::new(command);
+                // With a lifeline the server gets `SIGKILL` when this process dies
+                // (its stdin's end of file may not end it).
+                let mut cmd = match process_scope::Lifeline::get() {
+                    Some(lifeline) => {
+                        let argv = lifeline.argv(command);
+                        let mut cmd = tokio::process::Command::new(&argv[0]);
+                        cmd.args(&argv[1..]);
+                        cmd
+                    }
+                    None => tokio::process::Command::new(command),
+                };
                 cmd.args(args).env_clear();
                 cmd.envs(self.host.inherited_env.iter().map(|(k, v)| (k, v)));
                 cmd.envs(&self.config.env);
@@ -459,13 +501,8 @@ impl Server {
                 if let Some(cwd) = cwd {
                     cmd.current_dir(cwd);
                 }
-                let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
-                wrapped
-                    .wrap(process_wrap::tokio::ProcessGroup::leader())
-                    .wrap(process_wrap::tokio::KillOnDrop);
-                let (process, stderr) = TokioChildProcess::builder(wrapped)
-                    .stderr(Stdio::piped())
-                    .spawn()
+                let (process, stderr) = spawn_stdio(cmd)
+                    .await
                     .map_err(|e| format!("could not start `{command}`: {e}"))?;
                 let pid = process.id();
                 let processes = Processes(Some(process_scope::Scope::new(pid, &marker)));

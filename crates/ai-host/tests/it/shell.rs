@@ -454,3 +454,208 @@ async fn in_its_own_pid_namespace_a_command_sees_only_its_own_processes() {
         .unwrap_err();
     assert!(matches!(err, ShellError::Timeout(_)), "{err:?}");
 }
+
+/// Set in this test binary's environment when it runs as the helper of the
+/// process-death tests: the folder its command runs in.
+const HELPER_DIR: &str = "AI_HOST_TEST_PROCESS_DEATH_DIR";
+/// Set (to anything) when the helper's shell uses a PID namespace.
+const HELPER_NAMESPACE: &str = "AI_HOST_TEST_PROCESS_DEATH_NAMESPACE";
+/// The helper's command: it says it runs, sleeps, then acts.
+const SLEEP_THEN_ACT: &str = "echo $$ > shell.pid; touch ready; sleep 2; echo late > effect.txt";
+
+/// Not a test of its own: the process the process-death tests start (this test
+/// binary, run again with [`HELPER_DIR`] set) and kill with `SIGKILL` while its
+/// `LocalShell` command sleeps. Without the variable it does nothing.
+#[test]
+fn process_death_helper() {
+    let Some(dir) = std::env::var_os(HELPER_DIR) else {
+        return;
+    };
+    let path = ("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned());
+    let mut shell = LocalShell::with_env(&dir, vec![path]);
+    if std::env::var_os(HELPER_NAMESPACE).is_some() {
+        shell = shell.in_pid_namespace(ai_host::PidNamespace::probe().unwrap());
+    }
+    // As in the agent: a multi-threaded runtime.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let outcome = runtime.block_on(run_shell(&shell, SLEEP_THEN_ACT, Duration::from_secs(30)));
+    panic!("the helper was not killed while its command ran: {outcome:?}");
+}
+
+/// The pids (with their start times) of every descendant of `ancestor`, from `/proc`.
+fn descendants(ancestor: u32) -> Vec<(u32, String)> {
+    let stats: Vec<(u32, u32, String)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let (head, rest) = stat.rsplit_once(')')?;
+            let comm = head.split_once('(')?.1.to_owned();
+            let ppid = rest.split_whitespace().nth(1)?.parse().ok()?;
+            Some((pid, ppid, comm))
+        })
+        .collect();
+    let mut found: Vec<(u32, String)> = Vec::new();
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for (pid, ppid, comm) in &stats {
+            let below = *ppid == ancestor || found.iter().any(|(p, _)| p == ppid);
+            if below && !found.iter().any(|(p, _)| p == pid) {
+                found.push((*pid, comm.clone()));
+                grew = true;
+            }
+        }
+    }
+    found
+}
+
+/// Runs the helper (in a PID namespace or not), waits until its command sleeps,
+/// kills the helper with `SIGKILL`: the helper's descendants just before the
+/// kill, and the folder the command runs in.
+async fn kill_the_helper_while_its_command_sleeps(
+    namespace: bool,
+) -> (Vec<(u32, String)>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut helper = tokio::process::Command::new(std::env::current_exe().unwrap());
+    helper
+        .args([
+            "--exact",
+            "shell::process_death_helper",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(HELPER_DIR, dir.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true);
+    if namespace {
+        helper.env(HELPER_NAMESPACE, "1");
+    }
+    let mut helper = helper.spawn().unwrap();
+    let helper_pid = helper.id().unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    let before = loop {
+        let found = descendants(helper_pid);
+        if dir.path().join("ready").exists() && found.iter().any(|(_, comm)| comm == "sleep") {
+            break found;
+        }
+        assert!(Instant::now() < until, "the command never slept: {found:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    helper.start_kill().unwrap();
+    helper.wait().await.unwrap();
+    (before, dir)
+}
+
+/// The helper's command runs in a PID namespace, its launcher tied to the
+/// helper: a `SIGKILL` of the helper ends every process of the command (the
+/// launcher, the shell, its `sleep`) within a second, and the command's next
+/// step never runs. (Without the lifeline the namespace outlived the helper, and
+/// the command appended its line two seconds later.)
+#[tokio::test]
+async fn a_command_in_a_pid_namespace_dies_with_the_process_that_started_it() {
+    let name = "a_command_in_a_pid_namespace_dies_with_the_process_that_started_it";
+    if process_scope::Lifeline::get().is_none() {
+        eprintln!("SKIPPED {name}: no `setpriv --pdeathsig` here");
+        return;
+    }
+    if let Err(reason) = ai_host::PidNamespace::probe() {
+        eprintln!("SKIPPED {name}: {reason}");
+        return;
+    }
+    let (before, dir) = kill_the_helper_while_its_command_sleeps(true).await;
+    for (pid, comm) in &before {
+        assert!(
+            wait_gone(*pid, Duration::from_secs(1)).await,
+            "{comm} ({pid}) outlived the process that started it by a second: {before:?}"
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        !dir.path().join("effect.txt").exists(),
+        "the command acted after the process that started it was killed"
+    );
+}
+
+/// Without a PID namespace the command's shell (the process group's leader) dies
+/// with the helper, so it runs no further step; what it started (here `sleep`)
+/// runs to its own end (see SECURITY.md).
+#[tokio::test]
+async fn without_a_pid_namespace_the_commands_shell_dies_with_the_process_that_started_it() {
+    if process_scope::Lifeline::get().is_none() {
+        eprintln!(
+            "SKIPPED without_a_pid_namespace_the_commands_shell_dies_with_the_process_that_started_it: \
+             no `setpriv --pdeathsig` here"
+        );
+        return;
+    }
+    let (before, dir) = kill_the_helper_while_its_command_sleeps(false).await;
+    let shell = read_pid(&dir.path().join("shell.pid"));
+    assert!(before.iter().any(|(pid, _)| *pid == shell), "{before:?}");
+    assert!(
+        wait_gone(shell, Duration::from_secs(1)).await,
+        "the command's shell {shell} outlived the process that started it by a second"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        !dir.path().join("effect.txt").exists(),
+        "the command acted after the process that started it was killed"
+    );
+}
+
+/// The parent-death signal follows the thread that forked, so commands are
+/// started from a thread that lives as long as the process: a call first polled
+/// on a thread that then exits (as a worker replaced after `block_in_place`, or
+/// an idle blocking thread) still runs its command to its end.
+#[test]
+fn a_command_started_while_polled_by_a_thread_that_exits_runs_to_its_end() {
+    if process_scope::Lifeline::get().is_none() {
+        eprintln!(
+            "SKIPPED a_command_started_while_polled_by_a_thread_that_exits_runs_to_its_end: \
+             no `setpriv --pdeathsig` here"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let shell = LocalShell::with_env(dir.path(), vec![("PATH".into(), "/usr/bin:/bin".into())]);
+    let mut call: futures::future::BoxFuture<'static, _> = Box::pin(async move {
+        run_shell(
+            &shell,
+            "touch started; sleep 1; echo ran to its end",
+            Duration::from_secs(20),
+        )
+        .await
+    });
+    let handle = runtime.handle().clone();
+    let started = dir.path().join("started");
+    let call = std::thread::spawn(move || {
+        let _entered = handle.enter();
+        let waker = futures::task::noop_waker();
+        let first = call
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(&waker));
+        assert!(first.is_pending());
+        // The thread ends once the command runs (its parent-death signal set).
+        let until = Instant::now() + Duration::from_secs(10);
+        while !started.exists() {
+            assert!(Instant::now() < until, "the command never started");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        call
+    })
+    .join()
+    .unwrap();
+    let outcome = runtime.block_on(call).unwrap();
+    assert_eq!(outcome.exit_code, Some(0), "{outcome:?}");
+    assert_eq!(outcome.stdout, "ran to its end\n");
+}

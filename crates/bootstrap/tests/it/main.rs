@@ -11,6 +11,7 @@ mod litellm;
 mod local_attacker;
 mod mcp;
 mod ownership;
+mod process_death;
 mod providers;
 mod restate;
 mod security;
