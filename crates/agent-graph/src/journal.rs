@@ -402,8 +402,8 @@ pub(crate) fn replayed_execution(step: &Step) -> Option<ToolExecution> {
     }
 }
 
-/// The events a durable run emitted since its last recorded step (consecutive
-/// deltas merged).
+/// The events a durable run emitted since its last recorded step, every
+/// delta that continues the one before merged into it ([`AiEvent::absorb`]).
 #[derive(Debug, Default)]
 pub(crate) struct Capture(Mutex<Vec<AiEvent>>);
 
@@ -414,19 +414,9 @@ impl Capture {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(last) = events.last_mut()
-            && last.parent_tool_call_id == event.parent_tool_call_id
+            && last.absorb(event)
         {
-            match (&mut last.kind, &event.kind) {
-                (AiEventKind::TextDelta { delta: a }, AiEventKind::TextDelta { delta: b })
-                | (
-                    AiEventKind::ReasoningDelta { delta: a },
-                    AiEventKind::ReasoningDelta { delta: b },
-                ) => {
-                    a.push_str(b);
-                    return;
-                }
-                _ => {}
-            }
+            return;
         }
         events.push(event.clone());
     }

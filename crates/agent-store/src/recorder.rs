@@ -7,8 +7,8 @@
 //!   [`RecordError::Backlog`], on which the caller fails the run rather than lose
 //!   its record.
 //! - Consecutive text deltas (and reasoning deltas) of the same source are merged
-//!   into one row per [`RecorderOptions::merge_window`], so a replay shows the same
-//!   text without a row per token.
+//!   ([`AiEvent::absorb`]) into one row per [`RecorderOptions::merge_window`], so a
+//!   replay shows the same text without a row per token.
 //! - A failed write is retried with backoff (the same rows at the same positions:
 //!   appends are idempotent, so a write that landed but timed out is not
 //!   duplicated) and reported with `tracing::warn!`; it is never dropped.
@@ -20,7 +20,6 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use ai_core::AiEvent;
-use ai_core::event::AiEventKind;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 
@@ -210,8 +209,9 @@ impl RunRecorder {
         }
     }
 
-    /// Takes `event` without waiting: merged into the last row when both are
-    /// deltas of the same kind and source within the merge window.
+    /// Takes `event` without waiting: merged into the last row when it
+    /// continues it ([`AiEvent::absorb`]) and that row is still being taken
+    /// (rows the writer took, once per merge window, take no more).
     pub fn record(&self, event: &AiEvent) -> Result<(), RecordError> {
         let mut taken = self.shared.lock();
         if taken.closed {
@@ -224,7 +224,7 @@ impl RunRecorder {
         taken.events += 1;
         taken.total += 1;
         if let Some(last) = taken.rows.last_mut()
-            && merge(last, event)
+            && last.absorb(event)
         {
             return Ok(());
         }
@@ -343,25 +343,5 @@ impl Writer {
                 }
             }
         }
-    }
-}
-
-/// Appends `next`'s delta to `last` when both are deltas of one kind from the
-/// same source; whether it did.
-fn merge(last: &mut AiEvent, next: &AiEvent) -> bool {
-    let same_source = last.run_id == next.run_id
-        && last.parent_tool_call_id == next.parent_tool_call_id
-        && last.graph == next.graph
-        && last.ingress_request_id == next.ingress_request_id;
-    if !same_source {
-        return false;
-    }
-    match (&mut last.kind, &next.kind) {
-        (AiEventKind::TextDelta { delta }, AiEventKind::TextDelta { delta: more })
-        | (AiEventKind::ReasoningDelta { delta }, AiEventKind::ReasoningDelta { delta: more }) => {
-            delta.push_str(more);
-            true
-        }
-        _ => false,
     }
 }

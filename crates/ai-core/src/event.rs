@@ -100,6 +100,63 @@ impl AiEvent {
         }
         self
     }
+
+    /// Appends `next` to `self` when `next` continues it, and says whether it did.
+    ///
+    /// The one rule by which consecutive deltas merge (a run's event queue, a
+    /// durable run's captured steps, the run store's recorder): `next` continues
+    /// `self` when both are `text_delta`s, or both `reasoning_delta`s, with the
+    /// same source, that is the same `run_id`, `trace_id`, `ingress_request_id`,
+    /// `parent_tool_call_id` and `graph` (a run's own text and its subagent's
+    /// never merge, nor two subagents'). `self`'s delta then ends with `next`'s,
+    /// so the concatenated text is unchanged. Anything else never merges: text
+    /// after reasoning or reasoning after text, `tool_input_delta` (each carries
+    /// its call), and every other event. On `false`, `self` is unchanged.
+    ///
+    /// Only the "whether and how"; when to merge (past a queue's slack, within a
+    /// recorder's window) is the caller's policy.
+    ///
+    /// ```
+    /// use ai_core::{AiEvent, RunContext, event::AiEventKind};
+    ///
+    /// let ctx = RunContext::new("r1", "t1");
+    /// let text = |delta: &str| AiEvent::new(&ctx, AiEventKind::TextDelta { delta: delta.into() });
+    /// let mut last = text("Hel");
+    /// assert!(last.absorb(&text("lo")));
+    /// assert_eq!(last.kind, AiEventKind::TextDelta { delta: "Hello".into() });
+    /// let reasoning = AiEvent::new(&ctx, AiEventKind::ReasoningDelta { delta: "hm".into() });
+    /// assert!(!last.absorb(&reasoning));
+    /// ```
+    pub fn absorb(&mut self, next: &AiEvent) -> bool {
+        // Destructured, so that a field added to events has to be placed here.
+        let AiEvent {
+            run_id,
+            trace_id,
+            ingress_request_id,
+            parent_tool_call_id,
+            graph,
+            kind: _,
+        } = next;
+        let same_source = self.run_id == *run_id
+            && self.trace_id == *trace_id
+            && self.ingress_request_id == *ingress_request_id
+            && self.parent_tool_call_id == *parent_tool_call_id
+            && self.graph == *graph;
+        if !same_source {
+            return false;
+        }
+        match (&mut self.kind, &next.kind) {
+            (AiEventKind::TextDelta { delta }, AiEventKind::TextDelta { delta: more })
+            | (
+                AiEventKind::ReasoningDelta { delta },
+                AiEventKind::ReasoningDelta { delta: more },
+            ) => {
+                delta.push_str(more);
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 /// The event payloads. Field names are a public contract: new variants and fields
@@ -335,5 +392,145 @@ mod tests {
             done,
             json!({"type": "done", "run_id": "r1", "trace_id": "t1"})
         );
+    }
+
+    fn text(delta: &str) -> AiEvent {
+        AiEvent::new(
+            &RunContext::new("r1", "t1"),
+            AiEventKind::TextDelta {
+                delta: delta.into(),
+            },
+        )
+    }
+
+    fn reasoning(delta: &str) -> AiEvent {
+        AiEvent::new(
+            &RunContext::new("r1", "t1"),
+            AiEventKind::ReasoningDelta {
+                delta: delta.into(),
+            },
+        )
+    }
+
+    fn delta(event: &AiEvent) -> &str {
+        match &event.kind {
+            AiEventKind::TextDelta { delta } | AiEventKind::ReasoningDelta { delta } => delta,
+            other => panic!("not a delta: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn absorb_appends_a_delta_of_the_same_kind_and_source() {
+        let mut last = text("Hel");
+        assert!(last.absorb(&text("lo")));
+        assert!(last.absorb(&text("")));
+        assert!(last.absorb(&text(", world")));
+        assert_eq!(last, text("Hello, world"));
+
+        let mut last = reasoning("think");
+        assert!(last.absorb(&reasoning("ing")));
+        assert_eq!(last, reasoning("thinking"));
+
+        // A subagent's deltas merge with the same subagent's.
+        let mut last = text("a").nested("call_1", Some("researcher"));
+        assert!(last.absorb(&text("b").nested("call_1", Some("researcher"))));
+        assert_eq!(last, text("ab").nested("call_1", Some("researcher")));
+    }
+
+    #[test]
+    fn absorb_never_merges_another_kind() {
+        let mut last = text("a");
+        assert!(!last.absorb(&reasoning("r")), "reasoning after text");
+        let mut last = reasoning("r");
+        assert!(!last.absorb(&text("a")), "text after reasoning");
+        assert_eq!(last, reasoning("r"));
+
+        let ctx = RunContext::new("r1", "t1");
+        let input = |delta: &str| {
+            AiEvent::new(
+                &ctx,
+                AiEventKind::ToolInputDelta {
+                    tool_call_id: "c1".into(),
+                    tool_name: "core__x".into(),
+                    delta: delta.into(),
+                },
+            )
+        };
+        let mut last = input("{\"a\"");
+        assert!(!last.absorb(&input(":1}")), "tool input deltas");
+        assert!(!last.absorb(&text("a")));
+        let others = [
+            AiEventKind::ToolCallStart {
+                tool_call_id: "c1".into(),
+                tool_name: "core__x".into(),
+                args: json!({}),
+            },
+            AiEventKind::ToolCallResult {
+                tool_call_id: "c1".into(),
+                tool_name: "core__x".into(),
+                ok: true,
+                result: Some(json!({})),
+                error_code: None,
+                message: None,
+                duration_ms: 1,
+                truncated: false,
+            },
+            AiEventKind::AssistantFinal {
+                content: "a".into(),
+                finish_reason: "stop".into(),
+                prompt_hash: None,
+            },
+            AiEventKind::Error {
+                code: "x".into(),
+                message: "y".into(),
+            },
+            AiEventKind::Done,
+        ];
+        for kind in others {
+            let mut other = AiEvent::new(&ctx, kind);
+            let before = other.clone();
+            assert!(!other.absorb(&text("a")), "{before:?} took a delta");
+            assert_eq!(other, before);
+            let mut last = text("a");
+            assert!(!last.absorb(&before), "a delta took {before:?}");
+            assert_eq!(last, text("a"));
+        }
+    }
+
+    #[test]
+    fn absorb_never_merges_another_source() {
+        let other_run = AiEvent::new(
+            &RunContext::new("r2", "t1"),
+            AiEventKind::TextDelta { delta: "b".into() },
+        );
+        let other_trace = AiEvent::new(
+            &RunContext::new("r1", "t2"),
+            AiEventKind::TextDelta { delta: "b".into() },
+        );
+        let mut ingress = RunContext::new("r1", "t1");
+        ingress.ingress_request_id = Some("req".into());
+        let other_ingress = AiEvent::new(&ingress, AiEventKind::TextDelta { delta: "b".into() });
+        let subagent = text("b").nested("call_1", Some("researcher"));
+        let other_call = text("b").nested("call_2", Some("researcher"));
+        let other_graph = text("b").nested("call_1", Some("writer"));
+        let untagged_graph = text("b").nested("call_1", None);
+        for next in [
+            &other_run,
+            &other_trace,
+            &other_ingress,
+            &subagent,
+            &other_call,
+            &other_graph,
+            &untagged_graph,
+        ] {
+            let mut last = text("a");
+            assert!(!last.absorb(next), "the run's own text took {next:?}");
+            assert_eq!(delta(&last), "a");
+        }
+        let mut last = text("a").nested("call_1", Some("researcher"));
+        for next in [&text("b"), &other_call, &other_graph, &untagged_graph] {
+            assert!(!last.absorb(next), "a subagent's text took {next:?}");
+        }
+        assert_eq!(delta(&last), "a");
     }
 }

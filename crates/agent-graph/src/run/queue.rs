@@ -1,13 +1,14 @@
-//! The one event queue behind a run's [`crate::EventStream`] and every
-//! [`crate::Subscriber`] of a [`crate::Fanout`].
+//! The one event queue behind a run's [`EventStream`](super::EventStream) and every
+//! [`Subscriber`](crate::fanout::Subscriber) of a [`Fanout`](crate::fanout::Fanout).
 //!
 //! Pushing never waits (a slow or absent consumer cannot stall a run), and memory
 //! stays bounded without dropping what matters:
 //! - while the consumer is behind (at least [`COALESCE_AFTER`] events queued, or a
 //!   lossy queue's capacity if smaller), a `text_delta` (or `reasoning_delta`) that
-//!   follows a queued one of the same run is merged into it, so a stalled consumer
-//!   holds one growing text per gap instead of one event per token (the concatenated
-//!   text is unchanged); a consumer that keeps up sees the deltas as they came;
+//!   continues the last queued event is merged into it ([`AiEvent::absorb`]: same
+//!   kind, same run and subagent), so a stalled consumer holds one growing text per
+//!   gap instead of one event per token (the concatenated text is unchanged); a
+//!   consumer that keeps up sees the deltas as they came;
 //! - a lossless queue keeps every other event;
 //! - a lossy queue holds at most `capacity` events: beyond that it drops events, except
 //!   `assistant_final`, `error` and `done`, and marks each gap with one
@@ -58,36 +59,6 @@ pub(crate) struct Queue {
     state: Mutex<State>,
 }
 
-/// Whether `event` may be merged into `back`: both text deltas, or both reasoning
-/// deltas, of one run and one (sub)agent.
-fn mergeable(back: &AiEvent, event: &AiEvent) -> bool {
-    let same_run = back.run_id == event.run_id
-        && back.trace_id == event.trace_id
-        && back.ingress_request_id == event.ingress_request_id
-        && back.parent_tool_call_id == event.parent_tool_call_id
-        && back.graph == event.graph;
-    same_run
-        && matches!(
-            (&back.kind, &event.kind),
-            (AiEventKind::TextDelta { .. }, AiEventKind::TextDelta { .. })
-                | (
-                    AiEventKind::ReasoningDelta { .. },
-                    AiEventKind::ReasoningDelta { .. }
-                )
-        )
-}
-
-/// Appends a [`mergeable`] `event`'s delta to `back`'s.
-fn merge(back: &mut AiEvent, event: AiEvent) {
-    if let (
-        AiEventKind::TextDelta { delta: queued } | AiEventKind::ReasoningDelta { delta: queued },
-        AiEventKind::TextDelta { delta } | AiEventKind::ReasoningDelta { delta },
-    ) = (&mut back.kind, event.kind)
-    {
-        queued.push_str(&delta);
-    }
-}
-
 /// Events a lossy queue never drops: how the run ended.
 fn is_terminal(event: &AiEvent) -> bool {
     matches!(
@@ -135,9 +106,8 @@ impl Queue {
             let behind = state.events >= self.coalesce_after;
             if let Some(Slot::Event(back)) = state.items.back_mut()
                 && behind
-                && mergeable(back, &event)
+                && back.absorb(&event)
             {
-                merge(back, event);
                 state.coalesced += 1;
                 return true; // the consumer was already woken for `back`
             }

@@ -1,0 +1,400 @@
+//! The loop: from a [`Start`], model turn, tool calls, model turn, ... until an
+//! answer, a pause on deferred calls, a limit or an error. [`drive`] runs it; a
+//! [`Driver`] carries what a run grows from turn to turn (history, usage,
+//! records, step numbers), one method per step of a turn.
+
+use std::sync::Arc;
+
+use ai_core::{
+    CancellationToken, Message, RunContext, ToolSpec,
+    completion::{CompletionFinal, CompletionRequest},
+    event::{AiEventKind, ToolCallRef, UsageFact},
+    runner::{CallScope, ToolInvocationRecord},
+    tool::NestedPort,
+};
+
+use super::emitter::Emitter;
+use super::launch::Start;
+use super::model::turn_step;
+use super::settle::settle_pending;
+use super::tools::{as_tool_call, tool_turn};
+use super::{
+    ClientCall, Decision, PAUSED_RUN_VERSION, PausedRun, PendingApproval, RunDeps, RunError,
+    RunLimits, RunOutput, RunRequest,
+};
+use crate::journal::Steps;
+
+/// The loop. `depth` is 0 for a top-level run and 1 for a subagent.
+pub(super) async fn drive(
+    start: Start,
+    deps: &RunDeps,
+    emitter: &Emitter,
+    cancel: &CancellationToken,
+    depth: u32,
+) -> Result<RunOutput, RunError> {
+    let Start {
+        request,
+        new_from,
+        usage,
+        records,
+        model_turns,
+        resume,
+        refused,
+        journal,
+    } = start;
+    if let Some(error) = refused {
+        return Err(error);
+    }
+    let steps =
+        journal.map(|(journal, capture)| Steps::new(journal, &request.context.run_id, capture));
+    let so_far = (new_from, usage, records);
+    let mut driver = Driver::new(
+        request,
+        so_far,
+        (deps, emitter, cancel),
+        steps.as_ref(),
+        depth,
+    );
+    if depth == 0 {
+        driver.announce_withheld();
+    }
+    // What the run says before its first step is said again each time it
+    // starts: it is no step's.
+    if let Some(steps) = &steps {
+        steps.forget_captured();
+    }
+    if let Some(resume) = resume {
+        driver.settle(resume).await?;
+    }
+    driver.turns(model_turns).await
+}
+
+/// A run under way: what the loop carries from one turn to the next.
+struct Driver<'a> {
+    deps: &'a RunDeps,
+    emitter: &'a Emitter,
+    cancel: &'a CancellationToken,
+    /// The run's ids.
+    context: RunContext,
+    /// What every tool call of the run is given (graph, prompt hash, nested
+    /// events, the port a subagent runs on).
+    scope: CallScope,
+    /// The journal, and the number of the next step.
+    counter: StepCounter<'a>,
+    /// The request; its `messages` are the history so far.
+    request: RunRequest,
+    /// Where this part of the run's messages starts (see [`RunOutput::new_from`]).
+    new_from: usize,
+    /// Usage of every model call so far.
+    usage: Vec<UsageFact>,
+    /// The record of every tool call so far.
+    records: Vec<ToolInvocationRecord>,
+    /// Total tokens the model calls reported so far.
+    total_tokens: u64,
+}
+
+impl<'a> Driver<'a> {
+    fn new(
+        request: RunRequest,
+        (new_from, usage, records): (usize, Vec<UsageFact>, Vec<ToolInvocationRecord>),
+        (deps, emitter, cancel): (&'a RunDeps, &'a Emitter, &'a CancellationToken),
+        steps: Option<&'a Steps>,
+        depth: u32,
+    ) -> Self {
+        let scope = CallScope {
+            graph: request.graph.clone(),
+            prompt_hash: request.prompt_hash.clone(),
+            events: Some(emitter.nested_sink()),
+            nested: Some(NestedPort {
+                model: Arc::clone(&deps.model),
+                runner: Arc::clone(&deps.runner),
+                model_id: request.model.clone(),
+                depth,
+            }),
+            decisions: Vec::new(),
+            outcome_unknown: Vec::new(),
+        };
+        Self {
+            deps,
+            emitter,
+            cancel,
+            context: request.context.clone(),
+            scope,
+            counter: StepCounter { steps, next: 0 },
+            total_tokens: usage.iter().map(|u| u.total_tokens).sum(),
+            request,
+            new_from,
+            usage,
+            records,
+        }
+    }
+
+    /// Tools policy allows but their source withholds right now (e.g. an MCP tool
+    /// whose definition changed since it was pinned): said once, up front.
+    fn announce_withheld(&self) {
+        for (id, reason) in self.deps.runner.withheld(&self.context) {
+            self.emitter.emit(AiEventKind::ToolWithheld {
+                tool_name: id.as_str().to_owned(),
+                reason,
+            });
+        }
+    }
+
+    /// A resumed run's first step: the calls it paused on, settled with the
+    /// decisions.
+    async fn settle(
+        &mut self,
+        resume: (Vec<PendingApproval>, Vec<ClientCall>, Vec<Decision>),
+    ) -> Result<(), RunError> {
+        let history = (&mut self.request.messages, &mut self.records);
+        let call = (&self.context, &self.scope, &mut self.counter);
+        settle_pending(self.deps, call, resume, self.emitter, self.cancel, history).await?;
+        if self.cancel.is_cancelled() {
+            return Err(RunError::Cancelled);
+        }
+        Ok(())
+    }
+
+    /// Model turns from `first` (the turns a resumed run took count) until the
+    /// run answers, pauses or stops.
+    async fn turns(mut self, first: u32) -> Result<RunOutput, RunError> {
+        let limits = self.request.limits.clone();
+        let max_iterations = limits.max_iterations.max(1);
+        let tools: Arc<[ToolSpec]> = self.deps.catalog.specs().into();
+        for iteration in first..max_iterations {
+            // Within the loop the iteration limit is never the one reached.
+            if let Some(blocked) =
+                turn_blocked(iteration, self.total_tokens, &limits, max_iterations)
+            {
+                return Err(blocked.into_error(Vec::new()));
+            }
+            let turn = self.model_turn(iteration, &tools).await?;
+            if turn.tool_calls.is_empty() {
+                return Ok(self.answer(turn));
+            }
+            // No tool runs whose result no model would see: when no further turn
+            // is allowed, the calls are reported, not executed.
+            if let Some(blocked) =
+                turn_blocked(iteration + 1, self.total_tokens, &limits, max_iterations)
+            {
+                return Err(self.not_executed(&turn, blocked));
+            }
+            let (waiting, client_calls) = self.tool_calls(&turn, &limits).await?;
+            if !waiting.is_empty() || !client_calls.is_empty() {
+                return Ok(self.pause(turn, (waiting, client_calls), iteration + 1));
+            }
+        }
+        // Unreachable in practice: the last allowed turn either answers or is
+        // blocked above.
+        Err(RunError::MaxIterations {
+            limit: max_iterations,
+            not_executed: Vec::new(),
+        })
+    }
+
+    /// Model turn `iteration` (a step of its own), its usage counted.
+    async fn model_turn(
+        &mut self,
+        iteration: u32,
+        tools: &Arc<[ToolSpec]>,
+    ) -> Result<CompletionFinal, RunError> {
+        let request = &self.request;
+        let completion = CompletionRequest {
+            model: request.model.clone(),
+            messages: request.messages.clone(),
+            tools: Arc::clone(tools),
+            tool_choice: request
+                .tool_choice_scope
+                .choice_for(&request.tool_choice, iteration),
+            context: self.context.clone(),
+            settings: request.settings.clone(),
+        };
+        let number = self.counter.take(1);
+        let turn = turn_step(
+            self.deps,
+            completion,
+            (&self.counter, number),
+            self.emitter,
+            self.cancel,
+            request.prompt_hash.as_deref(),
+        )
+        .await?;
+        if let Some(fact) = &turn.usage {
+            self.total_tokens = self.total_tokens.saturating_add(fact.total_tokens);
+            self.usage.push(fact.clone());
+        }
+        Ok(turn)
+    }
+
+    /// The run's answer: a turn without tool calls.
+    fn answer(mut self, turn: CompletionFinal) -> RunOutput {
+        let content = match (&turn.refusal, turn.text.is_empty()) {
+            (Some(refusal), true) => refusal.clone(),
+            _ => turn.text,
+        };
+        self.request
+            .messages
+            .push(Message::assistant(content.clone()));
+        RunOutput {
+            content,
+            finish_reason: turn.finish_reason,
+            refusal: turn.refusal,
+            messages: self.request.messages,
+            new_from: self.new_from,
+            usage: self.usage,
+            records: self.records,
+            paused: None,
+        }
+    }
+
+    /// The error of a run whose last turn's calls no model turn would see, after
+    /// the event that lists them.
+    fn not_executed(&self, turn: &CompletionFinal, blocked: Blocked) -> RunError {
+        let not_executed: Vec<ToolCallRef> = turn
+            .tool_calls
+            .iter()
+            .map(|call| self.deps.runner.call_ref(&as_tool_call(call)))
+            .collect();
+        let error = blocked.into_error(not_executed.clone());
+        self.emitter.emit(AiEventKind::ToolCallsNotExecuted {
+            code: error.code().to_owned(),
+            calls: not_executed,
+        });
+        error
+    }
+
+    /// Runs the turn's calls (see [`tool_turn`]); the calls deferred.
+    async fn tool_calls(
+        &mut self,
+        turn: &CompletionFinal,
+        limits: &RunLimits,
+    ) -> Result<(Vec<PendingApproval>, Vec<ClientCall>), RunError> {
+        let deferred = tool_turn(
+            self.deps,
+            (&self.context, &self.scope, &mut self.counter),
+            turn,
+            (self.request.defer_approvals, limits.tool_concurrency),
+            self.emitter,
+            self.cancel,
+            (&mut self.request.messages, &mut self.records),
+        )
+        .await;
+        // Cancelled, the run says so whatever the calls did.
+        if self.cancel.is_cancelled() {
+            return Err(RunError::Cancelled);
+        }
+        deferred
+    }
+
+    /// The run paused on deferred calls (`model_turns` taken): each announced,
+    /// and the output holding the [`PausedRun`].
+    fn pause(
+        self,
+        turn: CompletionFinal,
+        (waiting, client_calls): (Vec<PendingApproval>, Vec<ClientCall>),
+        model_turns: u32,
+    ) -> RunOutput {
+        for pending in &waiting {
+            self.emitter.emit(AiEventKind::ToolApprovalRequested {
+                tool_call_id: pending.tool_call_id.clone(),
+                tool_name: pending.tool_name.clone(),
+                args: pending.args.clone(),
+                args_hash: pending.args_hash.clone(),
+            });
+        }
+        for call in &client_calls {
+            self.emitter.emit(AiEventKind::ClientToolCall {
+                tool_call_id: call.tool_call_id.clone(),
+                tool_name: call.tool_name.clone(),
+                args: call.args.clone(),
+            });
+        }
+        let paused = PausedRun {
+            version: PAUSED_RUN_VERSION,
+            request: self.request.clone(),
+            pending: waiting,
+            client_calls,
+            usage: self.usage.clone(),
+            records: self.records.clone(),
+            model_turns,
+        };
+        RunOutput {
+            content: turn.text,
+            finish_reason: turn.finish_reason,
+            refusal: None,
+            messages: self.request.messages,
+            new_from: self.new_from,
+            usage: self.usage,
+            records: self.records,
+            paused: Some(Box::new(paused)),
+        }
+    }
+}
+
+/// A durable run's journal and the number of its next step (for any run: a run
+/// without a journal counts too, and records nothing).
+pub(super) struct StepCounter<'a> {
+    pub(super) steps: Option<&'a Steps>,
+    next: u32,
+}
+
+impl StepCounter<'_> {
+    /// The first of `n` numbers.
+    pub(super) fn take(&mut self, n: u32) -> u32 {
+        let first = self.next;
+        self.next = self.next.saturating_add(n);
+        first
+    }
+}
+
+/// Which limit forbids a model turn.
+enum Blocked {
+    Iterations(u32),
+    ModelRequests(u32),
+    TotalTokens(u64),
+}
+
+impl Blocked {
+    fn into_error(self, not_executed: Vec<ToolCallRef>) -> RunError {
+        match self {
+            Self::Iterations(limit) => RunError::MaxIterations {
+                limit,
+                not_executed,
+            },
+            Self::ModelRequests(limit) => RunError::UsageLimit {
+                what: "model_requests",
+                limit: u64::from(limit),
+                not_executed,
+            },
+            Self::TotalTokens(limit) => RunError::UsageLimit {
+                what: "total_tokens",
+                limit,
+                not_executed,
+            },
+        }
+    }
+}
+
+/// Which limit forbids the model turn numbered `next` (0 first), if any, with
+/// `total_tokens` reported so far.
+fn turn_blocked(
+    next: u32,
+    total_tokens: u64,
+    limits: &RunLimits,
+    max_iterations: u32,
+) -> Option<Blocked> {
+    if next >= max_iterations {
+        return Some(Blocked::Iterations(max_iterations));
+    }
+    if let Some(limit) = limits.max_model_requests
+        && next >= limit
+    {
+        return Some(Blocked::ModelRequests(limit));
+    }
+    if let Some(limit) = limits.max_total_tokens
+        && total_tokens >= limit
+    {
+        return Some(Blocked::TotalTokens(limit));
+    }
+    None
+}
