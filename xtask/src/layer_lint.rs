@@ -108,6 +108,16 @@ pub(crate) struct Dependency {
     /// Features the declaration enables (workspace-inherited ones included).
     #[serde(default)]
     features: Vec<String>,
+    /// Whether the dependency is optional (behind a feature).
+    #[serde(default)]
+    optional: bool,
+    /// Whether the declaration enables the dependency's default features.
+    #[serde(default = "default_true")]
+    uses_default_features: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// The resolved dependency graph.
@@ -359,16 +369,20 @@ impl<'m> Graph<'m> {
 
     /// The crates of `banned` reachable from `start` through its `seed` edges and then
     /// normal and build edges (not through another banned crate), each with the
-    /// names along a shortest path to it, in the order of `banned`.
+    /// names along a shortest path to it, in the order of `banned`. Optional
+    /// dependencies of workspace members are followed only when the features
+    /// `start` turns on (its defaults, and what each member asks of the next)
+    /// enable them: a crate is judged as its users build it.
     fn banned_in_closure(
         &self,
         start: &'m Package,
         seed: DepKind,
         banned: &[&str],
     ) -> Result<Vec<(String, Vec<&'m str>)>, Error> {
+        let features = self.member_features(start)?;
         let mut parent: HashMap<&'m str, &'m str> = HashMap::new();
         let mut queue = VecDeque::new();
-        for dep in &self.node(&start.id)?.deps {
+        for dep in self.followed(&start.id, &features)? {
             if dep.kinds()?.contains(&seed) && !parent.contains_key(dep.pkg.as_str()) {
                 parent.insert(&dep.pkg, &start.id);
                 queue.push_back(dep.pkg.as_str());
@@ -384,7 +398,7 @@ impl<'m> Graph<'m> {
                 // What a banned crate pulls in is its own business: one line is enough.
                 continue;
             }
-            for dep in &self.node(id)?.deps {
+            for dep in self.followed(id, &features)? {
                 let kinds = dep.kinds()?;
                 let runtime = kinds.contains(&DepKind::Normal) || kinds.contains(&DepKind::Build);
                 if runtime && dep.pkg != start.id && !parent.contains_key(dep.pkg.as_str()) {
@@ -395,6 +409,131 @@ impl<'m> Graph<'m> {
         }
         Ok(found.into_values().collect())
     }
+
+    /// The resolved edges of `id` a build of the crate that turned on
+    /// `features` follows: a workspace member's optional dependency only when
+    /// one of its turned-on features enables it (an external crate's, all:
+    /// cargo unifies them anyway).
+    fn followed(
+        &self,
+        id: &str,
+        features: &HashMap<&'m str, BTreeSet<String>>,
+    ) -> Result<Vec<&'m NodeDep>, Error> {
+        let node = self.node(id)?;
+        let Some(on) = features.get(id) else {
+            return Ok(node.deps.iter().collect());
+        };
+        let package = self.package(id)?;
+        let (enabled, _) = enabled_dependencies(package, on);
+        let mut followed = Vec::new();
+        for dep in &node.deps {
+            let target = self.package(&dep.pkg)?;
+            let optional = package
+                .dependencies
+                .iter()
+                .filter(|d| d.name == target.name && d.kind.as_deref() != Some("dev"))
+                .all(|d| d.optional);
+            if !optional || enabled.contains(target.name.as_str()) {
+                followed.push(dep);
+            }
+        }
+        Ok(followed)
+    }
+
+    /// The features of each workspace member a build of `start` (with its
+    /// default features) turns on.
+    fn member_features(
+        &self,
+        start: &'m Package,
+    ) -> Result<HashMap<&'m str, BTreeSet<String>>, Error> {
+        let mut on: HashMap<&'m str, BTreeSet<String>> = HashMap::new();
+        on.insert(&start.id, expand(start, ["default".to_owned()]));
+        let mut work = vec![start.id.as_str()];
+        while let Some(id) = work.pop() {
+            let package = self.package(id)?;
+            let (enabled, asked) = enabled_dependencies(package, &on[id]);
+            for dep in &self.node(id)?.deps {
+                let target = self.package(&dep.pkg)?;
+                if !self.members.contains(dep.pkg.as_str()) {
+                    continue;
+                }
+                for decl in package
+                    .dependencies
+                    .iter()
+                    .filter(|d| d.name == target.name && d.kind.as_deref() != Some("dev"))
+                {
+                    if decl.optional && !enabled.contains(target.name.as_str()) {
+                        continue;
+                    }
+                    let mut want: Vec<String> = decl.features.clone();
+                    if decl.uses_default_features {
+                        want.push("default".to_owned());
+                    }
+                    want.extend(
+                        asked
+                            .get(target.name.as_str())
+                            .into_iter()
+                            .flatten()
+                            .cloned(),
+                    );
+                    let wanted = expand(target, want);
+                    let have = on.entry(&target.id).or_default();
+                    if !wanted.is_subset(have) {
+                        have.extend(wanted);
+                        work.push(&target.id);
+                    }
+                }
+            }
+        }
+        Ok(on)
+    }
+}
+
+/// `features` of `package` with every feature they turn on, by its `[features]`
+/// table (names it does not have are dropped).
+fn expand(package: &Package, features: impl IntoIterator<Item = String>) -> BTreeSet<String> {
+    let mut on = BTreeSet::new();
+    let mut work: Vec<String> = features.into_iter().collect();
+    while let Some(feature) = work.pop() {
+        let Some(entries) = package.features.get(&feature) else {
+            continue;
+        };
+        if !on.insert(feature) {
+            continue;
+        }
+        work.extend(
+            entries
+                .iter()
+                .filter(|e| package.features.contains_key(e.as_str()))
+                .cloned(),
+        );
+    }
+    on
+}
+
+/// The optional dependencies of `package` its features `on` enable (by
+/// name), and the features they ask of each dependency (`dep/feature`).
+fn enabled_dependencies<'p>(
+    package: &'p Package,
+    on: &BTreeSet<String>,
+) -> (HashSet<&'p str>, HashMap<&'p str, Vec<String>>) {
+    let mut enabled = HashSet::new();
+    let mut asked: HashMap<&'p str, Vec<String>> = HashMap::new();
+    for entry in on.iter().filter_map(|f| package.features.get(f)).flatten() {
+        if let Some(dep) = entry.strip_prefix("dep:") {
+            enabled.insert(dep);
+        } else if let Some((dep, feature)) = entry.split_once('/') {
+            let weak = dep.ends_with('?');
+            let dep = dep.trim_end_matches('?');
+            if !weak {
+                enabled.insert(dep);
+            }
+            asked.entry(dep).or_default().push(feature.to_owned());
+        } else if !package.features.contains_key(entry.as_str()) {
+            enabled.insert(entry.as_str());
+        }
+    }
+    (enabled, asked)
 }
 
 /// The workspace members of `metadata`, sorted by name (then id).
@@ -852,6 +991,7 @@ mod tests {
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for completion-http (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for tools-mcp (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for agent-store (a layers.toml row)",
+                "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for chat-protocol (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for agent (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for agent-durable (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for agent-server (a layers.toml row)",

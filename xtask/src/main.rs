@@ -8,8 +8,9 @@
 //! - `layer-lint`: the layer table in layers.toml, checked against the workspace,
 //!   deny.toml and ARCHITECTURE.md ([`layer_lint`], [`layers`], [`deny`],
 //!   [`architecture`]);
-//! - `tidy`: text checks over `crates/*/src`, dangling Markdown references and the
-//!   citations of the invariants tables ([`tidy`], [`citations`]);
+//! - `tidy`: text checks over `crates/*/src`, dangling Markdown references, the
+//!   citations of the invariants tables and the dependency sentences ([`tidy`],
+//!   [`citations`], [`exhaustive`], [`fn_length`], [`dep_sentences`]);
 //! - `test-env` and `test`: what the tests need beyond cargo (the Python venvs of
 //!   the MCP test servers and of LiteLLM's proxy, the Node parsers of the chat
 //!   endpoint), then README's test command ([`test_env`]);
@@ -20,6 +21,9 @@
 mod architecture;
 mod citations;
 mod deny;
+mod dep_sentences;
+mod exhaustive;
+mod fn_length;
 mod layer_lint;
 mod layers;
 mod test_env;
@@ -44,10 +48,13 @@ tasks:
                    the repository containing xtask); --write-deny: first rewrite the
                    derived entries of deny.toml (between its `# layer-lint: begin`
                    and `# layer-lint: end` lines)
-  tidy           check crates/*/src for crate docs, leftover dbg!/todo!/unimplemented!
-                 and IO in ai-core, and that every Markdown file named in the repo's
-                 text files exists, and that every path, Rust path and type the
-                 invariants tables of ARCHITECTURE.md and SECURITY.md cite exists
+  tidy           check crates/*/src for crate docs, leftover dbg!/todo!/unimplemented!,
+                 IO in ai-core, wildcard arms over the enums the workspace matches
+                 exhaustively and long functions on the run and request path; that
+                 every Markdown file named in the repo's text files exists; that every
+                 path, Rust path and type the invariants tables of ARCHITECTURE.md and
+                 SECURITY.md cite exists; and that the dependency sentences of the
+                 crate docs and ARCHITECTURE.md agree with layers.toml
   test-env       build target/test-venv (the MCP test servers' Python packages,
                  pinned in crates/tools-mcp/tests/servers/requirements.txt) and
                  target/litellm-venv (LiteLLM's proxy, pinned in

@@ -1,7 +1,9 @@
 //! `tidy`: text checks that complement clippy.
 //!
-//! It reads files as plain lines and knows nothing of Rust syntax beyond "a line
-//! starting with `//` is a comment"; the dependency graph is layer-lint's job.
+//! Most checks read files as plain lines and know nothing of Rust syntax beyond "a
+//! line starting with `//` is a comment"; those that need the syntax (wildcard arms,
+//! function lengths, the citations) parse with syn. The dependency graph is
+//! layer-lint's job.
 //!
 //! Checks of `crates/*/src/**/*.rs`:
 //! - every crate root (`src/lib.rs`, `src/main.rs`) starts with a `//!` doc;
@@ -9,8 +11,16 @@
 //! - `crates/ai-core/src` names no IO outside comments (`std::fs`, `std::net`,
 //!   `std::process`, `tokio::net`, `reqwest`): ai-core does no IO;
 //! - every `pub enum` is `#[non_exhaustive]` (a variant added later is then not a
-//!   breaking change for the crates that match on it), unless the line right above
-//!   its attributes and docs says `// tidy: exhaustive: <why the set is closed>`;
+//!   breaking change for the crates that match on it), or
+//!   `#[cfg_attr(not(agent_workspace), non_exhaustive)]` (the same for users, while
+//!   the workspace's own matches must list every variant), unless the line right
+//!   above its attributes and docs says `// tidy: exhaustive: <why the set is closed>`;
+//! - in a `match` over an enum that the workspace must handle exhaustively, a
+//!   wildcard arm outside the enum's crate is `#[cfg(not(agent_workspace))]`
+//!   ([`crate::exhaustive`], which parses with syn);
+//! - no function on the run and request path (`agent-graph/src/run`, chat-protocol,
+//!   the chat handlers of agent-server, the run owner of agent-durable) is longer
+//!   than 80 lines, but for a shrinking list of known ones ([`crate::fn_length`]);
 //! - no two public types (`pub struct`, `enum`, `trait`, `type`) share a name, in
 //!   one crate or across crates: a name says which thing it is;
 //! - no crate but the composition root (`bootstrap`) and the test harness
@@ -36,6 +46,10 @@
 //!
 //! Check of the invariants tables (ARCHITECTURE.md, SECURITY.md): every path, Rust
 //! path and type name they cite exists ([`crate::citations`]).
+//!
+//! Check of the dependency sentences of the crate docs and of ARCHITECTURE.md's
+//! "Architecture invariant:" paragraphs against layers.toml and each crate's
+//! Cargo.toml ([`crate::dep_sentences`]).
 //!
 //! Check of README.md, when `crates/` holds crates: its crate table (the first table whose header's first cell is
 //! `crate`) has exactly one row per crate under `crates/`, named in backticks.
@@ -168,6 +182,7 @@ pub(crate) fn check(root: &Path) -> io::Result<Report> {
     let repo_files = repo_files(root)?;
     let known: HashSet<&str> = repo_files.iter().map(String::as_str).collect();
     crate::citations::check(root, &repo_files, &mut violations)?;
+    crate::dep_sentences::check(root, &mut violations)?;
     check_readme_crates(root, &repo_files, &mut violations);
     for path in repo_files.iter().filter(|path| searched_for_doc_refs(path)) {
         // A file that is not UTF-8 text holds no references this check can read.
@@ -454,6 +469,9 @@ fn check_file(root: &Path, file: &Path, text: &str, violations: &mut Vec<Violati
         }
     }
 
+    crate::exhaustive::check(&path, crate_name, text, violations);
+    crate::fn_length::check(&path, text, violations);
+
     let lines: Vec<&str> = text.lines().collect();
     for (index, line) in lines.iter().enumerate() {
         if line.trim_start().starts_with("pub enum ") && !may_be_exhaustive(&lines, index) {
@@ -518,12 +536,20 @@ fn public_types(text: &str) -> Vec<(usize, String)> {
         .collect()
 }
 
-/// Whether the `pub enum` at `lines[at]` is `#[non_exhaustive]` or marked as closed:
-/// its attributes, doc comments and plain comments directly above are read.
+/// The attribute of an enum that is `#[non_exhaustive]` outside the workspace only
+/// (see [`crate::exhaustive`]).
+const WORKSPACE_EXHAUSTIVE: &str = "#[cfg_attr(not(agent_workspace), non_exhaustive)]";
+
+/// Whether the `pub enum` at `lines[at]` is `#[non_exhaustive]` (or
+/// [`WORKSPACE_EXHAUSTIVE`]) or marked as closed: its attributes, doc comments and
+/// plain comments directly above are read.
 fn may_be_exhaustive(lines: &[&str], at: usize) -> bool {
     for line in lines[..at].iter().rev() {
         let line = line.trim();
-        if line.starts_with("#[non_exhaustive]") || line.starts_with("// tidy: exhaustive: ") {
+        if line.starts_with("#[non_exhaustive]")
+            || line.starts_with(WORKSPACE_EXHAUSTIVE)
+            || line.starts_with("// tidy: exhaustive: ")
+        {
             return true;
         }
         if !(line.starts_with("#[") || line.starts_with("//")) {

@@ -178,6 +178,7 @@ pub fn run_end(outcome: &Result<RunOutput, RunError>, kept: usize) -> RunEnd<'_>
             error: None,
             conversation: output.conversation(),
             kept,
+            answer_id: None,
         },
         Err(error) => RunEnd {
             status: match error {
@@ -187,6 +188,7 @@ pub fn run_end(outcome: &Result<RunOutput, RunError>, kept: usize) -> RunEnd<'_>
             error: Some(error.to_string()),
             conversation: &[],
             kept,
+            answer_id: None,
         },
     }
 }
@@ -207,6 +209,10 @@ pub struct SavedStart {
     pub model: String,
     /// The prompt hash of its record.
     pub prompt_hash: Option<String>,
+    /// The id of the answer it streams (its first message in the thread is
+    /// known by it), whichever process goes on with it.
+    #[serde(default)]
+    pub answer_id: Option<String>,
 }
 
 impl SavedStart {
@@ -223,7 +229,14 @@ impl SavedStart {
             graph,
             model,
             prompt_hash,
+            answer_id: None,
         }
+    }
+
+    /// Streams the answer known by `id`.
+    pub fn with_answer_id(mut self, id: Option<String>) -> Self {
+        self.answer_id = id;
+        self
     }
 }
 

@@ -448,6 +448,16 @@ fn of_call(event: &AiEvent, call: &str) -> bool {
         | AiEventKind::ToolInputDelta { tool_call_id, .. }
         | AiEventKind::ToolCallResult { tool_call_id, .. }
         | AiEventKind::ToolApprovalRequested { tool_call_id, .. } => tool_call_id == call,
+        AiEventKind::TextDelta { .. }
+        | AiEventKind::ReasoningDelta { .. }
+        | AiEventKind::UsageReport { .. }
+        | AiEventKind::ToolCallsNotExecuted { .. }
+        | AiEventKind::AssistantFinal { .. }
+        | AiEventKind::ClientToolCall { .. }
+        | AiEventKind::ToolWithheld { .. }
+        | AiEventKind::Error { .. }
+        | AiEventKind::Done => false,
+        #[cfg(not(agent_workspace))]
         _ => false,
     }
 }

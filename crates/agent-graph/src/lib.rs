@@ -1,8 +1,8 @@
 //! The LLM -> tool -> LLM loop: runs, graphs and run handles streaming typed events.
 //!
 //! agent-graph talks to a model only through `ai_core`'s completion port and runs tools
-//! only through `ai_core::ToolRunner`. It must not depend on `ai-tools`, any `wire-*`
-//! crate, `bootstrap` or an HTTP client, and it knows no wire format.
+//! only through `ai_core::ToolRunner`. It depends on `ai-core` only: not on `ai-tools`,
+//! any `wire-*` crate, `bootstrap` or an HTTP client, and it knows no wire format.
 //!
 //! The modules, by concept (the root re-exports the entry points):
 //! - [`agent`]: [`Agent`], the front door: a model, tools, a policy, settings and

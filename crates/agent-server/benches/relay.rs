@@ -239,7 +239,7 @@ fn serve_agent(deltas: usize, interval: Duration, stored: bool) {
             )
             .await
             .expect("a lease in the run store");
-            service.with_store(agent_server::ServerStore::new(instance))
+            service.with_runs(agent_durable::Runs::new(instance))
         } else {
             service
         };

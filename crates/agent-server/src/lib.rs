@@ -6,14 +6,17 @@
 //!   router with `POST /api/chat` (the UI message stream v1 that `useChat` of `ai`
 //!   5, 6 and 7 reads; `?protocol=data` for the AI SDK 4 data stream v1) and
 //!   `GET /api/tools`. [`serve`] runs it with graceful shutdown.
-//! - [`ui_stream`] and [`data_stream`] are the sans-IO encoders from
+//! - The protocol itself is the sans-IO crate `chat_protocol`, re-exported here:
+//!   [`ui_stream`] and [`data_stream`] are the encoders from
 //!   [`ai_core::AiEvent`]s to each protocol (invariant STREAM_TO_UI_BY_PROTOCOL),
-//!   behind one [`StreamEncoder`] trait; [`stream`] holds what they share.
-//! - [`body_format`] rewrites the bodies of AI SDK 4's `useChat` and
-//!   assistant-ui's `useDataStreamRuntime` into the one the contract checks.
-//! - [`contract`] checks the request body and rebuilds the conversation: JSON values
-//!   only, bounded ids, arguments and results, one result per call; a rejection is
-//!   a 400 naming the field path and nothing reaches the model.
+//!   thin serializers over one event-to-UI-part state machine, behind one
+//!   [`StreamEncoder`] trait ([`stream`]); [`body_format`] rewrites the bodies of
+//!   AI SDK 4's `useChat` and assistant-ui's `useDataStreamRuntime` into the one
+//!   the contract checks; [`contract`] checks the request body and rebuilds the
+//!   conversation: JSON values only, bounded ids, arguments and results, one
+//!   result per call; a rejection is a 400 naming the field path and nothing
+//!   reaches the model; [`transcript`] keeps what the model saw of the calls the
+//!   server ran.
 //! - [`approval`]: a call that policy puts behind an approval pauses the run; the
 //!   client gets an HMAC-bound approval id, and the next request's decision is
 //!   honoured only for exactly that call and those arguments, once, before it
@@ -47,36 +50,32 @@
 //! - [`serve`]: the listener, with caps on open connections (overall and per
 //!   client address) and a header-read timeout ([`ConnectionLimits`]).
 //!
-//! agent-server depends on ai-core, agent-graph and agent-store only: not on ai-tools, ai-host,
-//! a wire crate, tools-mcp or bootstrap. The composition root (`agent serve`) hands
+//! agent-server depends on ai-core, chat-protocol, agent-graph, agent-store and
+//! agent-durable only: not on ai-tools, ai-host, a wire crate, tools-mcp or
+//! bootstrap. The composition root (`agent serve`) hands
 //! it a model and tools.
 
 pub mod access;
 pub mod approval;
-pub mod body_format;
+mod chat;
 pub mod chats;
-pub mod contract;
-pub mod data_stream;
 pub mod durable;
 mod graphs;
 mod listener;
+mod orphans;
 pub mod page;
+mod plan;
+mod relay;
 pub mod resume;
 mod server;
-pub mod stream;
-#[cfg(test)]
-mod test_events;
-mod thread;
-pub mod transcript;
-mod ui_messages;
-pub mod ui_stream;
+
+pub use chat_protocol::{body_format, contract, data_stream, stream, transcript, ui_stream};
 
 pub use access::{
     Access, DEFAULT_BODY_TIMEOUT, DEFAULT_CLIENT_STREAM_SHARE, DEFAULT_DETACH_GRACE,
     DEFAULT_HEARTBEAT, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_STREAMS, DEFAULT_WRITE_TIMEOUT,
     ServerSecret,
 };
-pub use chats::ServerStore;
+pub use chat_protocol::StreamEncoder;
 pub use listener::{ConnectionLimits, FD_RESERVE, serve};
 pub use server::{ChatService, ChatSetup};
-pub use stream::StreamEncoder;

@@ -255,6 +255,11 @@ impl<'a> AccountStore<'a> {
         Self { pool, account }
     }
 
+    /// The pool (for the modules that add queries of their own).
+    pub(crate) fn pool(&self) -> &'a AnyPool {
+        self.pool
+    }
+
     /// The account.
     pub fn account_id(&self) -> &str {
         &self.account

@@ -52,8 +52,9 @@ pub(crate) struct RunEndWrite {
     pub(crate) at_ms: i64,
     pub(crate) usage: Vec<CallUsage>,
     /// The thread becomes the conversation, keeping its first `kept`
-    /// messages (see `AccountStore::replace_messages`).
-    pub(crate) thread: Option<(String, u64, Vec<Message>)>,
+    /// messages (see `AccountStore::replace_messages`); the first message
+    /// written gets the id, when there is one (the answer the run streamed).
+    pub(crate) thread: Option<(String, u64, Vec<Message>, Option<String>)>,
 }
 
 enum Op {
@@ -516,6 +517,7 @@ struct ThreadWrite<'a> {
     run_id: &'a str,
     kept: u64,
     conversation: &'a [Message],
+    answer_id: Option<&'a str>,
     at_ms: i64,
 }
 
@@ -530,7 +532,7 @@ async fn threads(
     let written: Vec<ThreadWrite<'_>> = ended
         .iter()
         .filter_map(|&(index, account, end)| {
-            let (thread, kept, conversation) = end.thread.as_ref()?;
+            let (thread, kept, conversation, answer_id) = end.thread.as_ref()?;
             Some(ThreadWrite {
                 index,
                 account,
@@ -538,6 +540,7 @@ async fn threads(
                 run_id: &end.run_id,
                 kept: *kept,
                 conversation,
+                answer_id: answer_id.as_deref(),
                 at_ms: end.at_ms,
             })
         })
@@ -560,7 +563,7 @@ async fn threads(
     .map(|row| Ok(((row.try_get("account_id")?, row.try_get("thread_id")?), row.try_get("next")?)))
     .collect::<Result<_, sqlx::Error>>()?;
     let mut cuts = Vec::new();
-    let mut texts: Vec<(usize, &str, &str, &str, i64, String)> = Vec::new();
+    let mut texts: Vec<MessageRow<'_>> = Vec::new();
     for &ThreadWrite {
         index,
         account,
@@ -568,6 +571,7 @@ async fn threads(
         run_id,
         kept,
         conversation,
+        answer_id,
         at_ms,
     } in &written
     {
@@ -583,9 +587,21 @@ async fn threads(
             Value::Int(at_ms),
         ]);
         let skip = usize::try_from(from).unwrap_or(usize::MAX);
+        // The answer's id goes on the first message the run added (past
+        // `kept`; not on a lost record filled in before it).
+        let first_new = i64::try_from(kept).unwrap_or(i64::MAX);
         for (seq, message) in (from..).zip(conversation.iter().skip(skip)) {
+            let id = answer_id.filter(|_| seq == first_new);
             match json(message) {
-                Ok(text) => texts.push((index, account, thread, run_id, seq, text)),
+                Ok(text) => texts.push(MessageRow {
+                    index,
+                    account,
+                    thread,
+                    run_id,
+                    seq,
+                    text,
+                    id,
+                }),
                 Err(error) => outcomes[index] = Err(error),
             }
         }
@@ -599,20 +615,21 @@ async fn threads(
     .await?;
     let rows: Vec<Vec<Value<'_>>> = texts
         .iter()
-        .filter(|t| outcomes[t.0].is_ok())
-        .map(|(_, account, thread, run_id, seq, text)| {
+        .filter(|t| outcomes[t.index].is_ok())
+        .map(|row| {
             vec![
-                Value::Text(account),
-                Value::Text(thread),
-                Value::Int(*seq),
-                Value::Text(run_id),
-                Value::Text(text),
+                Value::Text(row.account),
+                Value::Text(row.thread),
+                Value::Int(row.seq),
+                Value::Text(row.run_id),
+                Value::Text(&row.text),
+                Value::MaybeText(row.id),
             ]
         })
         .collect();
     multi_row(
         connection,
-        "INSERT INTO thread_messages (account_id, thread_id, seq, run_id, message) VALUES",
+        "INSERT INTO thread_messages (account_id, thread_id, seq, run_id, message, message_id) VALUES",
         "",
         &rows,
     )
@@ -633,6 +650,18 @@ pub(crate) fn insert_sql(rows: usize) -> String {
         "INSERT INTO run_events (account_id, run_id, seq, at_ms, event) VALUES {} ON CONFLICT (account_id, run_id, seq) DO NOTHING RETURNING account_id, run_id, seq",
         tuples(rows, 5)
     )
+}
+
+/// A thread message to write: its run's place in the batch, where it goes, its
+/// JSON and its UI id.
+struct MessageRow<'a> {
+    index: usize,
+    account: &'a str,
+    thread: &'a str,
+    run_id: &'a str,
+    seq: i64,
+    text: String,
+    id: Option<&'a str>,
 }
 
 #[cfg(test)]

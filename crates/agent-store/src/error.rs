@@ -20,6 +20,9 @@ pub enum StoreError {
     /// A stored value could not be read back.
     #[error("corrupt stored value: {0}")]
     Corrupt(String),
+    /// The thread's turn is taken: another run of it is running (its id).
+    #[error("the chat is busy with run {0}")]
+    Busy(String),
     /// The writer no longer holds the run (another process took it over, or its
     /// lease ran out): nothing was written.
     #[error("fenced: {0}")]

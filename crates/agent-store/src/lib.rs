@@ -35,6 +35,7 @@ mod files;
 pub mod recorder;
 pub mod recording;
 mod store;
+mod turn;
 
 pub use account::{
     AccountStore, CallUsage, Fence, NewRun, RunRecord, RunStatus, StoredEvent, Thread,
@@ -44,3 +45,4 @@ pub use error::StoreError;
 pub use recorder::{EventLog, RecordError, RecordSummary, RecorderOptions, RunRecorder, StoreLog};
 pub use recording::{Pricing, RunEnd, RunRecording, StartWritten, title_from};
 pub use store::{Backend, Orphan, Store};
+pub use turn::{CallDecision, NewTurn, Opened, StoredMessage, TurnMessage};

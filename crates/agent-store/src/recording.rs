@@ -40,6 +40,10 @@ pub struct RunEnd<'a> {
     /// replaces the rest, so a rewound turn (an edit, a regeneration) is
     /// replaced rather than repeated.
     pub kept: u64,
+    /// The id of the answer the run streamed: the first message the run adds
+    /// past `kept` is known by it (live, after a reload, through another
+    /// server).
+    pub answer_id: Option<String>,
 }
 
 /// One run being recorded (see the module docs).
@@ -259,7 +263,7 @@ impl RunRecording {
         let thread = self
             .thread
             .filter(|_| !end.conversation.is_empty())
-            .map(|thread| (thread, end.kept, end.conversation.to_vec()));
+            .map(|thread| (thread, end.kept, end.conversation.to_vec(), end.answer_id));
         let write = RunEndWrite {
             run_id: self.run_id.clone(),
             status: end.status,

@@ -23,6 +23,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0005_attempts.sql"),
     ),
     (6, "leases", include_str!("../migrations/0006_leases.sql")),
+    (7, "turns", include_str!("../migrations/0007_turns.sql")),
 ];
 
 /// A run left `running` by a process whose lease ran out (see
@@ -165,6 +166,11 @@ impl Store {
     /// The writer that batches run records.
     pub(crate) fn writer(&self) -> &crate::batch::StoreWriter {
         &self.writer
+    }
+
+    /// The pool (for the modules that add queries of their own).
+    pub(crate) fn pool(&self) -> &AnyPool {
+        &self.pool
     }
 
     /// The backend.

@@ -33,8 +33,21 @@ pub fn shots_dir() -> PathBuf {
 /// When the driver is not installed, does not finish in two minutes, prints
 /// no JSON line, or reports the scenario failed (a test's failure, with the
 /// report in the message).
-#[allow(clippy::expect_used)]
 pub async fn scenario(page_url: &str, name: &str, extra: &[&str]) -> Value {
+    let result = scenario_report(page_url, name, extra).await;
+    assert_eq!(result["ok"], true, "{name}: {result}");
+    result
+}
+
+/// [`scenario`]'s report, whether the scenario passed or not (`ok`, `error`,
+/// `steps`, `timings`).
+///
+/// # Panics
+///
+/// When the driver is not installed, does not finish in two minutes or prints
+/// no JSON line.
+#[allow(clippy::expect_used)]
+pub async fn scenario_report(page_url: &str, name: &str, extra: &[&str]) -> Value {
     let driver = root().join("web/tests/browser.mjs");
     assert!(
         root().join("web/node_modules/playwright-core").exists(),
@@ -61,6 +74,5 @@ pub async fn scenario(page_url: &str, name: &str, extra: &[&str]) -> Value {
             String::from_utf8_lossy(&output.stderr)
         )
     });
-    assert_eq!(result["ok"], true, "{name}: {result}");
     result
 }

@@ -38,9 +38,9 @@
 //! `agent::serde`/`agent::schemars` with `#[serde(crate = ..)]` and
 //! `#[schemars(crate = ..)]`).
 //!
-//! Every crate re-exported here stays usable on its own (`agent-graph`, `ai-core`,
-//! `ai-tools`, `wire-openai`, `ai-host`, `agent-testing`); this crate adds no
-//! behaviour and depends on nothing else of the project.
+//! Every crate re-exported here stays usable on its own; this crate adds no
+//! behaviour. It depends on `agent-graph`, `ai-core`, `ai-tools`, `wire-openai`,
+//! `ai-host` and `agent-testing` only: the crates it re-exports.
 
 pub use agent_graph::{Agent, Conversation};
 pub use ai_core::approval::{ApprovalDecision, ApprovalRequest, approver_fn, approver_fn_async};

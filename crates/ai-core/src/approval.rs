@@ -87,7 +87,7 @@ impl ApprovalGrant {
 
 /// An approver's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
+#[cfg_attr(not(agent_workspace), non_exhaustive)]
 pub enum ApprovalDecision {
     /// Approved; the runner checks the grant matches the request before running
     /// (`approval_invalid` when it does not).
@@ -124,7 +124,7 @@ impl ApprovalDecision {
 /// goes through every other step of the pipeline.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]
-#[non_exhaustive]
+#[cfg_attr(not(agent_workspace), non_exhaustive)]
 pub enum PriorDecision {
     /// Approved: the call runs only when the grant matches it exactly (run, call,
     /// tool, argument hash); otherwise it fails with `approval_invalid`.

@@ -163,7 +163,7 @@ impl AiEvent {
 /// may be added, existing ones are never renamed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-#[non_exhaustive]
+#[cfg_attr(not(agent_workspace), non_exhaustive)]
 pub enum AiEventKind {
     /// A piece of streamed assistant text.
     TextDelta {

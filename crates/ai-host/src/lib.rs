@@ -29,8 +29,9 @@
 //! application's composition root (its `main`, or this project's `bootstrap`) calls
 //! [`bind_builtin_tools`] or builds adapters itself (invariant
 //! BINDING_IN_COMPOSITION_ROOT). ai-host reads no configuration file and no
-//! environment variable. It depends on `ai-core` and `ai-tools` only among project
-//! crates, and must not depend on a `wire-*` crate, `agent-graph` or `bootstrap`.
+//! environment variable. It depends on `ai-core`, `ai-tools`, `process-scope` and
+//! `client-tls` only among project crates, and must not depend on a `wire-*` crate,
+//! `agent-graph` or `bootstrap`.
 
 mod clock;
 mod http;

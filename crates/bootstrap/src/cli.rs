@@ -925,59 +925,87 @@ pub(crate) async fn chat_with(
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let recording = match store {
-        Some((store, thread)) => {
-            crate::history::start_recording(config, store, &prepared, thread).await
-        }
-        None => None,
+    let deps = prepared.deps(model, runner);
+    let start = agent_graph::journal::RunStart::New {
+        request: prepared.request,
     };
     // A recorded run is durable: its steps journaled, so `agent runs resume`
     // goes on with it if this process dies.
-    let handle = match &recording {
-        Some(recording) => {
-            let journal = recording.journal(&prepared.request);
-            let start = agent_graph::journal::RunStart::New {
-                request: prepared.request.clone(),
-            };
-            agent_graph::run::durable(start, prepared.deps(model, runner), journal)
+    let shown = match store {
+        Some((store, thread)) => {
+            let threaded = thread.is_some();
+            let started =
+                crate::history::start_recorded(config, &store, start.clone(), deps.clone(), thread)
+                    .await;
+            match started {
+                Ok((run, runs)) => Shown::Recorded(Box::new(run), runs),
+                // A thread's turn is never run unrecorded: it would be lost.
+                Err(e) if threaded => {
+                    eprintln!("agent: {e}");
+                    return ExitCode::from(EXIT_RUN_ERROR);
+                }
+                Err(e) => {
+                    eprintln!("agent: the run store refused the run, so it is not recorded: {e}");
+                    Shown::Plain(agent_graph::run::start(start, deps))
+                }
+            }
         }
-        None => prepared.start(model, runner),
+        None => Shown::Plain(agent_graph::run::start(start, deps)),
     };
-    show_run(handle, recording, json, &prompting).await
+    show_run(shown, json, &prompting).await
 }
 
 /// `agent runs resume RUN`: the run's graph bound again, its journal replayed,
 /// and the rest of it run and shown like `agent chat`.
 async fn resume_run(config: &AgentConfig, run_id: &str, json: bool, approve: bool) -> ExitCode {
-    let (saved, recording, journal) = match crate::history::reopen(config, run_id).await {
+    let reopened = match crate::history::reopen(config, run_id).await {
         Ok(reopened) => reopened,
         Err(e) => {
             eprintln!("agent: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let session = match crate::session::Session::open(config, &saved.graph, false).await {
+    let session = match crate::session::Session::open(config, &reopened.saved.graph, false).await {
         Ok(session) => session,
         Err(e) => {
+            reopened.runs.instance().release().await;
             eprintln!("agent: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
     let approver = CliApprover::new(ApprovalMode::detect(approve));
     let prompting = approver.prompting();
-    let code = match ToolRunner::new(session.tools.clone(), session.policy.clone()) {
-        Ok(runner) => {
+    let crate::history::Reopened {
+        saved,
+        record,
+        runs,
+        lease,
+        journal,
+    } = reopened;
+    let handle = ToolRunner::new(session.tools.clone(), session.policy.clone())
+        .map_err(|e| e.to_string())
+        .and_then(|runner| {
             let runner = Arc::new(runner.with_approver(Arc::new(approver)));
             let model = Arc::clone(&session.model);
-            match session.graph.durable(saved.start, model, runner, journal) {
-                Ok(handle) => show_run(handle, Some(recording), json, &prompting).await,
-                Err(e) => {
-                    eprintln!("agent: {e}");
-                    ExitCode::from(EXIT_USAGE)
-                }
-            }
-        }
+            let spec = agent_durable::RunSpec::new(
+                crate::history::LOCAL_ACCOUNT,
+                (
+                    saved.graph.clone(),
+                    saved.model.clone(),
+                    saved.prompt_hash.clone(),
+                ),
+            )
+            .with_answer_id(agent_durable::answer_id(&record.id));
+            session
+                .graph
+                .durable(saved.start, model, runner, journal)
+                .map(|handle| runs.go_on(spec, (handle, &record), (Some(lease), saved.kept)))
+                .map_err(|e| e.to_string())
+        });
+    let code = match handle {
+        Ok(run) => show_run(Shown::Recorded(Box::new(run), runs), json, &prompting).await,
         Err(e) => {
+            runs.instance().release().await;
             eprintln!("agent: {e}");
             ExitCode::from(EXIT_USAGE)
         }
@@ -995,15 +1023,64 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// A run `agent chat` shows: recorded by this process's run owner, or (no
+/// store) not recorded.
+enum Shown {
+    Recorded(Box<agent_durable::RecordedRun>, agent_durable::Runs),
+    Plain(agent_graph::RunHandle),
+}
+
+/// The events of a [`Shown`] run, one at a time.
+enum ShownEvents {
+    Recorded(Box<agent_durable::RecordedRun>, agent_durable::Runs),
+    Plain(
+        agent_graph::run::EventStream,
+        agent_graph::run::OutputFuture,
+    ),
+}
+
+impl ShownEvents {
+    async fn next(&mut self) -> Option<ai_core::AiEvent> {
+        match self {
+            Self::Recorded(run, _) => run.next().await,
+            Self::Plain(events, _) => events.next().await,
+        }
+    }
+
+    /// The run's outcome, its end recorded and this process's lease given up.
+    async fn finish(self) -> Result<agent_graph::run::RunOutput, agent_graph::run::RunError> {
+        match self {
+            Self::Recorded(run, runs) => {
+                let lost = run.lost();
+                let outcome = run.finish().await;
+                if lost {
+                    eprintln!(
+                        "agent: this process lost its lease on the run; its end is not recorded"
+                    );
+                }
+                runs.instance().release().await;
+                outcome
+            }
+            Self::Plain(_, outcome) => outcome.await,
+        }
+    }
+}
+
 /// Shows a run's events (JSON lines or the human rendering) as they come,
 /// records them, and says how it ended. Ctrl-C cancels it.
 async fn show_run(
-    handle: agent_graph::RunHandle,
-    mut recording: Option<crate::history::Recording>,
+    shown: Shown,
     json: bool,
     prompting: &Arc<std::sync::atomic::AtomicBool>,
 ) -> ExitCode {
-    let cancel = handle.cancel_token();
+    let (cancel, mut events) = match shown {
+        Shown::Recorded(run, runs) => (run.cancel_token(), ShownEvents::Recorded(run, runs)),
+        Shown::Plain(handle) => {
+            let cancel = handle.cancel_token();
+            let (events, outcome) = handle.into_parts();
+            (cancel, ShownEvents::Plain(events, outcome))
+        }
+    };
     // Ctrl-C cancels this run only: the listener ends with it (an interactive
     // session goes on to its next prompt).
     let ctrl_c = tokio::spawn(async move {
@@ -1012,46 +1089,39 @@ async fn show_run(
         }
     });
     let _stop_listening = AbortOnDrop(ctrl_c);
-    let (mut events, outcome) = handle.into_parts();
     if json {
         let mut out = std::io::stdout().lock();
         while let Some(event) = events.next().await {
-            if let Some(recording) = &mut recording {
-                recording.record(&event);
-            }
             if json_line(&mut out, &event).is_err() {
                 break;
             }
         }
     } else {
-        let terminal = std::io::stderr().is_terminal();
-        let mut renderer = HumanRenderer::new(std::io::stdout(), std::io::stderr(), terminal);
-        let mut spinner = tokio::time::interval(std::time::Duration::from_millis(100));
-        loop {
-            tokio::select! {
-                event = events.next() => match event {
-                    Some(event) => {
-                        if let Some(recording) = &mut recording {
-                            recording.record(&event);
-                        }
-                        renderer.event(&event);
-                    }
-                    None => break,
-                },
-                _ = spinner.tick(), if terminal && renderer.tools_running() => {
-                    if !prompting.load(std::sync::atomic::Ordering::SeqCst) {
-                        renderer.tick();
-                    }
+        render_events(&mut events, prompting).await;
+    }
+    match events.finish().await {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::from(EXIT_RUN_ERROR),
+    }
+}
+
+/// Renders a run's events for a person as they come (a spinner while tools
+/// run on a terminal, unless an approval prompt is up).
+async fn render_events(events: &mut ShownEvents, prompting: &Arc<std::sync::atomic::AtomicBool>) {
+    let terminal = std::io::stderr().is_terminal();
+    let mut renderer = HumanRenderer::new(std::io::stdout(), std::io::stderr(), terminal);
+    let mut spinner = tokio::time::interval(std::time::Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            event = events.next() => match event {
+                Some(event) => renderer.event(&event),
+                None => break,
+            },
+            _ = spinner.tick(), if terminal && renderer.tools_running() => {
+                if !prompting.load(std::sync::atomic::Ordering::SeqCst) {
+                    renderer.tick();
                 }
             }
         }
-    }
-    let outcome = outcome.await;
-    if let Some(recording) = recording {
-        recording.finish(&outcome).await;
-    }
-    match outcome {
-        Ok(_) => ExitCode::SUCCESS,
-        Err(_) => ExitCode::from(EXIT_RUN_ERROR),
     }
 }

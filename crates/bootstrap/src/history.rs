@@ -9,10 +9,9 @@
 use std::sync::Arc;
 
 use agent_durable::lease::{Instance, RunLease};
-use agent_graph::run::{RunError, RunOutput};
 use agent_store::recorder::now_ms;
-use agent_store::{CallUsage, NewRun, Pricing, RunRecording, Store, Thread};
-use ai_core::{AiEvent, Message};
+use agent_store::{CallUsage, NewRun, Pricing, Store};
+use ai_core::Message;
 
 use crate::config::AgentConfig;
 use crate::trust::UserDirs;
@@ -100,17 +99,18 @@ async fn interrupt_orphans(store: &Store, kind: &str) -> Result<u64, agent_store
     Ok(marked)
 }
 
-/// What `agent serve` records and resumes with: the run store (runs of stopped
-/// `agent chat` processes marked interrupted on the way, and with `[durable]
-/// resume = false` those of stopped servers too), this server as an owner of
-/// runs under a lease, `[pricing]`, the approval key and the sealing key,
-/// both from the key file every server and worker on the store shares (so
-/// approval ids outlive a restart and any server honours them).
-pub(crate) async fn server_store(
+/// What `agent serve` records and resumes with: the run owner on the run
+/// store (runs of stopped `agent chat` processes marked interrupted on the
+/// way, and with `[durable] resume = false` those of stopped servers too),
+/// this server as an owner of runs under a lease, `[pricing]`, the approval
+/// key and the sealing key, both from the key file every server and worker on
+/// the store shares (so approval ids outlive a restart and any server honours
+/// them).
+pub(crate) async fn server_runs(
     config: &AgentConfig,
 ) -> Result<
     (
-        agent_server::ServerStore,
+        agent_durable::Runs,
         [u8; 32],
         agent_durable::seal::DurableKey,
     ),
@@ -119,83 +119,38 @@ pub(crate) async fn server_store(
     let store = open(config).await?;
     let key = crate::keys::load(config)?;
     let approvals = key.derive("approvals");
-    let instance =
-        agent_durable::lease::Instance::start(store, "serve", config.file.durable.lease())
-            .await
-            .map_err(|e| e.to_string())?;
-    let server = agent_server::ServerStore::new(instance);
-    let server = match pricing(config, &config.file.model.model) {
-        Some(pricing) => server.with_pricing(pricing),
-        None => server,
-    };
-    Ok((server, approvals, key))
+    let runs = runs_of(config, &store, "serve")
+        .await?
+        .with_journal(config.file.durable.journal);
+    Ok((runs, approvals, key))
 }
 
-/// One `agent chat` run being recorded (the store's [`RunRecording`], with
-/// failures reported on stderr), held by this process under a lease.
-pub struct Recording {
-    inner: RunRecording,
-    /// The thread's messages the run continued (its history).
-    kept: usize,
-    store: Store,
-    lease: RunLease,
-    instance: Arc<Instance>,
+/// The run owner of an `agent chat` process on `store`: this process under
+/// `config`'s lease, `[pricing]`; its runs journaled, so `agent runs resume`
+/// goes on with one this process could not finish. Release its instance
+/// (`Runs::instance().release()`) when the process is done with it.
+pub(crate) async fn cli_runs(
+    config: &AgentConfig,
+    store: &Store,
+) -> Result<agent_durable::Runs, String> {
+    runs_of(config, store, "cli").await
 }
 
-impl Recording {
-    /// The journal of the run: its steps in the store (under this process's
-    /// lease), its start saved before its first step, so `agent runs resume`
-    /// can go on with it after a crash.
-    pub fn journal(
-        &self,
-        request: &agent_graph::run::RunRequest,
-    ) -> Arc<dyn agent_graph::journal::StepJournal> {
-        let record = (
-            request.graph.clone().unwrap_or_else(|| "chat".into()),
-            request.model.clone(),
-            request.prompt_hash.clone(),
-        );
-        let start = agent_graph::journal::RunStart::New {
-            request: request.clone(),
-        };
-        let saved = agent_durable::SavedStart::new(start, Some(self.kept), record);
-        agent_durable::journal_for(
-            &self.store,
-            LOCAL_ACCOUNT,
-            &saved,
-            (self.lease.clone(), None),
-        )
-    }
-
-    /// Queues `event` (never waits); a store too far behind is said once.
-    pub fn record(&mut self, event: &AiEvent) {
-        if let Err(error) = self.inner.record(event) {
-            eprintln!("agent: {error}");
-        }
-    }
-
-    /// Writes the rest: events, usage, the run's status and, for a thread, its
-    /// conversation, then gives up this process's lease. Failures are
-    /// reported on stderr: the run itself already happened.
-    pub async fn finish(self, outcome: &Result<RunOutput, RunError>) {
-        let end = agent_server::chats::run_end(outcome, self.kept);
-        if self.lease.epoch.holds() {
-            if let Some(first) = self.inner.finish(end).await.first() {
-                eprintln!("agent: the run store did not take the whole run: {first}");
-            }
-        } else {
-            eprintln!("agent: this process lost its lease on the run; its end is not recorded");
-            self.inner.abandon().await;
-        }
-        self.instance.release().await;
-    }
-}
-
-/// This `agent chat` process as an owner of runs, under `config`'s lease.
-async fn cli_instance(config: &AgentConfig, store: &Store) -> Result<Arc<Instance>, String> {
-    Instance::start(store.clone(), "cli", config.file.durable.lease())
+/// The run owner of a process of `kind` (`serve`, `cli`, `worker`) on `store`:
+/// the process under `config`'s lease, with `[pricing]`.
+pub(crate) async fn runs_of(
+    config: &AgentConfig,
+    store: &Store,
+    kind: &str,
+) -> Result<agent_durable::Runs, String> {
+    let instance = Instance::start(store.clone(), kind, config.file.durable.lease())
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    let runs = agent_durable::Runs::new(instance);
+    Ok(match pricing(config, &config.file.model.model) {
+        Some(pricing) => runs.with_pricing(pricing),
+        None => runs,
+    })
 }
 
 /// The `[pricing]` of `config` as the store's pricing callback (see
@@ -293,54 +248,57 @@ pub(crate) async fn for_chat(
     Ok((Some(store), Some(ChatThread { id, title, history })))
 }
 
-/// Starts recording `prepared` (a warning, and no recording, when the store
-/// refuses).
-pub(crate) async fn start_recording(
+/// Starts `start` recorded by this process's run owner (which the caller
+/// releases once the run is finished): with `thread`, its turn opened first
+/// (the prompt known by `u-<run id>`, the answer by `msg-<run id>`).
+pub(crate) async fn start_recorded(
     config: &AgentConfig,
-    store: Store,
-    prepared: &agent_graph::graph::PreparedRun,
+    store: &Store,
+    start: agent_graph::journal::RunStart,
+    deps: agent_graph::run::RunDeps,
     thread: Option<ChatThread>,
-) -> Option<Recording> {
-    let instance = match cli_instance(config, &store).await {
-        Ok(instance) => instance,
-        Err(e) => {
-            eprintln!("agent: the run store refused the run, so it is not recorded: {e}");
-            return None;
-        }
+) -> Result<(agent_durable::RecordedRun, agent_durable::Runs), String> {
+    let runs = cli_runs(config, store).await?;
+    let agent_graph::journal::RunStart::New { request } = &start else {
+        return Err("only a new run starts recorded".into());
     };
-    let lease = instance.new_run();
-    let request = &prepared.request;
-    let run = NewRun {
-        id: request.context.run_id.clone(),
-        thread_id: thread.as_ref().map(|t| t.id.clone()),
-        graph: request.graph.clone().unwrap_or_else(|| "chat".into()),
-        model: request.model.clone(),
-        prompt_hash: request.prompt_hash.clone(),
-        owner: lease.epoch.id().to_owned(),
-        started_ms: now_ms(),
-    };
-    let now = now_ms();
-    let kept = thread.as_ref().map_or(0, |t| t.history.len());
-    let thread = thread.map(|t| Thread {
-        id: t.id,
-        title: t.title,
-        graph: run.graph.clone(),
-        created_ms: now,
-        updated_ms: now,
-    });
-    let price = pricing(config, &run.model);
-    match RunRecording::start(store.clone(), LOCAL_ACCOUNT, &run, thread, price).await {
-        Ok(inner) => Some(Recording {
-            inner: inner.with_fence(lease.fence()),
+    let run_id = request.context.run_id.clone();
+    let mut spec = agent_durable::RunSpec::new(
+        LOCAL_ACCOUNT,
+        (
+            request.graph.clone().unwrap_or_else(|| "chat".into()),
+            request.model.clone(),
+            request.prompt_hash.clone(),
+        ),
+    )
+    .with_answer_id(agent_durable::answer_id(&run_id));
+    if let Some(thread) = thread {
+        let kept = thread.history.len();
+        // The conversation past the thread's history (the graph's system
+        // prompt leads the request and is never stored).
+        let added = request
+            .messages
+            .iter()
+            .skip_while(|m| matches!(m, Message::System { .. }))
+            .skip(kept)
+            .map(|message| agent_store::TurnMessage {
+                id: matches!(message, Message::User { .. })
+                    .then(|| agent_durable::prompt_id(&run_id)),
+                message: message.clone(),
+            })
+            .collect();
+        spec = spec.with_thread(agent_durable::ThreadTurn::new(
+            thread.id,
+            thread.title,
             kept,
-            store,
-            lease,
-            instance,
-        }),
+            added,
+        ));
+    }
+    match runs.start(spec, start, deps).await {
+        Ok(run) => Ok((run, runs)),
         Err(e) => {
-            eprintln!("agent: the run store refused the run, so it is not recorded: {e}");
-            instance.release().await;
-            None
+            runs.instance().release().await;
+            Err(e.to_string())
         }
     }
 }
@@ -571,20 +529,24 @@ fn list_runs(runs: &[agent_store::RunRecord], json: bool) {
     );
 }
 
-/// What `agent runs resume RUN` goes on with: the run's journal, its saved
-/// start and its record, the run made this process's. The error is a message
-/// for the user.
-pub(crate) async fn reopen(
-    config: &AgentConfig,
-    run_id: &str,
-) -> Result<
-    (
-        agent_durable::SavedStart,
-        Recording,
-        Arc<dyn agent_graph::journal::StepJournal>,
-    ),
-    String,
-> {
+/// What `agent runs resume RUN` goes on with: the run's saved start, its
+/// record, the run owner of this process, the run made this process's (its
+/// lease) and its journal. The error is a message for the user.
+pub(crate) struct Reopened {
+    /// How the run starts again.
+    pub saved: agent_durable::SavedStart,
+    /// Its record.
+    pub record: NewRun,
+    /// This process as the run's owner.
+    pub runs: agent_durable::Runs,
+    /// The run's lease.
+    pub lease: RunLease,
+    /// Its journal (its steps so far, then the new ones, under the lease).
+    pub journal: Arc<dyn agent_graph::journal::StepJournal>,
+}
+
+/// Makes the interrupted run `run_id` this process's again (see [`Reopened`]).
+pub(crate) async fn reopen(config: &AgentConfig, run_id: &str) -> Result<Reopened, String> {
     let store = open(config).await?;
     let rows = store.account(LOCAL_ACCOUNT);
     let run = rows
@@ -599,7 +561,8 @@ pub(crate) async fn reopen(
         .ok_or_else(|| format!("run `{run_id}` has no journal (it was recorded before durable runs, or without a store)"))?;
     let saved: agent_durable::SavedStart = serde_json::from_str(&saved)
         .map_err(|e| format!("the start of run `{run_id}` is unreadable: {e}"))?;
-    let instance = cli_instance(config, &store).await?;
+    let runs = cli_runs(config, &store).await?;
+    let instance = Arc::clone(runs.instance());
     let Some(fence) = rows
         .reopen_run(run_id, &instance.id(), now_ms())
         .await
@@ -613,26 +576,17 @@ pub(crate) async fn reopen(
     };
     let lease = instance.taken(&fence);
     rows.clear_events(run_id).await.map_err(|e| e.to_string())?;
-    let inner = RunRecording::resumed(
-        store.clone(),
-        LOCAL_ACCOUNT,
-        &run.run,
-        pricing(config, &run.run.model),
-    )
-    .with_fence(fence);
     let journal: Arc<dyn agent_graph::journal::StepJournal> = Arc::new(
         agent_durable::StoreJournal::new(store.clone(), LOCAL_ACCOUNT, None)
             .with_lease(lease.clone()),
     );
-    let kept = saved.kept.unwrap_or(0);
-    let recording = Recording {
-        inner,
-        kept,
-        store,
+    Ok(Reopened {
+        saved,
+        record: run.run,
+        runs,
         lease,
-        instance,
-    };
-    Ok((saved, recording, journal))
+        journal,
+    })
 }
 
 /// `agent runs [list|show RUN [--events] [--json]]`.

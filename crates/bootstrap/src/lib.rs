@@ -1,8 +1,10 @@
 //! The composition root: configuration, binding of tools to real adapters, and the CLI.
 //!
 //! bootstrap is the only crate that reads configuration or the environment, picks
-//! concrete adapters and binds tool contracts to capabilities. Nothing depends on it
-//! (except the test-only `integration-tests` crate).
+//! concrete adapters and binds tool contracts to capabilities. It depends on ai-core,
+//! ai-tools, ai-host, the wire crates, tools-mcp, agent-store, agent-graph,
+//! agent-durable, agent-server and agent-testing. Nothing depends on it (except the
+//! test-only `integration-tests` crate).
 
 pub mod approval;
 mod attach;

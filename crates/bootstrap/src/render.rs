@@ -228,7 +228,14 @@ impl<O: Write, E: Write> HumanRenderer<O, E> {
                     );
                 }
             }
-            // Reasoning is not shown; event kinds added later are ignored.
+            // Not shown: reasoning, arguments as they stream, approval requests and
+            // client calls.
+            AiEventKind::ReasoningDelta { .. }
+            | AiEventKind::ToolInputDelta { .. }
+            | AiEventKind::ToolApprovalRequested { .. }
+            | AiEventKind::ClientToolCall { .. } => {}
+            // Event kinds added later are ignored outside the workspace.
+            #[cfg(not(agent_workspace))]
             _ => {}
         }
     }

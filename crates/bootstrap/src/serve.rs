@@ -207,13 +207,13 @@ fn page_authority(bound: SocketAddr) -> String {
     SocketAddr::new(ip, bound.port()).to_string()
 }
 
-/// `service` with `[durable] engine`: runs handed to a Restate server (each
+/// `runs` with `[durable] engine`: runs handed to a Restate server (each
 /// submitted to its ingress, sealed with `key`) instead of run here.
 fn with_engine(
     config: &AgentConfig,
-    service: ChatService,
+    runs: agent_durable::Runs,
     key: agent_durable::seal::DurableKey,
-) -> Result<Arc<ChatService>, String> {
+) -> Result<agent_durable::Runs, String> {
     let durable = &config.file.durable;
     match durable.engine {
         crate::config::DurableEngine::Restate => {
@@ -226,10 +226,10 @@ fn with_engine(
                 "agent: runs go to the Restate server at {} (run by `agent worker`)",
                 durable.restate_ingress
             );
-            let submitter = agent_server::durable::RestateSubmitter::new(client, key);
-            Ok(Arc::new(service.with_submitter(Arc::new(submitter))))
+            let engine = agent_durable::restate::RestateEngine::new(client, key);
+            Ok(runs.with_engine(Arc::new(engine)))
         }
-        _ => Ok(Arc::new(service)),
+        _ => Ok(runs),
     }
 }
 
@@ -313,23 +313,24 @@ async fn serve_with(
             });
             // Runs are recorded and conversations kept when the store opens; a
             // server without one still serves chats (and says so).
-            match crate::history::server_store(config).await {
-                Ok((store, approvals, sealing)) => {
-                    let service = service
-                        .with_store(store)
-                        .with_durable(config.file.durable.journal)
-                        .with_take_over(config.file.durable.resume)
-                        .with_approvals(agent_server::approval::Approvals::new(
-                            approvals,
-                            agent_server::approval::DEFAULT_APPROVAL_TTL,
-                        ));
-                    let service = match with_engine(config, service, sealing) {
-                        Ok(service) => service,
+            match crate::history::server_runs(config).await {
+                Ok((runs, approvals, sealing)) => {
+                    let runs = match with_engine(config, runs, sealing) {
+                        Ok(runs) => runs,
                         Err(e) => {
                             eprintln!("agent: {e}");
                             return ExitCode::from(EXIT_USAGE);
                         }
                     };
+                    let service = Arc::new(
+                        service
+                            .with_runs(runs)
+                            .with_take_over(config.file.durable.resume)
+                            .with_approvals(agent_server::approval::Approvals::new(
+                                approvals,
+                                agent_server::approval::DEFAULT_APPROVAL_TTL,
+                            )),
+                    );
                     resume_runs(&service).await;
                     service
                 }

@@ -76,15 +76,19 @@ async fn serve(
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let mut runs = AgentRuns::new(
+    let owner = match crate::history::runs_of(config, &store, "worker").await {
+        Ok(owner) => owner,
+        Err(e) => {
+            eprintln!("agent: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let runs = AgentRuns::new(
         Arc::clone(&session.model),
         Arc::new(runner),
         session.graph.clone(),
-        (store, key),
+        (owner.clone(), key),
     );
-    if let Some(pricing) = crate::history::pricing(config, &config.file.model.model) {
-        runs = runs.with_pricing(pricing);
-    }
     let durable = &config.file.durable;
     let restate = match RestateClient::new(&durable.restate_ingress, &durable.restate_admin) {
         Ok(client) => client,
@@ -126,13 +130,14 @@ async fn serve(
     if let Err(e) = restate.register(&uri).await {
         eprintln!("agent: the worker could not register with Restate: {e}");
         serving.abort();
+        owner.instance().release().await;
         return ExitCode::from(EXIT_RUN_ERROR);
     }
     println!(
         "agent: worker serving runs on {uri} (registered with {})",
         durable.restate_admin
     );
-    match serving.await {
+    let code = match serving.await {
         Ok(Ok(())) => ExitCode::SUCCESS,
         Ok(Err(e)) => {
             eprintln!("agent: {e}");
@@ -142,5 +147,7 @@ async fn serve(
             eprintln!("agent: the worker stopped: {e}");
             ExitCode::from(EXIT_RUN_ERROR)
         }
-    }
+    };
+    owner.instance().release().await;
+    code
 }

@@ -29,7 +29,8 @@
 //!   server's original schema, in its own draft, before they are sent. Remote
 //!   `$ref`s are never resolved.
 //!
-//! This crate depends on ai-core only: not on ai-tools, the loop or a wire crate.
+//! This crate depends on ai-core, process-scope and client-tls only: not on ai-tools,
+//! the loop or a wire crate.
 //! Composition roots (the CLI) bind it.
 
 mod config;

@@ -2,9 +2,10 @@
 //!
 //! This crate owns every OpenAI DTO (invariant WIRE_FORMATS_ARE_ADAPTERS). It maps `ai_core` semantic
 //! types to the wire and the wire (including streams) back to semantic records, and
-//! it is the single assembler of streamed tool calls (invariant DECODER_ASSEMBLES_TOOLCALLS). It must not
-//! depend on `ai-tools`, `agent-graph` or `bootstrap`, and it reads no environment or
-//! config file: the composition root hands it a [`client::ClientConfig`].
+//! it is the single assembler of streamed tool calls (invariant DECODER_ASSEMBLES_TOOLCALLS). It depends
+//! on `ai-core`, `completion-http` and `sse` only: not on `ai-tools`, `agent-graph` or
+//! `bootstrap`, and it reads no environment or config file: the composition root
+//! hands it a [`client::ClientConfig`].
 //!
 //! Entry points:
 //! - [`encode::encode_request`]: a [`ai_core::completion::CompletionRequest`] to a JSON body

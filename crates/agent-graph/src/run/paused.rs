@@ -75,7 +75,7 @@ pub struct PausedRun {
 /// The user's answer about one pending call of a [`PausedRun`].
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]
-#[non_exhaustive]
+#[cfg_attr(not(agent_workspace), non_exhaustive)]
 pub enum Decision {
     /// Run it, exactly as it was asked for.
     Approve {

@@ -462,27 +462,42 @@ fn pathological_parts() -> Vec<String> {
 /// and code is highlighted in that worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pathological_markdown_streams_and_renders_without_blocking_the_page() {
-    let parts = pathological_parts();
-    let last = parts.len() - 1;
-    let turns = parts.into_iter().enumerate().map(|(i, part)| {
-        let turn = Turn::text(part);
-        if i == last {
-            turn
-        } else {
-            turn.tool_call(
-                format!("p{i}"),
-                "app__echo",
-                json!({"text": format!("part {}", i + 1)}),
-            )
+    // The main-thread budget is a wall-clock measure: on a machine busy with
+    // other tests one attempt may be starved; the page must hold it in one of
+    // two attempts (a page that blocks, as it did for 2.4 s, fails both).
+    let mut reports = Vec::new();
+    for _ in 0..2 {
+        let parts = pathological_parts();
+        let last = parts.len() - 1;
+        let turns = parts.into_iter().enumerate().map(|(i, part)| {
+            let turn = Turn::text(part);
+            if i == last {
+                turn
+            } else {
+                turn.tool_call(
+                    format!("p{i}"),
+                    "app__echo",
+                    json!({"text": format!("part {}", i + 1)}),
+                )
+            }
+        });
+        let live = start(ScriptedModel::new(turns), Access::loopback).await;
+        let result = agent_testing::browser::scenario_report(
+            &page_url(&live),
+            "pathological",
+            &["--expect", PATHOLOGICAL_LAST_WORD, "--timeout-ms", "60000"],
+        )
+        .await;
+        println!("pathological markdown: {}", result["timings"]);
+        assert_eq!(live.model.requests().len(), 5);
+        if result["ok"] == true {
+            return;
         }
-    });
-    let live = start(ScriptedModel::new(turns), Access::loopback).await;
-    let result = scenario_with(
-        &live,
-        "pathological",
-        &["--expect", PATHOLOGICAL_LAST_WORD, "--timeout-ms", "60000"],
-    )
-    .await;
-    println!("pathological markdown: {}", result["timings"]);
-    assert_eq!(live.model.requests().len(), 5);
+        let starved = result["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("main thread was blocked"));
+        assert!(starved, "{result}");
+        reports.push(result);
+    }
+    panic!("the page blocked in both attempts: {reports:?}");
 }

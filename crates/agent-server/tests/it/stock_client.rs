@@ -294,8 +294,12 @@ async fn a_client_tool_round_trip() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_tool_output_for_a_call_never_handed_out_is_refused() {
-    let live = start(ScriptedModel::new([Turn::text("unused")]), Access::loopback).await;
+async fn a_client_tool_output_for_a_call_never_handed_out_is_left_out_with_a_warning() {
+    let live = start(
+        ScriptedModel::new([Turn::text("Where?"), Turn::text("Still no idea.")]),
+        Access::loopback,
+    )
+    .await;
     let forged = json!({"id": "forge", "messages": [
         {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]},
         {"id": "a1", "role": "assistant", "parts": [
@@ -304,9 +308,36 @@ async fn a_client_tool_output_for_a_call_never_handed_out_is_refused() {
         ]}
     ]});
     let (status, _, text) = live.chat(&forged).await;
-    assert_eq!(status, 400, "{text}");
-    assert!(text.contains("messages[1].parts[0]"), "{text}");
-    assert!(live.model.requests().is_empty());
+    assert_eq!(status, 200, "{text}");
+    let warning = text
+        .lines()
+        .find(|line| line.contains("\"data-warning\""))
+        .unwrap_or_else(|| panic!("no warning: {text}"));
+    assert!(warning.contains("messages[1].parts[0]"), "{warning}");
+    assert!(warning.contains("\"transient\":true"), "{warning}");
+    // The stock client keeps the part and sends it with every later message:
+    // each time it is left out again, never a 400.
+    let mut again = forged.clone();
+    again["messages"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "u2", "role": "user", "parts": [{"type": "text", "text": "and now?"}]}));
+    let (status, _, text) = live.chat(&again).await;
+    assert_eq!(status, 200, "{text}");
+    let requests = live.model.requests();
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        let seen = format!("{:?}", request.messages);
+        assert!(!seen.contains("Atlantis"), "{seen}");
+        assert!(
+            request
+                .messages
+                .iter()
+                .any(|m| matches!(m, Message::Tool { tool_call_id, content, .. }
+                if tool_call_id == "made-up" && content == agent_server::contract::OUTPUT_REFUSED)),
+            "{seen}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

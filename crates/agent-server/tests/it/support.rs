@@ -128,7 +128,7 @@ pub(crate) async fn start_stored(model: ScriptedModel) -> (Live, StoreDir) {
     )
     .await
     .unwrap();
-    let store = agent_server::ServerStore::new(instance);
+    let store = agent_durable::Runs::new(instance);
     let live = start_full(
         model,
         Access::loopback,
@@ -161,7 +161,7 @@ async fn start_full(
     model: ScriptedModel,
     access: impl FnOnce(u16) -> Access,
     limits: agent_server::ConnectionLimits,
-    store: Option<agent_server::ServerStore>,
+    store: Option<agent_durable::Runs>,
 ) -> Live {
     let model = Arc::new(model);
     let writes = Arc::new(AtomicUsize::new(0));
@@ -211,7 +211,7 @@ async fn start_full(
     )
     .with_account_graphs("guest", [RESEARCHER.to_owned()]);
     let service = match store {
-        Some(store) => service.with_store(store),
+        Some(runs) => service.with_runs(runs),
         None => service,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -493,6 +493,7 @@ async fn recordings_together(store: &Store) {
                     error: None,
                     conversation: &messages,
                     kept: 0,
+                    answer_id: None,
                 })
                 .await;
             assert!(failures.is_empty(), "{failures:?}");
@@ -536,6 +537,7 @@ async fn recordings_together(store: &Store) {
             error: None,
             conversation: &rewound,
             kept: 1,
+            answer_id: None,
         })
         .await;
     assert!(failures.is_empty(), "{failures:?}");
@@ -722,7 +724,131 @@ async fn durable_journal(store: &Store) {
     }
 }
 
+/// A turn's messages, with the user's id.
+fn turn_of(thread_id: &str, run: &str, text: &str, kept: u64) -> agent_store::NewTurn {
+    agent_store::NewTurn {
+        thread: thread(thread_id, T0),
+        kept,
+        messages: vec![agent_store::TurnMessage {
+            id: Some(format!("client-{run}")),
+            message: Message::user(text),
+        }],
+        run: new_run(run, Some(thread_id), "serve:h:1"),
+        decisions: Vec::new(),
+    }
+}
+
+/// A decision about `call`, carried by approval `tag` when given.
+fn decision(call: &str, what: &str, tag: Option<&str>) -> agent_store::CallDecision {
+    agent_store::CallDecision {
+        call_id: call.into(),
+        decision: what.into(),
+        approval: tag.map(|t| (t.to_owned(), u64::MAX / 4)),
+    }
+}
+
+/// Ends run `run` so that its thread takes another turn.
+async fn end(rows: &agent_store::AccountStore<'_>, run: &str) {
+    rows.set_run_status(run, RunStatus::Done, None, T0)
+        .await
+        .unwrap();
+}
+
+/// A turn is stored whole before its run answers, one running run per thread;
+/// a call is decided once, with the turn that carries it out (its approval id
+/// used up then, and not by a later decision of the same call); a Stop and an
+/// engine's acknowledgement are rows any process reads.
+async fn turns_and_decisions(store: &Store) {
+    use agent_store::Opened;
+    let rows = store.account("turns");
+    let opened = rows.open_turn(&turn_of("t", "t-r1", "first", 0), T0).await;
+    assert_eq!(opened.unwrap(), Opened::Open);
+    let stored = rows.stored_messages("t").await.unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].id.as_deref(), Some("client-t-r1"));
+    assert_eq!(stored[0].run_id.as_deref(), Some("t-r1"));
+    // A second turn while the first runs: busy, and nothing of it is stored.
+    match rows.open_turn(&turn_of("t", "t-r2", "second", 1), T0).await {
+        Err(StoreError::Busy(run)) => assert_eq!(run, "t-r1"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(rows.stored_messages("t").await.unwrap().len(), 1);
+    assert!(rows.run("t-r2").await.unwrap().is_none());
+    assert_eq!(rows.running_run("t").await.unwrap().unwrap().run.id, "t-r1");
+    // A Stop reaches whoever looks for it.
+    assert!(rows.request_stop("t-r1").await.unwrap());
+    let asked = store
+        .stops_requested(&[
+            ("turns".into(), "t-r1".into()),
+            ("turns".into(), "t-x".into()),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(asked, vec![("turns".to_owned(), "t-r1".to_owned())]);
+    end(&rows, "t-r1").await;
+    // A turn with a decision: recorded with it, its approval id used up.
+    let mut approved = turn_of("t", "t-r2", "second", 1);
+    approved.decisions = vec![decision("call-1", "approve", Some("tag-1"))];
+    assert_eq!(rows.open_turn(&approved, T0).await.unwrap(), Opened::Open);
+    assert_eq!(rows.stored_messages("t").await.unwrap().len(), 2);
+    // The same call decided again (another approval id, even while its run
+    // runs): answered from the record, nothing written, that id not used up.
+    let mut again = turn_of("t", "t-r3", "second", 1);
+    again.decisions = vec![decision("call-1", "deny", Some("tag-2"))];
+    assert_eq!(
+        rows.open_turn(&again, T0).await.unwrap(),
+        Opened::DecidedBefore {
+            call_id: "call-1".into(),
+            run_id: "t-r2".into()
+        }
+    );
+    assert!(rows.run("t-r3").await.unwrap().is_none());
+    end(&rows, "t-r2").await;
+    // A used approval id for another call: a replay, nothing written.
+    let mut replay = turn_of("t", "t-r4", "third", 2);
+    replay.decisions = vec![decision("call-2", "approve", Some("tag-1"))];
+    assert_eq!(
+        rows.open_turn(&replay, T0).await.unwrap(),
+        Opened::Replayed {
+            call_id: "call-2".into()
+        }
+    );
+    assert!(rows.run("t-r4").await.unwrap().is_none());
+    replay.decisions = vec![decision("call-2", "approve", Some("tag-2"))];
+    assert_eq!(rows.open_turn(&replay, T0).await.unwrap(), Opened::Open);
+    end(&rows, "t-r4").await;
+    // Many turns deciding one call at once: exactly one opens.
+    let racers = (0..8).map(|i| {
+        let rows = store.account("turns");
+        async move {
+            let mut turn = turn_of("t", &format!("race-{i}"), "race", 3);
+            turn.decisions = vec![decision(
+                "call-race",
+                "approve",
+                Some(&format!("race-tag-{i}")),
+            )];
+            (i, rows.open_turn(&turn, T0).await)
+        }
+    });
+    let outcomes = futures::future::join_all(racers).await;
+    let opened: Vec<usize> = outcomes
+        .iter()
+        .filter(|(_, o)| matches!(o, Ok(Opened::Open)))
+        .map(|(i, _)| *i)
+        .collect();
+    assert_eq!(opened.len(), 1, "{outcomes:?}");
+    // An engine's acknowledgement (of the winner, running).
+    let winner = format!("race-{}", opened[0]);
+    let key = ("turns".to_owned(), winner.clone());
+    let unacked = store.unsubmitted_runs("serve:h:1", i64::MAX).await.unwrap();
+    assert!(unacked.contains(&key), "{unacked:?}");
+    rows.set_submitted(&winner, T0).await.unwrap();
+    let unacked = store.unsubmitted_runs("serve:h:1", i64::MAX).await.unwrap();
+    assert!(!unacked.contains(&key), "{unacked:?}");
+}
+
 async fn suite(store: &Store) {
+    turns_and_decisions(store).await;
     durable_journal(store).await;
     server_keys_and_approvals(store).await;
     threads_and_messages(store).await;

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 /// contract (events, tool messages, logs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
+#[cfg_attr(not(agent_workspace), non_exhaustive)]
 pub enum ToolErrorCode {
     /// The arguments were not valid JSON (or were truncated by the provider).
     InvalidJson,

@@ -17,5 +17,6 @@ mod restate;
 mod security;
 mod serve;
 mod support;
+mod tabs;
 mod threads;
 mod web_search;

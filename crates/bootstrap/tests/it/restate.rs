@@ -401,7 +401,7 @@ async fn a_run_submitted_twice_runs_once() {
     // remembers with its failure).
     let mut request_again = request.clone();
     request_again.context = ai_core::RunContext::generate();
-    let mut input = agent_durable::restate::RunInput::new(
+    let mut input = agent_durable::engine::RunInput::new(
         "local",
         agent_graph::journal::RunStart::New { request },
     );
@@ -437,7 +437,7 @@ async fn a_run_submitted_twice_runs_once() {
             graph: "chat".into(),
             model: "e2e-model".into(),
             prompt_hash: None,
-            owner: agent_durable::restate::RESTATE_OWNER.into(),
+            owner: agent_durable::engine::ENGINE_OWNER.into(),
             started_ms: 1,
         })
         .await
@@ -766,4 +766,162 @@ async fn another_local_account_cannot_start_replay_approve_or_read_runs_on_resta
         2,
         "its own approval ran it once"
     );
+}
+
+/// The UI message stream chunks of a `GET` (a client reattaching to a chat's
+/// running answer), read to the stream's end.
+async fn reattached_chunks(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+) -> Vec<serde_json::Value> {
+    let text = client
+        .get(url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.split("\n\n")
+        .filter_map(|event| event.strip_prefix("data: "))
+        .filter_map(|data| serde_json::from_str(data).ok())
+        .collect()
+}
+
+/// What a follower of a run was told of the engine: the warnings of its
+/// stream.
+fn warnings_of(chunks: &[serde_json::Value]) -> Vec<String> {
+    chunks
+        .iter()
+        .filter(|c| c["type"] == "data-warning")
+        .filter_map(|c| c["data"]["warning"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Restate stopped for ten seconds while a run's tool call runs: the client
+/// that sent the message and one that reattached are told that Restate cannot
+/// be reached and that the run is retried (never that it was cancelled), and
+/// both streams end with the run's answer once Restate is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restate_down_for_ten_seconds_mid_run_keeps_its_followers_until_the_answer() {
+    let mut restate = signed_restate();
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.txt");
+    let model = OpenAiServer::start([
+        Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 2}))]),
+        Reply::text("Slept through it."),
+    ])
+    .await
+    .unwrap();
+    let url = model.base_url();
+    let home = Home::new(KEY);
+    let config = config(&home, &restate, &ledger, false);
+    let _worker = worker(&home, &url, &config, free_port()).await;
+    let (_serve, base, token) = serve(&home, &url, &config).await;
+    let client = http();
+    let sent = {
+        let (client, base, token) = (client.clone(), base.clone(), token.clone());
+        tokio::spawn(async move {
+            ui_chunks(&client, &base, &token, &chat_body("chat-down", "Sleep.")).await
+        })
+    };
+    eventually(|| async { model.requests().len() }, |n| *n == 1).await;
+    let reattached = {
+        let (client, token) = (client.clone(), token.clone());
+        let url = format!("{base}/api/chat/chat-down/stream");
+        tokio::spawn(async move { reattached_chunks(&client, &url, &token).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    restate.kill();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    restate.restart().unwrap();
+    let run = ended_run(&home, "chat-down").await;
+    assert_eq!(run.status, agent_store::RunStatus::Done, "{run:?}");
+    for chunks in [sent.await.unwrap(), reattached.await.unwrap()] {
+        let text = chunks
+            .iter()
+            .map(serde_json::Value::to_string)
+            .collect::<String>();
+        assert!(!text.contains("cancelled"), "{text}");
+        assert!(!chunks.iter().any(|c| c["type"] == "error"), "{text}");
+        assert!(text_of(&chunks).ends_with("Slept through it."), "{text}");
+        let warnings = warnings_of(&chunks);
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("Restate cannot be reached")),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        model.requests().len(),
+        2,
+        "the recorded model step was not asked again"
+    );
+}
+
+/// A chat sent while Restate is down is stored and queued (its client told
+/// so), then the server is killed before Restate ever acknowledged the run:
+/// the next server submits it again once Restate is back, and the run
+/// completes once, its call acting once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_stored_but_never_acknowledged_is_submitted_again_and_runs_once() {
+    let mut restate = signed_restate();
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.txt");
+    let model = OpenAiServer::start([
+        Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
+        Reply::text("Bumped once."),
+    ])
+    .await
+    .unwrap();
+    let url = model.base_url();
+    let home = Home::new(KEY);
+    let config = config(&home, &restate, &ledger, false);
+    let port = free_port();
+    let worker_first = worker(&home, &url, &config, port).await;
+    let (first, base, token) = serve(&home, &url, &config).await;
+    restate.kill();
+    let client = http();
+    let mut response = client
+        .post(format!("{base}/api/chat"))
+        .bearer_auth(&token)
+        .json(&chat_body("chat-queued", "Bump it."))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200, "queued, not failed");
+    let mut seen = String::new();
+    while !seen.contains("Restate cannot be reached") {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), response.chunk())
+            .await
+            .expect("the client is told Restate is down")
+            .unwrap()
+            .expect("the stream goes on");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let store = agent_store::Store::open_sqlite(&home.data_home.join("agent/store.db"))
+        .await
+        .unwrap();
+    let stored = store
+        .account("local")
+        .latest_run("chat-queued")
+        .await
+        .unwrap();
+    assert!(
+        stored.is_some_and(|r| r.status == agent_store::RunStatus::Running),
+        "the run is stored before Restate acknowledges it"
+    );
+    sigkill(&first);
+    drop(response);
+    drop(worker_first);
+    restate.restart().unwrap();
+    let _worker = worker(&home, &url, &config, port).await;
+    let (_second, _, _) = serve(&home, &url, &config).await;
+    let run = ended_run(&home, "chat-queued").await;
+    assert_eq!(run.status, agent_store::RunStatus::Done, "{run:?}");
+    assert_eq!(model.requests().len(), 2);
+    assert_eq!(ledger_lines(&ledger).len(), 1, "the call acted once");
 }

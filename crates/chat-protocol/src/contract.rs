@@ -140,6 +140,12 @@ pub struct ChatRequest {
     /// `graph` of the body, when sent: the graph the chat runs (see
     /// `GET /api/graphs`); the server's default when absent.
     pub graph: Option<String>,
+    /// The id of the request's last message when it is the user's (the
+    /// message the turn adds): the thread keeps it, so the message is known by
+    /// the same id after a reload.
+    pub user_message_id: Option<String>,
+    /// The ids of the request's user messages, in order.
+    pub user_ids: Vec<String>,
 }
 
 /// Supplies the model-facing record of calls the server ran itself, so a history
@@ -193,6 +199,9 @@ fn optional_string<'a>(
     }
 }
 
+/// A tool part's approval: its id, the user's decision and reason, when given.
+type PartApproval = (String, Option<bool>, Option<String>);
+
 /// One tool part, checked.
 struct ToolPart {
     call_id: String,
@@ -201,7 +210,7 @@ struct ToolPart {
     input: Option<Value>,
     output: Option<Value>,
     error_text: Option<String>,
-    approval: Option<(String, Option<bool>, Option<String>)>,
+    approval: Option<PartApproval>,
 }
 
 const STATES: &[&str] = &[
@@ -233,6 +242,27 @@ fn tool_part(kind: &str, part: &Map<String, Value>, path: &str) -> Result<ToolPa
     if !STATES.contains(&state) {
         return Err(err(format!("{path}.state"), "is not a tool part state"));
     }
+    let input = part_input(part, state, path)?;
+    let (output, error_text) = part_outcome(part, state, path)?;
+    let approval = part_approval(part, state, path)?;
+    Ok(ToolPart {
+        call_id: call_id.to_owned(),
+        tool_name,
+        state: state.to_owned(),
+        input,
+        output,
+        error_text,
+        approval,
+    })
+}
+
+/// A tool part's `input`: an object within [`MAX_ARGUMENT_BYTES`], required
+/// once the input is complete.
+fn part_input(
+    part: &Map<String, Value>,
+    state: &str,
+    path: &str,
+) -> Result<Option<Value>, RequestError> {
     let input = part.get("input").filter(|v| !v.is_null()).cloned();
     if let Some(input) = &input {
         if !input.is_object() {
@@ -250,6 +280,16 @@ fn tool_part(kind: &str, part: &Map<String, Value>, path: &str) -> Result<ToolPa
             "is required once the input is complete (a result without its call)",
         ));
     }
+    Ok(input)
+}
+
+/// A tool part's `output` and `errorText`: within [`MAX_RESULT_BYTES`], each
+/// present exactly in its state.
+fn part_outcome(
+    part: &Map<String, Value>,
+    state: &str,
+    path: &str,
+) -> Result<(Option<Value>, Option<String>), RequestError> {
     let output = part.get("output").cloned();
     if let Some(output) = &output
         && canonical_json(output).len() > MAX_RESULT_BYTES
@@ -286,6 +326,15 @@ fn tool_part(kind: &str, part: &Map<String, Value>, path: &str) -> Result<ToolPa
             "is required in state output-error",
         ));
     }
+    Ok((output, error_text))
+}
+
+/// A tool part's `approval` (id, decision, reason), as its state requires it.
+fn part_approval(
+    part: &Map<String, Value>,
+    state: &str,
+    path: &str,
+) -> Result<Option<PartApproval>, RequestError> {
     let approval = match part.get("approval") {
         None | Some(Value::Null) => None,
         Some(Value::Object(approval)) => {
@@ -323,15 +372,7 @@ fn tool_part(kind: &str, part: &Map<String, Value>, path: &str) -> Result<ToolPa
         }
         _ => {}
     }
-    Ok(ToolPart {
-        call_id: call_id.to_owned(),
-        tool_name,
-        state: state.to_owned(),
-        input,
-        output,
-        error_text,
-        approval,
-    })
+    Ok(approval)
 }
 
 /// What the model is told about a call it will not get a result for.
@@ -340,6 +381,9 @@ pub const NOT_RUN: &str = "The call did not run (no result was recorded).";
 /// that is not the last (the decision never reached the server).
 pub const STALE_DECISION: &str =
     "The call did not run: the user's decision about it was never sent.";
+/// What the model is told about a call whose output the client sent but the
+/// server refused (it never handed the call out, or for other arguments).
+pub const OUTPUT_REFUSED: &str = "The call did not run: the output the client sent for it answers no call the server handed out.";
 /// The internal state of such a call.
 const STALE_STATE: &str = "stale-decision";
 /// What the model is told about a call the user denied.
@@ -364,6 +408,7 @@ pub fn parse(
     let Value::Object(body) = value else {
         return Err(err("", "must be a JSON object"));
     };
+    refuse_client_setup(&body)?;
     let format = crate::body_format::detect(&body);
     let body = crate::body_format::to_ui_messages(format, body)?;
     let (chat_id, trigger, message_id) = header(&body)?;
@@ -379,6 +424,8 @@ pub fn parse(
         format,
         message_id,
         graph: graph_name(&body)?,
+        user_message_id: None,
+        user_ids: Vec::new(),
     };
     let mut seen_calls = HashSet::new();
     let mut files = FileBudget {
@@ -397,7 +444,13 @@ pub fn parse(
             return Err(err(format!("{path}.parts"), "must be an array"));
         };
         match role {
-            "user" => chat.history.push(user_message(parts, &path, &mut files)?),
+            "user" => {
+                chat.history.push(user_message(parts, &path, &mut files)?);
+                chat.user_ids.push(id.to_owned());
+                if index == last {
+                    chat.user_message_id = Some(id.to_owned());
+                }
+            }
             "assistant" => {
                 let turn = AssistantParts {
                     chat_id: &chat_id,
@@ -414,21 +467,22 @@ pub fn parse(
                     chat.continued_calls = decided.calls;
                 }
             }
-            "system" => {
-                return Err(err(
-                    format!("{path}.role"),
-                    "system messages are set by the server, not the client",
-                ));
-            }
-            _ => {
-                return Err(err(
-                    format!("{path}.role"),
-                    "must be \"user\" or \"assistant\"",
-                ));
-            }
+            role => return Err(refused_role(role, &path)),
         }
     }
     Ok(chat)
+}
+
+/// Why a message of `role` (neither `user` nor `assistant`) at `path` is refused.
+fn refused_role(role: &str, path: &str) -> RequestError {
+    if role == "system" {
+        err(
+            format!("{path}.role"),
+            "system messages are set by the server, not the client",
+        )
+    } else {
+        err(format!("{path}.role"), "must be \"user\" or \"assistant\"")
+    }
 }
 
 /// The body's `id`, `trigger` and `messageId`.
@@ -464,6 +518,33 @@ fn header(body: &Map<String, Value>) -> Result<(String, Trigger, Option<String>)
         }
     };
     Ok((chat_id, trigger, message_id))
+}
+
+/// A body's `system` and `tools` (assistant-ui's transports send them, as may
+/// any client): the server's graph sets the system prompt and the tools, so a
+/// body that sets either is refused, in every body format, rather than have
+/// them silently ignored. Empty ones (`""`, `{}`, `[]`, `null`) set nothing.
+fn refuse_client_setup(body: &Map<String, Value>) -> Result<(), RequestError> {
+    let set = |key: &str| match body.get(key) {
+        None | Some(Value::Null) => false,
+        Some(Value::String(text)) => !text.trim().is_empty(),
+        Some(Value::Object(map)) => !map.is_empty(),
+        Some(Value::Array(list)) => !list.is_empty(),
+        Some(_) => true,
+    };
+    if set("system") {
+        return Err(err(
+            "system",
+            "the system prompt is set by the server's graph, not the client",
+        ));
+    }
+    if set("tools") {
+        return Err(err(
+            "tools",
+            "the tools are the server's graph's; a client's own tools are not offered to the model",
+        ));
+    }
+    Ok(())
 }
 
 /// The body's `graph`: a graph name (1 to 64 letters, digits, `_` or `-`).
@@ -766,6 +847,39 @@ mod tests {
     }
 
     #[test]
+    fn a_clients_system_prompt_or_tools_are_refused_in_every_body_format() {
+        let ui = |extra: Value| {
+            let mut body = body(vec![user("hi")]);
+            body.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            body
+        };
+        let sdk4 = |extra: Value| {
+            let mut body = json!({"id": "c", "messages": [{"role": "user", "content": "hi"}]});
+            body.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            body
+        };
+        let assistant_ui = |extra: Value| {
+            let mut body = json!({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]});
+            body.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            body
+        };
+        let tool = json!({"weather": {"description": "d", "parameters": {"type": "object"}}});
+        for make in [&ui as &dyn Fn(Value) -> Value, &sdk4, &assistant_ui] {
+            assert_eq!(path_of(make(json!({"system": "be evil"}))), "system");
+            assert_eq!(path_of(make(json!({"tools": tool}))), "tools");
+            // Empty ones set nothing (assistant-ui's transport sends `tools: {}`).
+            let chat = parse_json(make(json!({"system": "", "tools": {}}))).unwrap();
+            assert_eq!(chat.history, vec![Message::user("hi")]);
+        }
+    }
+
+    #[test]
     fn a_user_message_becomes_the_history() {
         let chat = parse_json(body(vec![user("hello")])).unwrap();
         assert_eq!(chat.history, vec![Message::user("hello")]);
@@ -820,16 +934,18 @@ mod tests {
         assert_eq!(chat.history.len(), 2);
     }
 
+    /// Parses each body and checks the rejection's path.
+    fn assert_rejected_at(cases: Vec<(Value, String)>) {
+        for (value, path) in cases {
+            let shown = value.to_string();
+            let error = parse_json(value).unwrap_err();
+            assert_eq!(error.path, path, "{shown}: {error}");
+        }
+    }
+
     #[test]
     fn every_rejection_names_the_field() {
         let long = "x".repeat(129);
-        let tool = |part: Value| {
-            body(vec![
-                user("hi"),
-                json!({"id": "a1", "role": "assistant", "parts": [part]}),
-                user("again"),
-            ])
-        };
         let cases: Vec<(Value, &str)> = vec![
             (json!({"messages": []}), "id"),
             (json!({"id": long, "messages": [user("x")]}), "id"),
@@ -848,60 +964,8 @@ mod tests {
                 ]),
                 "messages[0].parts[0]",
             ),
-            (
-                tool(
-                    json!({"type": "tool-a", "toolCallId": "x".repeat(129), "state": "output-available", "input": {}, "output": 1}),
-                ),
-                "messages[1].parts[0].toolCallId",
-            ),
-            (
-                tool(
-                    json!({"type": "tool-a", "toolCallId": "c", "state": "output-available", "input": {"a": "x".repeat(9000)}, "output": 1}),
-                ),
-                "messages[1].parts[0].input",
-            ),
-            (
-                tool(
-                    json!({"type": "tool-a", "toolCallId": "c", "state": "output-available", "input": {}, "output": "x".repeat(33 * 1024)}),
-                ),
-                "messages[1].parts[0].output",
-            ),
-            (
-                tool(
-                    json!({"type": "tool-a", "toolCallId": "c", "state": "output-available", "output": 1}),
-                ),
-                "messages[1].parts[0].input",
-            ),
-            (
-                tool(
-                    json!({"type": "tool-a", "toolCallId": "c", "state": "output-available", "input": {}}),
-                ),
-                "messages[1].parts[0].output",
-            ),
-            (
-                tool(
-                    json!({"type": "tool-a", "toolCallId": "c", "state": "finished", "input": {}}),
-                ),
-                "messages[1].parts[0].state",
-            ),
-            (
-                tool(
-                    json!({"type": "tool-a", "toolCallId": "c", "state": "output-denied", "input": {}, "approval": {"id": "x", "approved": true}}),
-                ),
-                "messages[1].parts[0].approval.approved",
-            ),
-            (
-                tool(
-                    json!({"type": "tool-a", "toolCallId": "c", "state": "input-available", "input": [1]}),
-                ),
-                "messages[1].parts[0].input",
-            ),
         ];
-        for (value, path) in cases {
-            let shown = value.to_string();
-            let error = parse_json(value).unwrap_err();
-            assert_eq!(error.path, path, "{shown}: {error}");
-        }
+        assert_rejected_at(cases.into_iter().map(|(v, p)| (v, p.to_owned())).collect());
         // One result per call: the same id twice.
         let twice = json!({"id": "a1", "role": "assistant", "parts": [
             {"type": "tool-a", "toolCallId": "c", "state": "output-available", "input": {}, "output": 1},
@@ -916,6 +980,57 @@ mod tests {
                 .unwrap_err()
                 .path,
             ""
+        );
+    }
+
+    #[test]
+    fn every_tool_part_rejection_names_the_field() {
+        let tool = |part: Value| {
+            body(vec![
+                user("hi"),
+                json!({"id": "a1", "role": "assistant", "parts": [part]}),
+                user("again"),
+            ])
+        };
+        let parts: Vec<(Value, &str)> = vec![
+            (
+                json!({"type": "tool-a", "toolCallId": "x".repeat(129), "state": "output-available", "input": {}, "output": 1}),
+                "toolCallId",
+            ),
+            (
+                json!({"type": "tool-a", "toolCallId": "c", "state": "output-available", "input": {"a": "x".repeat(9000)}, "output": 1}),
+                "input",
+            ),
+            (
+                json!({"type": "tool-a", "toolCallId": "c", "state": "output-available", "input": {}, "output": "x".repeat(33 * 1024)}),
+                "output",
+            ),
+            (
+                json!({"type": "tool-a", "toolCallId": "c", "state": "output-available", "output": 1}),
+                "input",
+            ),
+            (
+                json!({"type": "tool-a", "toolCallId": "c", "state": "output-available", "input": {}}),
+                "output",
+            ),
+            (
+                json!({"type": "tool-a", "toolCallId": "c", "state": "finished", "input": {}}),
+                "state",
+            ),
+            (
+                json!({"type": "tool-a", "toolCallId": "c", "state": "output-denied", "input": {}, "approval": {"id": "x", "approved": true}}),
+                "approval.approved",
+            ),
+            (
+                json!({"type": "tool-a", "toolCallId": "c", "state": "input-available", "input": [1]}),
+                "input",
+            ),
+        ];
+        assert_rejected_at(
+            parts
+                .into_iter()
+                .map(|(part, field)| (tool(part), format!("messages[1].parts[0].{field}")))
+                .collect(),
         );
     }
 

@@ -1,14 +1,14 @@
-//! What the two stream encoders share: the [`StreamEncoder`] trait the server
-//! drives, how a failed call shows, and the step and outcome bookkeeping both
-//! protocols need.
+//! What the stream encoders share: the [`StreamEncoder`] trait the server
+//! drives, how a failed call shows, and the usage both protocols report.
 
 use ai_core::{AiEvent, event::AiEventKind, tool::ToolErrorCode};
-use axum::body::Bytes;
+use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 /// An encoder of one response: the run's events in, the protocol's frames out.
 /// [`crate::ui_stream::UiStreamEncoder`] (the UI message stream) and
-/// [`crate::data_stream::DataStreamEncoder`] (AI SDK 4's data stream) implement it.
+/// [`crate::data_stream::DataStreamEncoder`] (AI SDK 4's data stream) implement it,
+/// each over one [`crate::parts::PartMachine`].
 pub trait StreamEncoder: Send {
     /// The response's protocol headers.
     fn headers(&self) -> &'static [(&'static str, &'static str)];
@@ -29,6 +29,21 @@ pub trait StreamEncoder: Send {
     /// A frame parsers ignore, written while the run is quiet so that a client that
     /// went away is noticed; `None` for a protocol without comments.
     fn heartbeat(&self) -> Option<Bytes>;
+
+    /// Queues a warning about the request (a part of it the server left out),
+    /// sent before the response's first event: the UI message stream's transient
+    /// `data-warning` part, the data stream's `2:` data part. A client that
+    /// knows neither ignores it.
+    fn warn(&mut self, message: String);
+
+    /// The frames of the queued warnings, now (a server that has no event to
+    /// send, while it tells its client something of the run).
+    fn flush_warnings(&mut self) -> Vec<Bytes>;
+}
+
+/// The JSON of a warning: `{"warning": message}`.
+pub(crate) fn warning_data(message: &str) -> Value {
+    json!({"warning": message})
 }
 
 /// How a failed call's result shows in a stream.
@@ -50,6 +65,25 @@ pub(crate) fn failure_view(code: Option<ToolErrorCode>, message: Option<&str>) -
             "approval refused: {}",
             message.unwrap_or("the approval does not hold")
         )),
+        None
+        | Some(
+            ToolErrorCode::InvalidJson
+            | ToolErrorCode::InvalidArgs
+            | ToolErrorCode::PolicyDenied
+            | ToolErrorCode::ApprovalRequired
+            | ToolErrorCode::UnknownTool
+            | ToolErrorCode::ExecutionFailed
+            | ToolErrorCode::Timeout
+            | ToolErrorCode::Cancelled
+            | ToolErrorCode::OutputInvalid
+            | ToolErrorCode::RedactionMissing
+            | ToolErrorCode::PermissionDenied
+            | ToolErrorCode::NotFound
+            | ToolErrorCode::BudgetExceeded
+            | ToolErrorCode::DepthExceeded
+            | ToolErrorCode::OutcomeUnknown,
+        ) => FailureView::Error(tool_error_text(code, message)),
+        #[cfg(not(agent_workspace))]
         _ => FailureView::Error(tool_error_text(code, message)),
     }
 }
@@ -71,67 +105,6 @@ pub(crate) fn tool_error_text(code: Option<ToolErrorCode>, message: Option<&str>
         (Some(code), None) => code.to_string(),
         (None, Some(message)) => message.to_owned(),
         (None, None) => "tool call failed".to_owned(),
-    }
-}
-
-/// What an event does to the step structure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Activity {
-    /// A text or reasoning delta: streamed by a model call.
-    Delta,
-    /// A model call's usage report: the end of its stream.
-    Usage,
-    /// A tool call starts or asks for approval.
-    Call,
-    /// A tool call's result (or a denial or refusal in its place).
-    Result,
-}
-
-/// What the open step has seen.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct StepFlags {
-    /// The step's model call reported its usage.
-    pub(crate) saw_usage: bool,
-    /// A tool result (or denial, or refusal) arrived in the step.
-    pub(crate) saw_result: bool,
-}
-
-impl StepFlags {
-    /// Whether `activity` begins a new step, given the open step (if any).
-    pub(crate) fn needs_new(step: Option<&Self>, activity: Activity) -> bool {
-        match (step, activity) {
-            (None, _) => true,
-            (Some(step), Activity::Delta | Activity::Usage) => step.saw_usage || step.saw_result,
-            (Some(_), Activity::Call | Activity::Result) => false,
-        }
-    }
-}
-
-/// How the response ends, and its usage.
-#[derive(Debug, Default)]
-pub(crate) struct Outcome {
-    /// `assistant_final`'s finish reason, when the run answered.
-    pub(crate) final_reason: Option<String>,
-    /// The run failed (`error`).
-    pub(crate) error: bool,
-    /// The run paused for an approval.
-    pub(crate) paused: bool,
-    /// Summed usage of the response's model calls.
-    pub(crate) usage: UsageTotals,
-}
-
-impl Outcome {
-    /// The AI SDK finish reason of the response.
-    pub(crate) fn finish_reason(&self) -> &'static str {
-        if self.error {
-            "error"
-        } else if let Some(reason) = &self.final_reason {
-            map_finish_reason(reason)
-        } else if self.paused {
-            "tool-calls"
-        } else {
-            "other"
-        }
     }
 }
 

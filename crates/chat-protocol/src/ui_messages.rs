@@ -17,9 +17,23 @@ use ai_core::event::AiEventKind;
 use ai_core::{AiEvent, Message};
 use serde_json::{Map, Value, json};
 
+/// One message of a stored thread, as the model saw it: its position, its UI
+/// id and the run that wrote it (the run store's row, without the store).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadMessage {
+    /// Its position (from 0).
+    pub seq: u64,
+    /// Its UI id, when it has one.
+    pub id: Option<String>,
+    /// The run that wrote it, if any.
+    pub run_id: Option<String>,
+    /// The message.
+    pub message: Message,
+}
+
 /// What the event log shows of one call.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct CallView {
+pub struct CallView {
     input: Option<Value>,
     output: Option<Value>,
     error: Option<String>,
@@ -30,9 +44,7 @@ pub(crate) struct CallView {
 }
 
 /// The views of the calls in `events`, by call id.
-pub(crate) fn call_views<'a>(
-    events: impl IntoIterator<Item = &'a AiEvent>,
-) -> HashMap<String, CallView> {
+pub fn call_views<'a>(events: impl IntoIterator<Item = &'a AiEvent>) -> HashMap<String, CallView> {
     let mut views: HashMap<String, CallView> = HashMap::new();
     for event in events {
         match &event.kind {
@@ -72,6 +84,16 @@ pub(crate) fn call_views<'a>(
                     }));
                 }
             }
+            AiEventKind::TextDelta { .. }
+            | AiEventKind::ReasoningDelta { .. }
+            | AiEventKind::ToolInputDelta { .. }
+            | AiEventKind::UsageReport { .. }
+            | AiEventKind::ToolCallsNotExecuted { .. }
+            | AiEventKind::AssistantFinal { .. }
+            | AiEventKind::ToolWithheld { .. }
+            | AiEventKind::Error { .. }
+            | AiEventKind::Done => {}
+            #[cfg(not(agent_workspace))]
             _ => {}
         }
     }
@@ -83,19 +105,26 @@ fn empty() -> Value {
 }
 
 /// Issues an approval id for (call id, tool, arguments hash).
-pub(crate) type IssueApproval<'a> = &'a dyn Fn(&str, &str, &str) -> String;
+pub type IssueApproval<'a> = &'a dyn Fn(&str, &str, &str) -> String;
 
-/// `messages` (a thread, as stored) as UI messages, with `views` of its calls.
-pub(crate) fn ui_messages(
-    messages: &[Message],
+/// `messages` (a thread, as stored) as UI messages, with `views` of its calls:
+/// each known by its stored id (a user message by its client's id, an answer
+/// by the id its stream gave it; `u-<seq>` and `a-<seq>` for messages stored
+/// without one), an answer with the `metadata` of the last run that wrote it
+/// (as its live stream's `message-metadata` left it).
+pub fn ui_messages(
+    messages: &[ThreadMessage],
     views: &HashMap<String, CallView>,
     approval: IssueApproval<'_>,
+    metadata: &HashMap<String, Value>,
 ) -> Vec<Value> {
-    let results = results_of(messages);
+    let plain: Vec<Message> = messages.iter().map(|m| m.message.clone()).collect();
+    let results = results_of(&plain);
     let mut shown: Vec<Value> = Vec::new();
     let mut assistant: Option<Value> = None;
-    for (seq, message) in messages.iter().enumerate() {
-        match message {
+    for stored in messages {
+        let seq = stored.seq;
+        match &stored.message {
             Message::User {
                 content,
                 attachments,
@@ -115,7 +144,8 @@ pub(crate) fn ui_messages(
                 if !content.is_empty() || parts.is_empty() {
                     parts.insert(0, json!({"type": "text", "text": content}));
                 }
-                shown.push(json!({"id": format!("u-{seq}"), "role": "user", "parts": parts}));
+                let id = stored.id.clone().unwrap_or_else(|| format!("u-{seq}"));
+                shown.push(json!({"id": id, "role": "user", "parts": parts}));
             }
             Message::Assistant {
                 content,
@@ -123,9 +153,13 @@ pub(crate) fn ui_messages(
                 tool_calls,
                 ..
             } => {
-                let current = assistant.get_or_insert_with(
-                    || json!({"id": format!("a-{seq}"), "role": "assistant", "parts": []}),
-                );
+                let current = assistant.get_or_insert_with(|| {
+                    let id = stored.id.clone().unwrap_or_else(|| format!("a-{seq}"));
+                    json!({"id": id, "role": "assistant", "parts": []})
+                });
+                if let Some(shown_metadata) = stored.run_id.as_ref().and_then(|r| metadata.get(r)) {
+                    current["metadata"] = shown_metadata.clone();
+                }
                 let Some(parts) = current["parts"].as_array_mut() else {
                     continue;
                 };
@@ -152,6 +186,44 @@ pub(crate) fn ui_messages(
     }
     shown.extend(assistant);
     shown
+}
+
+/// The `message-metadata` the live stream of a run with `events` ended with
+/// (`{usage, model}`), when the run reported usage.
+pub fn run_metadata(events: &[AiEvent]) -> Option<Value> {
+    let mut usage = crate::stream::UsageTotals::default();
+    for event in events.iter().filter(|e| crate::stream::shown(e)) {
+        usage.add(&event.kind);
+    }
+    usage.metadata()
+}
+
+/// Adds the answer of a run still running, as its `events` so far show it: to
+/// the last message when the run continues it (the thread ends with an answer:
+/// a continuation after approvals), else as a new message known by
+/// `answer_id`, the id its stream gives it.
+pub fn with_running_answer(
+    shown: &mut Vec<Value>,
+    answer_id: &str,
+    events: &[AiEvent],
+    approval: IssueApproval<'_>,
+) {
+    let continues = shown.last().is_some_and(|m| m["role"] == "assistant");
+    let id = match shown.last() {
+        Some(last) if continues => last["id"].as_str().unwrap_or_default().to_owned(),
+        _ => answer_id.to_owned(),
+    };
+    let mut encoder = crate::ui_stream::UiStreamEncoder::new(id.clone());
+    let chunks: Vec<Value> = events
+        .iter()
+        .flat_map(|event| encoder.event(event, approval))
+        .collect();
+    if !continues {
+        shown.push(json!({"id": id, "role": "assistant", "parts": []}));
+    }
+    if let Some(message) = shown.last_mut() {
+        crate::ui_stream::apply_chunks(message, &chunks);
+    }
 }
 
 /// The thread's tool results, by call id: (content, is_error).
@@ -241,6 +313,19 @@ mod tests {
         AiEvent::new(&RunContext::new("r1", "t1"), kind)
     }
 
+    /// `thread` as stored without UI ids or runs.
+    fn stored(thread: Vec<Message>) -> Vec<ThreadMessage> {
+        (0..)
+            .zip(thread)
+            .map(|(seq, message)| ThreadMessage {
+                seq,
+                id: None,
+                run_id: None,
+                message,
+            })
+            .collect()
+    }
+
     fn call(id: &str, name: &str) -> MessageToolCall {
         MessageToolCall {
             id: id.into(),
@@ -289,7 +374,7 @@ mod tests {
         ];
         let views = call_views(&events);
         let issue = |call: &str, tool: &str, hash: &str| format!("{call}|{tool}|{hash}");
-        let shown = ui_messages(&thread, &views, &issue);
+        let shown = ui_messages(&stored(thread), &views, &issue, &HashMap::new());
         let text = serde_json::to_string(&shown).unwrap();
         assert!(
             !text.contains("hunter2") && !text.contains("secret contents"),
@@ -329,7 +414,7 @@ mod tests {
             attachments: vec![image.clone(), notes.clone()],
         }];
         let issue = |_: &str, _: &str, _: &str| String::new();
-        let shown = ui_messages(&thread, &HashMap::new(), &issue);
+        let shown = ui_messages(&stored(thread), &HashMap::new(), &issue, &HashMap::new());
         let parts = shown[0]["parts"].as_array().unwrap();
         assert_eq!(parts[0], json!({"type": "text", "text": "look"}));
         assert_eq!(
@@ -345,5 +430,34 @@ mod tests {
                 file
             );
         }
+    }
+
+    #[test]
+    fn messages_keep_their_stored_ids_and_an_answer_its_last_runs_metadata() {
+        let mut thread = stored(vec![
+            Message::user("one"),
+            Message::assistant("first"),
+            Message::user("two"),
+            Message::assistant("second, part one"),
+            Message::assistant("second, part two"),
+        ]);
+        thread[0].id = Some("client-1".into());
+        thread[1].id = Some("msg-r1".into());
+        thread[1].run_id = Some("r1".into());
+        thread[3].id = Some("msg-r2".into());
+        thread[3].run_id = Some("r2".into());
+        thread[4].run_id = Some("r3".into());
+        let metadata = HashMap::from([
+            ("r1".to_owned(), json!({"model": "m1"})),
+            ("r3".to_owned(), json!({"model": "m3"})),
+        ]);
+        let issue = |_: &str, _: &str, _: &str| String::new();
+        let shown = ui_messages(&thread, &HashMap::new(), &issue, &metadata);
+        let ids: Vec<&str> = shown.iter().map(|m| m["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["client-1", "msg-r1", "u-2", "msg-r2"]);
+        assert_eq!(shown[1]["metadata"], json!({"model": "m1"}));
+        // An answer two runs wrote (a continuation) shows the last one's.
+        assert_eq!(shown[3]["metadata"], json!({"model": "m3"}));
+        assert_eq!(shown[3]["parts"].as_array().unwrap().len(), 4);
     }
 }

@@ -1,15 +1,17 @@
 //! A run's events as the data stream of AI SDK 4 (protocol `v1`, what its `useChat`
 //! and assistant-ui's `DataStreamDecoder` read): one `CODE:JSON\n` line per part.
 //!
-//! Sans-IO, like [`crate::ui_stream`]: [`DataStreamEncoder`] turns each
-//! [`AiEvent`] into lines; the caller writes them out, with [`HEADERS`]. The
+//! Sans-IO, like [`crate::ui_stream`]: [`DataStreamEncoder`] is a thin serializer
+//! over one [`PartMachine`] (see [`crate::parts`]), each [`UiChunk`] zero or
+//! more lines (text and reasoning part boundaries, the message's start and
+//! metadata have no line); the caller writes them out, with [`HEADERS`]. The
 //! stream has no end marker: the `d:` line is the last.
 //!
 //! # The response
 //!
 //! Zero or more steps, `f:{messageId}` ... `e:{finishReason, usage?, isContinued}`,
 //! then exactly one `d:{finishReason, usage?}`; nothing follows it. Steps begin and
-//! end by the same rules as the UI message stream's (see [`crate::ui_stream`]);
+//! end by the same rules as the UI message stream's (see [`crate::parts`]);
 //! every step's `f:` carries the encoder's message id, so the client's message keeps
 //! that id. Events of subagents (`parent_tool_call_id` set) produce nothing.
 //!
@@ -60,14 +62,14 @@
 //!   assistant-stream decodes every response as a new message and rejects (strict
 //!   mode) or drops (lenient) a result whose call it has not seen in this response.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
-use ai_core::{AiEvent, event::AiEventKind};
+use ai_core::AiEvent;
+use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use axum::body::Bytes;
-
-use crate::stream::{Activity, FailureView, Outcome, StepFlags, StreamEncoder, failure_view};
+use crate::parts::{PartMachine, TokenCounts, UiChunk};
+use crate::stream::StreamEncoder;
 
 /// The response headers of a data stream.
 pub const HEADERS: &[(&str, &str)] = &[
@@ -87,25 +89,11 @@ pub const DENIED_RESULT: &str = "tool call denied";
 /// `done` would; after either, the encoder emits nothing more).
 #[derive(Debug)]
 pub struct DataStreamEncoder {
-    message_id: String,
-    /// Calls the client already has (this response or an earlier one).
-    calls_sent: HashSet<String>,
+    machine: PartMachine,
     /// Calls of the continued message to announce again before their results
     /// (for clients that read every response as a new message): id to tool and
     /// input.
-    announce: std::collections::HashMap<String, (String, Value)>,
-    finished: bool,
-    step: Option<Step>,
-    outcome: Outcome,
-}
-
-#[derive(Debug, Default)]
-struct Step {
-    flags: StepFlags,
-    /// A call started, asked for approval or got a result in the step.
-    tools: bool,
-    /// The step's usage report: prompt and completion tokens.
-    usage: Option<(u64, u64)>,
+    announce: HashMap<String, (String, Value)>,
 }
 
 impl DataStreamEncoder {
@@ -126,13 +114,12 @@ impl DataStreamEncoder {
         message_id: impl Into<String>,
         known_tool_call_ids: impl IntoIterator<Item = String>,
     ) -> Self {
+        let machine = PartMachine::new(message_id)
+            .without_tool_input_streaming()
+            .with_known_calls(known_tool_call_ids);
         Self {
-            message_id: message_id.into(),
-            calls_sent: known_tool_call_ids.into_iter().collect(),
-            announce: std::collections::HashMap::new(),
-            finished: false,
-            step: None,
-            outcome: Outcome::default(),
+            machine,
+            announce: HashMap::new(),
         }
     }
 
@@ -162,100 +149,11 @@ impl DataStreamEncoder {
         event: &AiEvent,
         approval_id: &dyn Fn(&str, &str, &str) -> String,
     ) -> Vec<String> {
-        if self.finished || !crate::stream::shown(event) {
-            return Vec::new();
-        }
         let mut out = Vec::new();
-        match &event.kind {
-            AiEventKind::Done => return self.finish(),
-            AiEventKind::TextDelta { delta } if !delta.is_empty() => {
-                self.step_for(Activity::Delta, &mut out);
-                out.push(line('0', &json!(delta)));
-            }
-            AiEventKind::ReasoningDelta { delta } if !delta.is_empty() => {
-                self.step_for(Activity::Delta, &mut out);
-                out.push(line('g', &json!(delta)));
-            }
-            AiEventKind::ToolCallStart {
-                tool_call_id,
-                tool_name,
-                args,
-            } => {
-                self.step_for(Activity::Call, &mut out);
-                self.call(tool_call_id, tool_name, args, &mut out);
-            }
-            AiEventKind::ToolCallResult {
-                tool_call_id,
-                tool_name,
-                ok,
-                result,
-                error_code,
-                message,
-                ..
-            } => {
-                self.step_for(Activity::Result, &mut out);
-                self.call(tool_call_id, tool_name, &json!({}), &mut out);
-                let value = if *ok {
-                    json!({
-                        "toolCallId": tool_call_id,
-                        "result": result.clone().unwrap_or(Value::Null),
-                    })
-                } else {
-                    let text = match failure_view(*error_code, message.as_deref()) {
-                        FailureView::Denied => DENIED_RESULT.to_owned(),
-                        FailureView::Error(text) => text,
-                    };
-                    error_result(tool_call_id, &text)
-                };
-                out.push(line('a', &value));
-                self.saw_result();
-            }
-            AiEventKind::ToolApprovalRequested {
-                tool_call_id,
-                tool_name,
-                args,
-                args_hash,
-            } => {
-                self.step_for(Activity::Call, &mut out);
-                self.call(tool_call_id, tool_name, args, &mut out);
-                let request = json!([{
-                    "type": "tool-approval-request",
-                    "approvalId": approval_id(tool_call_id, tool_name, args_hash),
-                    "toolCallId": tool_call_id,
-                }]);
-                out.push(line('2', &request));
-                self.outcome.paused = true;
-            }
-            AiEventKind::ClientToolCall {
-                tool_call_id,
-                tool_name,
-                args,
-            } => {
-                self.step_for(Activity::Call, &mut out);
-                self.call(tool_call_id, tool_name, args, &mut out);
-                self.outcome.paused = true;
-            }
-            AiEventKind::UsageReport {
-                prompt_tokens,
-                completion_tokens,
-                ..
-            } => {
-                self.step_for(Activity::Usage, &mut out);
-                self.outcome.usage.add(&event.kind);
-                if let Some(step) = &mut self.step {
-                    step.flags.saw_usage = true;
-                    step.usage = Some((*prompt_tokens, *completion_tokens));
-                }
-            }
-            AiEventKind::AssistantFinal { finish_reason, .. } => {
-                self.outcome.final_reason = Some(finish_reason.clone());
-            }
-            AiEventKind::Error { message, .. } => {
-                out.push(line('3', &json!(message)));
-                self.outcome.error = true;
-            }
-            _ => {}
-        }
+        let Self { machine, announce } = self;
+        machine.event(event, approval_id, &mut |chunk| {
+            write_lines(&chunk, announce, &mut out);
+        });
         out
     }
 
@@ -264,7 +162,12 @@ impl DataStreamEncoder {
     /// started), within a step. The call must be one the client has: a known call
     /// of a continuation, or one started in this response.
     pub fn denied(&mut self, tool_call_id: &str) -> Vec<String> {
-        self.server_result(tool_call_id, DENIED_RESULT)
+        let mut out = Vec::new();
+        let Self { machine, announce } = self;
+        machine.denied(tool_call_id, &mut |chunk| {
+            write_lines(&chunk, announce, &mut out)
+        });
+        out
     }
 
     /// The `a:` line of the call `tool_call_id` failed with `error_text`
@@ -272,105 +175,135 @@ impl DataStreamEncoder {
     /// within a step. The call must be one the client has, as for
     /// [`denied`](Self::denied).
     pub fn tool_error(&mut self, tool_call_id: &str, error_text: &str) -> Vec<String> {
-        self.server_result(tool_call_id, error_text)
+        let mut out = Vec::new();
+        let Self { machine, announce } = self;
+        machine.tool_error(tool_call_id, error_text, &mut |chunk| {
+            write_lines(&chunk, announce, &mut out);
+        });
+        out
     }
 
     /// What `done` emits, for a response that ends without it: `e:` for the open
     /// step, then `d:`. Emits nothing when the response already finished.
     pub fn finish(&mut self) -> Vec<String> {
-        if self.finished {
-            return Vec::new();
-        }
         let mut out = Vec::new();
-        self.end_step(true, &mut out);
-        let mut value = json!({"finishReason": self.outcome.finish_reason()});
-        let usage = &self.outcome.usage;
-        if usage.reports > 0 {
-            value["usage"] = usage_json(usage.prompt, usage.completion);
-        }
-        out.push(line('d', &value));
-        self.finished = true;
+        let Self { machine, announce } = self;
+        machine.finish(&mut |chunk| write_lines(&chunk, announce, &mut out));
         out
     }
 
-    fn server_result(&mut self, tool_call_id: &str, error_text: &str) -> Vec<String> {
-        if self.finished {
-            return Vec::new();
-        }
+    /// The queued warnings as `2:` data parts.
+    fn warnings(&mut self) -> Vec<String> {
         let mut out = Vec::new();
-        self.step_for(Activity::Result, &mut out);
-        out.push(line('a', &error_result(tool_call_id, error_text)));
-        self.saw_result();
+        let Self { machine, announce } = self;
+        machine.warnings(&mut |chunk| write_lines(&chunk, announce, &mut out));
         out
     }
+}
 
-    fn step_for(&mut self, activity: Activity, out: &mut Vec<String>) {
-        if StepFlags::needs_new(self.step.as_ref().map(|s| &s.flags), activity) {
-            self.end_step(false, out);
-            out.push(line('f', &json!({"messageId": self.message_id})));
-            self.step = Some(Step::default());
+/// The lines of `chunk` (none for what the data stream has no line for: the
+/// message's start and metadata, text and reasoning part boundaries, streamed
+/// tool input). `announce` holds the continued calls announced again.
+fn write_lines(
+    chunk: &UiChunk<'_>,
+    announce: &HashMap<String, (String, Value)>,
+    out: &mut Vec<String>,
+) {
+    match chunk {
+        UiChunk::StartStep { message_id } => out.push(line('f', &json!({"messageId": message_id}))),
+        UiChunk::TextDelta { delta, .. } => out.push(line('0', &json!(delta))),
+        UiChunk::ReasoningDelta { delta, .. } => out.push(line('g', &json!(delta))),
+        UiChunk::ToolInputAvailable {
+            tool_call_id,
+            tool_name,
+            input,
+        } => call_lines(tool_call_id, tool_name, input, announce, out),
+        UiChunk::ToolApprovalRequest {
+            approval_id,
+            tool_call_id,
+        } => {
+            let request = json!([{
+                "type": "tool-approval-request",
+                "approvalId": approval_id,
+                "toolCallId": tool_call_id,
+            }]);
+            out.push(line('2', &request));
         }
-        if let (Some(step), Activity::Call | Activity::Result) = (&mut self.step, activity) {
-            step.tools = true;
+        UiChunk::ToolOutputAvailable {
+            tool_call_id,
+            output,
+        } => out.push(line(
+            'a',
+            &json!({"toolCallId": tool_call_id, "result": output}),
+        )),
+        UiChunk::ToolOutputDenied { tool_call_id } => {
+            out.push(line('a', &error_result(tool_call_id, DENIED_RESULT)));
         }
-    }
-
-    /// `e:` for the open step; `last` when the response ends with it.
-    fn end_step(&mut self, last: bool, out: &mut Vec<String>) {
-        let Some(step) = self.step.take() else {
-            return;
-        };
-        let reason = if last && self.outcome.error {
-            "error"
-        } else if step.tools {
-            "tool-calls"
-        } else if last {
-            self.outcome.finish_reason()
-        } else {
-            "other"
-        };
-        let mut value = json!({"finishReason": reason, "isContinued": false});
-        if let Some((prompt, completion)) = step.usage {
-            value["usage"] = usage_json(prompt, completion);
-        }
-        out.push(line('e', &value));
-    }
-
-    fn saw_result(&mut self) {
-        if let Some(step) = &mut self.step {
-            step.flags.saw_result = true;
-        }
-    }
-
-    /// The lines announcing a call, unless the client already has it.
-    fn call(&mut self, tool_call_id: &str, tool_name: &str, args: &Value, out: &mut Vec<String>) {
-        if !self.calls_sent.insert(tool_call_id.to_owned()) {
-            return;
-        }
-        let (tool_name, args) = match self.announce.get(tool_call_id) {
-            Some((tool, input)) if args.as_object().is_none_or(Map::is_empty) => {
-                (tool.as_str(), input)
+        UiChunk::ToolOutputError {
+            tool_call_id,
+            error_text,
+        } => out.push(line('a', &error_result(tool_call_id, error_text))),
+        UiChunk::Error { error_text } => out.push(line('3', &json!(error_text))),
+        UiChunk::FinishStep {
+            finish_reason,
+            usage,
+        } => {
+            let mut value = json!({"finishReason": finish_reason, "isContinued": false});
+            if let Some(usage) = usage {
+                value["usage"] = usage_json(*usage);
             }
-            _ => (tool_name, args),
-        };
-        let args = if args.is_object() {
-            args.clone()
-        } else {
-            json!({})
-        };
-        out.push(line(
-            'b',
-            &json!({"toolCallId": tool_call_id, "toolName": tool_name}),
-        ));
-        out.push(line(
-            'c',
-            &json!({"toolCallId": tool_call_id, "argsTextDelta": args.to_string()}),
-        ));
-        out.push(line(
-            '9',
-            &json!({"toolCallId": tool_call_id, "toolName": tool_name, "args": args}),
-        ));
+            out.push(line('e', &value));
+        }
+        UiChunk::Finish {
+            finish_reason,
+            usage,
+        } => {
+            let mut value = json!({"finishReason": finish_reason});
+            if let Some(usage) = usage {
+                value["usage"] = usage_json(*usage);
+            }
+            out.push(line('d', &value));
+        }
+        UiChunk::Warning { message } => {
+            let data = Value::Array(vec![crate::stream::warning_data(message)]);
+            out.push(format!("2:{data}\n"));
+        }
+        _ => {}
     }
+}
+
+/// The lines announcing a call: `b:`, `c:` with its whole arguments as JSON
+/// text, `9:`. A continued call announced again with no arguments of its own
+/// takes its tool and input from `announce`; arguments that are not an object
+/// are sent as `{}`.
+fn call_lines(
+    tool_call_id: &str,
+    tool_name: &str,
+    args: &Value,
+    announce: &HashMap<String, (String, Value)>,
+    out: &mut Vec<String>,
+) {
+    let (tool_name, args) = match announce.get(tool_call_id) {
+        Some((tool, input)) if args.as_object().is_none_or(Map::is_empty) => (tool.as_str(), input),
+        _ => (tool_name, args),
+    };
+    let args = if args.is_object() {
+        args.clone()
+    } else {
+        json!({})
+    };
+    out.push(line(
+        'b',
+        &json!({"toolCallId": tool_call_id, "toolName": tool_name}),
+    ));
+    out.push(line(
+        'c',
+        &json!({"toolCallId": tool_call_id, "argsTextDelta": args.to_string()}),
+    ));
+    out.push(line(
+        '9',
+        &json!({"toolCallId": tool_call_id, "toolName": tool_name, "args": args}),
+    ));
 }
 
 /// One line: `CODE:JSON\n`.
@@ -382,8 +315,8 @@ fn error_result(tool_call_id: &str, error_text: &str) -> Value {
     json!({"toolCallId": tool_call_id, "result": error_text, "isError": true})
 }
 
-fn usage_json(prompt: u64, completion: u64) -> Value {
-    json!({"promptTokens": prompt, "completionTokens": completion})
+fn usage_json(usage: TokenCounts) -> Value {
+    json!({"promptTokens": usage.prompt_tokens, "completionTokens": usage.completion_tokens})
 }
 
 impl StreamEncoder for DataStreamEncoder {
@@ -396,22 +329,37 @@ impl StreamEncoder for DataStreamEncoder {
         event: &AiEvent,
         approval_id: &dyn Fn(&str, &str, &str) -> String,
     ) -> Vec<Bytes> {
-        crate::stream::frames(self.event(event, approval_id))
+        let mut lines = self.warnings();
+        lines.extend(self.event(event, approval_id));
+        crate::stream::frames(lines)
     }
 
     fn end(&mut self) -> Vec<Bytes> {
-        crate::stream::frames(self.finish())
+        let mut lines = self.warnings();
+        lines.extend(self.finish());
+        crate::stream::frames(lines)
     }
 
     fn heartbeat(&self) -> Option<Bytes> {
         None
     }
+
+    fn warn(&mut self, message: String) {
+        self.machine.warn(message);
+    }
+
+    fn flush_warnings(&mut self) -> Vec<Bytes> {
+        crate::stream::frames(self.warnings())
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
     use super::*;
     use crate::test_events::*;
+    use ai_core::event::AiEventKind;
 
     fn encode(encoder: &mut DataStreamEncoder, events: &[AiEvent]) -> Vec<String> {
         events.iter().flat_map(|e| encoder.event(e, &apr)).collect()

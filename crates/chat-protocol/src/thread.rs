@@ -7,7 +7,12 @@
 //! The request and the thread are compared turn by turn (a turn: the user's
 //! messages and the answer that follows them):
 //!
-//! - A new message (the request ends with a user message) continues the stored
+//! - A new message sent by a client that is behind the thread (a UI-message
+//!   body's plain send, naming no message to replace, whose earlier user
+//!   messages the thread holds by their ids and whose new one it does not: a
+//!   second tab that missed turns another added) is added after the whole
+//!   thread; the turns it missed stay.
+//! - Else, a new message (the request ends with a user message) continues the stored
 //!   turns the request has before it: a request with fewer turns than the
 //!   thread rewinds it (an edit, a regeneration; the rest of the thread is
 //!   replaced when the run is recorded). A request holding only the new message
@@ -35,16 +40,26 @@ use crate::contract::{ChatRequest, NOT_RUN, Trigger};
 
 /// A run's history built on the stored thread.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Continued {
+pub struct Continued {
     /// The conversation for the model.
-    pub(crate) history: Vec<Message>,
+    pub history: Vec<Message>,
     /// How many of its first messages are the stored thread's, as stored.
-    pub(crate) kept: usize,
+    pub kept: usize,
 }
 
-/// The history of `chat` on a thread that holds `stored` (see the module docs).
-pub(crate) fn continue_thread(stored: &[Message], chat: &ChatRequest) -> Continued {
+/// The history of `chat` on a thread that holds `stored`, whose messages have
+/// the UI ids `stored_ids` where known (see the module docs).
+pub fn continue_thread(
+    stored: &[Message],
+    stored_ids: &[Option<String>],
+    chat: &ChatRequest,
+) -> Continued {
     let client = &chat.history;
+    if let Some(from) = sent_from_behind(stored, stored_ids, chat) {
+        let (mut history, kept) = with_results(stored, chat);
+        history.extend_from_slice(&client[from..]);
+        return Continued { history, kept };
+    }
     if stored.is_empty() {
         return Continued {
             history: client.clone(),
@@ -59,6 +74,33 @@ pub(crate) fn continue_thread(stored: &[Message], chat: &ChatRequest) -> Continu
     let added = kept_len(client, &client_turns, chat, turns);
     history.extend_from_slice(&client[added..]);
     Continued { history, kept }
+}
+
+/// Where the new turn of a send from a client that is behind the thread
+/// starts in its history: a new message (a UI-message body's
+/// `submit-message` naming no message to replace) whose earlier user
+/// messages the thread holds by their ids, while it does not hold the new
+/// one. Such a client (a second tab) missed the turns others added since;
+/// its message is added after them, never in their place.
+fn sent_from_behind(
+    stored: &[Message],
+    stored_ids: &[Option<String>],
+    chat: &ChatRequest,
+) -> Option<usize> {
+    let plain_send = chat.format == crate::body_format::BodyFormat::UiMessages
+        && chat.trigger == Trigger::SubmitMessage
+        && chat.message_id.is_none()
+        && chat.continuing.is_none();
+    let (new, earlier) = chat.user_ids.split_last()?;
+    let known = |id: &String| stored_ids.iter().flatten().any(|s| s == id);
+    if !plain_send || earlier.is_empty() || known(new) || !earlier.iter().all(known) {
+        return None;
+    }
+    let starts = turn_starts(&chat.history);
+    let last = *starts.last()?;
+    // A client with more turns than the thread (the store lost a record) is
+    // not behind: its turns are taken as the module docs say.
+    (starts.len() <= turn_starts(stored).len() + 1).then_some(last)
 }
 
 /// How many stored turns the request continues.
@@ -213,7 +255,7 @@ fn is_server_result(message: &Message) -> bool {
 
 /// The calls of `messages` that have no result yet: call id to (tool, canonical
 /// arguments).
-pub(crate) fn unanswered(messages: &[Message]) -> HashMap<&str, (&str, &str)> {
+pub fn unanswered(messages: &[Message]) -> HashMap<&str, (&str, &str)> {
     let mut open = HashMap::new();
     for message in messages {
         match message {
@@ -240,7 +282,7 @@ pub(crate) fn unanswered(messages: &[Message]) -> HashMap<&str, (&str, &str)> {
 /// replaced by a short text saying it was left out (its name and size), so
 /// the model knows it existed. The stored thread keeps every file; this shapes
 /// only what one request sends. Returns how many files were left out.
-pub(crate) fn bound_files(history: &mut [Message], budget: usize) -> usize {
+pub fn bound_files(history: &mut [Message], budget: usize) -> usize {
     let mut used = 0usize;
     let mut omitted = 0;
     for message in history.iter_mut().rev() {
@@ -330,6 +372,8 @@ mod tests {
             format: BodyFormat::UiMessages,
             message_id: None,
             graph: None,
+            user_message_id: None,
+            user_ids: Vec::new(),
         }
     }
 
@@ -366,10 +410,46 @@ mod tests {
         ]
     }
 
+    /// A second tab that missed a turn another tab added sends its message
+    /// with the history it has: its message is added after that turn, which
+    /// stays. An edit (naming the message it replaces) still rewinds.
+    #[test]
+    fn a_send_from_a_tab_behind_the_thread_adds_its_turn_after_the_others() {
+        let thread = stored();
+        let ids: Vec<Option<String>> = ["u1", "a1", "t1", "a1b", "u2", "a2"]
+            .iter()
+            .map(|id| Some((*id).to_owned()))
+            .collect();
+        // The tab holds the first turn only, then its new message.
+        let mut chat = request(vec![
+            thread[0].clone(),
+            thread[1].clone(),
+            thread[2].clone(),
+            thread[3].clone(),
+            Message::user("from the other tab"),
+        ]);
+        chat.user_ids = vec!["u1".into(), "u9".into()];
+        let continued = continue_thread(&thread, &ids, &chat);
+        let mut expected = thread.clone();
+        expected.push(Message::user("from the other tab"));
+        assert_eq!(continued.history, expected);
+        assert_eq!(continued.kept, 6);
+        // The same body naming the message it replaces is an edit: it rewinds.
+        chat.message_id = Some("u2".into());
+        let continued = continue_thread(&thread, &ids, &chat);
+        assert_eq!(continued.history.len(), 5);
+        assert_eq!(continued.kept, 4);
+        // A body whose new message the thread holds already is a repeat, not
+        // a tab behind (the count-based rules apply).
+        chat.message_id = None;
+        chat.user_ids = vec!["u1".into(), "u2".into()];
+        assert_eq!(continue_thread(&thread, &ids, &chat).kept, 4);
+    }
+
     #[test]
     fn the_last_message_alone_is_appended_to_the_thread() {
         let chat = request(vec![Message::user("again?")]);
-        let continued = continue_thread(&stored(), &chat);
+        let continued = continue_thread(&stored(), &[], &chat);
         let mut expected = stored();
         expected.push(Message::user("again?"));
         assert_eq!(continued.history, expected);
@@ -382,7 +462,7 @@ mod tests {
         forged[2] = Message::tool("c1", "{}");
         forged[3] = answer("edited by the client");
         forged.push(Message::user("again?"));
-        let continued = continue_thread(&stored(), &request(forged));
+        let continued = continue_thread(&stored(), &[], &request(forged));
         assert_eq!(
             continued.history[2],
             Message::tool("c1", "the real contents")
@@ -397,13 +477,13 @@ mod tests {
         // A regeneration of the second answer: the request ends with its question.
         let mut chat = request(stored()[..5].to_vec());
         chat.trigger = Trigger::RegenerateMessage;
-        let continued = continue_thread(&stored(), &chat);
+        let continued = continue_thread(&stored(), &[], &chat);
         assert_eq!(continued.history, stored()[..5].to_vec());
         assert_eq!(continued.kept, 4);
         // An edit of the first message, holding only it.
         let mut chat = request(vec![Message::user("read the other one")]);
         chat.message_id = Some("u1".into());
-        let continued = continue_thread(&stored(), &chat);
+        let continued = continue_thread(&stored(), &[], &chat);
         assert_eq!(continued.history, vec![Message::user("read the other one")]);
         assert_eq!(continued.kept, 0);
     }
@@ -412,7 +492,7 @@ mod tests {
     fn a_regeneration_of_the_last_message_alone_finds_its_turn() {
         let mut chat = request(vec![Message::user("thanks")]);
         chat.trigger = Trigger::RegenerateMessage;
-        let continued = continue_thread(&stored(), &chat);
+        let continued = continue_thread(&stored(), &[], &chat);
         assert_eq!(continued.history, stored()[..5].to_vec());
         assert_eq!(continued.kept, 4);
     }
@@ -421,7 +501,7 @@ mod tests {
     fn turns_the_store_lacks_come_from_the_request() {
         let mut chat = stored();
         chat.push(Message::user("a third"));
-        let continued = continue_thread(&stored()[..4], &request(chat.clone()));
+        let continued = continue_thread(&stored()[..4], &[], &request(chat.clone()));
         assert_eq!(continued.history, chat);
         assert_eq!(continued.kept, 4);
     }
@@ -463,7 +543,7 @@ mod tests {
             approved: true,
             reason: None,
         });
-        let continued = continue_thread(&thread, &chat);
+        let continued = continue_thread(&thread, &[], &chat);
         assert_eq!(
             continued.history[2..],
             [
@@ -490,7 +570,7 @@ mod tests {
             Message::user("bye"),
         ]);
         chat.trigger = Trigger::SubmitMessage;
-        let continued = continue_thread(&thread, &chat);
+        let continued = continue_thread(&thread, &[], &chat);
         // The stored turns win (the client's answer "ok" is not the thread's);
         // the stored part is rewritten from the result it gained.
         assert_eq!(continued.history[2], Message::tool_error("d1", DENIED));

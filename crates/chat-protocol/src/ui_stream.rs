@@ -2,10 +2,13 @@
 //! `useChat` of AI SDK 5, 6 and 7 reads): one JSON chunk per server-sent event,
 //! `data: <chunk>\n\n`, then `data: [DONE]\n\n`.
 //!
-//! Sans-IO: [`UiStreamEncoder`] turns each [`AiEvent`] into the chunks for it and
-//! keeps the state the protocol needs (the message's start and finish, steps, open
-//! text and reasoning parts, which tool calls the client knows); the caller writes
-//! them out with [`UiStreamEncoder::sse`], then [`DONE`], with [`HEADERS`].
+//! Sans-IO: [`UiStreamEncoder`] is a thin serializer over one
+//! [`PartMachine`], which decides the message's structure (its start and
+//! finish, steps, open text and reasoning parts, which tool calls the client
+//! knows; see [`crate::parts`]): each [`UiChunk`] becomes one JSON chunk
+//! ([`chunk_json`]). The caller writes them out with [`UiStreamEncoder::sse`],
+//! then [`DONE`], with [`HEADERS`]; [`StreamEncoder::frames`] does it all, and
+//! writes a delta that continues the open part straight into its frame.
 //!
 //! # The response
 //!
@@ -13,25 +16,9 @@
 //! more steps, then `message-metadata` (when the run reported usage) and exactly one
 //! `finish`; nothing follows `finish`. Every `text-start`/`reasoning-start` is
 //! matched by its `-end` before the step ends, and every step is `start-step` ...
-//! `finish-step`. Events of subagents (`parent_tool_call_id` set) are not part of
-//! the message and produce nothing.
-//!
-//! # Steps
-//!
-//! A step is one model call and the execution of its tool calls. The events carry
-//! no turn number, so boundaries follow from the order the loop emits in: a model
-//! call streams its text and reasoning, then reports its usage, then its tools run
-//! (sequentially or concurrently), and approval requests come after the turn's
-//! executed calls. Hence a new step begins with
-//! - a text or reasoning delta, or a `usage_report`, once the current step has
-//!   seen a `usage_report` or a tool result (the model call of the step is over);
-//! - any event that belongs in a step when none is open.
-//!
-//! Tool call starts and approval requests never begin a step of their own while
-//! one is open: a turn's calls run after its usage report, and state-changing calls
-//! of one turn alternate start/result. (A next turn that streams no text and
-//! reports no usage is therefore merged into the step before it; with usage
-//! reporting on, every turn is its own step.)
+//! `finish-step`; steps begin and end as [`crate::parts`] says. Events of
+//! subagents (`parent_tool_call_id` set) are not part of the message and produce
+//! nothing.
 //!
 //! # Chunks (field names as in the AI SDK's `uiMessageChunkSchema`)
 //!
@@ -88,13 +75,14 @@
 //!   provider maps a refusal), a run that failed to `error`, one paused for
 //!   approval to `tool-calls`, anything else (e.g. a response cut short) to `other`.
 
-use std::collections::HashSet;
+use std::io::Write as _;
 
-use ai_core::{AiEvent, event::AiEventKind};
-use axum::body::Bytes;
-
-use crate::stream::{Activity, FailureView, Outcome, StepFlags, StreamEncoder, failure_view};
+use ai_core::AiEvent;
+use bytes::Bytes;
 use serde_json::{Value, json};
+
+use crate::parts::{PartId, PartKind, PartMachine, UiChunk};
+use crate::stream::StreamEncoder;
 
 /// The response headers of a UI message stream (as the AI SDK sends them).
 pub const HEADERS: &[(&str, &str)] = &[
@@ -115,27 +103,7 @@ pub const DONE: &str = "data: [DONE]\n\n";
 /// `done` would; after either, the encoder emits nothing more).
 #[derive(Debug)]
 pub struct UiStreamEncoder {
-    message_id: String,
-    /// Calls whose input the client already has (this response or an earlier one).
-    inputs_sent: HashSet<String>,
-    /// Calls whose input is streaming (`tool-input-start` sent, not yet complete).
-    inputs_streaming: HashSet<String>,
-    /// The calls of the continued message: their outcomes belong to its earlier
-    /// steps, so before this response's first step they are sent outside any
-    /// step (as the AI SDK's own server does), not in a new, empty one.
-    continued: HashSet<String>,
-    started: bool,
-    finished: bool,
-    step: Option<StepFlags>,
-    open: Option<OpenPart>,
-    parts: u32,
-    outcome: Outcome,
-}
-
-#[derive(Debug)]
-enum OpenPart {
-    Text(String),
-    Reasoning(String),
+    machine: PartMachine,
 }
 
 impl UiStreamEncoder {
@@ -147,7 +115,8 @@ impl UiStreamEncoder {
     /// An encoder for a continuation of the assistant message `message_id`, whose
     /// earlier parts the client already has, among them the tool calls
     /// `known_tool_call_ids`: their input chunks are not repeated (their outputs,
-    /// approvals and denials may still arrive).
+    /// approvals and denials may still arrive), and their outcomes before the
+    /// response's first step are sent outside any step.
     ///
     /// `message_id` must be the id the client has for that message: `useChat`
     /// continues (replaces) its last message only when `start` names its id, and
@@ -156,19 +125,11 @@ impl UiStreamEncoder {
         message_id: impl Into<String>,
         known_tool_call_ids: impl IntoIterator<Item = String>,
     ) -> Self {
-        let known: HashSet<String> = known_tool_call_ids.into_iter().collect();
-        Self {
-            message_id: message_id.into(),
-            continued: known.clone(),
-            inputs_sent: known,
-            inputs_streaming: HashSet::new(),
-            started: false,
-            finished: false,
-            step: None,
-            open: None,
-            parts: 0,
-            outcome: Outcome::default(),
-        }
+        let known: Vec<String> = known_tool_call_ids.into_iter().collect();
+        let machine = PartMachine::new(message_id)
+            .with_continued_calls(known.iter().cloned())
+            .with_known_calls(known);
+        Self { machine }
     }
 
     /// The chunks for `event`, in order (none for a subagent's event or after the
@@ -179,134 +140,10 @@ impl UiStreamEncoder {
         event: &AiEvent,
         approval_id: &dyn Fn(&str, &str, &str) -> String,
     ) -> Vec<Value> {
-        if self.finished || !crate::stream::shown(event) {
-            return Vec::new();
-        }
-        if matches!(event.kind, AiEventKind::Done) {
-            return self.finish();
-        }
         let mut out = Vec::new();
-        self.start(&mut out);
-        match &event.kind {
-            AiEventKind::TextDelta { delta } if !delta.is_empty() => {
-                self.step_for(Activity::Delta, &mut out);
-                self.delta(PartKind::Text, delta, &mut out);
-            }
-            AiEventKind::ReasoningDelta { delta } if !delta.is_empty() => {
-                self.step_for(Activity::Delta, &mut out);
-                self.delta(PartKind::Reasoning, delta, &mut out);
-            }
-            AiEventKind::ToolInputDelta {
-                tool_call_id,
-                tool_name,
-                delta,
-            } if !delta.is_empty() && !self.inputs_sent.contains(tool_call_id) => {
-                self.step_for(Activity::Delta, &mut out);
-                self.close_part(&mut out);
-                if self.inputs_streaming.insert(tool_call_id.clone()) {
-                    out.push(json!({
-                        "type": "tool-input-start",
-                        "toolCallId": tool_call_id,
-                        "toolName": tool_name,
-                    }));
-                }
-                out.push(json!({
-                    "type": "tool-input-delta",
-                    "toolCallId": tool_call_id,
-                    "inputTextDelta": delta,
-                }));
-            }
-            AiEventKind::ToolCallStart { tool_call_id, .. }
-                if self.step.is_none() && self.continued.contains(tool_call_id) => {}
-            AiEventKind::ToolCallStart {
-                tool_call_id,
-                tool_name,
-                args,
-            } => {
-                self.step_for(Activity::Call, &mut out);
-                self.close_part(&mut out);
-                self.input(tool_call_id, tool_name, args, &mut out);
-            }
-            AiEventKind::ToolCallResult {
-                tool_call_id,
-                tool_name,
-                ok,
-                result,
-                error_code,
-                message,
-                ..
-            } => {
-                let outside = self.step.is_none() && self.continued.contains(tool_call_id);
-                if !outside {
-                    self.step_for(Activity::Result, &mut out);
-                }
-                self.close_part(&mut out);
-                self.input(tool_call_id, tool_name, &json!({}), &mut out);
-                out.push(if *ok {
-                    json!({
-                        "type": "tool-output-available",
-                        "toolCallId": tool_call_id,
-                        "output": result.clone().unwrap_or(Value::Null),
-                    })
-                } else {
-                    match failure_view(*error_code, message.as_deref()) {
-                        FailureView::Denied => {
-                            json!({"type": "tool-output-denied", "toolCallId": tool_call_id})
-                        }
-                        FailureView::Error(text) => json!({
-                            "type": "tool-output-error",
-                            "toolCallId": tool_call_id,
-                            "errorText": text,
-                        }),
-                    }
-                });
-                if !outside {
-                    self.saw_result();
-                }
-            }
-            AiEventKind::ToolApprovalRequested {
-                tool_call_id,
-                tool_name,
-                args,
-                args_hash,
-            } => {
-                self.step_for(Activity::Call, &mut out);
-                self.close_part(&mut out);
-                self.input(tool_call_id, tool_name, args, &mut out);
-                out.push(json!({
-                    "type": "tool-approval-request",
-                    "approvalId": approval_id(tool_call_id, tool_name, args_hash),
-                    "toolCallId": tool_call_id,
-                }));
-                self.outcome.paused = true;
-            }
-            AiEventKind::ClientToolCall {
-                tool_call_id,
-                tool_name,
-                args,
-            } => {
-                self.step_for(Activity::Call, &mut out);
-                self.close_part(&mut out);
-                self.input(tool_call_id, tool_name, args, &mut out);
-                self.outcome.paused = true;
-            }
-            AiEventKind::UsageReport { .. } => {
-                self.step_for(Activity::Usage, &mut out);
-                self.outcome.usage.add(&event.kind);
-                if let Some(step) = &mut self.step {
-                    step.saw_usage = true;
-                }
-            }
-            AiEventKind::AssistantFinal { finish_reason, .. } => {
-                self.outcome.final_reason = Some(finish_reason.clone());
-            }
-            AiEventKind::Error { message, .. } => {
-                self.close_part(&mut out);
-                out.push(json!({"type": "error", "errorText": message}));
-                self.outcome.error = true;
-            }
-            _ => {}
-        }
+        self.machine.event(event, approval_id, &mut |chunk| {
+            out.push(chunk_json(&chunk))
+        });
         out
     }
 
@@ -315,7 +152,10 @@ impl UiStreamEncoder {
     /// when nothing was sent yet). The call must be one the client has: a known
     /// call of a continuation, or one started in this response.
     pub fn denied(&mut self, tool_call_id: &str) -> Vec<Value> {
-        self.server_result(json!({"type": "tool-output-denied", "toolCallId": tool_call_id}))
+        let mut out = Vec::new();
+        self.machine
+            .denied(tool_call_id, &mut |chunk| out.push(chunk_json(&chunk)));
+        out
     }
 
     /// `tool-output-error` with `error_text` for the call `tool_call_id` (e.g. a
@@ -323,64 +163,22 @@ impl UiStreamEncoder {
     /// `start` when nothing was sent yet). The call must be one the client has, as
     /// for [`denied`](Self::denied).
     pub fn tool_error(&mut self, tool_call_id: &str, error_text: &str) -> Vec<Value> {
-        self.server_result(json!({
-            "type": "tool-output-error",
-            "toolCallId": tool_call_id,
-            "errorText": error_text,
-        }))
+        let mut out = Vec::new();
+        self.machine
+            .tool_error(tool_call_id, error_text, &mut |chunk| {
+                out.push(chunk_json(&chunk));
+            });
+        out
     }
 
     /// What `done` emits, for a response that ends without it: closes the open
     /// part and step, then `message-metadata` (when usage was reported) and
     /// `finish`. Emits nothing when the response already finished.
     pub fn finish(&mut self) -> Vec<Value> {
-        if self.finished {
-            return Vec::new();
-        }
         let mut out = Vec::new();
-        self.start(&mut out);
-        self.end_step(&mut out);
-        if let Some(usage) = self.outcome.usage.metadata() {
-            out.push(json!({"type": "message-metadata", "messageMetadata": usage}));
-        }
-        out.push(json!({"type": "finish", "finishReason": self.outcome.finish_reason()}));
-        self.finished = true;
+        self.machine
+            .finish(&mut |chunk| out.push(chunk_json(&chunk)));
         out
-    }
-
-    /// The frame of a text or reasoning delta that continues the open part of
-    /// its kind in the open step (most of a response's frames), written
-    /// straight into its buffer: the bytes [`UiStreamEncoder::event`] and
-    /// [`UiStreamEncoder::sse`] give (keys in serde_json's order), without a
-    /// JSON value per delta. `None` for any other event: the general path.
-    fn next_delta_frame(&mut self, event: &AiEvent) -> Option<Bytes> {
-        let (kind, delta) = match &event.kind {
-            AiEventKind::TextDelta { delta } => (PartKind::Text, delta),
-            AiEventKind::ReasoningDelta { delta } => (PartKind::Reasoning, delta),
-            _ => return None,
-        };
-        let id = match (&self.open, kind) {
-            (Some(OpenPart::Text(id)), PartKind::Text)
-            | (Some(OpenPart::Reasoning(id)), PartKind::Reasoning) => id,
-            _ => return None,
-        };
-        if self.finished
-            || delta.is_empty()
-            || !self.started
-            || !crate::stream::shown(event)
-            || StepFlags::needs_new(self.step.as_ref(), Activity::Delta)
-        {
-            return None;
-        }
-        let mut frame = Vec::with_capacity(delta.len() + id.len() + 48);
-        frame.extend_from_slice(b"data: {\"delta\":");
-        serde_json::to_writer(&mut frame, delta).ok()?;
-        frame.extend_from_slice(b",\"id\":");
-        serde_json::to_writer(&mut frame, id).ok()?;
-        frame.extend_from_slice(b",\"type\":\"");
-        frame.extend_from_slice(kind.name().as_bytes());
-        frame.extend_from_slice(b"-delta\"}\n\n");
-        Some(Bytes::from(frame))
     }
 
     /// The server-sent event for `chunk`: `data: <compact JSON>\n\n`.
@@ -388,117 +186,110 @@ impl UiStreamEncoder {
         format!("data: {chunk}\n\n")
     }
 
-    fn server_result(&mut self, chunk: Value) -> Vec<Value> {
-        if self.finished {
-            return Vec::new();
-        }
-        let mut out = Vec::new();
-        self.start(&mut out);
-        let outside = self.step.is_none()
-            && chunk["toolCallId"]
-                .as_str()
-                .is_some_and(|id| self.continued.contains(id));
-        if !outside {
-            self.step_for(Activity::Result, &mut out);
-        }
-        self.close_part(&mut out);
-        out.push(chunk);
-        if !outside {
-            self.saw_result();
-        }
-        out
+    /// The queued warnings' frames (after `start`): transient data parts, which
+    /// a client hands to its `onData` and keeps out of the message.
+    fn warnings(&mut self) -> Vec<Bytes> {
+        let mut frames = Vec::new();
+        self.machine
+            .warnings(&mut |chunk| frames.push(Bytes::from(Self::sse(&chunk_json(&chunk)))));
+        frames
     }
 
-    fn start(&mut self, out: &mut Vec<Value>) {
-        if !self.started {
-            self.started = true;
-            out.push(json!({"type": "start", "messageId": self.message_id}));
-        }
-    }
-
-    fn step_for(&mut self, activity: Activity, out: &mut Vec<Value>) {
-        if StepFlags::needs_new(self.step.as_ref(), activity) {
-            self.end_step(out);
-            out.push(json!({"type": "start-step"}));
-            self.step = Some(StepFlags::default());
-        }
-    }
-
-    fn end_step(&mut self, out: &mut Vec<Value>) {
-        self.close_part(out);
-        if self.step.take().is_some() {
-            out.push(json!({"type": "finish-step"}));
-        }
-    }
-
-    fn saw_result(&mut self) {
-        if let Some(step) = &mut self.step {
-            step.saw_result = true;
-        }
-    }
-
-    fn delta(&mut self, kind: PartKind, delta: &str, out: &mut Vec<Value>) {
-        let id = match (&self.open, kind) {
-            (Some(OpenPart::Text(id)), PartKind::Text)
-            | (Some(OpenPart::Reasoning(id)), PartKind::Reasoning) => id.clone(),
-            _ => {
-                self.close_part(out);
-                self.parts += 1;
-                let id = format!("{}-{}", kind.name(), self.parts);
-                out.push(json!({"type": format!("{}-start", kind.name()), "id": id}));
-                self.open = Some(match kind {
-                    PartKind::Text => OpenPart::Text(id.clone()),
-                    PartKind::Reasoning => OpenPart::Reasoning(id.clone()),
-                });
-                id
-            }
-        };
-        out.push(json!({"type": format!("{}-delta", kind.name()), "id": id, "delta": delta}));
-    }
-
-    fn close_part(&mut self, out: &mut Vec<Value>) {
-        match self.open.take() {
-            Some(OpenPart::Text(id)) => out.push(json!({"type": "text-end", "id": id})),
-            Some(OpenPart::Reasoning(id)) => {
-                out.push(json!({"type": "reasoning-end", "id": id}));
-            }
-            None => {}
-        }
-    }
-
-    /// The input chunks of a call, unless the client already has them.
-    fn input(&mut self, tool_call_id: &str, tool_name: &str, args: &Value, out: &mut Vec<Value>) {
-        if !self.inputs_sent.insert(tool_call_id.to_owned()) {
-            return;
-        }
-        if !self.inputs_streaming.remove(tool_call_id) {
-            out.push(json!({
-                "type": "tool-input-start",
-                "toolCallId": tool_call_id,
-                "toolName": tool_name,
-            }));
-        }
-        out.push(json!({
-            "type": "tool-input-available",
-            "toolCallId": tool_call_id,
-            "toolName": tool_name,
-            "input": args,
-        }));
+    /// The frame of a text or reasoning delta that continues the open part of
+    /// its kind in the open step (most of a response's frames;
+    /// [`PartMachine::open_delta`]), written straight into its buffer: the
+    /// bytes [`chunk_json`] and [`UiStreamEncoder::sse`] give (keys in
+    /// serde_json's order), without a JSON value per delta. `None` for any other
+    /// event: the general path.
+    fn next_delta_frame(&self, event: &AiEvent) -> Option<Bytes> {
+        let (id, delta) = self.machine.open_delta(event)?;
+        let mut frame = Vec::with_capacity(delta.len() + 64);
+        frame.extend_from_slice(b"data: {\"delta\":");
+        serde_json::to_writer(&mut frame, delta).ok()?;
+        write!(frame, ",\"id\":\"{id}\",\"type\":\"").ok()?;
+        frame.extend_from_slice(id.kind().name().as_bytes());
+        frame.extend_from_slice(b"-delta\"}\n\n");
+        Some(Bytes::from(frame))
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-enum PartKind {
-    Text,
-    Reasoning,
+/// `chunk` as a UI message stream chunk: the JSON object of the AI SDK's
+/// `uiMessageChunkSchema` (only its fields: a step's reason and usage are not
+/// sent, and a warning is a transient `data-warning` part).
+pub fn chunk_json(chunk: &UiChunk<'_>) -> Value {
+    match chunk {
+        UiChunk::Start { message_id } => json!({"type": "start", "messageId": message_id}),
+        UiChunk::StartStep { .. } => json!({"type": "start-step"}),
+        UiChunk::TextStart { id } | UiChunk::ReasoningStart { id } => {
+            json!({"type": part_type(*id, "text-start", "reasoning-start"), "id": id.to_string()})
+        }
+        UiChunk::TextDelta { id, delta } | UiChunk::ReasoningDelta { id, delta } => {
+            json!({"type": part_type(*id, "text-delta", "reasoning-delta"), "id": id.to_string(), "delta": delta})
+        }
+        UiChunk::TextEnd { id } | UiChunk::ReasoningEnd { id } => {
+            json!({"type": part_type(*id, "text-end", "reasoning-end"), "id": id.to_string()})
+        }
+        UiChunk::ToolInputStart {
+            tool_call_id,
+            tool_name,
+        } => json!({
+            "type": "tool-input-start", "toolCallId": tool_call_id, "toolName": tool_name,
+        }),
+        UiChunk::ToolInputDelta {
+            tool_call_id,
+            input_text_delta,
+        } => json!({
+            "type": "tool-input-delta", "toolCallId": tool_call_id, "inputTextDelta": input_text_delta,
+        }),
+        UiChunk::ToolInputAvailable {
+            tool_call_id,
+            tool_name,
+            input,
+        } => json!({
+            "type": "tool-input-available", "toolCallId": tool_call_id, "toolName": tool_name,
+            "input": input,
+        }),
+        UiChunk::ToolApprovalRequest {
+            approval_id,
+            tool_call_id,
+        } => json!({
+            "type": "tool-approval-request", "approvalId": approval_id, "toolCallId": tool_call_id,
+        }),
+        UiChunk::ToolOutputAvailable {
+            tool_call_id,
+            output,
+        } => json!({
+            "type": "tool-output-available", "toolCallId": tool_call_id, "output": output,
+        }),
+        UiChunk::ToolOutputDenied { tool_call_id } => {
+            json!({"type": "tool-output-denied", "toolCallId": tool_call_id})
+        }
+        UiChunk::ToolOutputError {
+            tool_call_id,
+            error_text,
+        } => json!({
+            "type": "tool-output-error", "toolCallId": tool_call_id, "errorText": error_text,
+        }),
+        UiChunk::Error { error_text } => json!({"type": "error", "errorText": error_text}),
+        UiChunk::FinishStep { .. } => json!({"type": "finish-step"}),
+        UiChunk::MessageMetadata { metadata } => {
+            json!({"type": "message-metadata", "messageMetadata": metadata})
+        }
+        UiChunk::Finish { finish_reason, .. } => {
+            json!({"type": "finish", "finishReason": finish_reason})
+        }
+        UiChunk::Warning { message } => json!({
+            "type": "data-warning", "data": crate::stream::warning_data(message), "transient": true,
+        }),
+    }
 }
 
-impl PartKind {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Text => "text",
-            Self::Reasoning => "reasoning",
-        }
+/// The `type` of a text or reasoning part's chunk: `text` for a text part,
+/// else `reasoning`.
+fn part_type(id: PartId, text: &'static str, reasoning: &'static str) -> &'static str {
+    match id.kind() {
+        PartKind::Text => text,
+        PartKind::Reasoning => reasoning,
     }
 }
 
@@ -512,21 +303,21 @@ impl StreamEncoder for UiStreamEncoder {
         event: &AiEvent,
         approval_id: &dyn Fn(&str, &str, &str) -> String,
     ) -> Vec<Bytes> {
+        let mut frames = self.warnings();
         if let Some(frame) = self.next_delta_frame(event) {
-            return vec![frame];
+            frames.push(frame);
+            return frames;
         }
-        self.event(event, approval_id)
-            .iter()
-            .map(|chunk| Bytes::from(Self::sse(chunk)))
-            .collect()
+        self.machine.event(event, approval_id, &mut |chunk| {
+            frames.push(Bytes::from(Self::sse(&chunk_json(&chunk))));
+        });
+        frames
     }
 
     fn end(&mut self) -> Vec<Bytes> {
-        let mut frames: Vec<Bytes> = self
-            .finish()
-            .iter()
-            .map(|chunk| Bytes::from(Self::sse(chunk)))
-            .collect();
+        let mut frames = self.warnings();
+        self.machine
+            .finish(&mut |chunk| frames.push(Bytes::from(Self::sse(&chunk_json(&chunk)))));
         frames.push(Bytes::from_static(DONE.as_bytes()));
         frames
     }
@@ -534,10 +325,151 @@ impl StreamEncoder for UiStreamEncoder {
     fn heartbeat(&self) -> Option<Bytes> {
         Some(Bytes::from_static(b": keep-alive\n\n"))
     }
+
+    fn warn(&mut self, message: String) {
+        self.machine.warn(message);
+    }
+
+    fn flush_warnings(&mut self) -> Vec<Bytes> {
+        self.warnings()
+    }
+}
+
+/// Applies UI message stream `chunks` to UI message `message`, as the AI SDK's
+/// client builds its message from a response: parts by step, text and
+/// reasoning by part id, tool parts by call id and state, metadata merged.
+pub(crate) fn apply_chunks(message: &mut Value, chunks: &[Value]) {
+    let mut open: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for chunk in chunks {
+        apply_chunk(message, chunk, &mut open);
+    }
+}
+
+fn apply_chunk(
+    message: &mut Value,
+    chunk: &Value,
+    open: &mut std::collections::HashMap<String, usize>,
+) {
+    let kind = chunk["type"].as_str().unwrap_or_default();
+    if matches!(kind, "message-metadata" | "finish" | "start")
+        && let Some(metadata) = chunk.get("messageMetadata").filter(|m| m.is_object())
+    {
+        merge_metadata(message, metadata);
+    }
+    let Some(parts) = message["parts"].as_array_mut() else {
+        return;
+    };
+    let id = chunk["id"].as_str().unwrap_or_default().to_owned();
+    let call = chunk["toolCallId"].as_str().unwrap_or_default();
+    match kind {
+        "start-step" => parts.push(json!({"type": "step-start"})),
+        "text-start" | "reasoning-start" => {
+            let part = if kind == "text-start" {
+                "text"
+            } else {
+                "reasoning"
+            };
+            open.insert(id, parts.len());
+            parts.push(json!({"type": part, "text": "", "state": "streaming"}));
+        }
+        "text-delta" | "reasoning-delta" => {
+            if let Some(part) = open.get(&id).and_then(|&at| parts.get_mut(at)) {
+                let text = format!(
+                    "{}{}",
+                    part["text"].as_str().unwrap_or_default(),
+                    chunk["delta"].as_str().unwrap_or_default()
+                );
+                part["text"] = text.into();
+            }
+        }
+        "text-end" | "reasoning-end" => {
+            if let Some(part) = open.remove(&id).and_then(|at| parts.get_mut(at)) {
+                part["state"] = "done".into();
+            }
+        }
+        "tool-input-start" | "tool-input-available" => {
+            let tool = chunk["toolName"].as_str().unwrap_or_default();
+            let part = tool_part_of(parts, call, tool);
+            part["state"] = if kind == "tool-input-start" {
+                "input-streaming"
+            } else {
+                "input-available"
+            }
+            .into();
+            if let Some(input) = chunk.get("input") {
+                part["input"] = input.clone();
+            }
+        }
+        "tool-approval-request" => {
+            if let Some(part) = find_call(parts, call) {
+                part["state"] = "approval-requested".into();
+                part["approval"] = json!({"id": chunk["approvalId"]});
+            }
+        }
+        "tool-output-available" | "tool-output-error" | "tool-output-denied" => {
+            if let Some(part) = find_call(parts, call) {
+                apply_output(part, kind, chunk);
+            }
+        }
+        k if k.starts_with("data-") => parts.push(chunk.clone()),
+        _ => {}
+    }
+}
+
+/// Applies a `tool-output-*` chunk of type `kind` to the call's tool `part`.
+fn apply_output(part: &mut Value, kind: &str, chunk: &Value) {
+    match kind {
+        "tool-output-available" => {
+            part["state"] = "output-available".into();
+            part["output"] = chunk["output"].clone();
+        }
+        "tool-output-error" => {
+            part["state"] = "output-error".into();
+            part["errorText"] = chunk["errorText"].clone();
+        }
+        _ => {
+            part["state"] = "output-denied".into();
+            let approval = part["approval"]["id"].clone();
+            part["approval"] = json!({"id": approval, "approved": false});
+        }
+    }
+}
+
+fn merge_metadata(message: &mut Value, metadata: &Value) {
+    let Some(update) = metadata.as_object() else {
+        return;
+    };
+    if !message["metadata"].is_object() {
+        message["metadata"] = json!({});
+    }
+    if let Some(current) = message["metadata"].as_object_mut() {
+        for (key, value) in update {
+            current.insert(key.clone(), value.clone());
+        }
+    }
+}
+
+/// The tool part of call `call`, added (as the AI SDK names it:
+/// `tool-<name>`) when the message has none yet.
+fn tool_part_of<'a>(parts: &'a mut Vec<Value>, call: &str, tool: &str) -> &'a mut Value {
+    let at = parts
+        .iter()
+        .position(|p| p["toolCallId"] == call)
+        .unwrap_or_else(|| {
+            parts.push(json!({"type": format!("tool-{tool}"), "toolCallId": call, "input": null}));
+            parts.len() - 1
+        });
+    &mut parts[at]
+}
+
+fn find_call<'a>(parts: &'a mut [Value], call: &str) -> Option<&'a mut Value> {
+    parts.iter_mut().find(|p| p["toolCallId"] == call)
 }
 
 #[cfg(test)]
 mod tests {
+    use ai_core::event::AiEventKind;
+
     use super::*;
     use crate::test_events::*;
 

@@ -1,0 +1,417 @@
+//! A chat's turn in the store from its first moment: the run and the user's
+//! messages are written before the run calls the model, under the thread's
+//! one active run; message ids kept; decisions about calls recorded once; a
+//! Stop asked through the store.
+
+use ai_core::Message;
+use sqlx::Row;
+
+use crate::account::{AccountStore, NewRun, RunRecord, Thread};
+use crate::error::StoreError;
+
+/// A message with the id a UI knows it by, when it has one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnMessage {
+    /// Its UI id (a user message's client id, an answer's streamed id).
+    pub id: Option<String>,
+    /// The message as the model sees it.
+    pub message: Message,
+}
+
+/// A turn to open: the thread (created when new), how many of its stored
+/// messages the turn continues (the rest, a rewound turn, is dropped), the
+/// messages the turn adds before its run answers (the user's), and the run.
+#[derive(Debug, Clone)]
+pub struct NewTurn {
+    /// The thread.
+    pub thread: Thread,
+    /// How many of the thread's stored messages the turn keeps.
+    pub kept: u64,
+    /// What the turn adds (the user's messages), in order.
+    pub messages: Vec<TurnMessage>,
+    /// The run that answers.
+    pub run: NewRun,
+    /// The decisions about calls the run carries out, recorded with it.
+    pub decisions: Vec<CallDecision>,
+}
+
+/// A decision about a call (an approval, a denial, a client tool's output),
+/// recorded once per (account, thread, call id) with the turn whose run
+/// carries it out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallDecision {
+    /// The call.
+    pub call_id: String,
+    /// What was decided (JSON).
+    pub decision: String,
+    /// The approval id that carries it, as its tag and its expiry (Unix
+    /// seconds): used up with the decision.
+    pub approval: Option<(String, u64)>,
+}
+
+/// A stored message of a thread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredMessage {
+    /// Its position (from 0).
+    pub seq: u64,
+    /// Its UI id, when it has one.
+    pub id: Option<String>,
+    /// The run that wrote it, if any.
+    pub run_id: Option<String>,
+    /// The message.
+    pub message: Message,
+}
+
+/// What [`AccountStore::open_turn`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Opened {
+    /// The turn is open: its run may start.
+    Open,
+    /// A call the turn decides was decided before: nothing was written, and
+    /// `run_id` is the run that carried that decision out.
+    DecidedBefore {
+        /// The call.
+        call_id: String,
+        /// The run that carried out its decision.
+        run_id: String,
+    },
+    /// The approval id of a decision was used before (the call was never
+    /// decided): nothing was written.
+    Replayed {
+        /// The call.
+        call_id: String,
+    },
+}
+
+impl AccountStore<'_> {
+    /// Opens `turn` in one transaction: the thread created when new; the
+    /// turn's decisions checked (a call decided before is
+    /// [`Opened::DecidedBefore`], whatever run is running) and recorded with
+    /// their approval ids used up ([`Opened::Replayed`] for an id used
+    /// before); the thread claimed for the run (refused with
+    /// [`StoreError::Busy`], naming the running run, while another run of the
+    /// thread runs); the messages past `kept` dropped, the turn's messages
+    /// added (with the run as their writer) and the run recorded as
+    /// `running`. Concurrent turns of one thread are ordered: the second
+    /// waits for the first's transaction, then finds its decisions made or
+    /// the thread busy. Nothing is written unless the turn opens.
+    pub async fn open_turn(&self, turn: &NewTurn, now_ms: i64) -> Result<Opened, StoreError> {
+        let (pool, account) = (self.pool(), self.account_id());
+        let mut tx = pool.begin().await?;
+        let thread = &turn.thread;
+        sqlx::query(
+            "INSERT INTO threads (account_id, id, title, graph, created_ms, updated_ms) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account_id, id) DO NOTHING",
+        )
+        .bind(account)
+        .bind(&thread.id)
+        .bind(&thread.title)
+        .bind(&thread.graph)
+        .bind(thread.created_ms)
+        .bind(thread.updated_ms)
+        .execute(&mut *tx)
+        .await?;
+        // Takes the thread's row lock first: a concurrent turn waits here, and
+        // what is read next includes what it committed.
+        sqlx::query("UPDATE threads SET updated_ms = $1 WHERE account_id = $2 AND id = $3")
+            .bind(now_ms)
+            .bind(account)
+            .bind(&thread.id)
+            .execute(&mut *tx)
+            .await?;
+        let active: Option<String> =
+            sqlx::query("SELECT active_run FROM threads WHERE account_id = $1 AND id = $2")
+                .bind(account)
+                .bind(&thread.id)
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get("active_run")?;
+        if let Some(before) = decided_before(&mut tx, account, &thread.id, &turn.decisions).await? {
+            tx.rollback().await?;
+            return Ok(before);
+        }
+        if let Some(active) = active.filter(|a| *a != turn.run.id) {
+            let running = sqlx::query(
+                "SELECT 1 AS running FROM runs WHERE account_id = $1 AND id = $2 AND status = 'running'",
+            )
+            .bind(account)
+            .bind(&active)
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
+            if running {
+                tx.rollback().await?;
+                return Err(StoreError::Busy(active));
+            }
+        }
+        sqlx::query("UPDATE threads SET active_run = $1 WHERE account_id = $2 AND id = $3")
+            .bind(&turn.run.id)
+            .bind(account)
+            .bind(&thread.id)
+            .execute(&mut *tx)
+            .await?;
+        if let Some(replayed) =
+            record_decisions(&mut tx, (account, &thread.id), turn, now_ms).await?
+        {
+            tx.rollback().await?;
+            return Ok(replayed);
+        }
+        let next = keep_first(&mut tx, account, &thread.id, turn.kept).await?;
+        for (seq, message) in (next..).zip(&turn.messages) {
+            insert_message(&mut tx, account, &thread.id, seq, (&turn.run.id, message)).await?;
+        }
+        insert_run(&mut tx, account, &turn.run).await?;
+        tx.commit().await?;
+        Ok(Opened::Open)
+    }
+
+    /// The messages of thread `thread_id` with their ids, in order.
+    pub async fn stored_messages(&self, thread_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT seq, message_id, run_id, message FROM thread_messages WHERE account_id = $1 AND thread_id = $2 ORDER BY seq",
+        )
+        .bind(self.account_id())
+        .bind(thread_id)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let seq: i64 = row.try_get("seq")?;
+                let text: String = row.try_get("message")?;
+                Ok(StoredMessage {
+                    seq: u64::try_from(seq)
+                        .map_err(|_| StoreError::Corrupt(format!("message seq {seq}")))?,
+                    id: row.try_get("message_id")?,
+                    run_id: row.try_get("run_id")?,
+                    message: serde_json::from_str(&text)
+                        .map_err(|e| StoreError::Corrupt(format!("message: {e}")))?,
+                })
+            })
+            .collect()
+    }
+
+    /// The thread's running run, if one runs.
+    pub async fn running_run(&self, thread_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        Ok(self
+            .latest_run(thread_id)
+            .await?
+            .filter(|run| run.status == crate::RunStatus::Running))
+    }
+
+    /// Asks run `run_id` to stop, wherever it runs (its process looks at each
+    /// lease renewal); `false` when it is not running.
+    pub async fn request_stop(&self, run_id: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE runs SET stop_requested = 1 WHERE account_id = $1 AND id = $2 AND status = 'running'",
+        )
+        .bind(self.account_id())
+        .bind(run_id)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Says a durable engine acknowledged run `run_id`'s submission.
+    pub async fn set_submitted(&self, run_id: &str, now_ms: i64) -> Result<(), StoreError> {
+        sqlx::query("UPDATE runs SET submitted_ms = $1 WHERE account_id = $2 AND id = $3")
+            .bind(now_ms)
+            .bind(self.account_id())
+            .bind(run_id)
+            .execute(self.pool())
+            .await?;
+        Ok(())
+    }
+}
+
+impl crate::Store {
+    /// Of `runs` (account, run id), those a Stop was asked of.
+    pub async fn stops_requested(
+        &self,
+        runs: &[(String, String)],
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let mut stopped = Vec::new();
+        for chunk in runs.chunks(crate::batch::ROWS_PER_STATEMENT) {
+            let mut sql = String::from(
+                "SELECT account_id, id FROM runs WHERE stop_requested = 1 AND (account_id, id) IN (VALUES ",
+            );
+            for i in 0..chunk.len() {
+                if i > 0 {
+                    sql.push_str(", ");
+                }
+                sql.push_str(&format!("(${}, ${})", 2 * i + 1, 2 * i + 2));
+            }
+            sql.push(')');
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (account, run) in chunk {
+                query = query.bind(account).bind(run);
+            }
+            for row in query.fetch_all(self.pool()).await? {
+                stopped.push((row.try_get("account_id")?, row.try_get("id")?));
+            }
+        }
+        Ok(stopped)
+    }
+
+    /// The runs `owner` (an engine) holds as `running` whose submission was
+    /// never acknowledged, started before `before_ms`: (account, run id).
+    pub async fn unsubmitted_runs(
+        &self,
+        owner: &str,
+        before_ms: i64,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT account_id, id FROM runs WHERE owner = $1 AND status = 'running' AND submitted_ms IS NULL AND started_ms < $2 ORDER BY started_ms",
+        )
+        .bind(owner)
+        .bind(before_ms)
+        .fetch_all(self.pool())
+        .await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("account_id")?, row.try_get("id")?)))
+            .collect()
+    }
+}
+
+/// The first of `decisions` whose call thread `thread_id` decided before.
+async fn decided_before(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    account: &str,
+    thread_id: &str,
+    decisions: &[CallDecision],
+) -> Result<Option<Opened>, StoreError> {
+    for decision in decisions {
+        let row = sqlx::query(
+            "SELECT run_id FROM call_decisions WHERE account_id = $1 AND thread_id = $2 AND tool_call_id = $3",
+        )
+        .bind(account)
+        .bind(thread_id)
+        .bind(&decision.call_id)
+        .fetch_optional(&mut **tx)
+        .await?;
+        if let Some(row) = row {
+            return Ok(Some(Opened::DecidedBefore {
+                call_id: decision.call_id.clone(),
+                run_id: row.try_get("run_id")?,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// Records `turn`'s decisions and uses up their approval ids; the first
+/// decision whose id was used before, if any (the caller rolls back).
+async fn record_decisions(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    (account, thread_id): (&str, &str),
+    turn: &NewTurn,
+    now_ms: i64,
+) -> Result<Option<Opened>, StoreError> {
+    if turn.decisions.iter().any(|d| d.approval.is_some()) {
+        // Used approvals are kept until they expire (an expired one never
+        // verifies again).
+        sqlx::query("DELETE FROM used_approvals WHERE expires_s < $1")
+            .bind(now_ms / 1000)
+            .execute(&mut **tx)
+            .await?;
+    }
+    for decision in &turn.decisions {
+        if let Some((tag, expires_s)) = &decision.approval {
+            let used = sqlx::query(
+                "INSERT INTO used_approvals (tag, expires_s) VALUES ($1, $2) ON CONFLICT (tag) DO NOTHING",
+            )
+            .bind(tag)
+            .bind(i64::try_from(*expires_s).unwrap_or(i64::MAX))
+            .execute(&mut **tx)
+            .await?;
+            if used.rows_affected() == 0 {
+                return Ok(Some(Opened::Replayed {
+                    call_id: decision.call_id.clone(),
+                }));
+            }
+        }
+        sqlx::query(
+            "INSERT INTO call_decisions (account_id, thread_id, tool_call_id, decision, run_id, created_ms) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(account)
+        .bind(thread_id)
+        .bind(&decision.call_id)
+        .bind(&decision.decision)
+        .bind(&turn.run.id)
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(None)
+}
+
+/// Drops what thread `thread_id` holds from position `kept` on; returns where
+/// the next message goes.
+async fn keep_first(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    account: &str,
+    thread_id: &str,
+    kept: u64,
+) -> Result<i64, StoreError> {
+    let stored: i64 = sqlx::query(
+        "SELECT COALESCE(MAX(seq) + 1, 0) AS next FROM thread_messages WHERE account_id = $1 AND thread_id = $2",
+    )
+    .bind(account)
+    .bind(thread_id)
+    .fetch_one(&mut **tx)
+    .await?
+    .try_get("next")?;
+    let next = stored.min(i64::try_from(kept).unwrap_or(i64::MAX));
+    sqlx::query(
+        "DELETE FROM thread_messages WHERE account_id = $1 AND thread_id = $2 AND seq >= $3",
+    )
+    .bind(account)
+    .bind(thread_id)
+    .bind(next)
+    .execute(&mut **tx)
+    .await?;
+    Ok(next)
+}
+
+async fn insert_message(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    account: &str,
+    thread_id: &str,
+    seq: i64,
+    (run_id, message): (&str, &TurnMessage),
+) -> Result<(), StoreError> {
+    let text = serde_json::to_string(&message.message)
+        .map_err(|e| StoreError::Conflict(format!("not serializable: {e}")))?;
+    sqlx::query(
+        "INSERT INTO thread_messages (account_id, thread_id, seq, run_id, message, message_id) VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(account)
+    .bind(thread_id)
+    .bind(seq)
+    .bind(run_id)
+    .bind(text)
+    .bind(message.id.as_deref())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+async fn insert_run(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    account: &str,
+    run: &NewRun,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO runs (account_id, id, thread_id, graph, model, prompt_hash, status, owner, error, started_ms, updated_ms) VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, NULL, $8, $8)",
+    )
+    .bind(account)
+    .bind(&run.id)
+    .bind(run.thread_id.as_deref())
+    .bind(&run.graph)
+    .bind(&run.model)
+    .bind(run.prompt_hash.as_deref())
+    .bind(&run.owner)
+    .bind(run.started_ms)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
