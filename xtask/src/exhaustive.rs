@@ -28,7 +28,6 @@ pub(crate) const WATCHED: &[(&str, &str)] = &[
     ("AiEventKind", "ai-core"),
     ("ToolErrorCode", "ai-core"),
     ("ApprovalDecision", "ai-core"),
-    ("PriorDecision", "ai-core"),
     ("Decision", "agent-graph"),
 ];
 

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use ai_core::approval::ApprovalBinding;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
@@ -94,14 +95,7 @@ impl Approvals {
         Self::new(key, DEFAULT_APPROVAL_TTL)
     }
 
-    fn mac(
-        &self,
-        chat_id: &str,
-        call_id: &str,
-        tool: &str,
-        args_hash: &str,
-        expiry: u64,
-    ) -> Hmac<Sha256> {
+    fn mac(&self, binding: &ApprovalBinding, expiry: u64) -> Hmac<Sha256> {
         // HMAC takes keys of any length (RFC 2104); the key is a fixed 32 bytes, so
         // this cannot fail whatever a caller or client sends.
         #[allow(clippy::expect_used)]
@@ -109,10 +103,10 @@ impl Approvals {
             <Hmac<Sha256> as Mac>::new_from_slice(&self.key).expect("HMAC accepts a 32-byte key");
         for part in [
             VERSION,
-            chat_id,
-            call_id,
-            tool,
-            args_hash,
+            &binding.scope,
+            &binding.tool_call_id,
+            &binding.tool_id,
+            &binding.args_hash,
             &expiry.to_string(),
         ] {
             mac.update(&(part.len() as u64).to_be_bytes());
@@ -121,27 +115,18 @@ impl Approvals {
         mac
     }
 
-    /// The approval id for one call of one chat.
-    pub fn issue(&self, chat_id: &str, call_id: &str, tool: &str, args_hash: &str) -> String {
+    /// The approval id for one call of one chat (`binding.scope`: the account's
+    /// chat).
+    pub fn issue(&self, binding: &ApprovalBinding) -> String {
         let expiry = now_s().saturating_add(self.ttl.as_secs());
-        let tag = self
-            .mac(chat_id, call_id, tool, args_hash, expiry)
-            .finalize()
-            .into_bytes();
+        let tag = self.mac(binding, expiry).finalize().into_bytes();
         format!("{VERSION}.{expiry}.{}", hex::encode(tag))
     }
 
     /// Checks an approval id against the call as submitted and marks it used. A
     /// check that fails does not use the id.
-    pub fn redeem(
-        &self,
-        id: &str,
-        chat_id: &str,
-        call_id: &str,
-        tool: &str,
-        args_hash: &str,
-    ) -> Result<(), ApprovalError> {
-        let (tag, expiry) = self.verify(id, chat_id, call_id, tool, args_hash)?;
+    pub fn redeem(&self, id: &str, binding: &ApprovalBinding) -> Result<(), ApprovalError> {
+        let (tag, expiry) = self.verify(id, binding)?;
         self.mark_used(tag, expiry)
     }
 
@@ -170,10 +155,7 @@ impl Approvals {
     pub fn verify(
         &self,
         id: &str,
-        chat_id: &str,
-        call_id: &str,
-        tool: &str,
-        args_hash: &str,
+        binding: &ApprovalBinding,
     ) -> Result<([u8; 32], u64), ApprovalError> {
         let mut parts = id.split('.');
         let (Some(VERSION), Some(expiry), Some(tag), None) =
@@ -190,7 +172,7 @@ impl Approvals {
         if id != format!("{VERSION}.{expiry}.{}", hex::encode(tag)) {
             return Err(ApprovalError::Malformed);
         }
-        self.mac(chat_id, call_id, tool, args_hash, expiry)
+        self.mac(binding, expiry)
             .verify_slice(&tag)
             .map_err(|_| ApprovalError::Mismatch)?;
         if now_s() > expiry {
@@ -204,6 +186,10 @@ impl Approvals {
 mod tests {
     use super::*;
 
+    fn b(chat: &str, call: &str, tool: &str, hash: &str) -> ApprovalBinding {
+        ApprovalBinding::new(chat, call, tool, hash)
+    }
+
     fn approvals() -> Approvals {
         Approvals::new([7; 32], Duration::from_secs(60))
     }
@@ -211,13 +197,13 @@ mod tests {
     #[test]
     fn an_issued_id_is_honoured_once_for_exactly_that_call() {
         let a = approvals();
-        let id = a.issue("chat", "call-1", "core__write", "sha256:aa");
+        let id = a.issue(&b("chat", "call-1", "core__write", "sha256:aa"));
         assert_eq!(
-            a.redeem(&id, "chat", "call-1", "core__write", "sha256:aa"),
+            a.redeem(&id, &b("chat", "call-1", "core__write", "sha256:aa")),
             Ok(())
         );
         assert_eq!(
-            a.redeem(&id, "chat", "call-1", "core__write", "sha256:aa"),
+            a.redeem(&id, &b("chat", "call-1", "core__write", "sha256:aa")),
             Err(ApprovalError::Replayed)
         );
     }
@@ -225,7 +211,7 @@ mod tests {
     #[test]
     fn anything_changed_is_a_mismatch_and_does_not_use_the_id() {
         let a = approvals();
-        let id = a.issue("chat", "call-1", "core__write", "sha256:aa");
+        let id = a.issue(&b("chat", "call-1", "core__write", "sha256:aa"));
         for (chat, call, tool, hash) in [
             ("other", "call-1", "core__write", "sha256:aa"),
             ("chat", "call-2", "core__write", "sha256:aa"),
@@ -233,12 +219,12 @@ mod tests {
             ("chat", "call-1", "core__write", "sha256:bb"),
         ] {
             assert_eq!(
-                a.redeem(&id, chat, call, tool, hash),
+                a.redeem(&id, &b(chat, call, tool, hash)),
                 Err(ApprovalError::Mismatch)
             );
         }
         assert_eq!(
-            a.redeem(&id, "chat", "call-1", "core__write", "sha256:aa"),
+            a.redeem(&id, &b("chat", "call-1", "core__write", "sha256:aa")),
             Ok(())
         );
     }
@@ -247,9 +233,9 @@ mod tests {
     fn forged_malformed_and_expired_ids_are_refused() {
         let a = approvals();
         let other = Approvals::new([8; 32], Duration::from_secs(60));
-        let forged = other.issue("chat", "c", "t", "h");
+        let forged = other.issue(&b("chat", "c", "t", "h"));
         assert_eq!(
-            a.redeem(&forged, "chat", "c", "t", "h"),
+            a.redeem(&forged, &b("chat", "c", "t", "h")),
             Err(ApprovalError::Mismatch)
         );
         for bad in [
@@ -260,22 +246,22 @@ mod tests {
             "apv1.1.zz",
             "apv1.1.00.extra",
         ] {
-            assert!(a.redeem(bad, "chat", "c", "t", "h").is_err(), "{bad}");
+            assert!(a.redeem(bad, &b("chat", "c", "t", "h")).is_err(), "{bad}");
         }
         // A later expiry written into an id breaks its tag.
-        let id = a.issue("chat", "c", "t", "h");
+        let id = a.issue(&b("chat", "c", "t", "h"));
         let mut parts: Vec<&str> = id.split('.').collect();
         let later = (now_s() + 10_000).to_string();
         parts[1] = &later;
         assert_eq!(
-            a.redeem(&parts.join("."), "chat", "c", "t", "h"),
+            a.redeem(&parts.join("."), &b("chat", "c", "t", "h")),
             Err(ApprovalError::Mismatch)
         );
         let expired = Approvals::new([7; 32], Duration::from_secs(0));
-        let id = expired.issue("chat", "c", "t", "h");
+        let id = expired.issue(&b("chat", "c", "t", "h"));
         std::thread::sleep(Duration::from_millis(1100));
         assert_eq!(
-            expired.redeem(&id, "chat", "c", "t", "h"),
+            expired.redeem(&id, &b("chat", "c", "t", "h")),
             Err(ApprovalError::Expired)
         );
     }
@@ -283,7 +269,7 @@ mod tests {
     #[test]
     fn other_encodings_of_an_issued_id_are_refused_and_cannot_replay_it() {
         let a = approvals();
-        let id = a.issue("chat", "c", "t", "h");
+        let id = a.issue(&b("chat", "c", "t", "h"));
         let parts: Vec<&str> = id.split('.').collect();
         let (expiry, tag) = (parts[1], parts[2]);
         // The same expiry and tag, written differently: each would pass a MAC check
@@ -295,16 +281,16 @@ mod tests {
             format!("apv1.{expiry}.{}", tag.to_uppercase()),
         ] {
             assert_eq!(
-                a.redeem(&variant, "chat", "c", "t", "h"),
+                a.redeem(&variant, &b("chat", "c", "t", "h")),
                 Err(ApprovalError::Malformed),
                 "{variant}"
             );
         }
-        assert_eq!(a.redeem(&id, "chat", "c", "t", "h"), Ok(()));
+        assert_eq!(a.redeem(&id, &b("chat", "c", "t", "h")), Ok(()));
         // Used once: no spelling of it runs again.
         for variant in [id.clone(), format!("apv1.0{expiry}.{tag}")] {
             assert!(
-                a.redeem(&variant, "chat", "c", "t", "h").is_err(),
+                a.redeem(&variant, &b("chat", "c", "t", "h")).is_err(),
                 "{variant}"
             );
         }

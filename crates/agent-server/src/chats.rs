@@ -19,6 +19,7 @@
 //! another's (`404`, as for a chat that does not exist).
 
 use agent_store::{RunStatus, Thread};
+use ai_core::approval::ApprovalBinding;
 use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
@@ -27,6 +28,7 @@ use serde_json::json;
 
 use crate::access::Account;
 use crate::server::{AppState, refuse};
+use chat_protocol::stream::ApprovalIssuer;
 
 /// Threads listed by `GET /api/chats`, at most.
 const LIST_LIMIT: u32 = 500;
@@ -119,9 +121,13 @@ pub(crate) async fn load(
         Err(error) => return failed(error),
     };
     let approvals = state.service.approvals();
-    let issue = |call: &str, tool: &str, hash: &str| approvals.issue(&scoped, call, tool, hash);
+    let sign = |binding: &ApprovalBinding| approvals.issue(binding);
+    let issue = ApprovalIssuer {
+        scope: &scoped,
+        sign: &sign,
+    };
     let mut chat = thread_json(&thread);
-    chat["messages"] = json!(stored.shown(&issue));
+    chat["messages"] = json!(stored.shown(issue));
     json_response(chat)
 }
 
@@ -323,8 +329,10 @@ fn stream_stored(
     let account = account.to_owned();
     let every = crate::DEFAULT_HEARTBEAT;
     tokio::spawn(async move {
-        let approval = |call: &str, tool: &str, hash: &str| {
-            service.approvals().issue(&scoped, call, tool, hash)
+        let sign = |binding: &ApprovalBinding| service.approvals().issue(binding);
+        let approval = ApprovalIssuer {
+            scope: &scoped,
+            sign: &sign,
         };
         let mut follower = Follower::new(&run);
         let mut beat = tokio::time::interval(every.max(std::time::Duration::from_millis(10)));
@@ -333,7 +341,7 @@ fn stream_stored(
             let frames = tokio::select! {
                 followed = follower.next(&service, &account) => match followed {
                     Some(Followed::Event(event)) => {
-                        encoder.frames(&crate::server::shown_error(*event), &approval)
+                        encoder.frames(&crate::server::shown_error(*event), approval)
                     }
                     Some(Followed::Warning(message)) => {
                         encoder.warn(message);

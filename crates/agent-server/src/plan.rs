@@ -8,6 +8,7 @@ use std::collections::HashSet;
 use agent_graph::run::{Decision, PendingApproval};
 use agent_store::CallDecision;
 use ai_core::Message;
+use ai_core::approval::ApprovalBinding;
 use axum::response::Response;
 use chat_protocol::contract::{self, ChatRequest, Transcript};
 
@@ -170,13 +171,13 @@ impl ChatService {
                     args_hash: answer.args_hash.clone(),
                     raw: None,
                 };
-                let verified = self.approvals().verify(
-                    &answer.approval_id,
+                let binding = ApprovalBinding::new(
                     &chat.chat_id,
                     &answer.tool_call_id,
                     &answer.tool_name,
                     &answer.args_hash,
                 );
+                let verified = self.approvals().verify(&answer.approval_id, &binding);
                 let (decision, redemption) = match verified {
                     Err(error) => {
                         tracing::warn!(chat = %ai_core::text::log_field(&chat.chat_id), error = %error, "approval refused");

@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use agent_durable::{Ended, RecordedRun};
 use agent_graph::run::{RunError, RunHandle, RunOutput};
+use ai_core::approval::ApprovalBinding;
 use ai_core::{AiEvent, Message};
 use axum::body::Bytes;
 use chat_protocol::StreamEncoder;
+use chat_protocol::stream::ApprovalIssuer;
 use chat_protocol::transcript::TranscriptStore;
 use futures::StreamExt;
 use tokio::sync::mpsc;
@@ -122,8 +124,11 @@ impl ChatService {
         relay: Relay,
     ) {
         let chat_id = chat.scoped.clone();
-        let approval =
-            |call: &str, tool: &str, hash: &str| self.approvals().issue(&chat_id, call, tool, hash);
+        let sign = |binding: &ApprovalBinding| self.approvals().issue(binding);
+        let approval = ApprovalIssuer {
+            scope: &chat_id,
+            sign: &sign,
+        };
         let mut stream = ClientStream::new(client, &relay, encoder.heartbeat());
         loop {
             let event = tokio::select! {
@@ -146,7 +151,7 @@ impl ChatService {
                     tool_name.clone(),
                 );
             }
-            let frames = encoder.frames(&crate::server::shown_error(event), &approval);
+            let frames = encoder.frames(&crate::server::shown_error(event), approval);
             stream.deliver(&relay, frames).await;
         }
         let mut ended = live.end().await;

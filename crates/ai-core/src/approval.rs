@@ -49,52 +49,81 @@ impl ApprovalRequest {
     }
 }
 
-/// An approval, valid in one run for one call of one tool with one argument hash,
-/// used once. A grant issued in one run never approves a call of another run, even
-/// one that reuses the call id.
+/// What one approval is bound to: one call of one tool with one canonical-argument
+/// hash, in one scope. It is the one shape every approval takes from the runner to
+/// the wire: a runner's grant (scope = the run that asked), and an approval id a
+/// server issues (scope = the account's chat whose thread holds the call, since a
+/// later run of that chat continues it). A binding issued in one scope never
+/// approves a call of another, even one that reuses the call id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct ApprovalGrant {
-    /// The run it was issued for.
-    pub run_id: String,
+pub struct ApprovalBinding {
+    /// Where it holds: a run id for a runner's grant, a chat for a server's id.
+    pub scope: String,
     /// The call it approves.
     pub tool_call_id: String,
     /// The tool it approves.
     pub tool_id: String,
-    /// Hash of the canonical arguments it approves.
+    /// Hash of the canonical arguments it approves (`sha256:<hex>`).
     pub args_hash: String,
 }
 
-impl ApprovalGrant {
-    /// The grant that approves exactly `request`.
-    pub fn for_request(request: &ApprovalRequest) -> Self {
+impl ApprovalBinding {
+    /// A binding of `tool_call_id` of `tool_id` with `args_hash`, in `scope`.
+    pub fn new(
+        scope: impl Into<String>,
+        tool_call_id: impl Into<String>,
+        tool_id: impl Into<String>,
+        args_hash: impl Into<String>,
+    ) -> Self {
         Self {
-            run_id: request.run_id.clone(),
-            tool_call_id: request.tool_call_id.clone(),
-            tool_id: request.tool_id.as_str().to_owned(),
-            args_hash: request.args_hash.clone(),
+            scope: scope.into(),
+            tool_call_id: tool_call_id.into(),
+            tool_id: tool_id.into(),
+            args_hash: args_hash.into(),
         }
     }
 
-    /// Whether this grant approves exactly `request` (same run, call, tool and
+    /// The binding that approves exactly `request`, in its run.
+    pub fn for_request(request: &ApprovalRequest) -> Self {
+        Self::new(
+            &request.run_id,
+            &request.tool_call_id,
+            request.tool_id.as_str(),
+            &request.args_hash,
+        )
+    }
+
+    /// Whether this binding approves exactly `request` (same run, call, tool and
     /// arguments).
     pub fn matches(&self, request: &ApprovalRequest) -> bool {
-        self.run_id == request.run_id
+        self.scope == request.run_id
             && self.tool_call_id == request.tool_call_id
             && self.tool_id == request.tool_id.as_str()
             && self.args_hash == request.args_hash
     }
 }
 
-/// An approver's answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A decision about one call that needs an approval: an approver's answer, or one
+/// given ahead of the call (a paused run's, by call id in
+/// [`CallScope::decisions`](crate::runner::CallScope::decisions)), which the
+/// runner takes instead of asking its approver. Either way the call still goes
+/// through every other step of the pipeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
 #[cfg_attr(not(agent_workspace), non_exhaustive)]
 pub enum ApprovalDecision {
-    /// Approved; the runner checks the grant matches the request before running
+    /// Approved; the runner checks the binding matches the request before running
     /// (`approval_invalid` when it does not).
-    Approved(ApprovalGrant),
-    /// The user said no (`approval_denied`).
+    Approved(ApprovalBinding),
+    /// The user said no (`approval_denied`; the model reads [`denial_message`]).
     Denied {
-        /// Safe reason shown to the model.
+        /// The user's reason, safe to show the model (empty for none).
+        reason: String,
+    },
+    /// The approval sent for the call does not hold (forged, expired, used before):
+    /// `approval_invalid`, nothing runs.
+    Invalid {
+        /// Why, safe to show.
         reason: String,
     },
     /// No one could answer (no user at a terminal, no approval given ahead):
@@ -108,7 +137,7 @@ pub enum ApprovalDecision {
 impl ApprovalDecision {
     /// Approves exactly `request` (this run, call, tool and arguments).
     pub fn approve(request: &ApprovalRequest) -> Self {
-        Self::Approved(ApprovalGrant::for_request(request))
+        Self::Approved(ApprovalBinding::for_request(request))
     }
 
     /// The user says no; the model reads `reason` (`approval_denied`).
@@ -117,45 +146,12 @@ impl ApprovalDecision {
             reason: reason.into(),
         }
     }
-}
 
-/// An answer given ahead of the call it is for (the decisions a paused run is
-/// resumed with): the runner takes it instead of asking the approver. The call still
-/// goes through every other step of the pipeline.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "decision", rename_all = "snake_case")]
-#[cfg_attr(not(agent_workspace), non_exhaustive)]
-pub enum PriorDecision {
-    /// Approved: the call runs only when the grant matches it exactly (run, call,
-    /// tool, argument hash); otherwise it fails with `approval_invalid`.
-    Approved {
-        /// The grant.
-        grant: ApprovalGrant,
-    },
-    /// The user said no (`approval_denied`; the model reads the reason).
-    Denied {
-        /// The call.
-        tool_call_id: String,
-        /// Why, in the user's words.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        reason: Option<String>,
-    },
-    /// The approval sent for the call does not hold (forged, expired, used before):
-    /// `approval_invalid`, nothing runs.
-    Invalid {
-        /// The call.
-        tool_call_id: String,
-        /// Why, safe to show.
-        reason: String,
-    },
-}
-
-impl PriorDecision {
-    /// The call it decides.
-    pub fn tool_call_id(&self) -> &str {
-        match self {
-            Self::Approved { grant } => &grant.tool_call_id,
-            Self::Denied { tool_call_id, .. } | Self::Invalid { tool_call_id, .. } => tool_call_id,
+    /// The approval sent for the call does not hold; the model reads `reason`
+    /// (`approval_invalid`).
+    pub fn invalid(reason: impl Into<String>) -> Self {
+        Self::Invalid {
+            reason: reason.into(),
         }
     }
 }
@@ -183,7 +179,7 @@ pub trait Approver: Send + Sync {
 /// by run id and call id, so a call of another run neither uses nor consumes them.
 #[derive(Debug, Default)]
 pub struct GrantLedger {
-    grants: Mutex<HashMap<(String, String), ApprovalGrant>>,
+    grants: Mutex<HashMap<(String, String), ApprovalBinding>>,
 }
 
 impl GrantLedger {
@@ -193,9 +189,9 @@ impl GrantLedger {
     }
 
     /// Adds a grant (replacing any earlier grant for the same run and call id).
-    pub fn insert(&self, grant: ApprovalGrant) {
+    pub fn insert(&self, grant: ApprovalBinding) {
         if let Ok(mut grants) = self.grants.lock() {
-            grants.insert((grant.run_id.clone(), grant.tool_call_id.clone()), grant);
+            grants.insert((grant.scope.clone(), grant.tool_call_id.clone()), grant);
         }
     }
 

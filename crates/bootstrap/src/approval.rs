@@ -4,7 +4,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use ai_core::approval::{ApprovalDecision, ApprovalGrant, ApprovalRequest, Approver};
+use ai_core::approval::{ApprovalBinding, ApprovalDecision, ApprovalRequest, Approver};
 use futures::future::BoxFuture;
 
 use crate::render::printable;
@@ -101,16 +101,15 @@ impl Approver for CliApprover {
                 }
             };
             if approved {
-                ApprovalDecision::Approved(ApprovalGrant::for_request(&request))
+                ApprovalDecision::Approved(ApprovalBinding::for_request(&request))
             } else if mode == ApprovalMode::DenyAll {
                 // Nobody was asked: the model is told no approval could be given.
                 ApprovalDecision::Unavailable {
                     reason: "not on a terminal and --approve was not given".into(),
                 }
             } else {
-                ApprovalDecision::Denied {
-                    reason: "the user declined".into(),
-                }
+                // The model reads "The user denied this call."
+                ApprovalDecision::deny("")
             }
         })
     }

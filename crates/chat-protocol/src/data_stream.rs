@@ -62,6 +62,7 @@
 //!   assistant-stream decodes every response as a new message and rejects (strict
 //!   mode) or drops (lenient) a result whose call it has not seen in this response.
 
+use crate::stream::ApprovalIssuer;
 use std::collections::HashMap;
 
 use ai_core::AiEvent;
@@ -144,11 +145,7 @@ impl DataStreamEncoder {
     /// The lines for `event`, in order, each ending in `\n` (none for a subagent's
     /// event or after the finish). `approval_id` names the approval of a
     /// `tool_approval_requested` from its call id, tool name and `args_hash`.
-    pub fn event(
-        &mut self,
-        event: &AiEvent,
-        approval_id: &dyn Fn(&str, &str, &str) -> String,
-    ) -> Vec<String> {
+    pub fn event(&mut self, event: &AiEvent, approval_id: ApprovalIssuer<'_>) -> Vec<String> {
         let mut out = Vec::new();
         let Self { machine, announce } = self;
         machine.event(event, approval_id, &mut |chunk| {
@@ -324,11 +321,7 @@ impl StreamEncoder for DataStreamEncoder {
         HEADERS
     }
 
-    fn frames(
-        &mut self,
-        event: &AiEvent,
-        approval_id: &dyn Fn(&str, &str, &str) -> String,
-    ) -> Vec<Bytes> {
+    fn frames(&mut self, event: &AiEvent, approval_id: ApprovalIssuer<'_>) -> Vec<Bytes> {
         let mut lines = self.warnings();
         lines.extend(self.event(event, approval_id));
         crate::stream::frames(lines)
@@ -362,7 +355,7 @@ mod tests {
     use ai_core::event::AiEventKind;
 
     fn encode(encoder: &mut DataStreamEncoder, events: &[AiEvent]) -> Vec<String> {
-        events.iter().flat_map(|e| encoder.event(e, &apr)).collect()
+        events.iter().flat_map(|e| encoder.event(e, APR)).collect()
     }
 
     fn parse(line: &str) -> (&str, Value) {

@@ -46,6 +46,8 @@
 //! step: it belongs to the message's earlier step.
 
 use std::borrow::Cow;
+
+use crate::stream::ApprovalIssuer;
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::LazyLock;
@@ -424,7 +426,7 @@ impl PartMachine {
     pub fn event(
         &mut self,
         event: &AiEvent,
-        approval_id: &dyn Fn(&str, &str, &str) -> String,
+        approval_id: ApprovalIssuer<'_>,
         sink: &mut ChunkSink<'_>,
     ) {
         if self.finished || !shown(event) {
@@ -482,7 +484,7 @@ impl PartMachine {
     fn tool_event(
         &mut self,
         kind: &AiEventKind,
-        approval_id: &dyn Fn(&str, &str, &str) -> String,
+        approval_id: ApprovalIssuer<'_>,
         sink: &mut ChunkSink<'_>,
     ) {
         match kind {
@@ -516,7 +518,7 @@ impl PartMachine {
             } => {
                 self.call(tool_call_id, tool_name, args, sink);
                 sink(UiChunk::ToolApprovalRequest {
-                    approval_id: approval_id(tool_call_id, tool_name, args_hash),
+                    approval_id: approval_id.id(tool_call_id, tool_name, args_hash),
                     tool_call_id,
                 });
                 self.outcome.paused = true;
@@ -834,7 +836,7 @@ mod tests {
     fn run(machine: &mut PartMachine, events: &[AiEvent]) -> Vec<String> {
         let mut names = Vec::new();
         for event in events {
-            machine.event(event, &apr, &mut |chunk| names.push(name(&chunk)));
+            machine.event(event, APR, &mut |chunk| names.push(name(&chunk)));
         }
         names
     }
@@ -1007,7 +1009,7 @@ mod tests {
             text("b"),
             usage_of(7),
         ] {
-            machine.event(&event, &apr, &mut |chunk| {
+            machine.event(&event, APR, &mut |chunk| {
                 if let UiChunk::FinishStep {
                     finish_reason,
                     usage,

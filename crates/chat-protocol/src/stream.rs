@@ -1,9 +1,41 @@
 //! What the stream encoders share: the [`StreamEncoder`] trait the server
 //! drives, how a failed call shows, and the usage both protocols report.
 
-use ai_core::{AiEvent, event::AiEventKind, tool::ToolErrorCode};
+use ai_core::{AiEvent, approval::ApprovalBinding, event::AiEventKind, tool::ToolErrorCode};
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
+
+/// Names the approval of a call waiting for one: the call's [`ApprovalBinding`]
+/// in `scope` (the chat, for a server whose later run continues the call),
+/// signed by `sign` (the server's approval key). A copy is cheap: it is two
+/// references.
+#[derive(Clone, Copy)]
+pub struct ApprovalIssuer<'a> {
+    /// Where the approval holds.
+    pub scope: &'a str,
+    /// The id of a binding.
+    pub sign: &'a (dyn Fn(&ApprovalBinding) -> String + Sync),
+}
+
+impl ApprovalIssuer<'_> {
+    /// The approval id of call `tool_call_id` of `tool` with `args_hash`.
+    pub fn id(&self, tool_call_id: &str, tool: &str, args_hash: &str) -> String {
+        (self.sign)(&ApprovalBinding::new(
+            self.scope,
+            tool_call_id,
+            tool,
+            args_hash,
+        ))
+    }
+}
+
+impl std::fmt::Debug for ApprovalIssuer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApprovalIssuer")
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
 
 /// An encoder of one response: the run's events in, the protocol's frames out.
 /// [`crate::ui_stream::UiStreamEncoder`] (the UI message stream) and
@@ -16,11 +48,7 @@ pub trait StreamEncoder: Send {
     /// The frames for `event`, in order (none for a subagent's event or after the
     /// end). `approval_id` names the approval of a `tool_approval_requested` from
     /// its call id, tool name and `args_hash`.
-    fn frames(
-        &mut self,
-        event: &AiEvent,
-        approval_id: &dyn Fn(&str, &str, &str) -> String,
-    ) -> Vec<Bytes>;
+    fn frames(&mut self, event: &AiEvent, approval_id: ApprovalIssuer<'_>) -> Vec<Bytes>;
 
     /// The frames that end the response: what `done` emits, when it did not come,
     /// and the protocol's terminator.

@@ -59,7 +59,12 @@ pub(crate) fn done() -> AiEvent {
     ev(AiEventKind::Done)
 }
 
-/// The approval id the tests use.
-pub(crate) fn apr(id: &str, _: &str, _: &str) -> String {
-    format!("apr-{id}")
+fn sign(binding: &ai_core::approval::ApprovalBinding) -> String {
+    format!("apr-{}", binding.tool_call_id)
 }
+
+/// The approval ids the tests use: `apr-<call id>`.
+pub(crate) const APR: crate::stream::ApprovalIssuer<'static> = crate::stream::ApprovalIssuer {
+    scope: "chat",
+    sign: &sign,
+};

@@ -105,7 +105,7 @@ fn empty() -> Value {
 }
 
 /// Issues an approval id for (call id, tool, arguments hash).
-pub type IssueApproval<'a> = &'a dyn Fn(&str, &str, &str) -> String;
+pub type IssueApproval<'a> = crate::stream::ApprovalIssuer<'a>;
 
 /// `messages` (a thread, as stored) as UI messages, with `views` of its calls:
 /// each known by its stored id (a user message by its client's id, an answer
@@ -291,7 +291,7 @@ fn tool_part(
             },
         ) => {
             part["state"] = "approval-requested".into();
-            part["approval"] = json!({"id": approval(id, tool, &hash)});
+            part["approval"] = json!({"id": approval.id(id, tool, &hash)});
         }
         (None, _) if client_tool => part["state"] = "input-available".into(),
         (None, _) => {
@@ -308,6 +308,14 @@ mod tests {
     use ai_core::message::MessageToolCall;
 
     use super::*;
+    use crate::stream::ApprovalIssuer;
+    use ai_core::approval::ApprovalBinding;
+
+    /// Approval ids that are all empty (for tests that do not look at them).
+    const NO_IDS: ApprovalIssuer<'static> = ApprovalIssuer {
+        scope: "chat",
+        sign: &|_| String::new(),
+    };
 
     fn event(kind: AiEventKind) -> AiEvent {
         AiEvent::new(&RunContext::new("r1", "t1"), kind)
@@ -373,8 +381,13 @@ mod tests {
             }),
         ];
         let views = call_views(&events);
-        let issue = |call: &str, tool: &str, hash: &str| format!("{call}|{tool}|{hash}");
-        let shown = ui_messages(&stored(thread), &views, &issue, &HashMap::new());
+        let sign =
+            |b: &ApprovalBinding| format!("{}|{}|{}", b.tool_call_id, b.tool_id, b.args_hash);
+        let issue = ApprovalIssuer {
+            scope: "chat",
+            sign: &sign,
+        };
+        let shown = ui_messages(&stored(thread), &views, issue, &HashMap::new());
         let text = serde_json::to_string(&shown).unwrap();
         assert!(
             !text.contains("hunter2") && !text.contains("secret contents"),
@@ -413,8 +426,7 @@ mod tests {
             content: "look".into(),
             attachments: vec![image.clone(), notes.clone()],
         }];
-        let issue = |_: &str, _: &str, _: &str| String::new();
-        let shown = ui_messages(&stored(thread), &HashMap::new(), &issue, &HashMap::new());
+        let shown = ui_messages(&stored(thread), &HashMap::new(), NO_IDS, &HashMap::new());
         let parts = shown[0]["parts"].as_array().unwrap();
         assert_eq!(parts[0], json!({"type": "text", "text": "look"}));
         assert_eq!(
@@ -451,8 +463,7 @@ mod tests {
             ("r1".to_owned(), json!({"model": "m1"})),
             ("r3".to_owned(), json!({"model": "m3"})),
         ]);
-        let issue = |_: &str, _: &str, _: &str| String::new();
-        let shown = ui_messages(&thread, &HashMap::new(), &issue, &metadata);
+        let shown = ui_messages(&thread, &HashMap::new(), NO_IDS, &metadata);
         let ids: Vec<&str> = shown.iter().map(|m| m["id"].as_str().unwrap()).collect();
         assert_eq!(ids, ["client-1", "msg-r1", "u-2", "msg-r2"]);
         assert_eq!(shown[1]["metadata"], json!({"model": "m1"}));

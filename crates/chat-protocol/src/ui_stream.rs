@@ -75,6 +75,7 @@
 //!   provider maps a refusal), a run that failed to `error`, one paused for
 //!   approval to `tool-calls`, anything else (e.g. a response cut short) to `other`.
 
+use crate::stream::ApprovalIssuer;
 use std::io::Write as _;
 
 use ai_core::AiEvent;
@@ -135,11 +136,7 @@ impl UiStreamEncoder {
     /// The chunks for `event`, in order (none for a subagent's event or after the
     /// finish). `approval_id` names the approval of a `tool_approval_requested`
     /// from its call id, tool name and `args_hash`.
-    pub fn event(
-        &mut self,
-        event: &AiEvent,
-        approval_id: &dyn Fn(&str, &str, &str) -> String,
-    ) -> Vec<Value> {
+    pub fn event(&mut self, event: &AiEvent, approval_id: ApprovalIssuer<'_>) -> Vec<Value> {
         let mut out = Vec::new();
         self.machine.event(event, approval_id, &mut |chunk| {
             out.push(chunk_json(&chunk))
@@ -298,11 +295,7 @@ impl StreamEncoder for UiStreamEncoder {
         HEADERS
     }
 
-    fn frames(
-        &mut self,
-        event: &AiEvent,
-        approval_id: &dyn Fn(&str, &str, &str) -> String,
-    ) -> Vec<Bytes> {
+    fn frames(&mut self, event: &AiEvent, approval_id: ApprovalIssuer<'_>) -> Vec<Bytes> {
         let mut frames = self.warnings();
         if let Some(frame) = self.next_delta_frame(event) {
             frames.push(frame);
@@ -495,9 +488,9 @@ mod tests {
         let mut direct_frames = 0;
         for event in &events {
             direct_frames += usize::from(direct.next_delta_frame(event).is_some());
-            let fast: Vec<Bytes> = direct.frames(event, &apr);
+            let fast: Vec<Bytes> = direct.frames(event, APR);
             let slow: Vec<Bytes> = general
-                .event(event, &apr)
+                .event(event, APR)
                 .iter()
                 .map(|chunk| Bytes::from(UiStreamEncoder::sse(chunk)))
                 .collect();
@@ -507,7 +500,7 @@ mod tests {
     }
 
     fn encode(encoder: &mut UiStreamEncoder, events: &[AiEvent]) -> Vec<Value> {
-        events.iter().flat_map(|e| encoder.event(e, &apr)).collect()
+        events.iter().flat_map(|e| encoder.event(e, APR)).collect()
     }
 
     fn types(chunks: &[Value]) -> Vec<&str> {

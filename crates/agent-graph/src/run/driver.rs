@@ -111,7 +111,7 @@ impl<'a> Driver<'a> {
                 model_id: request.model.clone(),
                 depth,
             }),
-            decisions: Vec::new(),
+            decisions: Default::default(),
             outcome_unknown: Vec::new(),
         };
         Self {

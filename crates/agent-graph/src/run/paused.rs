@@ -4,7 +4,7 @@
 
 use ai_core::{
     RunContext,
-    approval::{ApprovalGrant, PriorDecision},
+    approval::{ApprovalBinding, ApprovalDecision},
     event::UsageFact,
     runner::ToolInvocationRecord,
 };
@@ -143,35 +143,20 @@ impl Decision {
     }
 
     /// What the runner takes instead of asking its approver: an approval becomes a
-    /// grant bound to this run, this call, its tool and its argument hash.
-    pub(super) fn prior(&self, run: &RunContext, pending: &PendingApproval) -> PriorDecision {
+    /// binding to this run, this call, its tool and its argument hash.
+    pub(super) fn prior(&self, run: &RunContext, pending: &PendingApproval) -> ApprovalDecision {
         match self {
-            Self::Approve { tool_call_id } => PriorDecision::Approved {
-                grant: ApprovalGrant {
-                    run_id: run.run_id.clone(),
-                    tool_call_id: tool_call_id.clone(),
-                    tool_id: pending.tool_name.clone(),
-                    args_hash: pending.args_hash.clone(),
-                },
-            },
-            Self::Deny {
+            Self::Approve { tool_call_id } => ApprovalDecision::Approved(ApprovalBinding::new(
+                &run.run_id,
                 tool_call_id,
-                reason,
-            } => PriorDecision::Denied {
-                tool_call_id: tool_call_id.clone(),
-                reason: reason.clone(),
-            },
-            Self::Invalid {
-                tool_call_id,
-                reason,
-            } => PriorDecision::Invalid {
-                tool_call_id: tool_call_id.clone(),
-                reason: reason.clone(),
-            },
-            Self::ClientOutput { tool_call_id, .. } => PriorDecision::Invalid {
-                tool_call_id: tool_call_id.clone(),
-                reason: "an output is not a decision about an approval".into(),
-            },
+                &pending.tool_name,
+                &pending.args_hash,
+            )),
+            Self::Deny { reason, .. } => ApprovalDecision::deny(reason.clone().unwrap_or_default()),
+            Self::Invalid { reason, .. } => ApprovalDecision::invalid(reason),
+            Self::ClientOutput { .. } => {
+                ApprovalDecision::invalid("an output is not a decision about an approval")
+            }
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use ai_core::{
     CancellationToken, Message, RunContext,
-    approval::PriorDecision,
+    approval::ApprovalDecision,
     runner::{CallScope, ToolCall, ToolInvocationRecord},
     text::log_field,
     tool::canonical_json,
@@ -57,16 +57,14 @@ pub(super) async fn settle_pending(
     scope.decisions = pending
         .iter()
         .map(|call| {
-            decisions
+            let decision = decisions
                 .iter()
                 .find(|d| d.tool_call_id() == call.tool_call_id)
                 .map_or_else(
-                    || PriorDecision::Invalid {
-                        tool_call_id: call.tool_call_id.clone(),
-                        reason: "no decision was given for this call".into(),
-                    },
+                    || ApprovalDecision::invalid("no decision was given for this call"),
                     |d| d.prior(context, call),
-                )
+                );
+            (call.tool_call_id.clone(), decision)
         })
         .collect();
     for call in pending {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
     ToolEffect, ToolPolicy,
-    approval::{ApprovalGrant, Approver, GrantLedger},
+    approval::{ApprovalBinding, Approver, GrantLedger},
     completion::ToolCallOutcome,
     tool::ToolErrorCode,
 };
@@ -127,8 +127,8 @@ async fn without_an_approver_a_state_change_needs_approval() {
 async fn a_grant_for_other_arguments_is_refused() {
     let kit = Kit::new();
     let ledger = Arc::new(GrantLedger::new());
-    ledger.insert(ApprovalGrant {
-        run_id: RUN_ID.into(),
+    ledger.insert(ApprovalBinding {
+        scope: RUN_ID.into(),
         tool_call_id: "g1".into(),
         tool_id: "core__write".into(),
         args_hash: args_hash(&json!({"key": "harmless"})),
@@ -153,8 +153,8 @@ async fn a_grant_is_used_once_and_a_replayed_call_id_is_refused() {
     let kit = Kit::new();
     let ledger = Arc::new(GrantLedger::new());
     let args = json!({"key": "k"});
-    ledger.insert(ApprovalGrant {
-        run_id: RUN_ID.into(),
+    ledger.insert(ApprovalBinding {
+        scope: RUN_ID.into(),
         tool_call_id: "g1".into(),
         tool_id: "core__write".into(),
         args_hash: args_hash(&args),
@@ -189,8 +189,8 @@ async fn a_grant_issued_for_another_run_is_refused_and_left_for_that_run() {
     let ledger = Arc::new(GrantLedger::new());
     let args = json!({"key": "k"});
     // Exactly this call id, tool and arguments, but issued for another run.
-    ledger.insert(ApprovalGrant {
-        run_id: "another-run".into(),
+    ledger.insert(ApprovalBinding {
+        scope: "another-run".into(),
         tool_call_id: "g1".into(),
         tool_id: "core__write".into(),
         args_hash: args_hash(&args),

@@ -11,7 +11,7 @@ use agent_graph::run::{RunError, ToolChoiceScope};
 use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
     Message, ToolEffect, ToolId, ToolPolicy,
-    approval::{ApprovalDecision, ApprovalGrant, ApprovalRequest, Approver},
+    approval::{ApprovalBinding, ApprovalDecision, ApprovalRequest, Approver},
     completion::{CompletionError, FinishReason, ToolCallOutcome, ToolChoice},
     event::{AiEventKind, ToolCallRef},
     message::MessageToolCall,
@@ -864,7 +864,7 @@ impl Approver for PanicsOn {
     fn review(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalDecision> {
         let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
         assert_ne!(n, self.nth, "the approver crashed");
-        let grant = ApprovalGrant::for_request(&request);
+        let grant = ApprovalBinding::for_request(&request);
         Box::pin(std::future::ready(ApprovalDecision::Approved(grant)))
     }
 }

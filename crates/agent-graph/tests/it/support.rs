@@ -224,7 +224,7 @@ impl Approver for RecordingApprover {
         self.seen.lock().unwrap().push(request.clone());
         let decision = if self.approve {
             ai_core::approval::ApprovalDecision::Approved(
-                ai_core::approval::ApprovalGrant::for_request(&request),
+                ai_core::approval::ApprovalBinding::for_request(&request),
             )
         } else {
             ai_core::approval::ApprovalDecision::Denied {

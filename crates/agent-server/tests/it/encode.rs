@@ -23,9 +23,16 @@ enum Before<'a> {
 
 const MESSAGE_ID: &str = "msg-1";
 
-fn approval_id(tool_call_id: &str, _tool_name: &str, _args_hash: &str) -> String {
-    format!("apr-{tool_call_id}")
+fn sign(binding: &ai_core::approval::ApprovalBinding) -> String {
+    format!("apr-{}", binding.tool_call_id)
 }
+
+/// Approval ids `apr-<call id>`.
+const APPROVAL_ID: chat_protocol::stream::ApprovalIssuer<'static> =
+    chat_protocol::stream::ApprovalIssuer {
+        scope: "chat",
+        sign: &sign,
+    };
 
 fn known(ids: &[&str]) -> Vec<String> {
     ids.iter().map(|id| (*id).to_owned()).collect()
@@ -42,7 +49,7 @@ fn ui(start: &Start<'_>, before: &Before<'_>, events: &[AiEvent]) -> String {
         Before::Denied(id) => encoder.denied(id),
     };
     for event in events {
-        chunks.extend(encoder.event(event, &approval_id));
+        chunks.extend(encoder.event(event, APPROVAL_ID));
     }
     assert!(encoder.finish().is_empty(), "every case ends with done");
     let mut body: String = chunks.iter().map(UiStreamEncoder::sse).collect();
@@ -61,7 +68,7 @@ fn data(start: &Start<'_>, before: &Before<'_>, events: &[AiEvent]) -> String {
         Before::Denied(id) => encoder.denied(id),
     };
     for event in events {
-        lines.extend(encoder.event(event, &approval_id));
+        lines.extend(encoder.event(event, APPROVAL_ID));
     }
     assert!(encoder.finish().is_empty(), "every case ends with done");
     lines.concat()

@@ -34,7 +34,7 @@ mod record;
 
 pub use record::{ToolExecResult, ToolInvocationRecord};
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -45,7 +45,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::approval::{ApprovalDecision, ApprovalRequest, Approver, PriorDecision, denial_message};
+use crate::approval::{ApprovalDecision, ApprovalRequest, Approver, denial_message};
 use crate::completion::ToolCallOutcome;
 use crate::context::RunContext;
 use crate::event::{AiEvent, AiEventKind, EventSink, ToolCallRef};
@@ -72,10 +72,10 @@ pub struct CallScope {
     pub events: Option<Arc<dyn EventSink>>,
     /// The run's completion port and runner, for nested prompts.
     pub nested: Option<NestedPort>,
-    /// Decisions given ahead of the calls (a paused run's, when it is resumed): a
-    /// call that needs an approval and has one is decided by it, not by the
-    /// approver.
-    pub decisions: Vec<PriorDecision>,
+    /// Decisions given ahead of the calls, by call id (a paused run's, when it
+    /// is resumed): a call that needs an approval and has one is decided by it,
+    /// not by the approver.
+    pub decisions: BTreeMap<String, ApprovalDecision>,
     /// Calls whose outcome is unknown (a durable run's calls that were about to
     /// act when its process died, by call id): each ends `outcome_unknown`
     /// without running, its events and record as for any call.
@@ -603,10 +603,7 @@ impl ToolRunner {
         let decision = self.policy.decide(run, &spec.id, spec.effect);
         // A tool that needs an approval no one can give is left out of the catalog
         // (see `catalog`); a model that calls it anyway is told why.
-        let granted = scope
-            .decisions
-            .iter()
-            .any(|d| d.tool_call_id() == tool_call_id);
+        let granted = scope.decisions.contains_key(tool_call_id);
         if decision == PolicyDecision::RequireApproval && self.approver.is_none() && !granted {
             return Err(Failure::new(
                 ToolErrorCode::ApprovalRequired,
@@ -755,7 +752,7 @@ impl ToolRunner {
         spec: &ToolSpec,
         tool_call_id: &str,
         args: &Value,
-        decisions: &[PriorDecision],
+        decisions: &BTreeMap<String, ApprovalDecision>,
     ) -> Result<(), Failure> {
         let canonical_args = canonical_json(args);
         let args_hash = crate::tool::args_hash(args);
@@ -768,21 +765,8 @@ impl ToolRunner {
             args_hash,
         };
         // A decision given ahead for this call decides it.
-        if let Some(decision) = decisions.iter().find(|d| d.tool_call_id() == tool_call_id) {
-            return match decision {
-                PriorDecision::Approved { grant } if grant.matches(&request) => Ok(()),
-                PriorDecision::Approved { .. } => Err(Failure::new(
-                    ToolErrorCode::ApprovalInvalid,
-                    "the approval does not match this run, this call and its exact arguments",
-                )),
-                PriorDecision::Denied { reason, .. } => Err(Failure::new(
-                    ToolErrorCode::ApprovalDenied,
-                    denial_message(reason.as_deref()),
-                )),
-                PriorDecision::Invalid { reason, .. } => {
-                    Err(Failure::new(ToolErrorCode::ApprovalInvalid, reason.clone()))
-                }
-            };
+        if let Some(decision) = decisions.get(tool_call_id) {
+            return settle(decision.clone(), &request);
         }
         let Some(approver) = &self.approver else {
             return Err(Failure::new(ToolErrorCode::ApprovalRequired, "no approver"));
@@ -799,21 +783,30 @@ impl ToolRunner {
                 "the approver failed, so the call was not approved",
             ));
         };
-        match decision {
-            ApprovalDecision::Approved(grant) if grant.matches(&request) => Ok(()),
-            ApprovalDecision::Approved(_) => Err(Failure::new(
-                ToolErrorCode::ApprovalInvalid,
-                "the approval does not match this run, this call and its exact arguments",
-            )),
-            ApprovalDecision::Denied { reason } => Err(Failure::new(
-                ToolErrorCode::ApprovalDenied,
-                format!("approval was refused: {reason}"),
-            )),
-            ApprovalDecision::Unavailable { reason } => Err(Failure::new(
-                ToolErrorCode::ApprovalRequired,
-                format!("no approval: {reason}"),
-            )),
+        settle(decision, &request)
+    }
+}
+
+/// What `decision` makes of the call `request` describes: it runs only when the
+/// decision approves exactly this run, call, tool and argument hash.
+fn settle(decision: ApprovalDecision, request: &ApprovalRequest) -> Result<(), Failure> {
+    match decision {
+        ApprovalDecision::Approved(binding) if binding.matches(request) => Ok(()),
+        ApprovalDecision::Approved(_) => Err(Failure::new(
+            ToolErrorCode::ApprovalInvalid,
+            "the approval does not match this run, this call and its exact arguments",
+        )),
+        ApprovalDecision::Denied { reason } => Err(Failure::new(
+            ToolErrorCode::ApprovalDenied,
+            denial_message(Some(&reason)),
+        )),
+        ApprovalDecision::Invalid { reason } => {
+            Err(Failure::new(ToolErrorCode::ApprovalInvalid, reason))
         }
+        ApprovalDecision::Unavailable { reason } => Err(Failure::new(
+            ToolErrorCode::ApprovalRequired,
+            format!("no approval: {reason}"),
+        )),
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use ai_core::{
     ToolEffect, ToolRunner,
-    approval::{ApprovalGrant, Approver, GrantLedger},
+    approval::{ApprovalBinding, Approver, GrantLedger},
     runner::ToolCall,
     tool::{ToolErrorCode, canonical_json},
 };
@@ -117,7 +117,7 @@ async fn approval_denied_when_the_approver_refuses() {
     let exec = h.exec(ToolCall::new("call-1", TOOL, ARGS)).await;
     assert_eq!(
         expect_failure(&exec, ToolErrorCode::ApprovalDenied),
-        "approval was refused: the user declined"
+        "The user denied this call. Reason: the user declined"
     );
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 }
@@ -125,8 +125,8 @@ async fn approval_denied_when_the_approver_refuses() {
 #[tokio::test]
 async fn approval_invalid_when_a_grant_is_replayed_for_another_call_or_arguments() {
     // A genuine grant, issued for call-1 with ARGS.
-    let grant = ApprovalGrant {
-        run_id: "run-1".into(),
+    let grant = ApprovalBinding {
+        scope: "run-1".into(),
         tool_call_id: "call-1".into(),
         tool_id: TOOL.into(),
         args_hash: sha256(CANONICAL),
@@ -153,7 +153,7 @@ async fn approval_invalid_when_a_grant_is_replayed_for_another_call_or_arguments
         refused
     );
     // A grant naming another tool.
-    let (other, other_calls) = approved_by(Arc::new(Replay(ApprovalGrant {
+    let (other, other_calls) = approved_by(Arc::new(Replay(ApprovalBinding {
         tool_id: "core__other".into(),
         ..grant.clone()
     })));
@@ -182,8 +182,8 @@ async fn approval_invalid_when_a_grant_is_replayed_for_another_call_or_arguments
 #[tokio::test]
 async fn grant_ledger_grant_is_used_once() {
     let ledger = Arc::new(GrantLedger::new());
-    ledger.insert(ApprovalGrant {
-        run_id: "run-1".into(),
+    ledger.insert(ApprovalBinding {
+        scope: "run-1".into(),
         tool_call_id: "call-1".into(),
         tool_id: TOOL.into(),
         args_hash: sha256(CANONICAL),
@@ -205,8 +205,8 @@ async fn grant_ledger_grant_is_used_once() {
 #[tokio::test]
 async fn grant_ledger_refuses_and_consumes_a_grant_for_other_arguments() {
     let ledger = Arc::new(GrantLedger::new());
-    ledger.insert(ApprovalGrant {
-        run_id: "run-1".into(),
+    ledger.insert(ApprovalBinding {
+        scope: "run-1".into(),
         tool_call_id: "call-1".into(),
         tool_id: TOOL.into(),
         args_hash: sha256(r#"{"path":"notes.txt","text":"something else"}"#),
@@ -247,8 +247,8 @@ async fn cancelling_the_run_ends_a_call_waiting_for_approval() {
 #[tokio::test]
 async fn a_grant_issued_for_another_run_is_refused() {
     // A genuine grant for exactly this call, tool and arguments, but in run-0.
-    let grant = ApprovalGrant {
-        run_id: "run-0".into(),
+    let grant = ApprovalBinding {
+        scope: "run-0".into(),
         tool_call_id: "call-1".into(),
         tool_id: TOOL.into(),
         args_hash: sha256(CANONICAL),
@@ -278,8 +278,8 @@ async fn a_grant_issued_for_another_run_is_refused() {
     assert_eq!(calls.load(Ordering::SeqCst), 0);
     assert_eq!(ledger.len(), 1, "run-0's grant is still there for run-0");
     // The same grant re-issued for run-1 approves the call.
-    ledger.insert(ApprovalGrant {
-        run_id: "run-1".into(),
+    ledger.insert(ApprovalBinding {
+        scope: "run-1".into(),
         ..grant
     });
     expect_ok(&h.exec(ToolCall::new("call-1", TOOL, ARGS)).await);
@@ -342,7 +342,7 @@ async fn an_approvers_long_reason_is_bounded() {
         "{}",
         message.len()
     );
-    assert!(message.starts_with("approval was refused: éé"));
+    assert!(message.starts_with("The user denied this call. Reason: éé"));
     assert!(message.ends_with(ai_core::text::TRUNCATION_MARKER));
 }
 
@@ -352,7 +352,7 @@ async fn an_approvers_long_reason_is_bounded() {
 /// invalid approval `approval_invalid`; the approver is never asked.
 #[tokio::test]
 async fn prior_decisions_decide_without_asking_the_approver() {
-    use ai_core::approval::PriorDecision;
+    use ai_core::approval::ApprovalDecision;
     use ai_core::runner::CallScope;
     let asked = Arc::new(AtomicUsize::new(0));
     struct Counting(Arc<AtomicUsize>);
@@ -370,45 +370,33 @@ async fn prior_decisions_decide_without_asking_the_approver() {
         }
     }
     let (h, calls) = approved_by(Arc::new(Counting(asked.clone())));
-    let grant = |args: &str| ApprovalGrant {
-        run_id: "run-1".into(),
+    let grant = |args: &str| ApprovalBinding {
+        scope: "run-1".into(),
         tool_call_id: "call-1".into(),
         tool_id: TOOL.into(),
         args_hash: sha256(args),
     };
     let cases = [
+        (ApprovalDecision::Approved(grant(CANONICAL)), None, ""),
         (
-            PriorDecision::Approved {
-                grant: grant(CANONICAL),
-            },
-            None,
-            "",
-        ),
-        (
-            PriorDecision::Approved { grant: grant("{}") },
+            ApprovalDecision::Approved(grant("{}")),
             Some(ToolErrorCode::ApprovalInvalid),
             "the approval does not match this run, this call and its exact arguments",
         ),
         (
-            PriorDecision::Denied {
-                tool_call_id: "call-1".into(),
-                reason: Some("not today".into()),
-            },
+            ApprovalDecision::deny("not today"),
             Some(ToolErrorCode::ApprovalDenied),
             "The user denied this call. Reason: not today",
         ),
         (
-            PriorDecision::Invalid {
-                tool_call_id: "call-1".into(),
-                reason: "the approval expired".into(),
-            },
+            ApprovalDecision::invalid("the approval expired"),
             Some(ToolErrorCode::ApprovalInvalid),
             "the approval expired",
         ),
     ];
     for (decision, code, message) in cases {
         let scope = CallScope {
-            decisions: vec![decision],
+            decisions: [("call-1".to_owned(), decision)].into(),
             ..CallScope::default()
         };
         let exec = h

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ai_core::{
     AiEvent, RunContext, ToolEffect, ToolRunner,
-    approval::{ApprovalGrant, Approver},
+    approval::{ApprovalBinding, Approver},
     completion::ToolCallOutcome,
     event::{AiEventKind, UsageFact},
     policy::Budgets,
@@ -215,8 +215,8 @@ async fn every_path_emits_exactly_one_start_and_one_result_with_one_id() {
             ToolErrorCode::ApprovalDenied,
         ),
         (
-            Arc::new(Replay(ApprovalGrant {
-                run_id: "another run".into(),
+            Arc::new(Replay(ApprovalBinding {
+                scope: "another run".into(),
                 tool_call_id: "call-approval".into(),
                 tool_id: "core__write".into(),
                 args_hash: "sha256:00".into(),

@@ -11,7 +11,7 @@ use std::time::Duration;
 use ai_core::{
     AiEvent, CancellationToken, RunContext, ToolCatalog, ToolEffect, ToolId, ToolPolicy,
     ToolRunner, ToolSpec,
-    approval::{ApprovalDecision, ApprovalGrant, ApprovalRequest, Approver},
+    approval::{ApprovalBinding, ApprovalDecision, ApprovalRequest, Approver},
     event::{AiEventKind, EventSink},
     runner::{ToolCall, ToolExecution},
     tool::{
@@ -198,7 +198,7 @@ pub(crate) struct ApproveAll {
 
 impl Approver for ApproveAll {
     fn review(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalDecision> {
-        let grant = ApprovalGrant::for_request(&request);
+        let grant = ApprovalBinding::for_request(&request);
         self.requests.lock().unwrap().push(request);
         Box::pin(std::future::ready(ApprovalDecision::Approved(grant)))
     }
@@ -215,7 +215,7 @@ impl Approver for DenyAll {
 }
 
 /// Answers every request with the same grant (a replayed or forged approval).
-pub(crate) struct Replay(pub(crate) ApprovalGrant);
+pub(crate) struct Replay(pub(crate) ApprovalBinding);
 
 impl Approver for Replay {
     fn review(&self, _request: ApprovalRequest) -> BoxFuture<'static, ApprovalDecision> {
