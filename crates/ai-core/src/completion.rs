@@ -98,6 +98,43 @@ pub struct CompletionRequest {
     pub settings: ModelSettings,
 }
 
+impl CompletionRequest {
+    /// Checks the rules every wire shares, before any encoding: a tool choice
+    /// that requires a call needs tools, a named one must name an offered tool,
+    /// and a temperature must be a finite number. A wire's encoder calls it first
+    /// and checks only what is particular to its provider.
+    pub fn validate(&self) -> Result<(), CompletionRequestError> {
+        if self.settings.temperature.is_some_and(|t| !t.is_finite()) {
+            return Err(CompletionRequestError::InvalidTemperature);
+        }
+        match &self.tool_choice {
+            ToolChoice::Required | ToolChoice::Tool(_) if self.tools.is_empty() => {
+                Err(CompletionRequestError::ToolChoiceWithoutTools)
+            }
+            ToolChoice::Tool(id) if !self.tools.iter().any(|tool| &tool.id == id) => {
+                Err(CompletionRequestError::UnknownToolChoice(id.to_string()))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Why a [`CompletionRequest`] breaks a rule every wire shares
+/// ([`CompletionRequest::validate`]): a caller's mistake, not provider input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompletionRequestError {
+    /// `ToolChoice::Tool` names a tool that is not in `tools`.
+    #[error("tool choice names `{0}`, which is not among the request's tools")]
+    UnknownToolChoice(String),
+    /// `ToolChoice::Required` or `ToolChoice::Tool` without any tool.
+    #[error("tool choice requires a tool call but the request has no tools")]
+    ToolChoiceWithoutTools,
+    /// The temperature is not a finite number.
+    #[error("temperature must be a finite number")]
+    InvalidTemperature,
+}
+
 /// A semantic piece of a streamed model turn.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -334,5 +371,66 @@ pub trait CompletionPort: Send + Sync {
 impl<T: CompletionPort + ?Sized> CompletionPort for std::sync::Arc<T> {
     fn complete(&self, request: CompletionRequest, cancel: CancellationToken) -> CompletionStream {
         (**self).complete(request, cancel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(tools: &[&str], choice: ToolChoice, temperature: Option<f32>) -> CompletionRequest {
+        let tool = |name: &str| {
+            ToolSpec::new(
+                ToolId::parse(name).unwrap_or_else(|e| panic!("{e}")),
+                "A tool.",
+                serde_json::json!({"type": "object"}),
+                crate::tool::ToolEffect::ReadOnly,
+            )
+        };
+        CompletionRequest {
+            model: "m".into(),
+            messages: vec![Message::user("hi")],
+            tools: tools.iter().map(|name| tool(name)).collect(),
+            tool_choice: choice,
+            context: RunContext::new("run", "trace"),
+            settings: ModelSettings {
+                temperature,
+                ..ModelSettings::default()
+            },
+        }
+    }
+
+    #[test]
+    fn the_rules_every_wire_shares() {
+        let named =
+            |name: &str| ToolChoice::Tool(ToolId::parse(name).unwrap_or_else(|e| panic!("{e}")));
+        assert_eq!(request(&[], ToolChoice::Auto, Some(0.5)).validate(), Ok(()));
+        assert_eq!(
+            request(&["core__a"], named("core__a"), None).validate(),
+            Ok(())
+        );
+        assert_eq!(
+            request(&[], ToolChoice::Required, None).validate(),
+            Err(CompletionRequestError::ToolChoiceWithoutTools)
+        );
+        assert_eq!(
+            request(&[], named("core__a"), None).validate(),
+            Err(CompletionRequestError::ToolChoiceWithoutTools)
+        );
+        let unknown = request(&["core__a"], named("core__b"), None).validate();
+        assert_eq!(
+            unknown,
+            Err(CompletionRequestError::UnknownToolChoice("core__b".into()))
+        );
+        assert_eq!(
+            unknown.unwrap_err().to_string(),
+            "tool choice names `core__b`, which is not among the request's tools"
+        );
+        for bad in [f32::NAN, f32::INFINITY] {
+            assert_eq!(
+                request(&[], ToolChoice::Auto, Some(bad)).validate(),
+                Err(CompletionRequestError::InvalidTemperature)
+            );
+        }
     }
 }

@@ -1,19 +1,24 @@
 //! Picks the model: a client for the configured API (`[model] api`: OpenAI chat
-//! completions or the Anthropic Messages API), or, for `openai` without a base
-//! URL, the embedded test model (announced on stderr).
+//! completions, the Anthropic Messages API or the OpenAI Responses API), or, for
+//! `openai` without a base URL, the embedded test model (announced on stderr).
 //!
 //! `[model]` splits in two: endpoint settings go into the client's configuration
-//! ([`client_config`] for OpenAI, [`anthropic_config`] for Anthropic: timeouts,
-//! retries, encoding); per-call sampling settings go into each run's
-//! [`ModelSettings`] ([`model_settings`], for `RunRequest::settings`).
+//! ([`client_config`], one mapper for every wire: base URL, key, headers,
+//! timeouts, retries, and the wire's own options from [`openai_options`],
+//! [`anthropic_options`] or the Responses defaults); per-call sampling settings go
+//! into each run's [`ModelSettings`] ([`model_settings`], for
+//! `RunRequest::settings`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use agent_testing::TestModel;
 use ai_core::{CompletionPort, completion::ModelSettings};
-use wire_anthropic::client::{AnthropicClient, AnthropicConfig};
-use wire_openai::client::{ClientConfig, OpenAiClient, Timeouts};
+use wire_anthropic::client::AnthropicSpec;
+use wire_anthropic::encode::AnthropicEncodeOptions;
+use wire_openai::client::{OpenAiOptions, OpenAiSpec, Timeouts, WireClient, WireSpec};
+use wire_openai::completion_http::WireConfig;
+use wire_responses::client::ResponsesSpec;
 
 use crate::config::{AgentConfig, ModelApi, ModelConfig};
 
@@ -31,72 +36,59 @@ fn timeouts(m: &ModelConfig) -> Timeouts {
     }
 }
 
-/// The OpenAI client configuration for `config`, or `None` when no endpoint is set.
-pub fn client_config(config: &AgentConfig) -> Option<ClientConfig> {
+/// The client configuration of wire `S` for `config`, with the wire's own
+/// `options`: the base URL (the wire's default when `[model]` sets none; `None`
+/// when the wire has no default either), the key, the extra headers, timeouts and
+/// retries.
+pub fn client_config<S: WireSpec>(
+    config: &AgentConfig,
+    options: S::Options,
+) -> Option<WireConfig<S::Options>> {
     let m = &config.file.model;
-    let base_url = m.base_url.as_ref()?;
-    let mut client = ClientConfig::new(base_url.clone());
+    let base_url = m.base_url.as_deref().or(S::DEFAULT_BASE_URL)?;
+    let mut client = WireConfig::new(base_url);
     if let Some(key) = &config.api_key {
         client = client.with_api_key(key.clone());
     }
     client.extra_headers = m.extra_headers.clone().into_iter().collect();
     client.timeouts = timeouts(m);
     client.max_retries = m.max_retries;
-    // Every delta: the loop streams text and, for tools that allow it, a call's
-    // arguments as they arrive (`tool_input_delta`: the page's tool cards fill in
-    // while a long `write_file` is written).
-    client.deltas = wire_openai::decode::DeltaMode::All;
-    client.encode.include_usage = m.include_usage;
-    if m.strict_tools {
-        client.encode.strict = wire_openai::encode::StrictMode::WhenPossible;
-    }
-    client.encode.named_tool_choice = m.named_tool_choice;
-    client.encode.max_tokens_field = m.max_tokens_field;
-    client.encode.extra_body = m.extra_body.clone();
+    client.options = options;
     Some(client)
 }
 
-/// The Anthropic client configuration for `config` (the API's own origin when no
-/// base URL is set).
-pub fn anthropic_config(config: &AgentConfig) -> AnthropicConfig {
-    let m = &config.file.model;
-    let base_url = m
-        .base_url
-        .clone()
-        .unwrap_or_else(|| wire_anthropic::client::DEFAULT_BASE_URL.to_owned());
-    let mut client = AnthropicConfig::new(base_url);
-    if let Some(key) = &config.api_key {
-        client = client.with_api_key(key.clone());
+/// The chat-completions wire's options from `[model]`.
+pub fn openai_options(m: &ModelConfig) -> OpenAiOptions {
+    let mut options = OpenAiOptions {
+        // Every delta: the loop streams text and, for tools that allow it, a
+        // call's arguments as they arrive (`tool_input_delta`: the page's tool
+        // cards fill in while a long `write_file` is written).
+        deltas: wire_openai::decode::DeltaMode::All,
+        ..OpenAiOptions::default()
+    };
+    let encode = &mut options.encode;
+    encode.include_usage = m.include_usage;
+    if m.strict_tools {
+        encode.strict = wire_openai::encode::StrictMode::WhenPossible;
     }
-    client.extra_headers = m.extra_headers.clone().into_iter().collect();
-    client.timeouts = timeouts(m);
-    client.max_retries = m.max_retries;
-    client.encode.cache = m.prompt_caching;
-    client.encode.thinking_budget_tokens = m.thinking_budget_tokens;
-    client
+    encode.named_tool_choice = m.named_tool_choice;
+    encode.max_tokens_field = m.max_tokens_field;
+    encode.extra_body = m.extra_body.clone();
+    options
 }
 
-/// The Responses API client configuration for `config` (OpenAI's API when no
-/// base URL is set).
-pub fn responses_config(config: &AgentConfig) -> wire_responses::ResponsesConfig {
-    let m = &config.file.model;
-    let base_url = m
-        .base_url
-        .clone()
-        .unwrap_or_else(|| wire_responses::client::DEFAULT_BASE_URL.to_owned());
-    let mut client = wire_responses::ResponsesConfig::new(base_url);
-    if let Some(key) = &config.api_key {
-        client = client.with_api_key(key.clone());
+/// The Messages API wire's options from `[model]`.
+pub fn anthropic_options(m: &ModelConfig) -> AnthropicEncodeOptions {
+    AnthropicEncodeOptions {
+        cache: m.prompt_caching,
+        thinking_budget_tokens: m.thinking_budget_tokens,
+        ..AnthropicEncodeOptions::default()
     }
-    client.extra_headers = m.extra_headers.clone().into_iter().collect();
-    client.timeouts = timeouts(m);
-    client.max_retries = m.max_retries;
-    client
 }
 
 /// The settings of every model call of a run (`RunRequest::settings`): temperature,
 /// token limit, seed and reasoning effort from `[model]`. (`model.extra_body` is an
-/// endpoint setting: [`client_config`] puts it in the client.)
+/// endpoint setting: [`openai_options`] puts it in the client.)
 pub fn model_settings(config: &AgentConfig) -> ModelSettings {
     let m = &config.file.model;
     ModelSettings {
@@ -110,28 +102,28 @@ pub fn model_settings(config: &AgentConfig) -> ModelSettings {
 
 /// Builds the completion port for `config`.
 pub fn build(config: &AgentConfig) -> Result<Arc<dyn CompletionPort>, ModelError> {
-    let failed = |e: ai_core::completion::CompletionError| ModelError(e.to_string());
-    match config.file.model.api {
-        ModelApi::Anthropic => {
-            let client = AnthropicClient::new(anthropic_config(config)).map_err(failed)?;
-            Ok(Arc::new(client))
-        }
-        ModelApi::Responses => {
-            let client =
-                wire_responses::ResponsesClient::new(responses_config(config)).map_err(failed)?;
-            Ok(Arc::new(client))
-        }
-        ModelApi::OpenAi => {
-            let Some(client) = client_config(config) else {
-                eprintln!(
-                    "agent: no model endpoint configured (set OPENAI_BASE_URL, model.base_url or --base-url); using the embedded offline TestModel"
-                );
-                return Ok(Arc::new(TestModel::builtin_demo()));
-            };
-            let client = OpenAiClient::new(client).map_err(failed)?;
-            Ok(Arc::new(client))
-        }
+    let m = &config.file.model;
+    match m.api {
+        ModelApi::Anthropic => client::<AnthropicSpec>(config, anthropic_options(m)),
+        ModelApi::Responses => client::<ResponsesSpec>(config, Default::default()),
+        ModelApi::OpenAi => client::<OpenAiSpec>(config, openai_options(m)),
     }
+}
+
+/// The client of wire `S` for `config`, or the offline test model when neither
+/// `[model]` nor the wire gives a base URL.
+fn client<S: WireSpec>(
+    config: &AgentConfig,
+    options: S::Options,
+) -> Result<Arc<dyn CompletionPort>, ModelError> {
+    let Some(client) = client_config::<S>(config, options) else {
+        eprintln!(
+            "agent: no model endpoint configured (set OPENAI_BASE_URL, model.base_url or --base-url); using the embedded offline TestModel"
+        );
+        return Ok(Arc::new(TestModel::builtin_demo()));
+    };
+    let client = WireClient::<S>::new(client).map_err(|e| ModelError(e.to_string()))?;
+    Ok(Arc::new(client))
 }
 
 #[cfg(test)]
@@ -156,14 +148,23 @@ mod tests {
         }
     }
 
+    fn openai(config: &AgentConfig) -> Option<WireConfig<OpenAiOptions>> {
+        client_config::<OpenAiSpec>(config, openai_options(&config.file.model))
+    }
+
     #[test]
-    fn no_base_url_means_no_client() {
-        assert!(client_config(&config(None)).is_none());
+    fn no_base_url_means_no_client_but_for_wires_with_a_default() {
+        assert!(openai(&config(None)).is_none());
+        let anthropic = client_config::<AnthropicSpec>(&config(None), Default::default()).unwrap();
+        assert_eq!(anthropic.base_url, wire_anthropic::client::DEFAULT_BASE_URL);
+        let responses = client_config::<ResponsesSpec>(&config(None), Default::default()).unwrap();
+        assert_eq!(responses.base_url, wire_responses::client::DEFAULT_BASE_URL);
+        assert!(responses.api_key.is_some());
     }
 
     #[test]
     fn file_settings_reach_the_client() {
-        let client = client_config(&config(Some("http://127.0.0.1:1/v1"))).unwrap();
+        let client = openai(&config(Some("http://127.0.0.1:1/v1"))).unwrap();
         assert_eq!(client.base_url, "http://127.0.0.1:1/v1");
         assert!(client.api_key.is_some());
         assert!(!format!("{client:?}").contains("sk-test"));
@@ -172,10 +173,13 @@ mod tests {
             vec![("X-Team".to_owned(), "research".to_owned())]
         );
         assert_eq!(client.timeouts.first_byte, Duration::from_millis(1234));
-        assert!(!client.encode.include_usage);
-        assert_eq!(client.deltas, wire_openai::decode::DeltaMode::All);
+        assert!(!client.options.encode.include_usage);
+        assert_eq!(client.options.deltas, wire_openai::decode::DeltaMode::All);
         assert_eq!(client.timeouts.total, Some(Duration::from_secs(600)));
-        assert_eq!(client.encode.named_tool_choice, NamedToolChoice::Object);
+        assert_eq!(
+            client.options.encode.named_tool_choice,
+            NamedToolChoice::Object
+        );
 
         let mut config = config(Some("http://127.0.0.1:1/v1"));
         config.file.model.total_timeout_ms = 0;
@@ -186,17 +190,17 @@ mod tests {
             .model
             .extra_body
             .insert("top_k".into(), serde_json::json!(40));
-        let client = client_config(&config).unwrap();
+        let client = openai(&config).unwrap();
         assert_eq!(client.timeouts.total, None);
         assert_eq!(
-            client.encode.named_tool_choice,
+            client.options.encode.named_tool_choice,
             NamedToolChoice::RequiredWithOnlyThatTool
         );
         assert_eq!(
-            client.encode.max_tokens_field,
+            client.options.encode.max_tokens_field,
             MaxTokensField::MaxCompletionTokens
         );
-        assert_eq!(client.encode.extra_body["top_k"], 40);
+        assert_eq!(client.options.encode.extra_body["top_k"], 40);
     }
 
     #[test]

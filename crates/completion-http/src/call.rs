@@ -55,21 +55,21 @@ pub trait Wire: Send + 'static {
 const COST_HEADER: &str = "x-litellm-response-cost";
 
 impl HttpTransport {
-    /// Sends `body` (or ends at once with its encoding error) and streams the
-    /// response through `wire`'s decoder, inside `span`.
+    /// Sends an encoded body (or ends at once with the error that kept the
+    /// request from being encoded) and streams the response through its wire's
+    /// decoder, inside `span`.
     pub fn complete<W: Wire>(
         self: &Arc<Self>,
-        body: Result<Bytes, CompletionError>,
-        wire: W,
+        prepared: Result<(Bytes, W), CompletionError>,
         cancel: CancellationToken,
         span: tracing::Span,
     ) -> CompletionStream {
         let call = Call {
             transport: Arc::clone(self),
-            wire,
+            wire: None,
             cancel,
             deadline: None,
-            phase: Phase::Start(body),
+            phase: Phase::Start(prepared),
             queue: VecDeque::new(),
             scratch: Vec::new(),
             terminal: false,
@@ -87,13 +87,13 @@ impl HttpTransport {
     }
 }
 
-enum Phase<D> {
+enum Phase<W: Wire> {
     /// Not sent yet (or the request could not be encoded).
-    Start(Result<Bytes, CompletionError>),
+    Start(Result<(Bytes, W), CompletionError>),
     /// Reading a streamed body.
     Streaming {
         body: BoxStream<'static, reqwest::Result<Bytes>>,
-        decoder: Box<D>,
+        decoder: Box<W::Decoder>,
         /// When the idle limit expires unless an event arrives first.
         idle: Instant,
     },
@@ -104,11 +104,12 @@ enum Phase<D> {
 /// One model call in progress.
 struct Call<W: Wire> {
     transport: Arc<HttpTransport>,
-    wire: W,
+    /// The wire's half of the call, once it is sent.
+    wire: Option<W>,
     cancel: CancellationToken,
     /// The total deadline, set when the request is first sent.
     deadline: Option<Instant>,
-    phase: Phase<W::Decoder>,
+    phase: Phase<W>,
     queue: VecDeque<Result<CompletionItem, CompletionError>>,
     scratch: Vec<CompletionDelta>,
     /// A final or an error was queued.
@@ -128,9 +129,9 @@ impl<W: Wire> Call<W> {
             }
             match std::mem::replace(&mut self.phase, Phase::Finished) {
                 Phase::Finished => return None,
-                Phase::Start(body) => {
-                    let result = match body {
-                        Ok(body) => self.start(body).await,
+                Phase::Start(prepared) => {
+                    let result = match prepared {
+                        Ok((body, wire)) => self.start(body, wire).await,
                         Err(error) => Err(error),
                     };
                     if let Err(error) = result {
@@ -199,7 +200,7 @@ impl<W: Wire> Call<W> {
     }
 
     /// Sends (with retries) and sets up reading the response.
-    async fn start(&mut self, body: Bytes) -> Result<(), CompletionError> {
+    async fn start(&mut self, body: Bytes, wire: W) -> Result<(), CompletionError> {
         let transport = Arc::clone(&self.transport);
         self.deadline = transport.config.timeouts.total.map(after);
         let response = transport.send(&self.cancel, body, self.deadline).await?;
@@ -214,10 +215,11 @@ impl<W: Wire> Call<W> {
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim_start().starts_with("application/json"));
-        if self.wire.streams() && !is_json {
+        let wire = self.wire.insert(wire);
+        if wire.streams() && !is_json {
             self.phase = Phase::Streaming {
                 body: response.bytes_stream().boxed(),
-                decoder: Box::new(self.wire.decoder()),
+                decoder: Box::new(wire.decoder()),
                 idle: after(transport.config.timeouts.between_chunks),
             };
             return Ok(());
@@ -225,7 +227,7 @@ impl<W: Wire> Call<W> {
         let bytes = transport
             .read_body(&self.cancel, response, self.deadline)
             .await?;
-        let decoded = self.wire.decode_body(&bytes, &mut self.scratch);
+        let decoded = wire.decode_body(&bytes, &mut self.scratch);
         self.queue_deltas();
         match decoded {
             Ok(turn) => self.queue_final(turn),
@@ -252,7 +254,9 @@ impl<W: Wire> Call<W> {
     }
 
     fn queue_final(&mut self, mut turn: CompletionFinal) {
-        self.wire.finish_turn(&mut turn);
+        if let Some(wire) = &self.wire {
+            wire.finish_turn(&mut turn);
+        }
         if let Some(usage) = &mut turn.usage {
             usage.cost_micros = usage.cost_micros.or(self.reported_cost);
         }

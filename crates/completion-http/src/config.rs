@@ -1,4 +1,4 @@
-//! What a [`crate::HttpTransport`] is built from.
+//! What a client and its [`crate::HttpTransport`] are built from.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -114,7 +114,74 @@ fn plain_text(bytes: &[u8]) -> Option<String> {
     plain.then(|| text.to_owned())
 }
 
-/// Everything a [`crate::HttpTransport`] needs; a wire builds it from its own config.
+/// A client's configuration, built by the composition root: the endpoint settings
+/// every wire shares, and the wire's own `options` (how it encodes and decodes).
+/// The `Debug` output shows neither the key, nor header values, nor a user name or
+/// password in the base URL.
+#[derive(Clone)]
+pub struct WireConfig<O> {
+    /// The base URL the wire's path is appended to: up to the API version for the
+    /// OpenAI wires (`https://api.openai.com/v1`, `http://localhost:11434/v1`),
+    /// the API's origin for Anthropic's. A query string is kept after the path:
+    /// `https://x.openai.azure.com/openai/deployments/d?api-version=2024-10-21`
+    /// posts to `.../deployments/d/chat/completions?api-version=2024-10-21`.
+    pub base_url: String,
+    /// The API key, sent in the wire's auth header when set.
+    pub api_key: Option<ApiKey>,
+    /// Extra headers sent with every request (values are never logged), e.g.
+    /// `OpenAI-Organization` or `anthropic-beta`.
+    pub extra_headers: Vec<(String, String)>,
+    /// Timeouts.
+    pub timeouts: Timeouts,
+    /// Retries after the first attempt (0 disables retries).
+    pub max_retries: u32,
+    /// Backoff between retries.
+    pub backoff: Backoff,
+    /// The wire's own options.
+    pub options: O,
+}
+
+impl<O: Default> WireConfig<O> {
+    /// A configuration for `base_url` with default timeouts, 2 retries, no key and
+    /// the wire's default options (which stream).
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Self {
+            base_url: base_url.into(),
+            api_key: None,
+            extra_headers: Vec::new(),
+            timeouts: Timeouts::default(),
+            max_retries: 2,
+            backoff: Backoff::default(),
+            options: O::default(),
+        }
+    }
+}
+
+impl<O> WireConfig<O> {
+    /// Sets the API key.
+    pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(ApiKey::new(key));
+        self
+    }
+}
+
+impl<O: fmt::Debug> fmt::Debug for WireConfig<O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let header_names: Vec<&str> = self.extra_headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("WireConfig")
+            .field("base_url", &redact_userinfo(&self.base_url))
+            .field("api_key", &self.api_key)
+            .field("extra_headers", &header_names)
+            .field("timeouts", &self.timeouts)
+            .field("max_retries", &self.max_retries)
+            .field("backoff", &self.backoff)
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+/// Everything a [`crate::HttpTransport`] needs; [`crate::WireClient`] builds it
+/// from a [`WireConfig`] and its wire's [`crate::WireSpec`].
 #[derive(Clone)]
 pub struct TransportConfig {
     /// Base URL as configured (see [`crate::HttpTransport::new`] for how `path` joins it).

@@ -1,11 +1,25 @@
-//! The HTTP transport every completion client shares: one [`HttpTransport`] per
-//! configured endpoint, and [`HttpTransport::complete`] to turn an encoded request into a
-//! [`ai_core::completion::CompletionStream`] through a wire's decoder.
+//! The seam every wire is written on: a wire crate supplies what differs between
+//! providers, and this crate owns the rest, so every wire behaves the same.
 //!
-//! A wire crate (wire-openai, wire-anthropic) owns its format: the endpoint path, the
-//! auth headers, the request body, the stream decoder and the shape of an error
-//! body ([`Wire`], [`StreamDecoder`], [`ErrorBody`]). This crate owns what does not
-//! depend on the format, so both wires behave the same:
+//! - [`WireClient`]: the [`ai_core::CompletionPort`] of every wire, configured by a
+//!   [`WireConfig`] (the endpoint settings all wires share, and the wire's own
+//!   options) and by the wire's [`WireSpec`]: the endpoint path, the auth header
+//!   and fixed headers, how an error body reads, the encoder and the
+//!   [`Assembler`] of its stream.
+//! - [`SseDecoder`]: the decoder of a streamed response, generic over the wire's
+//!   [`Assembler`] (which only takes events and gives the assembled turn; most
+//!   wires write a [`SimpleAssembler`]): the server-sent events framing (the `sse`
+//!   framer, bytes cut anywhere), the event count, the first error kept and
+//!   repeated, the end of the stream. [`StreamError`] is what an assembler of
+//!   JSON-typed events fails with; [`settle_arguments`] how a tool call's
+//!   arguments end.
+//! - [`HttpTransport`]: the HTTP half of every call; [`HttpTransport::complete`]
+//!   turns an encoded request into a [`ai_core::completion::CompletionStream`]
+//!   through a [`Wire`] and its [`StreamDecoder`].
+//! - [`StrictTools`]: the arguments of tools sent with a strict schema, given back
+//!   without the `null`s strict mode added.
+//!
+//! The transport's rules:
 //!
 //! - Timeouts ([`Timeouts`]): `connect` (TCP/TLS, per attempt), `first_byte` (from
 //!   sending until the response headers arrive; for non-streaming calls that
@@ -45,13 +59,21 @@
 //! - A server that answers a streaming request with a plain JSON body is decoded as
 //!   a non-streaming response.
 //!
-//! completion-http depends on ai-core and client-tls only: not on a wire crate, the
-//! loop, the tools or the composition root. It reads no environment or config file.
+//! completion-http knows no wire format: no provider's paths, headers or JSON
+//! shapes live here. It depends on ai-core, client-tls and sse only: not on a wire
+//! crate, the loop, the tools or the composition root. It reads no environment or
+//! config file.
 
 mod call;
 mod config;
+mod stream;
 mod transport;
+mod wire;
 
 pub use call::{StreamDecoder, Wire};
-pub use config::{ApiKey, Backoff, ErrorBody, Timeouts, TransportConfig, redact_userinfo};
+pub use config::{
+    ApiKey, Backoff, ErrorBody, Timeouts, TransportConfig, WireConfig, redact_userinfo,
+};
+pub use stream::{Assembler, SimpleAssembler, SseDecoder, StreamError, settle_arguments};
 pub use transport::HttpTransport;
+pub use wire::{StrictTools, WireClient, WireSpec};

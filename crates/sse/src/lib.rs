@@ -1,6 +1,6 @@
 //! Server-sent events framing (WHATWG event-stream rules), sans-IO and byte-oriented:
-//! the framing every streaming wire crate (`wire-openai`, `wire-anthropic`) reads
-//! its provider's stream with.
+//! the framing every streaming wire reads its provider's stream with, through
+//! completion-http's decoder shell.
 //!
 //! The framer turns arbitrary byte chunks into [`SseEvent`]s. It knows nothing about
 //! any provider: it does not look inside `data`, and does no IO. It depends on no

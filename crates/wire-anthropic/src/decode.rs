@@ -25,55 +25,19 @@
 //! turns redacted thinking into an empty text block (an empty text block adds
 //! nothing).
 
-use std::fmt;
-
 use ai_core::completion::{
     AssembledToolCall, CompletionDelta, CompletionError, CompletionFinal, FinishReason,
-    ToolCallOutcome,
 };
 use ai_core::event::UsageFact;
 use ai_core::message::AssistantBlock;
+use completion_http::{SimpleAssembler, SseDecoder, StreamError, settle_arguments};
 use serde_json::Value;
-use sse::{RawSseEvent, SseError, SseFramer};
+use sse::RawSseEvent;
 
-/// Why decoding stopped.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum AnthropicDecodeError {
-    /// The framing broke (an event over the size limit).
-    #[error("server-sent events: {0}")]
-    Sse(#[from] SseError),
-    /// An event's data is not the JSON its type needs.
-    #[error("malformed {event} event: {message}")]
-    Malformed {
-        /// The event type.
-        event: String,
-        /// What was wrong.
-        message: String,
-    },
-    /// The provider reported an error in the stream.
-    #[error("provider error ({kind}): {message}")]
-    Provider {
-        /// The error type (`overloaded_error`, `api_error`, ...).
-        kind: String,
-        /// The provider's message.
-        message: String,
-    },
-}
-
-impl From<AnthropicDecodeError> for CompletionError {
-    fn from(error: AnthropicDecodeError) -> Self {
-        match error {
-            AnthropicDecodeError::Provider { kind, message } => Self::Provider {
-                code: Some(kind),
-                message,
-            },
-            other => Self::Protocol {
-                message: other.to_string(),
-            },
-        }
-    }
-}
+/// Why decoding stopped: the framing broke, an event is malformed, or the
+/// provider reported an error in the stream (its `code` the error type:
+/// `overloaded_error`, `api_error`, ...).
+pub type AnthropicDecodeError = StreamError;
 
 #[derive(Debug)]
 enum Block {
@@ -95,9 +59,10 @@ enum Block {
     },
 }
 
-/// The stream's state: blocks by index, usage, stop reason.
+/// The Messages API stream's state machine: blocks by index, usage, stop reason
+/// ([`AnthropicDecoder`] feeds it the stream's events).
 #[derive(Default)]
-struct Assembly {
+pub struct AnthropicAssembler {
     started: bool,
     stopped: bool,
     model: String,
@@ -112,103 +77,33 @@ struct Assembly {
     stop_reason: Option<String>,
     blocks: Vec<Option<Block>>,
     calls: u32,
-    events: u64,
 }
 
-/// A streaming decoder of one Messages API response.
-pub struct AnthropicDecoder {
-    framer: SseFramer,
-    assembly: Assembly,
-    failed: Option<AnthropicDecodeError>,
-}
+/// A streaming decoder of one Messages API response: feed it the body as it
+/// arrives ([`SseDecoder::feed`]), then [`SseDecoder::finish`] gives the turn, the
+/// feed's error, or [`CompletionError::TruncatedStream`] when `message_stop` never
+/// came. After an error the session is over: later feeds return it again.
+pub type AnthropicDecoder = SseDecoder<AnthropicAssembler>;
 
-impl fmt::Debug for AnthropicDecoder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicDecoder")
-            .field("events", &self.assembly.events)
-            .field("stopped", &self.assembly.stopped)
-            .finish_non_exhaustive()
-    }
-}
+impl SimpleAssembler for AnthropicAssembler {
+    type Error = AnthropicDecodeError;
 
-impl Default for AnthropicDecoder {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl AnthropicDecoder {
-    /// A decoder for one response.
-    pub fn new() -> Self {
-        Self {
-            framer: SseFramer::new(),
-            assembly: Assembly::default(),
-            failed: None,
-        }
-    }
-
-    /// Feeds a chunk of the body, cut anywhere; appends the deltas it completes to
-    /// `out`. After an error the session is over: later calls return it again.
-    pub fn feed(
+    fn on_event(
         &mut self,
-        chunk: &[u8],
+        event: RawSseEvent<'_>,
         out: &mut Vec<CompletionDelta>,
     ) -> Result<(), AnthropicDecodeError> {
-        if let Some(error) = &self.failed {
-            return Err(error.clone());
-        }
-        let Self {
-            framer, assembly, ..
-        } = self;
-        let result = framer.feed_raw(chunk, |event| assembly.on_event(&event, out));
-        if let Err(error) = &result {
-            self.failed = Some(error.clone());
-        }
-        result
+        self.event(&event, out)
     }
 
     /// Whether `message_stop` arrived.
-    pub fn is_done(&self) -> bool {
-        self.assembly.stopped
+    fn is_done(&self) -> bool {
+        self.stopped
     }
 
-    /// Server-sent events seen so far.
-    pub fn events(&self) -> u64 {
-        self.assembly.events
-    }
-
-    /// Ends the session: the assembled turn, the feed's error, or
-    /// [`CompletionError::TruncatedStream`] when `message_stop` never came. Deltas
-    /// of a last event that had no blank line after it are dropped; see
-    /// [`AnthropicDecoder::finish_into`].
-    pub fn finish(self) -> Result<CompletionFinal, CompletionError> {
-        self.finish_into(&mut Vec::new())
-    }
-
-    /// [`AnthropicDecoder::finish`], appending the deltas of a last event that had
-    /// no blank line after it to `out`.
-    pub fn finish_into(
-        mut self,
-        out: &mut Vec<CompletionDelta>,
-    ) -> Result<CompletionFinal, CompletionError> {
-        if let Some(error) = self.failed.take() {
-            return Err(error.into());
-        }
-        let Self {
-            framer, assembly, ..
-        } = &mut self;
-        framer
-            .finish_raw(|event| assembly.on_event(&event, out))
-            .map_err(CompletionError::from)?;
-        let stopped = self.assembly.stopped;
-        let turn = self.assembly.into_final(stopped);
-        if stopped {
-            Ok(turn)
-        } else {
-            Err(CompletionError::TruncatedStream {
-                partial: Box::new(turn),
-            })
-        }
+    fn into_turn(self) -> CompletionFinal {
+        let stopped = self.stopped;
+        self.turn(stopped)
     }
 }
 
@@ -251,8 +146,8 @@ fn count(value: &Value, key: &str) -> Option<u64> {
     field(value, key).as_u64()
 }
 
-impl Assembly {
-    fn on_event(
+impl AnthropicAssembler {
+    fn event(
         &mut self,
         event: &RawSseEvent<'_>,
         out: &mut Vec<CompletionDelta>,
@@ -260,7 +155,6 @@ impl Assembly {
         if self.stopped || event.data.is_empty() {
             return Ok(());
         }
-        self.events += 1;
         let malformed_data = |e: serde_json::Error| AnthropicDecodeError::Malformed {
             event: sse::utf8(event.event).into_owned(),
             message: e.to_string(),
@@ -291,7 +185,7 @@ impl Assembly {
             "error" => {
                 let error = field(&value, "error");
                 return Err(AnthropicDecodeError::Provider {
-                    kind: text_of(error, "type"),
+                    code: text_of(error, "type"),
                     message: text_of(error, "message"),
                 });
             }
@@ -501,7 +395,7 @@ impl Assembly {
 
     /// The assembled turn; `complete` when `message_stop` arrived (a call still
     /// open in a stream that was cut short is truncated, not invalid).
-    fn into_final(self, complete: bool) -> CompletionFinal {
+    fn turn(self, complete: bool) -> CompletionFinal {
         let finish_reason = self.finish_reason();
         let usage = self.usage_seen.then(|| {
             let prompt =
@@ -549,19 +443,8 @@ impl Assembly {
                     input,
                     closed,
                 } => {
-                    let arguments = if input.trim().is_empty() {
-                        "{}".to_owned()
-                    } else {
-                        input
-                    };
-                    let outcome = if !closed && (finish_reason == FinishReason::Length || !complete)
-                    {
-                        ToolCallOutcome::Truncated
-                    } else if serde_json::from_str::<serde::de::IgnoredAny>(&arguments).is_ok() {
-                        ToolCallOutcome::Complete
-                    } else {
-                        ToolCallOutcome::InvalidJson
-                    };
+                    let cut = finish_reason == FinishReason::Length || !complete;
+                    let (arguments, outcome) = settle_arguments(input, !closed && cut);
                     blocks.push(AssistantBlock::ToolCall { id: id.clone() });
                     tool_calls.push(AssembledToolCall {
                         index: call,
@@ -618,7 +501,7 @@ pub fn decode_message(
     let content = field(&message, "content")
         .as_array()
         .ok_or_else(|| protocol("the response has no content list".into()))?;
-    let mut assembly = Assembly::default();
+    let mut assembly = AnthropicAssembler::default();
     assembly.message_start(&serde_json::json!({ "message": &message }));
     for (index, block) in content.iter().enumerate() {
         let start = serde_json::json!({ "index": index, "content_block": block });
@@ -630,7 +513,7 @@ pub fn decode_message(
         "usage": field(&message, "usage"),
     }));
     assembly.stopped = true;
-    Ok(assembly.into_final(true))
+    Ok(assembly.turn(true))
 }
 
 /// The `{type: "error", error: {type, message}}` body of a failed request: its

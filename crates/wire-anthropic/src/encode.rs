@@ -24,7 +24,7 @@
 //!   `temperature` is sent then, as the API accepts none with thinking.
 
 use ai_core::Message;
-use ai_core::completion::{CompletionRequest, ResponseFormat, ToolChoice};
+use ai_core::completion::{CompletionRequest, CompletionRequestError, ResponseFormat, ToolChoice};
 use ai_core::message::{AssistantBlock, Attachment, MessageToolCall};
 use serde_json::{Map, Value, json};
 
@@ -59,15 +59,9 @@ impl Default for AnthropicEncodeOptions {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum AnthropicEncodeError {
-    /// `ToolChoice::Tool` names a tool that is not in `tools`.
-    #[error("tool choice names `{0}`, which is not among the request's tools")]
-    UnknownToolChoice(String),
-    /// A forced tool choice without any tool.
-    #[error("tool choice requires a tool call but the request has no tools")]
-    ToolChoiceWithoutTools,
-    /// The temperature is not a finite number.
-    #[error("temperature must be a finite number")]
-    InvalidTemperature,
+    /// The request breaks a rule every wire shares ([`CompletionRequest::validate`]).
+    #[error(transparent)]
+    Request(#[from] CompletionRequestError),
     /// Something this wire cannot send.
     #[error("the Messages API wire cannot send {0}")]
     Unsupported(&'static str),
@@ -78,6 +72,7 @@ pub fn encode_request(
     request: &CompletionRequest,
     options: &AnthropicEncodeOptions,
 ) -> Result<Value, AnthropicEncodeError> {
+    request.validate()?;
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
     let settings = &request.settings;
@@ -98,9 +93,6 @@ pub fn encode_request(
         .temperature
         .filter(|_| options.thinking_budget_tokens.is_none())
     {
-        if !temperature.is_finite() {
-            return Err(AnthropicEncodeError::InvalidTemperature);
-        }
         body.insert("temperature".into(), json!(temperature));
     }
     if matches!(
@@ -144,12 +136,7 @@ fn tools(
     body: &mut Map<String, Value>,
 ) -> Result<(), AnthropicEncodeError> {
     if request.tools.is_empty() {
-        return match request.tool_choice {
-            ToolChoice::Required | ToolChoice::Tool(_) => {
-                Err(AnthropicEncodeError::ToolChoiceWithoutTools)
-            }
-            _ => Ok(()),
-        };
+        return Ok(());
     }
     let mut tools: Vec<Value> = request
         .tools
@@ -172,12 +159,7 @@ fn tools(
         ToolChoice::Auto => json!({"type": "auto"}),
         ToolChoice::None => json!({"type": "none"}),
         ToolChoice::Required => json!({"type": "any"}),
-        ToolChoice::Tool(id) => {
-            if !request.tools.iter().any(|t| &t.id == id) {
-                return Err(AnthropicEncodeError::UnknownToolChoice(id.to_string()));
-            }
-            json!({"type": "tool", "name": id.as_str()})
-        }
+        ToolChoice::Tool(id) => json!({"type": "tool", "name": id.as_str()}),
         _ => return Err(AnthropicEncodeError::Unsupported("this tool choice")),
     };
     body.insert("tool_choice".into(), choice);

@@ -133,7 +133,6 @@
 //!   consumer holds each delta past the call).
 
 use std::borrow::Cow;
-use std::fmt;
 
 use ai_core::{
     completion::{
@@ -145,7 +144,8 @@ use ai_core::{
 use serde::de::IgnoredAny;
 use serde_json::Value;
 
-use crate::sse::{self, DEFAULT_MAX_EVENT_BYTES, RawSseEvent, SseError, SseFramer};
+use crate::sse::{self, DEFAULT_MAX_EVENT_BYTES, RawSseEvent, SseError};
+use completion_http::{Assembler, SseDecoder};
 use serde_json::value::RawValue;
 
 use crate::wire::{self, ChunkSink, FunctionDto, RawText, Str, ToolCallDto, UsageDto};
@@ -345,214 +345,105 @@ impl<F: FnMut(DeltaRef<'_>)> DeltaSink for F {
 /// assert_eq!(turn.tool_calls[0].name, "core__add");
 /// assert_eq!(turn.tool_calls[0].arguments, r#"{"a":1}"#);
 /// ```
-pub struct Decoder {
-    framer: SseFramer,
-    assembly: Assembly,
-    failed: Option<DecodeError>,
-    /// The first non-whitespace byte fed, to tell a body that is no event stream.
-    first_byte: Option<u8>,
-    /// A body that starts with `{` or `[` is JSON, not an event stream: its first
-    /// [`MAX_ERROR_BODY`] bytes are kept (and nothing is framed) to read an error
-    /// from at the end.
-    json_body: Option<Vec<u8>>,
+///
+/// The shared shell ([`SseDecoder`]) frames the stream and keeps the first error;
+/// [`OpenAiAssembler`] assembles. Deltas come out owned ([`SseDecoder::feed`],
+/// one allocation per delta, for callers that keep them) or borrowed
+/// ([`SseDecoder::feed_with`] and [`SseDecoder::finish_with`] hand each one to a
+/// [`DeltaSink`] as a [`DeltaRef`] pointing into the decoder's own buffers:
+/// nothing is copied or allocated per delta); the deltas, their order and the
+/// final are the same either way:
+///
+/// ```
+/// use wire_openai::decode::{Decoder, DeltaRef};
+///
+/// let mut decoder = Decoder::new();
+/// let mut shown = String::new();
+/// let mut show = |delta: DeltaRef<'_>| {
+///     if let DeltaRef::Text(text) = delta {
+///         shown.push_str(text);
+///     }
+/// };
+/// decoder
+///     .feed_with(b"data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n", &mut show)
+///     .unwrap();
+/// decoder
+///     .feed_with(b"data: {\"choices\":[{\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\n\n", &mut show)
+///     .unwrap();
+/// let turn = decoder.finish_with(&mut show).unwrap();
+/// assert_eq!((shown.as_str(), turn.text.as_str()), ("Hello", "Hello"));
+/// ```
+///
+/// [`SseDecoder::finish`] fails with the feed error if there was one, and with
+/// [`CompletionError::TruncatedStream`] (holding everything assembled) when the
+/// stream ended without `[DONE]` and without a `finish_reason`. A body that is
+/// JSON (an error) or HTML instead of an event stream is told apart (see the
+/// module docs).
+pub type Decoder = SseDecoder<OpenAiAssembler>;
+
+/// A decoder that parses every chunk whole, skipping neither envelopes nor the
+/// bytes around deltas: the reference the fuzz entry compares the decoder with.
+pub(crate) fn parsing_whole_chunks(options: DecoderOptions) -> Decoder {
+    let mut assembler = OpenAiAssembler::new(options);
+    assembler.shortcuts = false;
+    Decoder::from_assembler(assembler)
 }
 
-impl fmt::Debug for Decoder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Decoder")
-            .field("events", &self.assembly.events)
-            .field("tool_calls", &self.assembly.calls.len())
-            .field("done", &self.assembly.done)
-            .field("failed", &self.failed)
-            .finish_non_exhaustive()
-    }
-}
+impl Assembler for OpenAiAssembler {
+    type Options = DecoderOptions;
+    type Error = DecodeError;
+    type Sink<'s> = dyn DeltaSink + 's;
 
-impl Default for Decoder {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+    const TELLS_NON_STREAM_BODIES: bool = true;
 
-impl Decoder {
-    /// A decoder with default options.
-    pub fn new() -> Self {
-        Self::with_options(DecoderOptions::default())
+    fn start(options: DecoderOptions) -> Self {
+        Self::new(options)
     }
 
-    /// A decoder with the given options.
-    pub fn with_options(options: DecoderOptions) -> Self {
-        Self {
-            framer: SseFramer::with_max_event_bytes(options.max_event_bytes),
-            assembly: Assembly::new(options),
-            failed: None,
-            first_byte: None,
-            json_body: None,
-        }
+    fn max_event_bytes(&self) -> usize {
+        self.options.max_event_bytes
     }
 
-    /// A decoder that parses every chunk whole, skipping neither envelopes nor the
-    /// bytes around deltas: the reference the fuzz entry compares the decoder with.
-    pub(crate) fn parsing_whole_chunks(options: DecoderOptions) -> Self {
-        let mut decoder = Self::with_options(options);
-        decoder.assembly.shortcuts = false;
-        decoder
+    fn owned(out: &mut Vec<CompletionDelta>) -> &mut (dyn DeltaSink + '_) {
+        out
     }
 
-    /// Feeds a chunk of the response body, of any size and cut anywhere. Deltas of
-    /// the events it completes are appended to `out` as owned [`CompletionDelta`]s
-    /// (the vector is not cleared, so a caller can reuse one buffer): one
-    /// allocation per delta, for callers that keep them. [`Decoder::feed_with`]
-    /// hands out the same deltas borrowed, without allocating.
-    ///
-    /// After an error the session is over: later calls return the same error.
-    pub fn feed(
+    fn on_event(
         &mut self,
-        chunk: &[u8],
-        out: &mut Vec<CompletionDelta>,
+        event: RawSseEvent<'_>,
+        out: &mut (dyn DeltaSink + '_),
     ) -> Result<(), DecodeError> {
-        self.feed_sink(chunk, out)
+        self.event(event, out)
     }
 
-    /// Like [`Decoder::feed`], handing each delta to `sink` as a [`DeltaRef`] that
-    /// borrows from the decoder (the turn's text and argument buffers, which it keeps
-    /// anyway): nothing is copied or allocated per delta. The deltas, their order
-    /// and the final are the same as with [`Decoder::feed`].
-    ///
-    /// ```
-    /// use wire_openai::decode::{Decoder, DeltaRef};
-    ///
-    /// let mut decoder = Decoder::new();
-    /// let mut shown = String::new();
-    /// let mut show = |delta: DeltaRef<'_>| {
-    ///     if let DeltaRef::Text(text) = delta {
-    ///         shown.push_str(text);
-    ///     }
-    /// };
-    /// decoder
-    ///     .feed_with(b"data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n", &mut show)
-    ///     .unwrap();
-    /// decoder
-    ///     .feed_with(b"data: {\"choices\":[{\"delta\":{\"content\":\"lo\"},\"finish_reason\":\"stop\"}]}\n\n", &mut show)
-    ///     .unwrap();
-    /// let turn = decoder.finish_with(&mut show).unwrap();
-    /// assert_eq!((shown.as_str(), turn.text.as_str()), ("Hello", "Hello"));
-    /// ```
-    ///
-    /// After an error the session is over: later calls return the same error.
-    pub fn feed_with<S: DeltaSink>(
-        &mut self,
-        chunk: &[u8],
-        sink: &mut S,
-    ) -> Result<(), DecodeError> {
-        self.feed_sink(chunk, sink)
+    /// Whether `[DONE]` arrived.
+    fn is_done(&self) -> bool {
+        self.done
     }
 
-    fn feed_sink(&mut self, chunk: &[u8], out: &mut dyn DeltaSink) -> Result<(), DecodeError> {
-        if let Some(error) = &self.failed {
-            return Err(error.clone());
-        }
-        let mut chunk = chunk;
-        if self.first_byte.is_none()
-            && let Some(at) = chunk.iter().position(|b| !b.is_ascii_whitespace())
-        {
-            self.first_byte = Some(chunk[at]);
-            if matches!(chunk[at], b'{' | b'[') {
-                self.json_body = Some(Vec::new());
-                chunk = &chunk[at..];
-            }
-        }
-        if let Some(body) = &mut self.json_body {
-            let room = MAX_ERROR_BODY.saturating_sub(body.len());
-            body.extend_from_slice(&chunk[..chunk.len().min(room)]);
-            return Ok(());
-        }
-        let Self {
-            framer, assembly, ..
-        } = self;
-        let result = framer.feed_raw(chunk, |event| assembly.on_event(event, out));
-        if let Err(error) = &result {
-            self.failed = Some(error.clone());
-        }
-        result
-    }
-
-    /// Whether the stream said it is over (`[DONE]` arrived); bytes fed later are
-    /// ignored.
-    pub fn is_done(&self) -> bool {
-        self.assembly.done
-    }
-
-    /// Number of SSE events seen so far.
-    pub fn events(&self) -> u64 {
-        self.assembly.events
-    }
-
-    /// Ends the session and returns the assembled turn.
-    ///
-    /// Fails with the feed error if there was one, and with
-    /// [`CompletionError::TruncatedStream`] (holding everything assembled) when the
-    /// stream ended without `[DONE]` and without a `finish_reason`.
-    pub fn finish(self) -> Result<CompletionFinal, CompletionError> {
-        self.finish_into(&mut Vec::new())
-    }
-
-    /// Like [`Decoder::finish`], appending the deltas of an event left pending at
-    /// the end of the stream (one without its final empty line) to `out`.
-    pub fn finish_into(
-        self,
-        out: &mut Vec<CompletionDelta>,
+    fn into_final(
+        mut self,
+        out: &mut (dyn DeltaSink + '_),
     ) -> Result<CompletionFinal, CompletionError> {
-        self.finish_sink(out)
+        self.announce_pending(None, out);
+        self.finalize()
     }
 
-    /// Like [`Decoder::finish`], handing the deltas of an event left pending at the
-    /// end of the stream to `sink`, borrowed (see [`Decoder::feed_with`]).
-    pub fn finish_with<S: DeltaSink>(
-        self,
-        sink: &mut S,
-    ) -> Result<CompletionFinal, CompletionError> {
-        self.finish_sink(sink)
+    /// The tail may be a frame cut in half by a dropped connection: a malformed
+    /// tail is a truncation, not a protocol error. A provider error is kept.
+    fn cut_tail_is_truncation(error: &DecodeError) -> bool {
+        matches!(error, DecodeError::Protocol { .. })
     }
 
-    fn finish_sink(self, out: &mut dyn DeltaSink) -> Result<CompletionFinal, CompletionError> {
-        if let Some(error) = self.failed {
-            return Err(error.into());
+    /// A JSON error body (`{"error": ...}`, an error object, or the array form)
+    /// is that provider error; other JSON is a protocol error.
+    fn json_body_error(body: &[u8]) -> CompletionError {
+        match json_error(body) {
+            Some((code, message)) => provider_error_parts(code, message).into(),
+            None => CompletionError::Protocol {
+                message: "the response body is JSON, not a server-sent event stream".into(),
+            },
         }
-        let Self {
-            mut framer,
-            mut assembly,
-            first_byte,
-            json_body,
-            ..
-        } = self;
-        if let Some(body) = json_body {
-            return Err(match json_error(&body) {
-                Some((code, message)) => provider_error_parts(code, message).into(),
-                None => CompletionError::Protocol {
-                    message: "the response body is JSON, not a server-sent event stream".into(),
-                },
-            });
-        }
-        if !assembly.done && framer.has_pending() {
-            // The tail may be a frame cut in half by a dropped connection: a malformed
-            // tail is a truncation, not a protocol error. A provider error is kept.
-            let result = framer.finish_raw(|event| assembly.on_event(event, out));
-            match result {
-                Ok(()) => {}
-                Err(error @ DecodeError::Provider { .. }) => return Err(error.into()),
-                Err(DecodeError::Protocol { message }) => {
-                    tracing::debug!(%message, "ignoring an incomplete last stream event");
-                }
-            }
-        }
-        if assembly.events == 0 && first_byte == Some(b'<') {
-            return Err(CompletionError::Protocol {
-                message: "the response body is HTML, not a server-sent event stream".into(),
-            });
-        }
-        assembly.announce_pending(None, out);
-        assembly.finalize()
     }
 }
 
@@ -572,7 +463,7 @@ pub fn decode_response_into(
     options: DecoderOptions,
     out: &mut Vec<CompletionDelta>,
 ) -> Result<CompletionFinal, CompletionError> {
-    let mut assembly = Assembly::new(options);
+    let mut assembly = OpenAiAssembler::new(options);
     assembly.whole_response = true;
     assembly.on_data(body.trim_ascii(), out)?;
     assembly.done = true;
@@ -618,8 +509,10 @@ impl CallSlot {
 /// How many chunks of a session may be scanned to learn where their delta sits.
 const LEARNING_BUDGET: u8 = 16;
 
-/// The assembly state of one session.
-struct Assembly {
+/// The chat-completions stream's state machine: the turn's text, reasoning and
+/// refusal, its tool calls by index, usage and finish reason ([`Decoder`] feeds it
+/// the stream's events; [`decode_response`] a whole response).
+pub struct OpenAiAssembler {
     options: DecoderOptions,
     text: String,
     calls: Vec<CallSlot>,
@@ -643,7 +536,6 @@ struct Assembly {
     usage_emitted: bool,
     model: Option<String>,
     done: bool,
-    events: u64,
     minted: u32,
     warned_choices: bool,
     /// Parsing a whole response: tool calls without index take their array position.
@@ -670,7 +562,7 @@ struct Assembly {
     turn_bytes: usize,
 }
 
-impl Assembly {
+impl OpenAiAssembler {
     fn new(options: DecoderOptions) -> Self {
         Self {
             options,
@@ -689,7 +581,6 @@ impl Assembly {
             usage_emitted: false,
             model: None,
             done: false,
-            events: 0,
             minted: 0,
             warned_choices: false,
             whole_response: false,
@@ -705,12 +596,11 @@ impl Assembly {
         }
     }
 
-    fn on_event(
+    fn event(
         &mut self,
         event: RawSseEvent<'_>,
         out: &mut dyn DeltaSink,
     ) -> Result<(), DecodeError> {
-        self.events += 1;
         if self.done {
             tracing::trace!("ignoring an event after [DONE]");
             return Ok(());
@@ -843,7 +733,7 @@ impl Assembly {
         }
     }
 
-    /// Applies a chunk's delta parsed alone ([`Assembly::delta_alone`]): the same
+    /// Applies a chunk's delta parsed alone ([`OpenAiAssembler::delta_alone`]): the same
     /// pieces in the same order as the whole parse would feed, and on malformed
     /// JSON the same error.
     fn on_delta(
@@ -1311,7 +1201,7 @@ impl Assembly {
 /// provider error or a limit) is kept and reported after the chunk; pieces after it
 /// are ignored.
 struct Sink<'a> {
-    assembly: &'a mut Assembly,
+    assembly: &'a mut OpenAiAssembler,
     out: &'a mut dyn DeltaSink,
     failure: Option<DecodeError>,
 }
@@ -2184,10 +2074,10 @@ mod tests {
     fn run(mut decoder: Decoder, stream: &[u8]) -> (Decoded, u64) {
         let mut out = Vec::new();
         if let Err(error) = decoder.feed(stream, &mut out) {
-            let alone = decoder.assembly.deltas_alone;
+            let alone = decoder.assembler().deltas_alone;
             return ((out, Err(error.into())), alone);
         }
-        let alone = decoder.assembly.deltas_alone;
+        let alone = decoder.assembler().deltas_alone;
         let result = decoder.finish_into(&mut out);
         ((out, result), alone)
     }
@@ -2200,7 +2090,7 @@ mod tests {
             ..DecoderOptions::default()
         };
         let (decoded, alone) = run(Decoder::with_options(options()), stream);
-        let (reference, none) = run(Decoder::parsing_whole_chunks(options()), stream);
+        let (reference, none) = run(parsing_whole_chunks(options()), stream);
         assert_eq!(none, 0);
         assert_eq!(decoded, reference, "{}", String::from_utf8_lossy(stream));
         (decoded, alone)

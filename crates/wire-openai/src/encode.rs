@@ -9,7 +9,7 @@ pub use ai_core::schema::strict::{
 };
 use ai_core::{
     Message, ToolSpec,
-    completion::{CompletionRequest, ResponseFormat, ToolChoice},
+    completion::{CompletionRequest, CompletionRequestError, ResponseFormat, ToolChoice},
     message::Attachment,
 };
 use serde::{Deserialize, Serialize};
@@ -128,15 +128,9 @@ pub struct StrictReport {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum EncodeError {
-    /// `ToolChoice::Tool` names a tool that is not in `tools`.
-    #[error("tool choice names `{0}`, which is not among the request's tools")]
-    UnknownToolChoice(String),
-    /// `ToolChoice::Required` or `ToolChoice::Tool` without any tool.
-    #[error("tool choice requires a tool call but the request has no tools")]
-    ToolChoiceWithoutTools,
-    /// The temperature is not a finite number.
-    #[error("temperature must be a finite number")]
-    InvalidTemperature,
+    /// The request breaks a rule every wire shares ([`CompletionRequest::validate`]).
+    #[error(transparent)]
+    Request(#[from] CompletionRequestError),
     /// A message, tool choice or response format this encoder does not know (added
     /// to ai-core after it was written).
     #[error("this encoder cannot send {0}")]
@@ -343,6 +337,7 @@ pub fn encode_request(
     request: &CompletionRequest,
     options: &EncodeOptions,
 ) -> Result<EncodedRequest, EncodeError> {
+    request.validate()?;
     let mut body = Map::new();
     body.insert("model".into(), Value::String(request.model.clone()));
     let mut messages: Vec<Value> = request
@@ -354,19 +349,7 @@ pub fn encode_request(
     body.insert("messages".into(), Value::Array(messages));
 
     let mut strict_reports = Vec::new();
-    if request.tools.is_empty() {
-        if matches!(
-            request.tool_choice,
-            ToolChoice::Required | ToolChoice::Tool(_)
-        ) {
-            return Err(EncodeError::ToolChoiceWithoutTools);
-        }
-    } else {
-        if let ToolChoice::Tool(id) = &request.tool_choice
-            && !request.tools.iter().any(|t| &t.id == id)
-        {
-            return Err(EncodeError::UnknownToolChoice(id.to_string()));
-        }
+    if !request.tools.is_empty() {
         // A named choice as `required` offers only that tool.
         let narrowed = match &request.tool_choice {
             ToolChoice::Tool(id)
@@ -411,13 +394,13 @@ pub fn encode_request(
     }
     if let Some(temperature) = request.settings.temperature {
         // Through the shortest decimal form, so 0.7f32 is sent as 0.7, not
-        // 0.699999988079071.
+        // 0.699999988079071. (`validate` made sure it is finite.)
         let number = temperature
             .to_string()
             .parse::<f64>()
             .ok()
             .and_then(serde_json::Number::from_f64)
-            .ok_or(EncodeError::InvalidTemperature)?;
+            .ok_or(CompletionRequestError::InvalidTemperature)?;
         body.insert("temperature".into(), Value::Number(number));
     }
     let settings = &request.settings;

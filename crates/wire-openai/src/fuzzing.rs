@@ -5,7 +5,9 @@
 
 use ai_core::completion::{CompletionDelta, CompletionError, CompletionFinal};
 
-use crate::decode::{Decoder, DecoderOptions, DeltaRef, IdMinting, decode_response};
+use crate::decode::{
+    Decoder, DecoderOptions, DeltaRef, IdMinting, decode_response, parsing_whole_chunks,
+};
 use crate::sse::{OwnedSseEvent, SseError, SseFramer};
 
 /// Decodes arbitrary bytes as a stream, whole and cut into chunks, with owned and
@@ -105,7 +107,7 @@ fn decode_in_chunks(data: &[u8], sizes: &[usize]) -> Decoded {
 /// Like [`decode_in_chunks`] with the reference decoder, which parses every chunk
 /// whole.
 fn decode_whole_chunks(data: &[u8], sizes: &[usize]) -> Decoded {
-    let mut decoder = Decoder::parsing_whole_chunks(DecoderOptions {
+    let mut decoder = parsing_whole_chunks(DecoderOptions {
         id_minting: IdMinting::Sequential,
         ..DecoderOptions::default()
     });

@@ -18,8 +18,9 @@
 //!   allocating, borrowed [`decode::DeltaRef`]s handed to a [`decode::DeltaSink`])
 //!   and one [`ai_core::completion::CompletionFinal`]; [`decode::decode_response`] for non-streaming
 //!   bodies. The module docs list every gateway pathology it handles.
-//! - [`client::OpenAiClient`]: [`ai_core::CompletionPort`] over the shared `completion-http` transport (timeouts,
-//!   retries, cancellation, typed errors that never contain the API key).
+//! - [`client::OpenAiSpec`]: what makes this wire for the shared `completion-http`
+//!   client, and [`client::OpenAiClient`], the [`ai_core::CompletionPort`] on it
+//!   (timeouts, retries, cancellation, typed errors that never contain the API key).
 //! - [`fuzzing::decode_arbitrary`]: the fuzz entry point (`fuzz/` holds the
 //!   cargo-fuzz target that calls it).
 
@@ -31,6 +32,13 @@ pub mod fuzzing;
 pub use ::sse;
 mod wire;
 
-pub use client::{ApiKey, Backoff, ClientConfig, OpenAiClient, Timeouts};
-pub use decode::{DecodeError, Decoder, DecoderOptions, DeltaMode, DeltaRef, DeltaSink};
+/// The seam this wire is written on (the shared client, its config, the stream
+/// decoder), for code generic over wires.
+pub use ::completion_http;
+pub use client::{
+    ApiKey, Backoff, ClientConfig, OpenAiClient, OpenAiOptions, OpenAiSpec, Timeouts,
+};
+pub use decode::{
+    DecodeError, Decoder, DecoderOptions, DeltaMode, DeltaRef, DeltaSink, OpenAiAssembler,
+};
 pub use encode::{EncodeOptions, StrictMode, encode_request};

@@ -28,56 +28,19 @@
 //! before `response.completed` or `response.incomplete` is a
 //! [`CompletionError::TruncatedStream`] holding what was assembled.
 
-use std::fmt;
-
 use ai_core::completion::{
     AssembledToolCall, CompletionDelta, CompletionError, CompletionFinal, FinishReason,
-    ToolCallOutcome,
 };
 use ai_core::event::UsageFact;
 use ai_core::message::AssistantBlock;
+use completion_http::{SimpleAssembler, SseDecoder, StreamError, settle_arguments};
 use serde_json::Value;
-use sse::{RawSseEvent, SseError, SseFramer};
+use sse::RawSseEvent;
 
-/// Why decoding stopped.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ResponsesDecodeError {
-    /// The framing broke (an event over the size limit).
-    #[error("server-sent events: {0}")]
-    Sse(#[from] SseError),
-    /// An event's data is not the JSON its type needs.
-    #[error("malformed {event} event: {message}")]
-    Malformed {
-        /// The event type.
-        event: String,
-        /// What was wrong.
-        message: String,
-    },
-    /// The provider reported an error in the stream (`error`, or
-    /// `response.failed`).
-    #[error("provider error ({code}): {message}")]
-    Provider {
-        /// The error code (`server_error`, `rate_limit_exceeded`, ...).
-        code: String,
-        /// The provider's message.
-        message: String,
-    },
-}
-
-impl From<ResponsesDecodeError> for CompletionError {
-    fn from(error: ResponsesDecodeError) -> Self {
-        match error {
-            ResponsesDecodeError::Provider { code, message } => Self::Provider {
-                code: Some(code),
-                message,
-            },
-            other => Self::Protocol {
-                message: other.to_string(),
-            },
-        }
-    }
-}
+/// Why decoding stopped: the framing broke, an event is malformed, or the
+/// provider reported an error in the stream (`error`, or `response.failed`; its
+/// `code`: `server_error`, `rate_limit_exceeded`, ...).
+pub type ResponsesDecodeError = StreamError;
 
 /// One output item of the response.
 #[derive(Debug)]
@@ -111,109 +74,42 @@ enum End {
     Incomplete(String),
 }
 
-/// The stream's state.
+/// The Responses API stream's state machine: output items by position, usage,
+/// how the response ended ([`ResponsesDecoder`] feeds it the stream's events).
 #[derive(Default)]
-struct Assembly {
+pub struct ResponsesAssembler {
     model: String,
     items: Vec<Option<Item>>,
     calls: u32,
     usage: Option<UsageFact>,
     end: Option<End>,
-    events: u64,
 }
 
-/// A streaming decoder of one Responses API response.
-pub struct ResponsesDecoder {
-    framer: SseFramer,
-    assembly: Assembly,
-    failed: Option<ResponsesDecodeError>,
-}
+/// A streaming decoder of one Responses API response: feed it the body as it
+/// arrives ([`SseDecoder::feed`]), then [`SseDecoder::finish_into`] gives the
+/// turn, the feed's error, or [`CompletionError::TruncatedStream`] when the
+/// response never ended. After an error the session is over: later feeds
+/// return it again.
+pub type ResponsesDecoder = SseDecoder<ResponsesAssembler>;
 
-impl fmt::Debug for ResponsesDecoder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ResponsesDecoder")
-            .field("events", &self.assembly.events)
-            .field("ended", &self.assembly.end)
-            .finish_non_exhaustive()
-    }
-}
+impl SimpleAssembler for ResponsesAssembler {
+    type Error = ResponsesDecodeError;
 
-impl Default for ResponsesDecoder {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl ResponsesDecoder {
-    /// A decoder for one response.
-    pub fn new() -> Self {
-        Self {
-            framer: SseFramer::new(),
-            assembly: Assembly::default(),
-            failed: None,
-        }
-    }
-
-    /// Feeds a chunk of the body, cut anywhere; appends the deltas it completes to
-    /// `out`. After an error the session is over: later calls return it again.
-    pub fn feed(
+    fn on_event(
         &mut self,
-        chunk: &[u8],
+        event: RawSseEvent<'_>,
         out: &mut Vec<CompletionDelta>,
     ) -> Result<(), ResponsesDecodeError> {
-        if let Some(error) = &self.failed {
-            return Err(error.clone());
-        }
-        let Self {
-            framer, assembly, ..
-        } = self;
-        let result = framer.feed_raw(chunk, |event| assembly.on_event(&event, out));
-        if let Err(error) = &result {
-            self.failed = Some(error.clone());
-        }
-        result
+        self.event(&event, out)
     }
 
     /// Whether the response ended (`response.completed` or `.incomplete`).
-    pub fn is_done(&self) -> bool {
-        self.assembly.end.is_some()
+    fn is_done(&self) -> bool {
+        self.end.is_some()
     }
 
-    /// Server-sent events seen so far.
-    pub fn events(&self) -> u64 {
-        self.assembly.events
-    }
-
-    /// Ends the session: the assembled turn, the feed's error, or
-    /// [`CompletionError::TruncatedStream`] when the response never ended.
-    pub fn finish(self) -> Result<CompletionFinal, CompletionError> {
-        self.finish_into(&mut Vec::new())
-    }
-
-    /// [`ResponsesDecoder::finish`], appending the deltas of a last event that
-    /// had no blank line after it to `out`.
-    pub fn finish_into(
-        mut self,
-        out: &mut Vec<CompletionDelta>,
-    ) -> Result<CompletionFinal, CompletionError> {
-        if let Some(error) = self.failed.take() {
-            return Err(error.into());
-        }
-        let Self {
-            framer, assembly, ..
-        } = &mut self;
-        framer
-            .finish_raw(|event| assembly.on_event(&event, out))
-            .map_err(CompletionError::from)?;
-        let ended = self.assembly.end.is_some();
-        let turn = self.assembly.into_final();
-        if ended {
-            Ok(turn)
-        } else {
-            Err(CompletionError::TruncatedStream {
-                partial: Box::new(turn),
-            })
-        }
+    fn into_turn(self) -> CompletionFinal {
+        self.turn()
     }
 }
 
@@ -272,8 +168,8 @@ fn output_index(value: &Value) -> Option<usize> {
         .filter(|i| *i < 4096)
 }
 
-impl Assembly {
-    fn on_event(
+impl ResponsesAssembler {
+    fn event(
         &mut self,
         event: &RawSseEvent<'_>,
         out: &mut Vec<CompletionDelta>,
@@ -282,7 +178,6 @@ impl Assembly {
         if self.end.is_some() || data.is_empty() || data == b"[DONE]" {
             return Ok(());
         }
-        self.events += 1;
         let malformed_data = |e: serde_json::Error| ResponsesDecodeError::Malformed {
             event: sse::utf8(event.event).into_owned(),
             message: e.to_string(),
@@ -678,7 +573,7 @@ impl Assembly {
     }
 
     /// The assembled turn.
-    fn into_final(self) -> CompletionFinal {
+    fn turn(self) -> CompletionFinal {
         let has_calls = self
             .items
             .iter()
@@ -728,18 +623,7 @@ impl Assembly {
                     done,
                     ..
                 } => {
-                    let arguments = if arguments.trim().is_empty() {
-                        "{}".to_owned()
-                    } else {
-                        arguments
-                    };
-                    let outcome = if !done && cut {
-                        ToolCallOutcome::Truncated
-                    } else if serde_json::from_str::<serde::de::IgnoredAny>(&arguments).is_ok() {
-                        ToolCallOutcome::Complete
-                    } else {
-                        ToolCallOutcome::InvalidJson
-                    };
+                    let (arguments, outcome) = settle_arguments(arguments, !done && cut);
                     blocks.push(AssistantBlock::ToolCall {
                         id: call_id.clone(),
                     });
@@ -827,7 +711,7 @@ pub fn decode_response(
     let output = field(&response, "output")
         .as_array()
         .ok_or_else(|| protocol("the response has no output list".into()))?;
-    let mut assembly = Assembly::default();
+    let mut assembly = ResponsesAssembler::default();
     for (index, item) in output.iter().enumerate() {
         let event = serde_json::json!({"output_index": index, "item": item});
         assembly.item_added(&event, out).map_err(protocol)?;
@@ -840,7 +724,7 @@ pub fn decode_response(
         }
         _ => End::Completed,
     });
-    Ok(assembly.into_final())
+    Ok(assembly.turn())
 }
 
 /// The `{error: {message, code|type}}` body of a failed request: its code and
@@ -875,7 +759,10 @@ mod tests {
         let turn = decode_response(body.to_string().as_bytes(), &mut deltas).unwrap();
         assert_eq!(turn.finish_reason, FinishReason::ToolCalls);
         assert_eq!(turn.tool_calls[0].arguments, "{\"path\":\".\"}");
-        assert_eq!(turn.tool_calls[0].outcome, ToolCallOutcome::Complete);
+        assert_eq!(
+            turn.tool_calls[0].outcome,
+            ai_core::completion::ToolCallOutcome::Complete
+        );
         assert_eq!(
             turn.blocks[0],
             AssistantBlock::Reasoning {

@@ -23,7 +23,7 @@
 //!   `max_output_tokens`, `temperature`, structured output as `text.format`.
 
 use ai_core::Message;
-use ai_core::completion::{CompletionRequest, ResponseFormat, ToolChoice};
+use ai_core::completion::{CompletionRequest, CompletionRequestError, ResponseFormat, ToolChoice};
 use ai_core::message::{AssistantBlock, Attachment, MessageToolCall};
 use serde_json::{Map, Value, json};
 
@@ -50,15 +50,9 @@ impl Default for ResponsesEncodeOptions {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ResponsesEncodeError {
-    /// `ToolChoice::Tool` names a tool that is not in `tools`.
-    #[error("tool choice names `{0}`, which is not among the request's tools")]
-    UnknownToolChoice(String),
-    /// A forced tool choice without any tool.
-    #[error("tool choice requires a tool call but the request has no tools")]
-    ToolChoiceWithoutTools,
-    /// The temperature is not a finite number.
-    #[error("temperature must be a finite number")]
-    InvalidTemperature,
+    /// The request breaks a rule every wire shares ([`CompletionRequest::validate`]).
+    #[error(transparent)]
+    Request(#[from] CompletionRequestError),
     /// Something this wire cannot send.
     #[error("the Responses API wire cannot send {0}")]
     Unsupported(&'static str),
@@ -69,6 +63,7 @@ pub fn encode_request(
     request: &CompletionRequest,
     options: &ResponsesEncodeOptions,
 ) -> Result<Value, ResponsesEncodeError> {
+    request.validate()?;
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
     body.insert("store".into(), json!(false));
@@ -78,9 +73,6 @@ pub fn encode_request(
     }
     let settings = &request.settings;
     if let Some(temperature) = settings.temperature {
-        if !temperature.is_finite() {
-            return Err(ResponsesEncodeError::InvalidTemperature);
-        }
         body.insert("temperature".into(), json!(temperature));
     }
     if let Some(max) = settings.max_tokens {
@@ -133,12 +125,7 @@ fn tools(
     body: &mut Map<String, Value>,
 ) -> Result<(), ResponsesEncodeError> {
     if request.tools.is_empty() {
-        return match request.tool_choice {
-            ToolChoice::Required | ToolChoice::Tool(_) => {
-                Err(ResponsesEncodeError::ToolChoiceWithoutTools)
-            }
-            _ => Ok(()),
-        };
+        return Ok(());
     }
     let tools: Vec<Value> = request
         .tools
@@ -161,12 +148,7 @@ fn tools(
         ToolChoice::Auto => json!("auto"),
         ToolChoice::None => json!("none"),
         ToolChoice::Required => json!("required"),
-        ToolChoice::Tool(id) => {
-            if !request.tools.iter().any(|t| &t.id == id) {
-                return Err(ResponsesEncodeError::UnknownToolChoice(id.to_string()));
-            }
-            json!({"type": "function", "name": id.as_str()})
-        }
+        ToolChoice::Tool(id) => json!({"type": "function", "name": id.as_str()}),
         _ => return Err(ResponsesEncodeError::Unsupported("this tool choice")),
     };
     body.insert("tool_choice".into(), choice);

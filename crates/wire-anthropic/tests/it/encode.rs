@@ -1,6 +1,6 @@
 //! The request body: every rule of `wire_anthropic::encode`, checked on the JSON.
 
-use ai_core::completion::{CompletionRequest, ModelSettings, ToolChoice};
+use ai_core::completion::{CompletionRequest, CompletionRequestError, ModelSettings, ToolChoice};
 use ai_core::message::{AssistantBlock, Attachment, MessageToolCall};
 use ai_core::{Message, RunContext, ToolEffect, ToolId, ToolSpec};
 use serde_json::json;
@@ -137,7 +137,9 @@ fn choices_attachments_and_refusals() {
     req.tool_choice = ToolChoice::Tool(ToolId::core("other").unwrap());
     assert!(matches!(
         encode_request(&req, &AnthropicEncodeOptions::default()),
-        Err(AnthropicEncodeError::UnknownToolChoice(_))
+        Err(AnthropicEncodeError::Request(
+            CompletionRequestError::UnknownToolChoice(_)
+        ))
     ));
     // Reasoning the provider did not sign is not sent back.
     let unsigned = Message::Assistant {

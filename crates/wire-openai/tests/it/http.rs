@@ -439,7 +439,7 @@ async fn cancelling_before_the_response_arrives() {
 async fn non_streaming_calls_decode_the_whole_response() {
     let server = server([json_response()]).await;
     let mut config = config(&server);
-    config.stream = false;
+    config.options.encode.stream = false;
     let client = OpenAiClient::new(config).unwrap();
     let (deltas, result) = collect(&client, CancellationToken::new()).await;
     let turn = result.unwrap();
@@ -479,7 +479,7 @@ async fn strict_mode_sends_strict_schemas_and_relaxes_the_nulls_back() {
     )])])
     .await;
     let mut config = config(&server);
-    config.encode.strict = StrictMode::WhenPossible;
+    config.options.encode.strict = StrictMode::WhenPossible;
     let client = OpenAiClient::new(config).unwrap();
     let (deltas, result) = collect(&client, CancellationToken::new()).await;
     let turn = result.unwrap();
@@ -664,7 +664,7 @@ async fn the_total_deadline_bounds_a_slow_non_streaming_response() {
     for reply in [trickle, slow_head] {
         let server = server([reply]).await;
         let mut config = config(&server);
-        config.stream = false;
+        config.options.encode.stream = false;
         config.timeouts.first_byte = Duration::from_secs(10);
         config.timeouts.total = Some(Duration::from_millis(600));
         let client = OpenAiClient::new(config).unwrap();
@@ -752,7 +752,11 @@ async fn a_base_url_with_a_query_string_keeps_it_after_the_chat_path() {
 async fn model_settings_reach_the_request_body() {
     let server = server([Reply::text("{}")]).await;
     let mut config = config(&server);
-    config.encode.extra_body.insert("top_k".into(), json!(40));
+    config
+        .options
+        .encode
+        .extra_body
+        .insert("top_k".into(), json!(40));
     let client = OpenAiClient::new(config).unwrap();
     let mut request = request();
     request.settings = ai_core::completion::ModelSettings {
