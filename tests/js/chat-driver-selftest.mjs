@@ -25,7 +25,6 @@
 // Run: node chat-driver-selftest.mjs   (ends with "N passed, N failed";
 // SELFTEST_VERBOSE=1 prints the driver output of failing cases, =2 of all)
 
-import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -38,6 +37,7 @@ import * as ai6 from 'ai6';
 import { MockLanguageModelV3 } from 'ai6/test';
 import * as ai7 from 'ai7';
 import { MockLanguageModelV4 } from 'ai7/test';
+import { listenLocally, runScript } from './lib/selftest.mjs';
 
 const DRIVER = fileURLToPath(new URL('./chat-driver.mjs', import.meta.url));
 const CONCURRENCY = 3;
@@ -157,7 +157,6 @@ function dataChatResponse(body) {
 
 async function startServer() {
   const requests = [];
-  const sockets = new Set();
   const live = new Map(); // chat id → { pieces, listeners, headers } while a resumable response streams
 
   const server = createServer(async (req, res) => {
@@ -242,23 +241,7 @@ async function startServer() {
     }
   }
 
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
-  await new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', resolve);
-  });
-  return {
-    url: `http://127.0.0.1:${server.address().port}`,
-    requests,
-    close: () =>
-      new Promise((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        server.close(() => resolve());
-      }),
-  };
+  return { ...(await listenLocally(server)), requests };
 }
 
 // ------------------------------------------------------------ assertions
@@ -638,25 +621,13 @@ add(
 
 // ----------------------------------------------------------------- runner
 
-function runDriver(args) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [DRIVER, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (piece) => (stdout += piece));
-    child.stderr.on('data', (piece) => (stderr += piece));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
 async function runCase(c, server, dir, index) {
   const script = c.script;
   const file = join(dir, `script-${index}.json`);
   await writeFile(file, JSON.stringify(script));
   const base = server.url;
   const apiUrl = `${base}${api(c.client, c.api ?? 'chat')}`;
-  const { code, stdout, stderr } = await runDriver(['--client', c.client, '--api', apiUrl, '--script', file, ...c.args]);
+  const { code, stdout, stderr } = await runScript(DRIVER, ['--client', c.client, '--api', apiUrl, '--script', file, ...c.args]);
   const lines = stdout.split('\n').filter(Boolean);
   if (lines.length !== 1) return { problems: [`expected one stdout line, got ${lines.length}: ${stdout}${stderr}`] };
   const out = JSON.parse(lines[0]);

@@ -21,20 +21,12 @@
 // script). A chat that ends in its error state (HTTP 400, an error chunk, ...)
 // is still ok: the step's `status`/`error` say so.
 
-import { readFile } from 'node:fs/promises';
-import { format, parseArgs } from 'node:util';
+import { MemoryChatState, POLL_MS, UsageError, captureOutput, check, checkScriptKeys, checkSharedStep, describe, headersOf, isBusy, parseBody, parseDriverCommandLine, readScript, runMain, sleep, timeoutOf, waitIdle } from './lib/driver.mjs';
 
 const DEFAULT_TIMEOUT_MS = 20_000;
-const MAX_TEXT = 4000;
-// How long a chat has to stay idle before a wait ends. AbstractChat starts an
-// automatic follow-up request (sendAutomaticallyWhen) a few microtasks after
-// the previous one set the status to ready; this bridges that gap.
-const SETTLE_MS = 15;
-const POLL_MS = 5;
 
 const UI_STEPS = ['send', 'continue', 'regenerate', 'approve', 'toolOutput', 'stop', 'wait', 'reload', 'sleep'];
 const AI4_STEPS = ['send', 'toolResult', 'stop', 'wait', 'sleep'];
-const AUTO_SEND = ['none', 'approvals', 'toolCalls'];
 
 const result = {
   ok: false,
@@ -48,38 +40,7 @@ const result = {
 };
 
 // Everything a library prints is captured, so stdout carries only our line.
-for (const level of ['log', 'info', 'debug', 'warn', 'error', 'trace']) {
-  console[level] = (...args) => result.warnings.push(clip(`console.${level}: ${format(...args)}`));
-}
-
-function clip(text) {
-  return text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT)}…` : text;
-}
-
-function describe(error) {
-  if (error instanceof Error) {
-    let text = error.message || error.name;
-    if (error.name === 'AI_TypeValidationError') text = text.split('\n')[0];
-    // fetch() says only "fetch failed"; the reason is in `cause`.
-    if (error.cause instanceof Error && !error.name.startsWith('AI_')) text += ` (${error.cause.message})`;
-    return clip(text);
-  }
-  if (typeof error === 'string') return clip(error);
-  try {
-    return clip(JSON.stringify(error) ?? String(error));
-  } catch {
-    return clip(String(error));
-  }
-}
-
-function fail(error) {
-  const text = describe(error);
-  if (result.error === null) result.error = text;
-  else result.warnings.push(`error: ${text}`);
-}
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const isBusy = (status) => status === 'submitted' || status === 'streaming';
+const fail = captureOutput(result);
 
 // The chat the steps act on; `reload` replaces it. `{ status, error, messages }`.
 let current = null;
@@ -115,21 +76,10 @@ process.on('unhandledRejection', (error) => {
   emit();
 });
 
-class UsageError extends Error {}
-
 async function main(args) {
-  let script;
-  try {
-    script = JSON.parse(await readFile(args.script, 'utf8'));
-  } catch (error) {
-    throw new UsageError(describe(error));
-  }
+  const script = await readScript(args.script);
   validateScript(script, args.client);
-  const headers = {};
-  for (const header of args.header) {
-    const at = header.indexOf(':');
-    headers[header.slice(0, at).trim()] = header.slice(at + 1).trim();
-  }
+  const headers = headersOf(args.header);
   const driver = args.client === 'ai4' ? await ai4Driver(args, headers, script) : await uiDriver(args, headers, script);
   for (const [index, step] of script.steps.entries()) {
     const record = { do: step.do, status: null, error: null };
@@ -147,13 +97,7 @@ async function main(args) {
 }
 
 function validateScript(script, client) {
-  const check = (cond, what) => {
-    if (!cond) throw new UsageError(what);
-  };
-  check(script !== null && typeof script === 'object' && !Array.isArray(script), 'must be a JSON object');
-  check(script.chatId === undefined || typeof script.chatId === 'string', '"chatId" must be a string');
-  check(script.sendAutomaticallyWhen === undefined || AUTO_SEND.includes(script.sendAutomaticallyWhen), `"sendAutomaticallyWhen" must be one of ${AUTO_SEND.join(', ')}`);
-  check(script.lastMessageOnly === undefined || typeof script.lastMessageOnly === 'boolean', '"lastMessageOnly" must be a boolean');
+  checkScriptKeys(script);
   check(!script.lastMessageOnly || client !== 'ai4', '"lastMessageOnly" is not supported with --client ai4');
   check(Array.isArray(script.steps), '"steps" must be an array');
   const allowed = client === 'ai4' ? AI4_STEPS : UI_STEPS;
@@ -173,10 +117,8 @@ function validateScript(script, client) {
       }
     }
     if (step.do === 'regenerate') check(step.messageIndex === undefined || Number.isInteger(step.messageIndex), `${where}: "messageIndex" must be an integer`);
-    if (step.do === 'approve') check(typeof step.approved === 'boolean', `${where}: approve needs "approved": true|false`);
-    if (step.do === 'toolOutput') check(typeof step.tool === 'string' && ('output' in step || typeof step.errorText === 'string'), `${where}: toolOutput needs "tool" and "output" (or "errorText")`);
+    checkSharedStep(step, where);
     if (step.do === 'toolResult') check(typeof step.tool === 'string' && 'result' in step, `${where}: toolResult needs "tool" and "result"`);
-    if (step.do === 'sleep') check(Number.isInteger(step.ms) && step.ms >= 0, `${where}: sleep needs "ms"`);
     if (step.do === 'wait') {
       check(step.untilChunk === undefined || typeof step.untilChunk === 'string', `${where}: "untilChunk" must be a string`);
       check(step.untilChunk === undefined || client !== 'ai4', `${where}: "untilChunk" is not supported with --client ai4`);
@@ -209,60 +151,7 @@ function recordingFetch(onResponse) {
   };
 }
 
-function parseBody(body) {
-  if (body === undefined || body === null) return null;
-  if (typeof body !== 'string') return `<${Object.prototype.toString.call(body)}>`;
-  try {
-    return JSON.parse(body);
-  } catch {
-    return body;
-  }
-}
-
-async function waitIdle(chat) {
-  for (;;) {
-    if (!isBusy(chat.status)) {
-      await sleep(SETTLE_MS);
-      if (!isBusy(chat.status)) return;
-    }
-    await sleep(POLL_MS);
-  }
-}
-
 // ------------------------------------------------------------ ai6 / ai7
-
-/**
- * The ChatState AbstractChat keeps its status, error and messages in. Like
- * the React one it replaces the messages array on every change and stores
- * snapshots (structuredClone) of messages, since the chat keeps mutating the
- * message it is streaming into. Unlike the React one it also snapshots on
- * push, so a message is never shared with the chat's in-flight state.
- */
-class MemoryChatState {
-  status = 'ready';
-  error = undefined;
-  messages;
-
-  constructor(messages = []) {
-    this.messages = messages;
-  }
-
-  pushMessage = (message) => {
-    this.messages = [...this.messages, this.snapshot(message)];
-  };
-
-  popMessage = () => {
-    this.messages = this.messages.slice(0, -1);
-  };
-
-  replaceMessage = (index, message) => {
-    const messages = [...this.messages];
-    messages[index] = this.snapshot(message);
-    this.messages = messages;
-  };
-
-  snapshot = (value) => structuredClone(value);
-}
 
 async function uiDriver(args, headers, script) {
   const ai = await import(args.client);
@@ -689,43 +578,16 @@ function recordDataStreamParts(ui, index) {
 // ------------------------------------------------------------------ CLI
 
 // Runs last, so every class and constant below is initialized.
-let args;
-try {
-  args = parseArgs({
-    options: {
-      client: { type: 'string' },
-      api: { type: 'string' },
-      header: { type: 'string', multiple: true, default: [] },
-      script: { type: 'string' },
-      'timeout-ms': { type: 'string' },
-    },
-    strict: true,
-    allowPositionals: false,
-  }).values;
-  if (!['ai6', 'ai7', 'ai4'].includes(args.client)) throw new Error('--client must be ai6, ai7 or ai4');
-  if (!args.api) throw new Error('--api is required');
-  if (!args.script) throw new Error('--script is required');
-  if (args['timeout-ms'] !== undefined && !/^\d+$/.test(args['timeout-ms'])) throw new Error('--timeout-ms must be a whole number');
-  for (const header of args.header) {
-    if (!/^[^:\s]+:/.test(header)) throw new Error(`--header must look like 'Name: value', got ${JSON.stringify(header)}`);
-  }
-} catch (error) {
-  args = undefined;
+const args = parseDriverCommandLine(['ai6', 'ai7', 'ai4'], undefined, (error) => {
   fail(`usage: ${describe(error)}`);
   emit(2);
-}
+});
 
 if (args) {
-  const timeoutMs = args['timeout-ms'] === undefined ? DEFAULT_TIMEOUT_MS : Number(args['timeout-ms']);
+  const timeoutMs = timeoutOf(args, DEFAULT_TIMEOUT_MS);
   setTimeout(() => {
     fail(`timed out after ${timeoutMs} ms${runningStep ? ` in step ${result.steps.length - 1} (${runningStep.do})` : ''}`);
     emit();
   }, timeoutMs).unref();
-  try {
-    await main(args);
-    emit();
-  } catch (error) {
-    fail(error instanceof UsageError ? `script: ${error.message}` : error);
-    emit(error instanceof UsageError ? 2 : 1);
-  }
+  await runMain(main, args, fail, emit);
 }

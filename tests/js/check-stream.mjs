@@ -17,7 +17,8 @@
 // Exit code: 0 when ok, 1 when not ok, 2 on a usage error.
 
 import { readFile } from 'node:fs/promises';
-import { format, parseArgs } from 'node:util';
+
+import { captureOutput, describe, headersOf, parseCommandLine } from './lib/driver.mjs';
 
 const DEFAULT_BODY = JSON.stringify({
   id: 'chat-1',
@@ -25,7 +26,6 @@ const DEFAULT_BODY = JSON.stringify({
   trigger: 'submit-message',
 });
 const DEFAULT_TIMEOUT_MS = 60_000;
-const MAX_TEXT = 4000;
 
 const PROTOCOL_HEADERS = {
   ui: 'x-vercel-ai-ui-message-stream',
@@ -59,38 +59,8 @@ const result = {
 };
 
 // Everything a library prints is captured, so stdout carries only our line.
-for (const level of ['log', 'info', 'debug', 'warn', 'error', 'trace']) {
-  console[level] = (...args) => result.warnings.push(clip(`console.${level}: ${format(...args)}`));
-}
-
-function clip(text) {
-  return text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT)}…` : text;
-}
-
-function describe(error) {
-  if (error instanceof Error) {
-    let text = error.message || error.name;
-    // The AI SDK appends the whole zod union report (every chunk type it
-    // tried); the first line already names the offending value.
-    if (error.name === 'AI_TypeValidationError') text = text.split('\n')[0];
-    // fetch() says only "fetch failed"; the reason is in `cause`.
-    if (error.cause instanceof Error && !error.name.startsWith('AI_')) text += ` (${error.cause.message})`;
-    return clip(text);
-  }
-  if (typeof error === 'string') return clip(error);
-  try {
-    return clip(JSON.stringify(error) ?? String(error));
-  } catch {
-    return clip(String(error));
-  }
-}
-
 // The first error becomes `error`; later ones are kept as warnings.
-function fail(error) {
-  const text = describe(error);
-  if (result.error === null) result.error = text;
-  else result.warnings.push(`error: ${text}`);
-}
+const fail = captureOutput(result);
 
 function emit(exitCode) {
   result.ok = result.error === null;
@@ -116,37 +86,32 @@ process.on('unhandledRejection', (error) => {
   if (!isOwnAbort(error)) fail(error);
 });
 
-let args;
-try {
-  args = parseArgs({
-    options: {
-      parser: { type: 'string' },
-      protocol: { type: 'string' },
-      url: { type: 'string' },
-      'body-file': { type: 'string' },
-      header: { type: 'string', multiple: true, default: [] },
-      'abort-after-ms': { type: 'string' },
-      'timeout-ms': { type: 'string' },
+const options = {
+  parser: { type: 'string' },
+  protocol: { type: 'string' },
+  url: { type: 'string' },
+  'body-file': { type: 'string' },
+  header: { type: 'string', multiple: true, default: [] },
+  'abort-after-ms': { type: 'string' },
+  'timeout-ms': { type: 'string' },
+};
+const args = parseCommandLine(
+  options,
+  {
+    wholeNumbers: ['abort-after-ms', 'timeout-ms'],
+    check: (args) => {
+      if (!['ai6', 'ai7', 'assistant-stream'].includes(args.parser)) {
+        throw new Error('--parser must be ai6, ai7 or assistant-stream');
+      }
+      if (!['ui', 'data'].includes(args.protocol)) throw new Error('--protocol must be ui or data');
+      if (!args.url) throw new Error('--url is required');
     },
-    strict: true,
-    allowPositionals: false,
-  }).values;
-  if (!['ai6', 'ai7', 'assistant-stream'].includes(args.parser)) {
-    throw new Error('--parser must be ai6, ai7 or assistant-stream');
-  }
-  if (!['ui', 'data'].includes(args.protocol)) throw new Error('--protocol must be ui or data');
-  if (!args.url) throw new Error('--url is required');
-  for (const name of ['abort-after-ms', 'timeout-ms']) {
-    if (args[name] !== undefined && !/^\d+$/.test(args[name])) throw new Error(`--${name} must be a whole number`);
-  }
-  for (const header of args.header) {
-    if (!/^[^:\s]+:/.test(header)) throw new Error(`--header must look like 'Name: value', got ${JSON.stringify(header)}`);
-  }
-} catch (error) {
-  args = undefined;
-  fail(`usage: ${describe(error)}`);
-  emit(2);
-}
+  },
+  (error) => {
+    fail(`usage: ${describe(error)}`);
+    emit(2);
+  },
+);
 
 if (args) await main(args);
 
@@ -163,10 +128,7 @@ async function main(args) {
   const parser = await import(args.parser);
   const body = args['body-file'] === undefined ? DEFAULT_BODY : await readFile(args['body-file'], 'utf8');
   const headers = new Headers({ 'content-type': 'application/json' });
-  for (const header of args.header) {
-    const at = header.indexOf(':');
-    headers.set(header.slice(0, at).trim(), header.slice(at + 1).trim());
-  }
+  for (const [name, value] of Object.entries(headersOf(args.header))) headers.set(name, value);
 
   const timers = [];
   if (args['abort-after-ms'] !== undefined) {

@@ -15,6 +15,8 @@ import { createServer } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 
+import { listenLocally } from './lib/selftest.mjs';
+
 /**
  * Starts the server on 127.0.0.1. Resolves to { url, requests, close }.
  * `requests` records every request: { name, method, headers, body,
@@ -23,7 +25,6 @@ import { fileURLToPath } from 'node:url';
  */
 export async function startFixtureServer(fixtures, { port = 0 } = {}) {
   const requests = [];
-  const sockets = new Set();
 
   const server = createServer(async (req, res) => {
     const name = decodeURIComponent(new URL(req.url, 'http://x').pathname.slice(1));
@@ -61,25 +62,7 @@ export async function startFixtureServer(fixtures, { port = 0 } = {}) {
     res.end();
   });
 
-  server.on('connection', (socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-  });
-
-  await new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, '127.0.0.1', resolve);
-  });
-
-  return {
-    url: `http://127.0.0.1:${server.address().port}`,
-    requests,
-    close: () =>
-      new Promise((resolve) => {
-        for (const socket of sockets) socket.destroy();
-        server.close(() => resolve());
-      }),
-  };
+  return { ...(await listenLocally(server, port)), requests };
 }
 
 function sleep(ms) {

@@ -8,7 +8,6 @@
 // model for the "sdk-*" cases), so the chunk shapes are the SDK's own.
 // Run: node selftest.mjs   (ends with "N passed, N failed")
 
-import { spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +18,7 @@ import { MockLanguageModelV3 } from 'ai6/test';
 import * as ai7 from 'ai7';
 import { MockLanguageModelV4 } from 'ai7/test';
 import { startFixtureServer } from './fixture-server.mjs';
+import { runScript } from './lib/selftest.mjs';
 
 const CHECK_STREAM = fileURLToPath(new URL('./check-stream.mjs', import.meta.url));
 const PARSERS = ['ai6', 'ai7', 'assistant-stream'];
@@ -571,18 +571,6 @@ async function buildCases() {
 
 // ----------------------------------------------------------------- runner
 
-function runCheckStream(args) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CHECK_STREAM, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (piece) => (stdout += piece));
-    child.stderr.on('data', (piece) => (stderr += piece));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
 async function runCase(c, server, dir, index) {
   const args = ['--parser', c.parser, '--protocol', c.protocol, '--url', `${server.url}/${c.name}?protocol=${c.protocol}`, ...c.args];
   if (c.body !== undefined) {
@@ -591,7 +579,7 @@ async function runCase(c, server, dir, index) {
     args.push('--body-file', file);
   }
   const requestsBefore = new Set(server.requests);
-  const { code, stdout, stderr } = await runCheckStream(args);
+  const { code, stdout, stderr } = await runScript(CHECK_STREAM, args);
   const lines = stdout.split('\n').filter(Boolean);
   if (lines.length !== 1) return { problems: [`expected one stdout line, got ${lines.length}: ${stdout}${stderr}`] };
   const out = JSON.parse(lines[0]);

@@ -22,59 +22,22 @@
 // script). A chat that ends in its error state (an HTTP 409, an error chunk,
 // ...) is still ok: the tab's and the step's `status`/`error` say so.
 
-import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
-import { format, parseArgs } from 'node:util';
+
+import { MemoryChatState, POLL_MS, UsageError, captureOutput, check, checkScriptKeys, checkSharedStep, describe, headersOf, isBusy, parseBody, parseDriverCommandLine, readScript, runMain, sleep, timeoutOf, waitIdle } from './lib/driver.mjs';
 
 const DEFAULT_TIMEOUT_MS = 60_000;
-const MAX_TEXT = 4000;
-// How long a chat has to stay idle before a wait ends (an automatic follow-up
-// request starts a few microtasks after the previous one set the status).
-const SETTLE_MS = 15;
-const POLL_MS = 5;
 
 const STEPS = ['open', 'load', 'send', 'approve', 'toolOutput', 'stop', 'resume', 'wait', 'snapshot', 'sleep', 'pause'];
-const AUTO_SEND = ['none', 'approvals', 'toolCalls'];
 const PAUSE_PREFIX = 'tabs-driver pause ';
 
 const started = Date.now();
 const result = { ok: false, error: null, steps: [], tabs: {}, warnings: [] };
 
 // Everything a library prints is captured, so stdout carries only our line.
-for (const level of ['log', 'info', 'debug', 'warn', 'error', 'trace']) {
-  console[level] = (...args) => result.warnings.push(clip(`console.${level}: ${format(...args)}`));
-}
+const fail = captureOutput(result);
 
-function clip(text) {
-  return text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT)}…` : text;
-}
-
-function describe(error) {
-  if (error instanceof Error) {
-    let text = error.message || error.name;
-    if (error.name === 'AI_TypeValidationError') text = text.split('\n')[0];
-    if (error.cause instanceof Error && !error.name.startsWith('AI_')) text += ` (${error.cause.message})`;
-    return clip(text);
-  }
-  if (typeof error === 'string') return clip(error);
-  try {
-    return clip(JSON.stringify(error) ?? String(error));
-  } catch {
-    return clip(String(error));
-  }
-}
-
-function fail(error) {
-  const text = describe(error);
-  if (result.error === null) result.error = text;
-  else result.warnings.push(`error: ${text}`);
-}
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const isBusy = (status) => status === 'submitted' || status === 'streaming';
 const elapsed = () => Date.now() - started;
-
-class UsageError extends Error {}
 
 // ------------------------------------------------------------------ state
 
@@ -117,36 +80,6 @@ process.on('unhandledRejection', (error) => {
 });
 
 // ------------------------------------------------------------ the chats
-
-/**
- * The ChatState AbstractChat keeps its status, error and messages in: as the
- * React one, a new array on every change and snapshots of messages.
- */
-class MemoryChatState {
-  status = 'ready';
-  error = undefined;
-  messages;
-
-  constructor(messages = []) {
-    this.messages = messages;
-  }
-
-  pushMessage = (message) => {
-    this.messages = [...this.messages, this.snapshot(message)];
-  };
-
-  popMessage = () => {
-    this.messages = this.messages.slice(0, -1);
-  };
-
-  replaceMessage = (index, message) => {
-    const messages = [...this.messages];
-    messages[index] = this.snapshot(message);
-    this.messages = messages;
-  };
-
-  snapshot = (value) => structuredClone(value);
-}
 
 let ai;
 let Chat;
@@ -236,16 +169,6 @@ function tabFetch(tab) {
   };
 }
 
-function parseBody(body) {
-  if (body === undefined || body === null) return null;
-  if (typeof body !== 'string') return `<${Object.prototype.toString.call(body)}>`;
-  try {
-    return JSON.parse(body);
-  } catch {
-    return body;
-  }
-}
-
 /** A new chat for `tab` holding `messages`, with its own transport (one page load). */
 function newChat(tab, messages) {
   tab.api = servers[tab.server].api;
@@ -284,16 +207,6 @@ function track(tab, promise) {
     },
   );
   return promise;
-}
-
-async function waitIdle(chat) {
-  for (;;) {
-    if (!isBusy(chat.status)) {
-      await sleep(SETTLE_MS);
-      if (!isBusy(chat.status)) return;
-    }
-    await sleep(POLL_MS);
-  }
 }
 
 async function settle(tab) {
@@ -540,13 +453,7 @@ async function runOne(step, record, script, where) {
 }
 
 function validateScript(script) {
-  const check = (cond, what) => {
-    if (!cond) throw new UsageError(what);
-  };
-  check(script !== null && typeof script === 'object' && !Array.isArray(script), 'must be a JSON object');
-  check(script.chatId === undefined || typeof script.chatId === 'string', '"chatId" must be a string');
-  check(script.sendAutomaticallyWhen === undefined || AUTO_SEND.includes(script.sendAutomaticallyWhen), `"sendAutomaticallyWhen" must be one of ${AUTO_SEND.join(', ')}`);
-  check(script.lastMessageOnly === undefined || typeof script.lastMessageOnly === 'boolean', '"lastMessageOnly" must be a boolean');
+  checkScriptKeys(script);
   check(script.servers === undefined || (typeof script.servers === 'object' && script.servers !== null), '"servers" must be an object');
   check(Array.isArray(script.steps), '"steps" must be an array');
   const checkStep = (step, where, nested) => {
@@ -565,9 +472,7 @@ function validateScript(script) {
     check(step.server === undefined || typeof step.server === 'string', `${where}: "server" must be a string`);
     check(step.wait === undefined || typeof step.wait === 'boolean', `${where}: "wait" must be a boolean`);
     if (step.do === 'send') check(typeof step.text === 'string', `${where}: send needs "text"`);
-    if (step.do === 'approve') check(typeof step.approved === 'boolean', `${where}: approve needs "approved": true|false`);
-    if (step.do === 'toolOutput') check(typeof step.tool === 'string' && ('output' in step || typeof step.errorText === 'string'), `${where}: toolOutput needs "tool" and "output" (or "errorText")`);
-    if (step.do === 'sleep') check(Number.isInteger(step.ms) && step.ms >= 0, `${where}: sleep needs "ms"`);
+    checkSharedStep(step, where);
     if (step.do === 'load') {
       check(step.resume === undefined || typeof step.resume === 'boolean', `${where}: "resume" must be a boolean`);
       check(step.untilToolState === undefined || typeof step.untilToolState === 'string', `${where}: "untilToolState" must be a string`);
@@ -582,19 +487,9 @@ function validateScript(script) {
 }
 
 async function main(args) {
-  let script;
-  try {
-    script = JSON.parse(await readFile(args.script, 'utf8'));
-  } catch (error) {
-    throw new UsageError(describe(error));
-  }
+  const script = await readScript(args.script);
   validateScript(script);
-  const headers = {};
-  for (const header of args.header) {
-    const at = header.indexOf(':');
-    headers[header.slice(0, at).trim()] = header.slice(at + 1).trim();
-  }
-  servers.default = { api: args.api, headers };
+  servers.default = { api: args.api, headers: headersOf(args.header) };
   for (const [name, server] of Object.entries(script.servers ?? {})) servers[name] = checkServer(server, `"servers.${name}"`);
   await setUp(args, script);
   for (const [index, step] of script.steps.entries()) result.steps.push(await runStep(step, script, String(index)));
@@ -602,36 +497,15 @@ async function main(args) {
 
 // ------------------------------------------------------------------ CLI
 
-let args;
-try {
-  args = parseArgs({
-    options: {
-      client: { type: 'string', default: 'ai7' },
-      api: { type: 'string' },
-      header: { type: 'string', multiple: true, default: [] },
-      script: { type: 'string' },
-      'timeout-ms': { type: 'string' },
-    },
-    strict: true,
-    allowPositionals: false,
-  }).values;
-  if (!['ai6', 'ai7'].includes(args.client)) throw new Error('--client must be ai6 or ai7');
-  if (!args.api) throw new Error('--api is required');
-  if (!args.script) throw new Error('--script is required');
-  if (args['timeout-ms'] !== undefined && !/^\d+$/.test(args['timeout-ms'])) throw new Error('--timeout-ms must be a whole number');
-  for (const header of args.header) {
-    if (!/^[^:\s]+:/.test(header)) throw new Error(`--header must look like 'Name: value', got ${JSON.stringify(header)}`);
-  }
-} catch (error) {
-  args = undefined;
+const args = parseDriverCommandLine(['ai6', 'ai7'], 'ai7', (error) => {
   fail(`usage: ${describe(error)}`);
   emit(2);
-}
+});
 
 if (args) {
   // The timeout counts the driver's own time: time spent in a pause (the
   // caller restarting a server) is not counted.
-  const timeoutMs = args['timeout-ms'] === undefined ? DEFAULT_TIMEOUT_MS : Number(args['timeout-ms']);
+  const timeoutMs = timeoutOf(args, DEFAULT_TIMEOUT_MS);
   const timer = setInterval(() => {
     const paused = pausedMs + (pausedSince === null ? 0 : Date.now() - pausedSince);
     if (elapsed() - paused <= timeoutMs) return;
@@ -640,11 +514,5 @@ if (args) {
     emit();
   }, 100);
   timer.unref();
-  try {
-    await main(args);
-    emit();
-  } catch (error) {
-    fail(error instanceof UsageError ? `script: ${error.message}` : error);
-    emit(error instanceof UsageError ? 2 : 1);
-  }
+  await runMain(main, args, fail, emit);
 }

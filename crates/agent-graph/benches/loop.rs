@@ -8,32 +8,19 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use agent_graph::Agent;
-use agent_testing::{ScriptedModel, Turn, echo_tool};
+use agent_testing::{ScriptedModel, echo_loop_script, echo_tool};
 use ai_core::{Message, RunContext};
 use criterion::{Criterion, criterion_group, criterion_main};
-use serde_json::json;
 
 const TOOL_TURNS: usize = 10;
 const ITERATIONS: u32 = TOOL_TURNS as u32 + 1;
-
-fn script() -> Vec<Turn> {
-    let mut turns: Vec<Turn> = (0..TOOL_TURNS)
-        .map(|i| {
-            Turn::new()
-                .tool_call(format!("call_{i}"), "app__echo", json!({"text": "hi"}))
-                .usage(10, 2)
-        })
-        .collect();
-    turns.push(Turn::text("all done").usage(10, 2));
-    turns
-}
 
 fn loop_overhead(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
         .unwrap();
-    let script = script();
+    let script = echo_loop_script(TOOL_TURNS);
     let mut group = c.benchmark_group("loop");
     group.bench_function("per_iteration", |b| {
         b.iter_custom(|iters| {

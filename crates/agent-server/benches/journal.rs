@@ -22,28 +22,15 @@ use std::time::{Duration, Instant};
 use agent_durable::StoreJournal;
 use agent_graph::journal::{MemoryJournal, RunStart, StepJournal};
 use agent_graph::run::{self, RunDeps, RunRequest};
-use agent_testing::{ScriptedModel, Turn, echo_tool};
+use agent_testing::{ScriptedModel, echo_loop_script, echo_tool};
 use ai_core::{Message, RunContext, ToolEffect, ToolPolicy, ToolRunner};
 use criterion::{Criterion, criterion_group, criterion_main};
-use serde_json::json;
 
 const TOOL_TURNS: usize = 10;
 
 /// Makes the journal of one run.
 type MakeJournal<'a> = dyn Fn() -> Arc<dyn StepJournal> + 'a;
 const ITERATIONS: u32 = TOOL_TURNS as u32 + 1;
-
-fn script() -> Vec<Turn> {
-    let mut turns: Vec<Turn> = (0..TOOL_TURNS)
-        .map(|i| {
-            Turn::new()
-                .tool_call(format!("call_{i}"), "app__echo", json!({"text": "hi"}))
-                .usage(10, 2)
-        })
-        .collect();
-    turns.push(Turn::text("all done").usage(10, 2));
-    turns
-}
 
 fn deps(model: ScriptedModel) -> RunDeps {
     let mut tool = echo_tool();
@@ -89,7 +76,7 @@ fn journal_overhead(c: &mut Criterion) {
         ("memory", Some(&in_memory)),
         ("sqlite", Some(&sqlite)),
     ];
-    let script = script();
+    let script = echo_loop_script(TOOL_TURNS);
     let mut group = c.benchmark_group("journal");
     let mut n = 0u64;
     for (name, journal) in journals {

@@ -8,9 +8,12 @@
 //!   earlier results), then summarizes the results (like pydantic-ai's `TestModel`).
 //!   The `agent` CLI uses it as its embedded offline model.
 //! - [`echo_tool`] and [`run_one`]: a read-only tool and one call through a real
-//!   `ToolRunner`.
+//!   `ToolRunner`; [`ToolFuture`], what a tool executor returns;
+//!   [`echo_loop_script`], the run of the loop benchmarks.
 //! - [`process`]: whether a process is still alive, waiting for it to be gone or for
 //!   a file it writes (Linux).
+//! - [`mcp_servers`]: the MCP test servers of `tools-mcp` (Python scripts) and the
+//!   Python that runs them.
 //! - [`refuse_snapshot_updates_on_ci`]: the golden-file rule of the project's insta
 //!   tests (compared on CI, never written there).
 //! - `server::OpenAiServer` (feature `server`): a loopback chat-completions server
@@ -37,6 +40,7 @@
 mod args_gen;
 #[cfg(feature = "browser")]
 pub mod browser;
+pub mod mcp_servers;
 mod playback;
 pub mod process;
 mod scripted;
@@ -54,4 +58,6 @@ pub mod server;
 pub use scripted::{ScriptedModel, Turn};
 pub use snapshots::refuse_snapshot_updates_on_ci;
 pub use test_model::{PriorResult, TestModel, ToolSelection};
-pub use tools::{Echo, echo_schema, echo_tool, echo_tool_with_id, run_one};
+pub use tools::{
+    Echo, ToolFuture, echo_loop_script, echo_schema, echo_tool, echo_tool_with_id, run_one,
+};

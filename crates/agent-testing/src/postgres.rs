@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::process::log_file;
+
 /// The unprivileged account the server runs as when the tests run as root.
 const NOBODY: u32 = 65_534;
 
@@ -96,8 +98,8 @@ impl TestPostgres {
                 "-D",
             ])
             .arg(&data)
-            .stdout(file(&log)?)
-            .stderr(file(&log)?)
+            .stdout(log_file(&log)?)
+            .stderr(log_file(&log)?)
             .status()
             .map_err(|e| format!("cannot run initdb: {e}"))?;
         if !status.success() {
@@ -119,8 +121,8 @@ impl TestPostgres {
                 "full_page_writes=off",
             ])
             .stdin(Stdio::null())
-            .stdout(file(&log)?)
-            .stderr(file(&log)?)
+            .stdout(log_file(&log)?)
+            .stderr(log_file(&log)?)
             .spawn()
             .map_err(|e| format!("cannot start postgres: {e}"))?;
         let mut postgres = Self {
@@ -232,14 +234,6 @@ impl TestPostgres {
     pub fn runs_as_nobody(&self) -> bool {
         self.as_nobody
     }
-}
-
-fn file(path: &Path) -> Result<std::fs::File, String> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))
 }
 
 impl Drop for TestPostgres {

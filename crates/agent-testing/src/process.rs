@@ -49,3 +49,13 @@ pub async fn wait_file(path: &Path, limit: Duration) -> Option<String> {
 pub async fn read_pid(path: &Path, limit: Duration) -> Option<u32> {
     wait_file(path, limit).await?.trim().parse().ok()
 }
+
+/// Opens `path` for appending, creating it: the log file a test server writes.
+#[cfg(any(feature = "postgres", feature = "restate"))]
+pub(crate) fn log_file(path: &Path) -> Result<std::fs::File, String> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))
+}

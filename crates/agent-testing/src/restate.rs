@@ -23,6 +23,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::process::log_file;
+
 /// How long [`TestRestate::start`] and [`TestRestate::restart`] wait for the server.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -116,14 +118,6 @@ fn free_ports() -> Result<[u16; 3], String> {
     Ok(ports)
 }
 
-fn file(path: &Path) -> Result<std::fs::File, String> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))
-}
-
 impl TestRestate {
     /// Starts a server in a fresh temporary base folder on three free loopback
     /// ports; waits (at most 60 s) until the admin API and the ingress answer their
@@ -198,8 +192,8 @@ impl TestRestate {
         }
         command
             .stdin(Stdio::null())
-            .stdout(file(&log)?)
-            .stderr(file(&log)?);
+            .stdout(log_file(&log)?)
+            .stderr(log_file(&log)?);
         let child = command
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", self.binary.display()))?;

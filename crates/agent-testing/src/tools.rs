@@ -10,18 +10,30 @@ use ai_core::{
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
+use crate::Turn;
+
+/// What [`ToolExecutor::execute`] returns: the future of one call's output or
+/// failure (an alias that keeps test executors' signatures on one line).
+pub type ToolFuture = BoxFuture<'static, Result<ToolOutput, ToolFailure>>;
+
 /// Executor of [`echo_tool`]: returns `{"echo": <the `text` argument>}`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Echo;
 
 impl ToolExecutor for Echo {
-    fn execute(
-        &self,
-        _cx: ToolCallContext,
-        args: Value,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
+    fn execute(&self, _cx: ToolCallContext, args: Value) -> ToolFuture {
         Box::pin(async move { Ok(ToolOutput::json(json!({"echo": args["text"]}))) })
     }
+}
+
+/// A script of `calls` turns that each call [`echo_tool`] once (`call_0`,
+/// `call_1`, ...), then a text turn ("all done"); every turn reports 10 prompt
+/// and 2 completion tokens. The run the loop benchmarks time.
+pub fn echo_loop_script(calls: usize) -> Vec<Turn> {
+    let call = |i| Turn::new().tool_call(format!("call_{i}"), "app__echo", json!({"text": "hi"}));
+    let mut turns: Vec<Turn> = (0..calls).map(|i| call(i).usage(10, 2)).collect();
+    turns.push(Turn::text("all done").usage(10, 2));
+    turns
 }
 
 /// The argument schema of [`echo_tool`]: `{"text": string}`, required, nothing else.

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use agent_graph::run::RunDeps;
 use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
     ToolEffect, ToolPolicy,
@@ -9,14 +10,38 @@ use ai_core::{
     completion::ToolCallOutcome,
     tool::ToolErrorCode,
 };
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::{
-    Kit, RUN_ID, RecordingApprover, args_hash, labels, request, results, run_to_end, strs,
+    Kit, RUN_ID, RecordingApprover, args_hash, calls_then_answer, labels, request, results,
+    run_to_end, strs,
 };
 
 fn approval_policy() -> ToolPolicy {
     ToolPolicy::allowing(["core__*"]).with_approval_for([ToolEffect::StateChange])
+}
+
+/// The kit's tools for `model`, state changes approved by `approver`.
+fn deps_approved_by(
+    kit: &Kit,
+    model: &ScriptedModel,
+    approver: &Arc<RecordingApprover>,
+) -> RunDeps {
+    let approver = Arc::clone(approver) as Arc<dyn Approver>;
+    kit.deps_with(model, approval_policy(), Some(approver))
+}
+
+/// A ledger holding one grant for call `g1` of `core__write` with `args`,
+/// issued for run `scope`.
+fn ledger_granting(scope: &str, args: &Value) -> Arc<GrantLedger> {
+    let ledger = Arc::new(GrantLedger::new());
+    ledger.insert(ApprovalBinding {
+        scope: scope.into(),
+        tool_call_id: "g1".into(),
+        tool_id: "core__write".into(),
+        args_hash: args_hash(args),
+    });
+    ledger
 }
 
 #[tokio::test(start_paused = true)]
@@ -33,22 +58,9 @@ async fn an_approved_call_runs_and_the_approver_saw_the_canonical_arguments() {
         ),
         Turn::text("stored"),
     ]);
-    let deps = kit.deps_with(
-        &model,
-        approval_policy(),
-        Some(Arc::clone(&approver) as Arc<dyn Approver>),
-    );
+    let deps = deps_approved_by(&kit, &model, &approver);
     let (events, outcome) = run_to_end(request(), deps).await;
-    assert_eq!(
-        labels(&events),
-        strs(&[
-            "tool_call_start:core__write",
-            "tool_call_result:core__write:ok",
-            "text_delta",
-            "assistant_final",
-            "done",
-        ])
-    );
+    assert_eq!(labels(&events), calls_then_answer(&[("core__write", "ok")]));
     outcome.unwrap();
     assert_eq!(kit.write.calls(), 1);
     let seen = approver.seen.lock().unwrap().clone();
@@ -70,11 +82,7 @@ async fn read_only_calls_are_not_sent_for_approval() {
         Turn::new().tool_call("e1", "core__echo", json!({"text": "x"})),
         Turn::text("ok"),
     ]);
-    let deps = kit.deps_with(
-        &model,
-        approval_policy(),
-        Some(Arc::clone(&approver) as Arc<dyn Approver>),
-    );
+    let deps = deps_approved_by(&kit, &model, &approver);
     let (events, _) = run_to_end(request(), deps).await;
     assert!(results(&events)[0].1);
     assert!(approver.seen.lock().unwrap().is_empty());
@@ -88,22 +96,10 @@ async fn a_denied_call_does_not_run_and_the_model_is_told() {
         Turn::new().tool_call("d1", "core__write", json!({"key": "k"})),
         Turn::text("understood"),
     ]);
-    let deps = kit.deps_with(
-        &model,
-        approval_policy(),
-        Some(Arc::clone(&approver) as Arc<dyn Approver>),
-    );
+    let deps = deps_approved_by(&kit, &model, &approver);
     let (events, outcome) = run_to_end(request(), deps).await;
-    assert_eq!(
-        labels(&events),
-        strs(&[
-            "tool_call_start:core__write",
-            "tool_call_result:core__write:approval_denied",
-            "text_delta",
-            "assistant_final",
-            "done",
-        ])
-    );
+    let denied = [("core__write", "approval_denied")];
+    assert_eq!(labels(&events), calls_then_answer(&denied));
     assert!(results(&events)[0].3.contains("the user said no"));
     assert_eq!(kit.write.calls(), 0);
     outcome.unwrap();
@@ -126,13 +122,7 @@ async fn without_an_approver_a_state_change_needs_approval() {
 #[tokio::test(start_paused = true)]
 async fn a_grant_for_other_arguments_is_refused() {
     let kit = Kit::new();
-    let ledger = Arc::new(GrantLedger::new());
-    ledger.insert(ApprovalBinding {
-        scope: RUN_ID.into(),
-        tool_call_id: "g1".into(),
-        tool_id: "core__write".into(),
-        args_hash: args_hash(&json!({"key": "harmless"})),
-    });
+    let ledger = ledger_granting(RUN_ID, &json!({"key": "harmless"}));
     let model = ScriptedModel::new([
         Turn::new().tool_call("g1", "core__write", json!({"key": "dangerous"})),
         Turn::text("ok"),
@@ -151,14 +141,8 @@ async fn a_grant_for_other_arguments_is_refused() {
 #[tokio::test(start_paused = true)]
 async fn a_grant_is_used_once_and_a_replayed_call_id_is_refused() {
     let kit = Kit::new();
-    let ledger = Arc::new(GrantLedger::new());
     let args = json!({"key": "k"});
-    ledger.insert(ApprovalBinding {
-        scope: RUN_ID.into(),
-        tool_call_id: "g1".into(),
-        tool_id: "core__write".into(),
-        args_hash: args_hash(&args),
-    });
+    let ledger = ledger_granting(RUN_ID, &args);
     let model = ScriptedModel::new([
         Turn::new().tool_call("g1", "core__write", args.clone()),
         Turn::new().tool_call("g1", "core__write", args.clone()),
@@ -166,18 +150,8 @@ async fn a_grant_is_used_once_and_a_replayed_call_id_is_refused() {
     ]);
     let deps = kit.deps_with(&model, approval_policy(), Some(ledger.clone()));
     let (events, outcome) = run_to_end(request(), deps).await;
-    assert_eq!(
-        labels(&events),
-        strs(&[
-            "tool_call_start:core__write",
-            "tool_call_result:core__write:ok",
-            "tool_call_start:core__write",
-            "tool_call_result:core__write:approval_required",
-            "text_delta",
-            "assistant_final",
-            "done",
-        ])
-    );
+    let replayed = [("core__write", "ok"), ("core__write", "approval_required")];
+    assert_eq!(labels(&events), calls_then_answer(&replayed));
     assert_eq!(kit.write.calls(), 1);
     assert!(ledger.is_empty());
     outcome.unwrap();
@@ -186,15 +160,9 @@ async fn a_grant_is_used_once_and_a_replayed_call_id_is_refused() {
 #[tokio::test(start_paused = true)]
 async fn a_grant_issued_for_another_run_is_refused_and_left_for_that_run() {
     let kit = Kit::new();
-    let ledger = Arc::new(GrantLedger::new());
     let args = json!({"key": "k"});
     // Exactly this call id, tool and arguments, but issued for another run.
-    ledger.insert(ApprovalBinding {
-        scope: "another-run".into(),
-        tool_call_id: "g1".into(),
-        tool_id: "core__write".into(),
-        args_hash: args_hash(&args),
-    });
+    let ledger = ledger_granting("another-run", &args);
     let model = ScriptedModel::new([
         Turn::new().tool_call("g1", "core__write", args),
         Turn::text("ok"),

@@ -12,7 +12,8 @@ use futures::StreamExt;
 use serde_json::json;
 
 use crate::support::{
-    Kit, assert_consistent, check_invariants, label, labels, request, streamed_text, strs,
+    Kit, assert_consistent, check_invariants, echo_round_trip, label, labels, request,
+    streamed_text,
 };
 
 /// `words` words of text: `w0 w1 w2 ...`, streamed as one delta per word.
@@ -57,19 +58,7 @@ async fn a_stalled_consumer_holds_a_bounded_queue_and_loses_no_text() {
     assert_eq!(pending, events.len());
     assert!(coalesced as usize >= 2 * n - 200, "{coalesced} merged");
     assert_eq!(streamed_text(&events), words(0, 2 * n));
-    assert_eq!(
-        labels(&events),
-        strs(&[
-            "text_delta",
-            "usage_report",
-            "tool_call_start:core__echo",
-            "tool_call_result:core__echo:ok",
-            "text_delta",
-            "usage_report",
-            "assistant_final",
-            "done",
-        ])
-    );
+    assert_eq!(labels(&events), echo_round_trip());
     // The bound does not grow with the stream: ten times fewer deltas, same queue.
     let (small, _, _) = stalled_run(n / 10).await;
     assert_eq!(small, pending);
@@ -123,19 +112,7 @@ async fn fanout_lossless_subscribers_get_everything_and_lossy_ones_mark_gaps_in_
         .filter(|e| matches!(e.kind, AiEventKind::UsageReport { .. }))
         .collect();
     assert_eq!(usage.len(), output.usage.len());
-    assert_eq!(
-        labels(&history),
-        strs(&[
-            "text_delta",
-            "usage_report",
-            "tool_call_start:core__echo",
-            "tool_call_result:core__echo:ok",
-            "text_delta",
-            "usage_report",
-            "assistant_final",
-            "done",
-        ])
-    );
+    assert_eq!(labels(&history), echo_round_trip());
 
     let mut shown = Vec::new();
     while let Some(item) = ui.recv().await {

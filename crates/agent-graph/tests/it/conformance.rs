@@ -21,8 +21,8 @@ use futures::future::BoxFuture;
 use serde_json::json;
 
 use crate::support::{
-    Kit, assert_balanced, labels, open_policy, request, results, run_to_end, spec, streamed_text,
-    strs, tool_messages,
+    Kit, assert_balanced, calls_then_answer, echo_round_trip, labels, open_policy, request,
+    results, run_to_end, spec, streamed_text, strs, tool_messages,
 };
 
 /// Compares the run's whole event list with its golden
@@ -70,19 +70,7 @@ async fn one_tool_call_round_trips_through_the_history() {
         Turn::text("It said ping.").usage(20, 5),
     ]);
     let (events, outcome) = run_to_end(request(), kit.deps(&model)).await;
-    assert_eq!(
-        labels(&events),
-        strs(&[
-            "text_delta",
-            "usage_report",
-            "tool_call_start:core__echo",
-            "tool_call_result:core__echo:ok",
-            "text_delta",
-            "usage_report",
-            "assistant_final",
-            "done",
-        ])
-    );
+    assert_eq!(labels(&events), echo_round_trip());
     let output = outcome.unwrap();
     assert_eq!(output.content, "It said ping.");
     assert_eq!(output.usage.len(), 2);
@@ -188,20 +176,12 @@ async fn state_change_calls_of_one_turn_never_overlap() {
     );
     let (events, outcome) = run_to_end(request(), deps).await;
     // One at a time, in call order: each start is followed by its own result.
-    assert_eq!(
-        labels(&events),
-        strs(&[
-            "tool_call_start:core__write",
-            "tool_call_result:core__write:ok",
-            "tool_call_start:core__write",
-            "tool_call_result:core__write:ok",
-            "tool_call_start:core__slow",
-            "tool_call_result:core__slow:ok",
-            "text_delta",
-            "assistant_final",
-            "done",
-        ])
-    );
+    let calls = [
+        ("core__write", "ok"),
+        ("core__write", "ok"),
+        ("core__slow", "ok"),
+    ];
+    assert_eq!(labels(&events), calls_then_answer(&calls));
     assert_eq!(kit.write.calls(), 2);
     assert_eq!(kit.write.max_in_flight(), 1);
     let spans = kit.write.spans();
@@ -224,13 +204,7 @@ async fn a_failing_tool_is_reported_to_the_model_and_the_run_continues() {
     let (events, outcome) = run_to_end(request(), kit.deps(&model)).await;
     assert_eq!(
         labels(&events),
-        strs(&[
-            "tool_call_start:core__fail",
-            "tool_call_result:core__fail:execution_failed",
-            "text_delta",
-            "assistant_final",
-            "done",
-        ])
+        calls_then_answer(&[("core__fail", "execution_failed")])
     );
     assert_eq!(results(&events)[0].3, "the disk is on fire");
     assert_eq!(outcome.unwrap().content, "The tool failed, sorry.");
@@ -260,13 +234,7 @@ async fn invalid_json_arguments_give_an_invalid_json_result_and_the_run_continue
     let (events, outcome) = run_to_end(request(), kit.deps(&model)).await;
     assert_eq!(
         labels(&events),
-        strs(&[
-            "tool_call_start:core__echo",
-            "tool_call_result:core__echo:invalid_json",
-            "text_delta",
-            "assistant_final",
-            "done",
-        ])
+        calls_then_answer(&[("core__echo", "invalid_json")])
     );
     // The message is safe: it does not echo the raw argument text.
     assert!(!results(&events)[0].3.contains("{bad"));
@@ -299,13 +267,7 @@ async fn truncated_arguments_give_an_invalid_json_result_about_truncation() {
     let (events, outcome) = run_to_end(request(), kit.deps(&model)).await;
     assert_eq!(
         labels(&events),
-        strs(&[
-            "tool_call_start:core__echo",
-            "tool_call_result:core__echo:invalid_json",
-            "text_delta",
-            "assistant_final",
-            "done",
-        ])
+        calls_then_answer(&[("core__echo", "invalid_json")])
     );
     let (_, ok, code, message) = results(&events).remove(0);
     assert!(!ok);
@@ -325,13 +287,7 @@ async fn an_unknown_tool_gives_unknown_tool_and_the_run_continues() {
     let (events, outcome) = run_to_end(request(), kit.deps(&model)).await;
     assert_eq!(
         labels(&events),
-        strs(&[
-            "tool_call_start:core__nope",
-            "tool_call_result:core__nope:unknown_tool",
-            "text_delta",
-            "assistant_final",
-            "done",
-        ])
+        calls_then_answer(&[("core__nope", "unknown_tool")])
     );
     outcome.unwrap();
     assert!(
@@ -355,15 +311,7 @@ async fn unusable_call_ids_are_replaced_by_minted_ids_used_throughout() {
     let (events, outcome) = run_to_end(request(), kit.deps(&model)).await;
     assert_eq!(
         labels(&events),
-        strs(&[
-            "tool_call_start:core__echo",
-            "tool_call_result:core__echo:ok",
-            "tool_call_start:core__echo",
-            "tool_call_result:core__echo:ok",
-            "text_delta",
-            "assistant_final",
-            "done",
-        ])
+        calls_then_answer(&[("core__echo", "ok"), ("core__echo", "ok")])
     );
     // Two fresh, distinct UUIDs (the checker paired each start with its result).
     let ids: Vec<String> = results(&events).into_iter().map(|r| r.0).collect();
@@ -393,13 +341,7 @@ async fn a_registered_but_disallowed_tool_is_not_offered_and_is_policy_denied() 
     let (events, outcome) = run_to_end(request(), deps).await;
     assert_eq!(
         labels(&events),
-        strs(&[
-            "tool_call_start:core__fail",
-            "tool_call_result:core__fail:policy_denied",
-            "text_delta",
-            "assistant_final",
-            "done",
-        ])
+        calls_then_answer(&[("core__fail", "policy_denied")])
     );
     outcome.unwrap();
     let offered: Vec<String> = model.requests()[0]
@@ -586,6 +528,12 @@ fn every_snapshot_belongs_to_a_test() {
     }
 }
 
+/// The tool choice of each request `model` received.
+fn tool_choices(model: &ScriptedModel) -> Vec<ToolChoice> {
+    let requests = model.requests();
+    requests.iter().map(|r| r.tool_choice.clone()).collect()
+}
+
 /// A forced tool choice applies to the first turn only, so the run can finish.
 #[tokio::test(start_paused = true)]
 async fn a_forced_tool_choice_applies_to_the_first_turn_only_by_default() {
@@ -600,11 +548,7 @@ async fn a_forced_tool_choice_applies_to_the_first_turn_only_by_default() {
         req.tool_choice = forced.clone();
         let (_, outcome) = run_to_end(req, kit.deps(&model)).await;
         assert_eq!(outcome.unwrap().content, "done");
-        let choices: Vec<ToolChoice> = model
-            .requests()
-            .iter()
-            .map(|r| r.tool_choice.clone())
-            .collect();
+        let choices = tool_choices(&model);
         assert_eq!(choices, vec![forced.clone(), ToolChoice::Auto]);
 
         // Every turn, when asked for.
@@ -616,11 +560,7 @@ async fn a_forced_tool_choice_applies_to_the_first_turn_only_by_default() {
         req.tool_choice = forced.clone();
         req.tool_choice_scope = ToolChoiceScope::EveryTurn;
         run_to_end(req, kit.deps(&model)).await.1.unwrap();
-        let choices: Vec<ToolChoice> = model
-            .requests()
-            .iter()
-            .map(|r| r.tool_choice.clone())
-            .collect();
+        let choices = tool_choices(&model);
         assert_eq!(choices, vec![forced.clone(), forced.clone()]);
     }
     // `none` is not a forced call: it holds for every turn.
@@ -632,11 +572,7 @@ async fn a_forced_tool_choice_applies_to_the_first_turn_only_by_default() {
     let mut req = request();
     req.tool_choice = ToolChoice::None;
     run_to_end(req, kit.deps(&model)).await.1.unwrap();
-    let choices: Vec<ToolChoice> = model
-        .requests()
-        .iter()
-        .map(|r| r.tool_choice.clone())
-        .collect();
+    let choices = tool_choices(&model);
     assert_eq!(choices, vec![ToolChoice::None, ToolChoice::None]);
 }
 
@@ -881,20 +817,12 @@ async fn a_tool_that_panics_mid_turn_leaves_its_siblings_and_the_run_intact() {
     ]);
     let deps = kit.deps_with_extra(&model, open_policy(), None, failing_tools());
     let (events, outcome) = run_to_end(request(), deps).await;
-    assert_eq!(
-        labels(&events),
-        strs(&[
-            "tool_call_start:core__write",
-            "tool_call_result:core__write:ok",
-            "tool_call_start:core__boom",
-            "tool_call_result:core__boom:execution_failed",
-            "tool_call_start:core__write",
-            "tool_call_result:core__write:ok",
-            "text_delta",
-            "assistant_final",
-            "done",
-        ])
-    );
+    let calls = [
+        ("core__write", "ok"),
+        ("core__boom", "execution_failed"),
+        ("core__write", "ok"),
+    ];
+    assert_eq!(labels(&events), calls_then_answer(&calls));
     assert_eq!(kit.write.calls(), 2);
     assert_eq!(outcome.unwrap().content, "two of three");
     assert_events_snapshot!(events);
@@ -917,20 +845,12 @@ async fn an_approver_that_panics_mid_turn_is_a_typed_refusal_and_the_run_continu
     let policy = ToolPolicy::allowing(["core__*"]).with_approval_for([ToolEffect::StateChange]);
     let deps = kit.deps_with_extra(&model, policy, Some(approver), failing_tools());
     let (events, outcome) = run_to_end(request(), deps).await;
-    assert_eq!(
-        labels(&events),
-        strs(&[
-            "tool_call_start:core__write",
-            "tool_call_result:core__write:ok",
-            "tool_call_start:core__write",
-            "tool_call_result:core__write:approval_required",
-            "tool_call_start:core__write",
-            "tool_call_result:core__write:ok",
-            "text_delta",
-            "assistant_final",
-            "done",
-        ])
-    );
+    let calls = [
+        ("core__write", "ok"),
+        ("core__write", "approval_required"),
+        ("core__write", "ok"),
+    ];
+    assert_eq!(labels(&events), calls_then_answer(&calls));
     assert_eq!(
         results(&events)[1].3,
         "the approver failed, so the call was not approved"

@@ -251,18 +251,7 @@ async fn an_approval_closure_denies_by_argument_value_with_approval_denied() {
     let errors: Vec<_> = output.records.iter().map(|r| r.error).collect();
     assert_eq!(errors, [None, Some(ToolErrorCode::ApprovalDenied)]);
     // The model reads that the user said no, and why.
-    let tool_text = model.requests()[1]
-        .messages
-        .iter()
-        .find_map(|m| match m {
-            Message::Tool {
-                tool_call_id,
-                content,
-                ..
-            } if tool_call_id == "r2" => Some(content.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let tool_text = crate::support::tool_message_for(&model.requests()[1].messages, "r2");
     assert!(tool_text.contains("approval_denied"), "{tool_text}");
     assert!(
         tool_text.contains("refunds over 100 need a manager"),

@@ -10,7 +10,7 @@ use agent_graph::run::{Decision, PausedRun, RunError};
 use agent_graph::{Agent, RunOutput};
 use agent_testing::{ScriptedModel, Turn};
 use ai_core::{
-    AiEvent, Message, ToolEffect, ToolId, ToolSpec,
+    AiEvent, ToolEffect, ToolId, ToolSpec,
     event::AiEventKind,
     runner::ToolInvocationRecord,
     tool::{Redaction, RegisteredTool, ToolCallContext, ToolExecutor, ToolFailure, ToolOutput},
@@ -195,16 +195,12 @@ async fn a_paused_run_resumes_from_json_in_a_new_agent_as_if_approved_in_process
     );
     assert_eq!(output.messages, expected.messages, "the same history");
     assert!(output.paused.is_none());
-    assert_eq!(
+    let (writes, reads) = (
         tools.writes.load(Ordering::SeqCst),
-        1,
-        "written exactly once"
-    );
-    assert_eq!(
         tools.reads.load(Ordering::SeqCst),
-        1,
-        "the read did not run again"
     );
+    assert_eq!(writes, 1, "written exactly once");
+    assert_eq!(reads, 1, "the read did not run again");
     // The model's next turn saw what it saw in the reference run.
     assert_eq!(
         model.requests()[0].messages,
@@ -275,18 +271,7 @@ async fn denied_and_invalid_decisions_tell_the_model_and_run_nothing() {
             })
             .expect("a result event for w1");
         assert_eq!(result.as_str(), code);
-        let told = model.requests()[0]
-            .messages
-            .iter()
-            .find_map(|m| match m {
-                Message::Tool {
-                    tool_call_id,
-                    content,
-                    ..
-                } if tool_call_id == "w1" => Some(content.clone()),
-                _ => None,
-            })
-            .unwrap();
+        let told = crate::support::tool_message_for(&model.requests()[0].messages, "w1");
         assert!(told.contains(code), "{told}");
     }
 }

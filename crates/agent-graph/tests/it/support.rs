@@ -12,7 +12,7 @@ use agent_graph::{
     run,
     run::{RunDeps, RunError, RunRequest},
 };
-use agent_testing::{Echo, ScriptedModel};
+use agent_testing::{Echo, ScriptedModel, ToolFuture};
 use ai_core::{
     AiEvent, Message, RunContext, ToolEffect, ToolId, ToolPolicy, ToolRunner, ToolSpec,
     approval::{ApprovalRequest, Approver},
@@ -48,14 +48,12 @@ pub(crate) fn args_hash(args: &Value) -> String {
     format!("sha256:{hex}")
 }
 
+/// `core__<name>`, described as "<name> tool", every argument and output
+/// field of which may reach events.
 pub(crate) fn spec(name: &str, effect: ToolEffect, schema: Value) -> ToolSpec {
-    ToolSpec::new(
-        ToolId::core(name).unwrap(),
-        format!("{name} tool"),
-        schema,
-        effect,
-    )
-    .with_redaction(Redaction::new(["$"], ["$"]).unwrap())
+    let id = ToolId::core(name).unwrap();
+    let shown = Redaction::new(["$"], ["$"]).unwrap();
+    ToolSpec::new(id, format!("{name} tool"), schema, effect).with_redaction(shown)
 }
 
 /// Counts calls in flight and remembers the highest count and every call's span.
@@ -107,11 +105,7 @@ pub(crate) struct WaitProbe {
 struct Slow(Arc<Probe>);
 
 impl ToolExecutor for Slow {
-    fn execute(
-        &self,
-        _cx: ToolCallContext,
-        args: Value,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
+    fn execute(&self, _cx: ToolCallContext, args: Value) -> ToolFuture {
         let probe = Arc::clone(&self.0);
         Box::pin(async move {
             let ms = args["ms"].as_u64().unwrap_or(0);
@@ -125,11 +119,7 @@ impl ToolExecutor for Slow {
 struct Write(Arc<Probe>);
 
 impl ToolExecutor for Write {
-    fn execute(
-        &self,
-        _cx: ToolCallContext,
-        args: Value,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
+    fn execute(&self, _cx: ToolCallContext, args: Value) -> ToolFuture {
         let probe = Arc::clone(&self.0);
         Box::pin(async move {
             probe.measure(Duration::from_millis(20)).await;
@@ -142,11 +132,7 @@ impl ToolExecutor for Write {
 struct Fail;
 
 impl ToolExecutor for Fail {
-    fn execute(
-        &self,
-        _cx: ToolCallContext,
-        _args: Value,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
+    fn execute(&self, _cx: ToolCallContext, _args: Value) -> ToolFuture {
         Box::pin(async {
             Err(ToolFailure::new(
                 ToolErrorCode::ExecutionFailed,
@@ -174,11 +160,7 @@ impl Drop for DropWitness {
 struct Wait(Arc<WaitProbe>);
 
 impl ToolExecutor for Wait {
-    fn execute(
-        &self,
-        cx: ToolCallContext,
-        _args: Value,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
+    fn execute(&self, cx: ToolCallContext, _args: Value) -> ToolFuture {
         let probe = Arc::clone(&self.0);
         Box::pin(async move {
             let _witness = DropWitness {
@@ -436,6 +418,34 @@ pub(crate) fn strs(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| (*s).to_owned()).collect()
 }
 
+/// The [`labels`] of a run whose model says something and calls `core__echo`
+/// in its first turn, then answers, each turn reporting its usage.
+pub(crate) fn echo_round_trip() -> Vec<String> {
+    strs(&[
+        "text_delta",
+        "usage_report",
+        "tool_call_start:core__echo",
+        "tool_call_result:core__echo:ok",
+        "text_delta",
+        "usage_report",
+        "assistant_final",
+        "done",
+    ])
+}
+
+/// The [`labels`] of a run whose model made `calls`, `(tool, result)` with
+/// `result` `ok` or an error code, one after the other, then answered: a
+/// start and a result per call, then the text, the final and `done`.
+pub(crate) fn calls_then_answer(calls: &[(&str, &str)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (tool, result) in calls {
+        out.push(format!("tool_call_start:{tool}"));
+        out.push(format!("tool_call_result:{tool}:{result}"));
+    }
+    out.extend(strs(&["text_delta", "assistant_final", "done"]));
+    out
+}
+
 /// The invariants every run must keep, whatever happened in it.
 pub(crate) fn check_invariants(events: &[AiEvent], outcome: &Outcome) {
     let labels: Vec<String> = events.iter().map(label).collect();
@@ -469,20 +479,14 @@ pub(crate) fn check_invariants(events: &[AiEvent], outcome: &Outcome) {
         matches!(events.last().map(|e| &e.kind), Some(AiEventKind::Done)),
         "done is last: {labels:?}"
     );
-    let finals: Vec<&str> = events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            AiEventKind::AssistantFinal { content, .. } => Some(content.as_str()),
-            _ => None,
-        })
-        .collect();
-    let errors: Vec<&str> = events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            AiEventKind::Error { code, .. } => Some(code.as_str()),
-            _ => None,
-        })
-        .collect();
+    let (mut finals, mut errors) = (Vec::new(), Vec::new());
+    for event in events {
+        match &event.kind {
+            AiEventKind::AssistantFinal { content, .. } => finals.push(content.as_str()),
+            AiEventKind::Error { code, .. } => errors.push(code.as_str()),
+            _ => {}
+        }
+    }
     let before_done = &events[events.len().saturating_sub(2)].kind;
     match outcome {
         // A paused run (deferred approvals) has no final; its last turn's pending
@@ -593,6 +597,16 @@ pub(crate) fn tool_messages(messages: &[Message]) -> Vec<(String, String)> {
             _ => None,
         })
         .collect()
+}
+
+/// The content of the `tool` message answering call `call_id` in `messages`.
+pub(crate) fn tool_message_for(messages: &[Message], call_id: &str) -> String {
+    let found = tool_messages(messages)
+        .into_iter()
+        .find(|(id, _)| id == call_id);
+    found
+        .unwrap_or_else(|| panic!("no tool message for {call_id}"))
+        .1
 }
 
 /// insta settings for the event snapshots of the conformance cases

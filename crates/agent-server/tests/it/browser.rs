@@ -11,7 +11,7 @@ use agent_testing::{ScriptedModel, Turn};
 use ai_core::completion::CompletionError;
 use serde_json::{Value, json};
 
-use crate::support::{Live, start};
+use crate::support::{Live, start, write_k, write_then};
 
 /// The arguments of the approval the `rlo` scenario shows: a command that a
 /// bidi-aware renderer draws with `touch X` seemingly commented out (the first
@@ -49,14 +49,7 @@ async fn a_prompt_runs_a_tool_and_streams_the_answer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approve_runs_the_tool_with_a_server_bound_approval() {
-    let live = start(
-        ScriptedModel::new([
-            Turn::new().tool_call("w1", "app__write", json!({"key": "k", "value": 1})),
-            Turn::text("Written."),
-        ]),
-        Access::loopback,
-    )
-    .await;
+    let live = start(write_then("Written."), Access::loopback).await;
     scenario(&live, "approve").await;
     assert_eq!(
         live.writes.load(Ordering::SeqCst),
@@ -68,10 +61,7 @@ async fn approve_runs_the_tool_with_a_server_bound_approval() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deny_shows_denied_and_the_models_follow_up() {
     let live = start(
-        ScriptedModel::new([
-            Turn::new().tool_call("w1", "app__write", json!({"key": "k", "value": 1})),
-            Turn::text("Understood, nothing was written."),
-        ]),
+        write_then("Understood, nothing was written."),
         Access::loopback,
     )
     .await;
@@ -320,7 +310,7 @@ async fn the_page_passes_axe_and_works_from_the_keyboard() {
         ScriptedModel::new([
             Turn::new().tool_call("e1", "app__echo", json!({"text": "hello from the page"})),
             Turn::text("I echoed your text."),
-            Turn::new().tool_call("w1", "app__write", json!({"key": "k", "value": 1})),
+            write_k(),
             Turn::text("Written."),
             Turn::new().tool_call("e2", "app__echo", json!({"text": "typed"})),
             Turn::text("Done from the keyboard."),

@@ -9,15 +9,46 @@ use agent_server::Access;
 use agent_testing::{ScriptedModel, Turn};
 use serde_json::{Value, json};
 
-use crate::support::{Live, body, chunks, start, types, user};
+use crate::support::{Live, body, chunks, start, types, user, write_k};
 
 fn write_then_answer() -> ScriptedModel {
     ScriptedModel::new([
-        Turn::new().tool_call("w1", "app__write", json!({"key": "k", "value": 1})),
+        write_k(),
         Turn::text("Written."),
         Turn::text("Second answer."),
         Turn::text("Third answer."),
     ])
+}
+
+/// The error text of the first `tool-output-error` chunk of `chunks`.
+fn output_error(chunks: &[Value]) -> &str {
+    let error = chunks.iter().find(|c| c["type"] == "tool-output-error");
+    let error = error.unwrap_or_else(|| panic!("no tool-output-error in {chunks:?}"));
+    error["errorText"].as_str().unwrap()
+}
+
+/// A model that calls `app__wait` (which runs until its call is cancelled),
+/// then would answer "never".
+fn waiting_model() -> ScriptedModel {
+    ScriptedModel::new([
+        Turn::new().tool_call("x1", "app__wait", json!({})),
+        Turn::text("never"),
+    ])
+}
+
+/// `POST /api/chat` with `body`, sent by `client` from the page at `origin`
+/// (none: no `Origin` header).
+async fn post_chat(
+    client: &reqwest::Client,
+    live: &Live,
+    origin: Option<&str>,
+    body: &Value,
+) -> reqwest::Response {
+    let mut request = client.post(live.url("/api/chat")).json(body);
+    if let Some(origin) = origin {
+        request = request.header("origin", origin);
+    }
+    request.send().await.unwrap()
 }
 
 /// Asks for the write; returns the assistant message as a client would keep it
@@ -100,17 +131,7 @@ async fn an_approved_call_runs_once_and_the_answer_continues_the_message() {
     // The same approval again (a replay) runs nothing.
     let (status, chunks, raw) = live.chat(&body(vec![user("write k"), continuation])).await;
     assert_eq!(status, 200, "{raw}");
-    let error = chunks
-        .iter()
-        .find(|c| c["type"] == "tool-output-error")
-        .unwrap();
-    assert!(
-        error["errorText"]
-            .as_str()
-            .unwrap()
-            .contains("already used"),
-        "{raw}"
-    );
+    assert!(output_error(&chunks).contains("already used"), "{raw}");
     assert_eq!(live.writes.load(Ordering::SeqCst), 1);
 }
 
@@ -128,15 +149,8 @@ async fn forged_and_edited_approvals_execute_nothing() {
             respond(assistant.clone(), true, None, &forged),
         ]))
         .await;
-    let error = chunks
-        .iter()
-        .find(|c| c["type"] == "tool-output-error")
-        .unwrap();
     assert!(
-        error["errorText"]
-            .as_str()
-            .unwrap()
-            .starts_with("approval refused"),
+        output_error(&chunks).starts_with("approval refused"),
         "{raw}"
     );
     // Edited: the arguments changed on the client after the approval was requested.
@@ -147,17 +161,7 @@ async fn forged_and_edited_approvals_execute_nothing() {
         &approval_id,
     );
     let (_, chunks, raw) = live.chat(&body(vec![user("write k"), edited])).await;
-    let error = chunks
-        .iter()
-        .find(|c| c["type"] == "tool-output-error")
-        .unwrap();
-    assert!(
-        error["errorText"]
-            .as_str()
-            .unwrap()
-            .contains("does not match"),
-        "{raw}"
-    );
+    assert!(output_error(&chunks).contains("does not match"), "{raw}");
     assert_eq!(live.writes.load(Ordering::SeqCst), 0, "nothing executed");
 }
 
@@ -233,11 +237,7 @@ async fn rejected_requests_are_400_naming_the_field_and_reach_no_model() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_disconnects_mid_tool_cancels_the_run() {
-    let model = ScriptedModel::new([
-        Turn::new().tool_call("x1", "app__wait", json!({})),
-        Turn::text("never"),
-    ]);
-    let live = start(model, |port| Access {
+    let live = start(waiting_model(), |port| Access {
         heartbeat: Duration::from_millis(50),
         // One stream at a time: the next request gets through only once the
         // cancelled response's task has ended and given its slot back.
@@ -379,12 +379,7 @@ async fn loopback_api_requests_need_the_token_and_the_page_does_not() {
     assert_eq!(tools.headers()["www-authenticate"], "Bearer");
     let refusal: Value = tools.json().await.unwrap();
     assert_eq!(refusal["error"], "unauthorized");
-    let chat = anonymous
-        .post(live.url("/api/chat"))
-        .json(&body(vec![user("write it")]))
-        .send()
-        .await
-        .unwrap();
+    let chat = post_chat(&anonymous, &live, None, &body(vec![user("write it")])).await;
     assert_eq!(chat.status().as_u16(), 401);
     assert!(
         live.model.requests().is_empty(),
@@ -491,22 +486,10 @@ async fn cors_answers_allowed_origins_and_refuses_the_rest() {
     // The request itself from the allowed origin still needs the token; the
     // refusal is readable by the page.
     let request = json!({"id": "c", "messages": [user("hi")]});
-    let anonymous = client
-        .post(live.url("/api/chat"))
-        .header("origin", allowed)
-        .json(&request)
-        .send()
-        .await
-        .unwrap();
+    let anonymous = post_chat(&client, &live, Some(allowed), &request).await;
     assert_eq!(anonymous.status().as_u16(), 401);
     assert_eq!(anonymous.headers()["access-control-allow-origin"], allowed);
-    let answered = crate::support::client()
-        .post(live.url("/api/chat"))
-        .header("origin", allowed)
-        .json(&request)
-        .send()
-        .await
-        .unwrap();
+    let answered = post_chat(&crate::support::client(), &live, Some(allowed), &request).await;
     assert_eq!(answered.status().as_u16(), 200);
     assert_eq!(answered.headers()["access-control-allow-origin"], allowed);
     assert!(
@@ -517,13 +500,8 @@ async fn cors_answers_allowed_origins_and_refuses_the_rest() {
     );
     assert!(answered.text().await.unwrap().contains("Hi."));
     // A foreign origin's request is refused as before.
-    let foreign = crate::support::client()
-        .post(live.url("/api/chat"))
-        .header("origin", "http://evil.example")
-        .json(&request)
-        .send()
-        .await
-        .unwrap();
+    let evil = Some("http://evil.example");
+    let foreign = post_chat(&crate::support::client(), &live, evil, &request).await;
     assert_eq!(foreign.status().as_u16(), 403);
 }
 
@@ -605,16 +583,10 @@ async fn a_run_outlives_its_client_and_a_reattach_gets_the_whole_answer() {
 /// before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_nobody_comes_back_for_is_cancelled_after_the_grace() {
-    let live = start(
-        ScriptedModel::new([
-            Turn::new().tool_call("x1", "app__wait", json!({})),
-            Turn::text("never"),
-        ]),
-        |port| Access {
-            detach_grace: Duration::from_millis(600),
-            ..Access::loopback(port)
-        },
-    )
+    let live = start(waiting_model(), |port| Access {
+        detach_grace: Duration::from_millis(600),
+        ..Access::loopback(port)
+    })
     .await;
     let (socket, _) = raw_chat(&live, &body(vec![user("wait")]), "tool-input-available").await;
     assert!(eventually(&live.wait_started, Duration::from_secs(10)).await);
@@ -659,12 +631,7 @@ async fn a_client_that_reads_nothing_loses_its_stream_slot() {
     second["id"] = json!("chat-2");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     let served = loop {
-        let response = crate::support::client()
-            .post(live.url("/api/chat"))
-            .json(&second)
-            .send()
-            .await
-            .unwrap();
+        let response = post_chat(&crate::support::client(), &live, None, &second).await;
         if response.status().as_u16() == 200 {
             break true;
         }
@@ -681,14 +648,7 @@ async fn a_client_that_reads_nothing_loses_its_stream_slot() {
 /// whatever the grace; only the chat's own account can stop it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_cancels_the_run_at_once() {
-    let live = start(
-        ScriptedModel::new([
-            Turn::new().tool_call("x1", "app__wait", json!({})),
-            Turn::text("never"),
-        ]),
-        Access::loopback,
-    )
-    .await;
+    let live = start(waiting_model(), Access::loopback).await;
     let (_socket, _) = raw_chat(&live, &body(vec![user("wait")]), "tool-input-available").await;
     assert!(eventually(&live.wait_started, Duration::from_secs(10)).await);
     let stop = |token: &'static str| {

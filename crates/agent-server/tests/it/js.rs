@@ -5,53 +5,31 @@
 //! with Node. Every case must parse with no thrown error and no warning, and tool
 //! parts must end in the expected state.
 
-use std::path::{Path, PathBuf};
-
 use agent_server::Access;
 use agent_testing::{ScriptedModel, Turn};
 use ai_core::completion::CompletionError;
 use serde_json::{Value, json};
 
-use crate::support::{body, start, user};
+use crate::support::{body, run_js, start, user, write_k, write_then};
 
 const UI_PARSERS: [&str; 3] = ["ai6", "ai7", "assistant-stream"];
 
-fn js_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/js");
-    assert!(
-        dir.join("node_modules").exists(),
-        "the parser checks need `npm ci --prefix tests/js` (run `cargo xtask test-env`)"
-    );
-    dir
-}
-
 /// Runs the checker; its one JSON line.
 async fn check(parser: &str, protocol: &str, url: &str, request: &Value) -> Value {
-    let dir = js_dir();
-    let file = tempfile_path();
-    std::fs::write(&file, request.to_string()).unwrap();
-    let output = tokio::process::Command::new("node")
-        .arg(dir.join("check-stream.mjs"))
-        .args(["--parser", parser, "--protocol", protocol, "--url", url])
-        .arg("--header")
-        .arg(format!("authorization: Bearer {}", crate::support::TOKEN))
-        .arg("--body-file")
-        .arg(&file)
-        .output()
-        .await
-        .expect("node runs");
-    let _ = std::fs::remove_file(&file);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "{parser}/{protocol}: no JSON line ({e}): {stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
+    let args = ["--parser", parser, "--protocol", protocol, "--url", url];
+    let what = format!("{parser}/{protocol}");
+    run_js("check-stream.mjs", &args, ("--body-file", request), &what).await
 }
 
-fn tempfile_path() -> PathBuf {
-    std::env::temp_dir().join(format!("agent-server-body-{}.json", uuid::Uuid::new_v4()))
+/// `message` (the assistant message a client parsed) with the user's decision
+/// on its call `w1` written into the tool part, as `addToolApprovalResponse`
+/// does.
+fn decided(mut message: Value, approved: bool) -> Value {
+    let parts = message["parts"].as_array_mut().unwrap();
+    let part = parts.iter_mut().find(|p| p["toolCallId"] == "w1").unwrap();
+    part["state"] = json!("approval-responded");
+    part["approval"]["approved"] = json!(approved);
+    message
 }
 
 fn assert_clean(result: &Value, what: &str) {
@@ -202,18 +180,12 @@ async fn a_provider_error_mid_stream() {
 /// (`addToolApprovalResponse`), and the next request continues the same message.
 async fn approval_flow(approved: bool) {
     for parser in ["ai6", "ai7"] {
-        let live = start(
-            ScriptedModel::new([
-                Turn::new().tool_call("w1", "app__write", json!({"key": "k", "value": 1})),
-                Turn::text(if approved {
-                    "Written."
-                } else {
-                    "Not written, as you wish."
-                }),
-            ]),
-            Access::loopback,
-        )
-        .await;
+        let answer = if approved {
+            "Written."
+        } else {
+            "Not written, as you wish."
+        };
+        let live = start(write_then(answer), Access::loopback).await;
         let first = check(
             parser,
             "ui",
@@ -224,15 +196,7 @@ async fn approval_flow(approved: bool) {
         assert_clean(&first, parser);
         let tool = &first["tools"]["w1"];
         assert_eq!(tool["state"], "approval-requested", "{parser}: {first}");
-        let mut message = first["message"].clone();
-        let part = message["parts"]
-            .as_array_mut()
-            .unwrap()
-            .iter_mut()
-            .find(|p| p["toolCallId"] == "w1")
-            .unwrap();
-        part["state"] = json!("approval-responded");
-        part["approval"]["approved"] = json!(approved);
+        let message = decided(first["message"].clone(), approved);
         let second = check(
             parser,
             "ui",
@@ -269,15 +233,7 @@ async fn approval_flow(approved: bool) {
     // that, and it is the only warning) and leaves the call waiting
     // ("requires-action"); its data decoder reads the request as a `2:` data part.
     for protocol in ["ui", "data"] {
-        let live = start(
-            ScriptedModel::new([Turn::new().tool_call(
-                "w1",
-                "app__write",
-                json!({"key": "k", "value": 1}),
-            )]),
-            Access::loopback,
-        )
-        .await;
+        let live = start(ScriptedModel::new([write_k()]), Access::loopback).await;
         let paused = check(
             "assistant-stream",
             protocol,
@@ -322,14 +278,7 @@ async fn a_denied_approval() {
 /// continuation on the data stream announces the continued call again first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn assistant_stream_reads_an_approval_continuation_on_the_data_stream() {
-    let live = start(
-        ScriptedModel::new([
-            Turn::new().tool_call("w1", "app__write", json!({"key": "k", "value": 1})),
-            Turn::text("Written."),
-        ]),
-        Access::loopback,
-    )
-    .await;
+    let live = start(write_then("Written."), Access::loopback).await;
     let first = check(
         "ai7",
         "ui",
@@ -338,15 +287,7 @@ async fn assistant_stream_reads_an_approval_continuation_on_the_data_stream() {
     )
     .await;
     assert_clean(&first, "ai7");
-    let mut message = first["message"].clone();
-    let part = message["parts"]
-        .as_array_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|p| p["toolCallId"] == "w1")
-        .unwrap();
-    part["state"] = json!("approval-responded");
-    part["approval"]["approved"] = json!(true);
+    let message = decided(first["message"].clone(), true);
     let second = check(
         "assistant-stream",
         "data",

@@ -5,7 +5,6 @@
 //! client tool, reload and resume). No request is hand-written here: the bodies
 //! are the clients' own.
 
-use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -14,41 +13,14 @@ use agent_testing::{ScriptedModel, Turn};
 use ai_core::Message;
 use serde_json::{Value, json};
 
-use crate::support::{Live, start};
+use crate::support::{Live, js_dir, run_js, start, write_k};
 
 const CLIENTS: [&str; 2] = ["ai6", "ai7"];
 
-fn js_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/js");
-    assert!(
-        dir.join("node_modules").exists(),
-        "the stock-client tests need `npm ci --prefix tests/js` (run `cargo xtask test-env`)"
-    );
-    dir
-}
-
 /// Runs the driver with `client` on `script`; its one JSON line.
 async fn drive(client: &str, live: &Live, script: Value) -> Value {
-    let file = std::env::temp_dir().join(format!("chat-script-{}.json", uuid::Uuid::new_v4()));
-    std::fs::write(&file, script.to_string()).unwrap();
-    let output = tokio::process::Command::new("node")
-        .arg(js_dir().join("chat-driver.mjs"))
-        .args(["--client", client, "--api", &live.url("/api/chat")])
-        .arg("--header")
-        .arg(format!("authorization: Bearer {}", crate::support::TOKEN))
-        .arg("--script")
-        .arg(&file)
-        .output()
-        .await
-        .expect("node runs");
-    let _ = std::fs::remove_file(&file);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let result: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "{client}: no JSON line ({e}): {stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
+    let args = ["--client", client, "--api", &live.url("/api/chat")];
+    let result = run_js("chat-driver.mjs", &args, ("--script", &script), client).await;
     assert_eq!(result["ok"], true, "{client}: the driver failed: {result}");
     result
 }
@@ -124,10 +96,7 @@ async fn editing_a_user_message_keeps_it_and_answers_it_again() {
 async fn an_approval_never_sent_does_not_brick_the_chat() {
     for client in CLIENTS {
         let live = start(
-            ScriptedModel::new([
-                Turn::new().tool_call("w1", "app__write", json!({"key": "k", "value": 1})),
-                Turn::text("Fine, nothing written."),
-            ]),
+            ScriptedModel::new([write_k(), Turn::text("Fine, nothing written.")]),
             Access::loopback,
         )
         .await;
@@ -412,7 +381,7 @@ async fn a_page_that_sends_only_its_last_message_continues_the_stored_thread() {
             Turn::new().tool_call("e1", "app__echo", json!({"text": "hi"})),
             Turn::text("Echoed."),
             Turn::text("Two."),
-            Turn::new().tool_call("w1", "app__write", json!({"key": "k", "value": 1})),
+            write_k(),
             Turn::text("Written."),
         ]))
         .await;
@@ -480,7 +449,7 @@ async fn a_page_that_sends_only_its_last_message_continues_the_stored_thread() {
 async fn a_stored_chat_with_a_denial_and_a_file_reloads_and_goes_on() {
     for client in CLIENTS {
         let (live, _dir) = crate::support::start_stored(ScriptedModel::new([
-            Turn::new().tool_call("w1", "app__write", json!({"key": "k", "value": 1})),
+            write_k(),
             Turn::text("Not written, as you wish."),
             Turn::text("Still here."),
         ]))

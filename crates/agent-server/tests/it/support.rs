@@ -3,17 +3,17 @@
 //! runs until cancelled and `client__get_location`, which the client runs.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use agent_server::{Access, ChatService, ChatSetup};
-use agent_testing::{ScriptedModel, echo_tool};
+use agent_testing::{ScriptedModel, ToolFuture, Turn, echo_tool};
 use ai_core::{
     CompletionPort, ToolEffect, ToolId, ToolPolicy, ToolSpec,
-    tool::{Redaction, RegisteredTool, ToolCallContext, ToolExecutor, ToolFailure, ToolOutput},
+    tool::{Redaction, RegisteredTool, ToolCallContext, ToolExecutor, ToolOutput},
 };
-use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use sha2::Digest as _;
 
@@ -21,11 +21,7 @@ use sha2::Digest as _;
 pub(crate) struct Write(pub(crate) Arc<AtomicUsize>);
 
 impl ToolExecutor for Write {
-    fn execute(
-        &self,
-        _cx: ToolCallContext,
-        args: Value,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
+    fn execute(&self, _cx: ToolCallContext, args: Value) -> ToolFuture {
         self.0.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move { Ok(ToolOutput::json(json!({"written": args["key"]}))) })
     }
@@ -48,11 +44,7 @@ pub(crate) struct Wait {
 }
 
 impl ToolExecutor for Wait {
-    fn execute(
-        &self,
-        cx: ToolCallContext,
-        _args: Value,
-    ) -> BoxFuture<'static, Result<ToolOutput, ToolFailure>> {
+    fn execute(&self, cx: ToolCallContext, _args: Value) -> ToolFuture {
         let started = Arc::clone(&self.started);
         let cancelled = Arc::clone(&self.cancelled);
         Box::pin(async move {
@@ -73,14 +65,12 @@ pub(crate) struct Live {
     _shutdown: tokio::sync::oneshot::Sender<()>,
 }
 
+/// Tool `name`, described as "The <name> tool.", every argument and output
+/// field of which may reach events.
 fn spec(name: &str, effect: ToolEffect, schema: Value) -> ToolSpec {
-    ToolSpec::new(
-        ToolId::parse(name).unwrap(),
-        format!("The {name} tool."),
-        schema,
-        effect,
-    )
-    .with_redaction(Redaction::new(["$"], ["$"]).unwrap())
+    let id = ToolId::parse(name).unwrap();
+    let shown = Redaction::new(["$"], ["$"]).unwrap();
+    ToolSpec::new(id, format!("The {name} tool."), schema, effect).with_redaction(shown)
 }
 
 /// The bearer token every live server of these tests accepts (besides any the
@@ -303,4 +293,56 @@ pub(crate) fn user(text: &str) -> Value {
 
 pub(crate) fn body(messages: Vec<Value>) -> Value {
     json!({"id": "chat-1", "messages": messages, "trigger": "submit-message"})
+}
+
+/// The model's call `w1` of `app__write` with `{"key": "k", "value": 1}`: a
+/// state change, which needs an approval.
+pub(crate) fn write_k() -> Turn {
+    Turn::new().tool_call("w1", "app__write", json!({"key": "k", "value": 1}))
+}
+
+/// A model that calls `app__write` ([`write_k`]), then answers `answer`.
+pub(crate) fn write_then(answer: &str) -> ScriptedModel {
+    ScriptedModel::new([write_k(), Turn::text(answer)])
+}
+
+/// `tests/js`, once its packages are installed.
+pub(crate) fn js_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/js");
+    assert!(
+        dir.join("node_modules").exists(),
+        "the JS client tests need `npm ci --prefix tests/js` (run `cargo xtask test-env`)"
+    );
+    dir
+}
+
+/// Runs `tests/js/<script>` with Node: `args`, [`TOKEN`] as an authorization
+/// header, and `input` written to a temporary file passed with `input_flag`.
+/// Its one JSON line; `what` names the run in failures.
+pub(crate) async fn run_js(
+    script: &str,
+    args: &[&str],
+    (input_flag, input): (&str, &Value),
+    what: &str,
+) -> Value {
+    let file = std::env::temp_dir().join(format!("agent-server-js-{}.json", uuid::Uuid::new_v4()));
+    std::fs::write(&file, input.to_string()).unwrap();
+    let output = tokio::process::Command::new("node")
+        .arg(js_dir().join(script))
+        .args(args)
+        .arg("--header")
+        .arg(format!("authorization: Bearer {TOKEN}"))
+        .arg(input_flag)
+        .arg(&file)
+        .output()
+        .await
+        .expect("node runs");
+    let _ = std::fs::remove_file(&file);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "{what}: no JSON line ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
 }

@@ -100,13 +100,43 @@ async fn deltas_are_merged_into_rows_and_nothing_is_lost() {
     assert_eq!(kinds, ["text", "other", "reasoning"]);
 }
 
-/// A log that waits for a permit before each write.
-struct Gated {
-    inner: StoreLog,
-    gate: Arc<Semaphore>,
+/// How a [`FaultyLog`] misbehaves.
+enum Fault {
+    /// Waits for a permit before each write.
+    Gated(Arc<Semaphore>),
+    /// The first writes land and then report a failure (a timeout after the
+    /// commit), so every retry repeats rows that are already stored: this
+    /// many times.
+    LandsThenFails(AtomicU32),
+    /// Never works.
+    Down,
 }
 
-impl EventLog for Gated {
+/// A log that writes to a store's log (none: nowhere) the way its [`Fault`] says.
+struct FaultyLog {
+    inner: Option<StoreLog>,
+    fault: Fault,
+}
+
+impl FaultyLog {
+    fn new(store: &Store, fault: Fault) -> Arc<Self> {
+        let inner = Some(StoreLog::new(store.clone(), "acme"));
+        Arc::new(Self { inner, fault })
+    }
+
+    /// Appends to the store's log.
+    async fn write(
+        &self,
+        run_id: &str,
+        first_seq: u64,
+        events: &[AiEvent],
+    ) -> Result<(), StoreError> {
+        let inner = self.inner.as_ref().expect("a log over a store");
+        inner.append(run_id, first_seq, events).await
+    }
+}
+
+impl EventLog for FaultyLog {
     fn append<'a>(
         &'a self,
         run_id: &'a str,
@@ -114,8 +144,23 @@ impl EventLog for Gated {
         events: &'a [AiEvent],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            self.gate.acquire().await.unwrap().forget();
-            self.inner.append(run_id, first_seq, events).await
+            match &self.fault {
+                Fault::Gated(gate) => {
+                    gate.acquire().await.unwrap().forget();
+                    self.write(run_id, first_seq, events).await
+                }
+                Fault::LandsThenFails(failures) => {
+                    self.write(run_id, first_seq, events).await?;
+                    let failing = failures
+                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                        .is_ok();
+                    if failing {
+                        return Err(StoreError::Database("timed out after the commit".into()));
+                    }
+                    Ok(())
+                }
+                Fault::Down => Err(StoreError::Database("connection refused".into())),
+            }
         })
     }
 }
@@ -124,10 +169,7 @@ impl EventLog for Gated {
 async fn a_stuck_store_never_blocks_the_run_and_a_full_backlog_is_an_error() {
     let (_dir, store) = sqlite().await;
     let gate = Arc::new(Semaphore::new(0));
-    let log = Arc::new(Gated {
-        inner: StoreLog::new(store.clone(), "acme"),
-        gate: Arc::clone(&gate),
-    });
+    let log = FaultyLog::new(&store, Fault::Gated(Arc::clone(&gate)));
     let mut options = RecorderOptions::default();
     options.backlog = 50;
     let recorder = RunRecorder::start(log, "run-1", 0, options);
@@ -154,41 +196,10 @@ async fn a_stuck_store_never_blocks_the_run_and_a_full_backlog_is_an_error() {
     assert_eq!(kinds.len() as u64, taken);
 }
 
-/// A log whose first writes land and then report a failure (a timeout after
-/// the commit), so every retry repeats rows that are already stored.
-struct LandsThenFails {
-    inner: StoreLog,
-    failures: AtomicU32,
-}
-
-impl EventLog for LandsThenFails {
-    fn append<'a>(
-        &'a self,
-        run_id: &'a str,
-        first_seq: u64,
-        events: &'a [AiEvent],
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
-            self.inner.append(run_id, first_seq, events).await?;
-            let failing = self
-                .failures
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok();
-            if failing {
-                return Err(StoreError::Database("timed out after the commit".into()));
-            }
-            Ok(())
-        })
-    }
-}
-
 #[tokio::test]
 async fn failed_writes_are_retried_without_duplicates() {
     let (_dir, store) = sqlite().await;
-    let log = Arc::new(LandsThenFails {
-        inner: StoreLog::new(store.clone(), "acme"),
-        failures: AtomicU32::new(3),
-    });
+    let log = FaultyLog::new(&store, Fault::LandsThenFails(AtomicU32::new(3)));
     let mut options = RecorderOptions::default();
     options.merge_window = Duration::from_millis(20);
     let recorder = RunRecorder::start(log, "run-1", 0, options);
@@ -211,24 +222,15 @@ async fn failed_writes_are_retried_without_duplicates() {
 }
 
 /// A log that never works: `finish` gives up at its deadline and says so.
-struct Down;
-
-impl EventLog for Down {
-    fn append<'a>(
-        &'a self,
-        _run_id: &'a str,
-        _first_seq: u64,
-        _events: &'a [AiEvent],
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async { Err(StoreError::Database("connection refused".into())) })
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_store_that_stays_down_is_reported_not_hidden() {
     let mut options = RecorderOptions::default();
     options.finish_deadline = Duration::from_secs(5);
-    let recorder = RunRecorder::start(Arc::new(Down), "run-1", 0, options);
+    let down = Arc::new(FaultyLog {
+        inner: None,
+        fault: Fault::Down,
+    });
+    let recorder = RunRecorder::start(down, "run-1", 0, options);
     recorder.record(&text("lost?")).unwrap();
     let summary = recorder.finish().await;
     assert_eq!(summary.rows, 0);

@@ -3,6 +3,7 @@
 use std::fs;
 use std::sync::Arc;
 
+use ai_core::runner::ToolExecution;
 use ai_core::tool::{RegisteredTool, ToolErrorCode};
 use ai_host::LocalWorkspace;
 use ai_tools::bind;
@@ -10,7 +11,7 @@ use ai_tools::builtin::{EditFile, ListDirectory, ReadFile, WriteFile};
 use ai_tools::capability::Workspace;
 use serde_json::json;
 
-use crate::support::run;
+use crate::support::{assert_each_refused, run};
 
 struct Rig {
     _dir: tempfile::TempDir,
@@ -67,10 +68,7 @@ async fn read_file_reads_ranges_and_refuses_what_it_must() {
         (json!({"path": "../x"}), ToolErrorCode::PermissionDenied),
         (json!({"path": 5}), ToolErrorCode::InvalidArgs),
     ];
-    for (args, code) in cases {
-        let exec = run(&r.read, &args).await;
-        assert_eq!(exec.result.error_code, Some(code), "{args}");
-    }
+    assert_each_refused(&r.read, cases).await;
     let exec = run(&r.read, &json!({"path": "bin.dat"})).await;
     assert!(
         exec.model_content.contains("binary"),
@@ -79,26 +77,25 @@ async fn read_file_reads_ranges_and_refuses_what_it_must() {
     );
 }
 
+/// The paths of the entries `list_directory` returned.
+fn entry_paths(exec: &ToolExecution) -> Vec<String> {
+    let entries = exec.output.as_ref().unwrap()["entries"].as_array().unwrap();
+    let paths = entries
+        .iter()
+        .map(|e| e["path"].as_str().unwrap().to_owned());
+    paths.collect()
+}
+
 #[tokio::test]
 async fn list_directory_is_stable_capped_and_says_when_truncated() {
     let r = rig();
     let exec = run(&r.list, &json!({})).await;
     assert!(exec.result.ok, "{:?}", exec.result);
-    let paths: Vec<String> = exec.output.as_ref().unwrap()["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["path"].as_str().unwrap().to_owned())
-        .collect();
+    let paths = entry_paths(&exec);
     assert_eq!(paths, ["a.txt", "big.txt", "bin.dat", "src"]);
 
     let exec = run(&r.list, &json!({"path": ".", "depth": 3})).await;
-    let paths: Vec<String> = exec.output.as_ref().unwrap()["entries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["path"].as_str().unwrap().to_owned())
-        .collect();
+    let paths = entry_paths(&exec);
     assert_eq!(
         paths,
         [
@@ -122,14 +119,15 @@ async fn list_directory_is_stable_capped_and_says_when_truncated() {
         exec.model_content
     );
 
-    for (args, code) in [
-        (json!({"path": "nope"}), ToolErrorCode::NotFound),
-        (json!({"path": "a.txt"}), ToolErrorCode::InvalidArgs),
-        (json!({"path": ".."}), ToolErrorCode::PermissionDenied),
-    ] {
-        let exec = run(&r.list, &args).await;
-        assert_eq!(exec.result.error_code, Some(code), "{args}");
-    }
+    assert_each_refused(
+        &r.list,
+        [
+            (json!({"path": "nope"}), ToolErrorCode::NotFound),
+            (json!({"path": "a.txt"}), ToolErrorCode::InvalidArgs),
+            (json!({"path": ".."}), ToolErrorCode::PermissionDenied),
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -163,28 +161,29 @@ async fn write_file_creates_parents_atomically_and_reports_creation() {
         .collect();
     assert!(leftovers.is_empty());
 
-    for (args, code) in [
-        (
-            json!({"path": "src", "content": "x"}),
-            ToolErrorCode::InvalidArgs,
-        ),
-        (
-            json!({"path": ".", "content": "x"}),
-            ToolErrorCode::InvalidArgs,
-        ),
-        (
-            json!({"path": "a.txt/below", "content": "x"}),
-            ToolErrorCode::ExecutionFailed,
-        ),
-        (
-            json!({"path": "../x", "content": "x"}),
-            ToolErrorCode::PermissionDenied,
-        ),
-        (json!({"path": "x"}), ToolErrorCode::InvalidArgs),
-    ] {
-        let exec = run(&r.write, &args).await;
-        assert_eq!(exec.result.error_code, Some(code), "{args}");
-    }
+    assert_each_refused(
+        &r.write,
+        [
+            (
+                json!({"path": "src", "content": "x"}),
+                ToolErrorCode::InvalidArgs,
+            ),
+            (
+                json!({"path": ".", "content": "x"}),
+                ToolErrorCode::InvalidArgs,
+            ),
+            (
+                json!({"path": "a.txt/below", "content": "x"}),
+                ToolErrorCode::ExecutionFailed,
+            ),
+            (
+                json!({"path": "../x", "content": "x"}),
+                ToolErrorCode::PermissionDenied,
+            ),
+            (json!({"path": "x"}), ToolErrorCode::InvalidArgs),
+        ],
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -225,29 +224,30 @@ async fn edit_file_replaces_exactly_once_or_all() {
         "fn b() {}\nfn b() {}\n"
     );
 
-    for (args, code) in [
-        (
-            json!({"path": "a.txt", "old": "zzz", "new": "y"}),
-            ToolErrorCode::ExecutionFailed,
-        ),
-        (
-            json!({"path": "a.txt", "old": "", "new": "y"}),
-            ToolErrorCode::InvalidArgs,
-        ),
-        (
-            json!({"path": "nope.txt", "old": "a", "new": "b"}),
-            ToolErrorCode::NotFound,
-        ),
-        (
-            json!({"path": "bin.dat", "old": "a", "new": "b"}),
-            ToolErrorCode::ExecutionFailed,
-        ),
-        (
-            json!({"path": "../a.txt", "old": "a", "new": "b"}),
-            ToolErrorCode::PermissionDenied,
-        ),
-    ] {
-        let exec = run(&r.edit, &args).await;
-        assert_eq!(exec.result.error_code, Some(code), "{args}");
-    }
+    assert_each_refused(
+        &r.edit,
+        [
+            (
+                json!({"path": "a.txt", "old": "zzz", "new": "y"}),
+                ToolErrorCode::ExecutionFailed,
+            ),
+            (
+                json!({"path": "a.txt", "old": "", "new": "y"}),
+                ToolErrorCode::InvalidArgs,
+            ),
+            (
+                json!({"path": "nope.txt", "old": "a", "new": "b"}),
+                ToolErrorCode::NotFound,
+            ),
+            (
+                json!({"path": "bin.dat", "old": "a", "new": "b"}),
+                ToolErrorCode::ExecutionFailed,
+            ),
+            (
+                json!({"path": "../a.txt", "old": "a", "new": "b"}),
+                ToolErrorCode::PermissionDenied,
+            ),
+        ],
+    )
+    .await;
 }

@@ -11,7 +11,7 @@ use ai_tools::builtin::{MemoryRead, MemoryWrite, MemoryWriteCapabilities};
 use ai_tools::capability::{FixedClock, MemoryRecord, MemoryStore};
 use serde_json::json;
 
-use crate::support::run;
+use crate::support::{assert_each_refused, run};
 
 fn tools(store: SqliteMemory, at_second: i64) -> (RegisteredTool, RegisteredTool) {
     let store: Arc<dyn MemoryStore> = Arc::new(store);
@@ -104,46 +104,47 @@ async fn error_codes() {
     let dir = tempfile::tempdir().unwrap();
     let (write, read) = tools(SqliteMemory::open(dir.path().join("m.db")).unwrap(), 0);
     let long = "n".repeat(257);
-    for (args, code) in [
-        (json!({"key": "missing"}), ToolErrorCode::NotFound),
-        (json!({}), ToolErrorCode::InvalidArgs),
-        (
-            json!({"key": "a", "query": "b"}),
-            ToolErrorCode::InvalidArgs,
-        ),
-        (json!({"query": "!!! ???"}), ToolErrorCode::InvalidArgs),
-        (
-            json!({"key": "a", "namespace": "../etc"}),
-            ToolErrorCode::InvalidArgs,
-        ),
-        (
-            json!({"key": "a", "namespace": "a/b"}),
-            ToolErrorCode::InvalidArgs,
-        ),
-        (
-            json!({"key": "a", "namespace": "a\\b"}),
-            ToolErrorCode::InvalidArgs,
-        ),
-        (
-            json!({"key": "a", "namespace": "a\u{0}b"}),
-            ToolErrorCode::InvalidArgs,
-        ),
-        (
-            json!({"key": "a", "namespace": "a\nb"}),
-            ToolErrorCode::InvalidArgs,
-        ),
-        (
-            json!({"key": "a", "namespace": ""}),
-            ToolErrorCode::InvalidArgs,
-        ),
-        (
-            json!({"key": "a", "namespace": long}),
-            ToolErrorCode::InvalidArgs,
-        ),
-    ] {
-        let exec = run(&read, &args).await;
-        assert_eq!(exec.result.error_code, Some(code), "{args}");
-    }
+    assert_each_refused(
+        &read,
+        [
+            (json!({"key": "missing"}), ToolErrorCode::NotFound),
+            (json!({}), ToolErrorCode::InvalidArgs),
+            (
+                json!({"key": "a", "query": "b"}),
+                ToolErrorCode::InvalidArgs,
+            ),
+            (json!({"query": "!!! ???"}), ToolErrorCode::InvalidArgs),
+            (
+                json!({"key": "a", "namespace": "../etc"}),
+                ToolErrorCode::InvalidArgs,
+            ),
+            (
+                json!({"key": "a", "namespace": "a/b"}),
+                ToolErrorCode::InvalidArgs,
+            ),
+            (
+                json!({"key": "a", "namespace": "a\\b"}),
+                ToolErrorCode::InvalidArgs,
+            ),
+            (
+                json!({"key": "a", "namespace": "a\u{0}b"}),
+                ToolErrorCode::InvalidArgs,
+            ),
+            (
+                json!({"key": "a", "namespace": "a\nb"}),
+                ToolErrorCode::InvalidArgs,
+            ),
+            (
+                json!({"key": "a", "namespace": ""}),
+                ToolErrorCode::InvalidArgs,
+            ),
+            (
+                json!({"key": "a", "namespace": long}),
+                ToolErrorCode::InvalidArgs,
+            ),
+        ],
+    )
+    .await;
     for args in [
         json!({"key": "", "text": "x"}),
         json!({"key": "a\u{7}", "text": "x"}),

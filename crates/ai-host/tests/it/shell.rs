@@ -9,13 +9,14 @@ use std::time::{Duration, Instant};
 
 use ai_core::{
     CancellationToken,
+    runner::ToolExecution,
     tool::{RegisteredTool, ToolErrorCode},
 };
 use ai_host::LocalShell;
 use ai_tools::bind;
 use ai_tools::builtin::ExecShell;
 use ai_tools::capability::{Shell, ShellError, ShellRequest};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::{run, run_with};
 
@@ -39,6 +40,33 @@ fn tool(dir: &Path, max_output_bytes: usize) -> RegisteredTool {
         Arc::new(shell) as Arc<dyn Shell>,
     )
     .unwrap()
+}
+
+/// Asserts that the background child whose pid the command wrote to
+/// `child.pid` in `dir` is gone (within [`GONE`]); `when` says since when.
+async fn assert_child_gone(dir: &Path, when: &str) {
+    let pid = read_pid(&dir.join("child.pid"));
+    assert!(
+        wait_gone(pid, GONE).await,
+        "background child {pid} survived {when}"
+    );
+}
+
+/// Runs `args` with `tool`, cancelling the call once the file `marker` exists.
+async fn run_cancelled_at(tool: &RegisteredTool, args: &Value, marker: &Path) -> ToolExecution {
+    let cancel = CancellationToken::new();
+    let trigger = tokio::spawn({
+        let (marker, cancel) = (marker.to_owned(), cancel.clone());
+        async move {
+            while !marker.exists() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            cancel.cancel();
+        }
+    });
+    let (exec, _) = run_with(tool, args, &cancel).await;
+    trigger.await.unwrap();
+    exec
 }
 
 fn read_pid(path: &Path) -> u32 {
@@ -104,15 +132,7 @@ async fn the_environment_is_scrubbed() {
     }
     // The real constructor inherits only allowlisted names from this process.
     let shell = LocalShell::with_env(dir.path(), std::env::vars().collect());
-    let out = shell
-        .run(
-            ShellRequest {
-                command: "env".into(),
-                timeout: Duration::from_secs(5),
-                max_output_bytes: 65536,
-            },
-            CancellationToken::new(),
-        )
+    let out = run_shell(&shell, "env", Duration::from_secs(5))
         .await
         .unwrap();
     assert!(!out.stdout.contains("CARGO_"), "{}", out.stdout);
@@ -170,47 +190,22 @@ async fn a_timeout_kills_the_whole_process_group() {
         exec.result
     );
     assert!(started.elapsed() < Duration::from_secs(10));
-    let pid = read_pid(&dir.path().join("child.pid"));
-    assert!(
-        wait_gone(pid, GONE).await,
-        "background child {pid} survived the timeout"
-    );
+    assert_child_gone(dir.path(), "the timeout").await;
 }
 
 #[tokio::test]
 async fn cancellation_kills_the_whole_process_group() {
     let dir = tempfile::tempdir().unwrap();
     let t = tool(dir.path(), 4096);
-    let cancel = CancellationToken::new();
-    let pid_file = dir.path().join("child.pid");
-    let trigger = {
-        let cancel = cancel.clone();
-        let pid_file = pid_file.clone();
-        tokio::spawn(async move {
-            while !pid_file.exists() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            cancel.cancel();
-        })
-    };
-    let (exec, _) = run_with(
-        &t,
-        &json!({"command": "sleep 30 & echo $! > child.pid; wait"}),
-        &cancel,
-    )
-    .await;
-    trigger.await.unwrap();
+    let args = json!({"command": "sleep 30 & echo $! > child.pid; wait"});
+    let exec = run_cancelled_at(&t, &args, &dir.path().join("child.pid")).await;
     assert_eq!(
         exec.result.error_code,
         Some(ToolErrorCode::Cancelled),
         "{:?}",
         exec.result
     );
-    let pid = read_pid(&pid_file);
-    assert!(
-        wait_gone(pid, GONE).await,
-        "background child {pid} survived cancellation"
-    );
+    assert_child_gone(dir.path(), "cancellation").await;
 }
 
 #[tokio::test]
@@ -218,53 +213,25 @@ async fn background_children_do_not_outlive_a_finished_command() {
     let dir = tempfile::tempdir().unwrap();
     let shell = LocalShell::with_env(dir.path(), vec![("PATH".into(), "/usr/bin:/bin".into())]);
     let started = Instant::now();
-    let out = shell
-        .run(
-            ShellRequest {
-                command: "sleep 30 & echo $! > child.pid; echo done".into(),
-                timeout: Duration::from_secs(10),
-                max_output_bytes: 1024,
-            },
-            CancellationToken::new(),
-        )
+    let command = "sleep 30 & echo $! > child.pid; echo done";
+    let out = run_shell(&shell, command, Duration::from_secs(10))
         .await
         .unwrap();
     assert_eq!(out.exit_code, Some(0));
     assert_eq!(out.stdout, "done\n");
     assert!(started.elapsed() < Duration::from_secs(5));
-    let pid = read_pid(&dir.path().join("child.pid"));
-    assert!(
-        wait_gone(pid, GONE).await,
-        "background child {pid} survived"
-    );
+    assert_child_gone(dir.path(), "the command").await;
 }
 
 #[tokio::test]
 async fn the_adapter_reports_timeouts_and_spawn_failures() {
     let dir = tempfile::tempdir().unwrap();
     let shell = LocalShell::with_env(dir.path(), vec![]);
-    let err = shell
-        .run(
-            ShellRequest {
-                command: "while :; do :; done".into(),
-                timeout: Duration::from_millis(200),
-                max_output_bytes: 1024,
-            },
-            CancellationToken::new(),
-        )
-        .await
-        .unwrap_err();
+    let spin = run_shell(&shell, "while :; do :; done", Duration::from_millis(200));
+    let err = spin.await.unwrap_err();
     assert!(matches!(err, ShellError::Timeout(_)));
     let missing = LocalShell::with_env(dir.path().join("missing"), vec![]);
-    let err = missing
-        .run(
-            ShellRequest {
-                command: "true".into(),
-                timeout: Duration::from_secs(1),
-                max_output_bytes: 1024,
-            },
-            CancellationToken::new(),
-        )
+    let err = run_shell(&missing, "true", Duration::from_secs(1))
         .await
         .unwrap_err();
     assert!(matches!(err, ShellError::Spawn(_)));
@@ -335,24 +302,8 @@ async fn escaped_processes_are_killed_on_timeout_and_cancellation() {
 
     let dir = tempfile::tempdir().unwrap();
     let t = tool(dir.path(), 4096);
-    let cancel = CancellationToken::new();
-    let trigger = {
-        let cancel = cancel.clone();
-        let marker = dir.path().join("ready");
-        tokio::spawn(async move {
-            while !marker.exists() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            cancel.cancel();
-        })
-    };
-    let (exec, _) = run_with(
-        &t,
-        &json!({"command": escape_script("touch ready; sleep 30")}),
-        &cancel,
-    )
-    .await;
-    trigger.await.unwrap();
+    let args = json!({"command": escape_script("touch ready; sleep 30")});
+    let exec = run_cancelled_at(&t, &args, &dir.path().join("ready")).await;
     assert_eq!(exec.result.error_code, Some(ToolErrorCode::Cancelled));
     assert_escapes_gone(dir.path(), "cancel").await;
 }
@@ -364,17 +315,9 @@ async fn an_escaped_process_holding_the_output_pipe_does_not_keep_the_call_alive
     let started = Instant::now();
     // The escaped process keeps stdout and stderr open: without the kill, the output
     // readers would wait for end-of-file for 100 s.
-    let out = shell
-        .run(
-            ShellRequest {
-                command: "setsid -f sh -c 'echo $$ > held.pid; exec sleep 100'; \
-                          while [ ! -s held.pid ]; do sleep 0.01; done; echo out"
-                    .into(),
-                timeout: Duration::from_secs(20),
-                max_output_bytes: 1024,
-            },
-            CancellationToken::new(),
-        )
+    let command = "setsid -f sh -c 'echo $$ > held.pid; exec sleep 100'; \
+                   while [ ! -s held.pid ]; do sleep 0.01; done; echo out";
+    let out = run_shell(&shell, command, Duration::from_secs(20))
         .await
         .unwrap();
     assert_eq!(out.stdout, "out\n");

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use ai_core::runner::ToolExecution;
 use ai_core::tool::{RegisteredTool, ToolErrorCode};
 use ai_host::GuardedHttpFetch;
 use ai_tools::bind;
@@ -200,12 +201,19 @@ async fn ssrf_corpus_is_refused_by_default() {
     );
 }
 
+/// `web_fetch` of `/away` on an allowlisted server that redirects to `target`:
+/// the server, and the call.
+async fn fetch_redirected_to(target: String) -> (Server, ToolExecution) {
+    let s = server(Some(target)).await;
+    let t = tool(&[s.addr.to_string()], 1 << 20, Duration::from_secs(5));
+    let exec = run(&t, &json!({"url": format!("http://{}/away", s.addr)})).await;
+    (s, exec)
+}
+
 #[tokio::test]
 async fn a_redirect_to_a_refused_address_is_refused() {
     // The allowlisted server redirects to a private address...
-    let s = server(Some("http://10.0.0.1/".to_owned())).await;
-    let t = tool(&[s.addr.to_string()], 1 << 20, Duration::from_secs(5));
-    let exec = run(&t, &json!({"url": format!("http://{}/away", s.addr)})).await;
+    let (_, exec) = fetch_redirected_to("http://10.0.0.1/".to_owned()).await;
     assert_eq!(
         exec.result.error_code,
         Some(ToolErrorCode::PermissionDenied),
@@ -214,9 +222,7 @@ async fn a_redirect_to_a_refused_address_is_refused() {
     );
     // ...or to another loopback port that is not allowlisted.
     let other = server(None).await;
-    let s = server(Some(format!("http://127.0.0.1:{}/", other.addr.port()))).await;
-    let t = tool(&[s.addr.to_string()], 1 << 20, Duration::from_secs(5));
-    let exec = run(&t, &json!({"url": format!("http://{}/away", s.addr)})).await;
+    let (s, exec) = fetch_redirected_to(format!("http://127.0.0.1:{}/", other.addr.port())).await;
     assert_eq!(
         exec.result.error_code,
         Some(ToolErrorCode::PermissionDenied),

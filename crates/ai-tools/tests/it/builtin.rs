@@ -5,17 +5,16 @@ use std::time::Duration;
 
 use ai_core::{CancellationToken, ToolEffect, tool::ToolErrorCode};
 use ai_tools::builtin::{
-    EditFile, ExecShell, ListDirectory, MemoryRead, MemoryWrite, MemoryWriteCapabilities, ReadFile,
-    WebFetch, WebSearch, WriteFile, specs,
+    EditFile, ExecShell, ListDirectory, MemoryRead, ReadFile, WebSearch, WriteFile, specs,
 };
 use ai_tools::capability::{
-    BlockReason, FetchError, FetchRequest, FetchResponse, FixedClock, HttpFetch, MemoryStore,
-    MemoryStoreDouble, MemoryWorkspace, SearchEngine, SearchError, SearchHit, SearchRequest, Shell,
-    ShellError, ShellOutcome, ShellRequest, Workspace,
+    BlockReason, MemoryStore, MemoryStoreDouble, MemoryWorkspace, SearchEngine, SearchError,
+    SearchHit, SearchRequest, Shell, ShellError, ShellOutcome, ShellRequest, Workspace,
 };
 use futures::future::BoxFuture;
 
 use crate::run_one;
+use crate::support::{memory_write, web_fetch};
 
 fn workspace() -> Arc<MemoryWorkspace> {
     Arc::new(MemoryWorkspace::with_files([
@@ -112,37 +111,10 @@ async fn exec_shell_caps_the_timeout_and_refuses_denied_commands() {
     assert_eq!(shell.0.lock().unwrap().len(), 2);
 }
 
-struct FakeFetch;
-
-impl HttpFetch for FakeFetch {
-    fn fetch(
-        &self,
-        request: FetchRequest,
-        _cancel: CancellationToken,
-    ) -> BoxFuture<'_, Result<FetchResponse, FetchError>> {
-        Box::pin(async move {
-            match request.url.as_str() {
-                "http://blocked/" => Err(FetchError::Blocked(BlockReason::Private)),
-                _ => Ok(FetchResponse {
-                    final_url: request.url,
-                    status: 200,
-                    content_type: Some("text/html".into()),
-                    body: b"<p>Hi &lt;there&gt;</p><script>x()</script>".to_vec(),
-                    truncated: false,
-                    redirects: 0,
-                }),
-            }
-        })
-    }
-}
-
 #[tokio::test]
 async fn web_fetch_reduces_html_and_maps_refusals() {
-    let tool = ai_tools::bind(
-        WebFetch::default(),
-        Arc::new(FakeFetch) as Arc<dyn HttpFetch>,
-    )
-    .unwrap();
+    let page = "<p>Hi &lt;there&gt;</p><script>x()</script>";
+    let tool = web_fetch(page, &["http://blocked/"]);
     let (exec, _) = run_one(tool.clone(), r#"{"url":"http://example.test/"}"#).await;
     assert_eq!(exec.output.unwrap()["text"], "Hi <there>\n");
     let (exec, _) = run_one(tool, r#"{"url":"http://blocked/"}"#).await;
@@ -155,15 +127,7 @@ async fn web_fetch_reduces_html_and_maps_refusals() {
 #[tokio::test]
 async fn memory_tools_over_the_double() {
     let store: Arc<dyn MemoryStore> = Arc::new(MemoryStoreDouble::new());
-    let clock = Arc::new(FixedClock(jiff::Timestamp::from_second(0).unwrap()));
-    let write = ai_tools::bind(
-        MemoryWrite,
-        MemoryWriteCapabilities {
-            store: Arc::clone(&store),
-            clock,
-        },
-    )
-    .unwrap();
+    let write = memory_write(&store, 0);
     let read = ai_tools::bind(MemoryRead, store).unwrap();
     let (exec, _) = run_one(write, r#"{"key":"k","text":"likes tea","tags":["drinks"]}"#).await;
     assert_eq!(exec.output.unwrap()["created_at"], "1970-01-01T00:00:00Z");

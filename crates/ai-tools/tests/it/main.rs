@@ -5,6 +5,7 @@
 mod builtin;
 mod contract;
 mod security;
+mod support;
 mod time;
 
 use ai_core::{AiEvent, CancellationToken, runner::ToolExecution, tool::RegisteredTool};

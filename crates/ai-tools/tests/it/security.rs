@@ -5,17 +5,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ai_core::{CancellationToken, tool::ToolErrorCode};
-use ai_tools::builtin::{
-    EditFile, MemoryWrite, MemoryWriteCapabilities, WebFetch, html_to_text,
-    html_to_text_cancellable,
-};
-use ai_tools::capability::{
-    FetchError, FetchRequest, FetchResponse, FixedClock, HttpFetch, MemoryStore, MemoryStoreDouble,
-    MemoryWorkspace, Workspace,
-};
-use futures::future::BoxFuture;
+use ai_tools::builtin::{EditFile, html_to_text, html_to_text_cancellable};
+use ai_tools::capability::{MemoryStore, MemoryStoreDouble, MemoryWorkspace, Workspace};
 
 use crate::run_one;
+use crate::support::{memory_write, web_fetch};
 
 const TWO_MIB: usize = 2 * 1024 * 1024;
 
@@ -69,32 +63,9 @@ async fn html_conversion_yields_and_stops_when_cancelled() {
     assert!(outcome.is_err(), "the conversion never yielded");
 }
 
-/// A fetcher that returns one big HTML page.
-struct PageFetch(String);
-
-impl HttpFetch for PageFetch {
-    fn fetch(
-        &self,
-        request: FetchRequest,
-        _cancel: CancellationToken,
-    ) -> BoxFuture<'_, Result<FetchResponse, FetchError>> {
-        Box::pin(async move {
-            Ok(FetchResponse {
-                final_url: request.url,
-                status: 200,
-                content_type: Some("text/html".into()),
-                body: self.0.clone().into_bytes(),
-                truncated: false,
-                redirects: 0,
-            })
-        })
-    }
-}
-
 #[tokio::test]
 async fn web_fetch_of_a_2_mib_ampersand_page_finishes_promptly() {
-    let fetch: Arc<dyn HttpFetch> = Arc::new(PageFetch("&#".repeat(TWO_MIB / 2)));
-    let tool = ai_tools::bind(WebFetch::default(), fetch).unwrap();
+    let tool = web_fetch("&#".repeat(TWO_MIB / 2), &[]);
     let started = Instant::now();
     let (exec, _) = run_one(tool, r#"{"url":"https://example.com/"}"#).await;
     assert!(exec.result.ok, "{:?}", exec.result);
@@ -131,15 +102,7 @@ async fn edit_that_grows_a_file_past_the_cap_is_refused() {
 #[tokio::test]
 async fn memory_namespace_flooding_is_capped() {
     let store: Arc<dyn MemoryStore> = Arc::new(MemoryStoreDouble::new().with_max_entries(3));
-    let clock = Arc::new(FixedClock(jiff::Timestamp::from_second(1).unwrap()));
-    let write = ai_tools::bind(
-        MemoryWrite,
-        MemoryWriteCapabilities {
-            store: Arc::clone(&store),
-            clock,
-        },
-    )
-    .unwrap();
+    let write = memory_write(&store, 1);
     for key in ["a", "b", "c"] {
         let (exec, _) = run_one(write.clone(), &format!(r#"{{"key":"{key}","text":"t"}}"#)).await;
         assert!(exec.result.ok, "{:?}", exec.result);

@@ -13,8 +13,9 @@ use agent_testing::server::{OpenAiServer, Reply};
 use serde_json::json;
 
 use crate::mcp::{python, script};
-use crate::support::Home;
-use crate::threads::{chat_body, endless_words, eventually, http, sigkill, streaming};
+use crate::served::{Api, Served, chat_body, stream_text};
+use crate::support::{Home, SHORT_LEASE, eventually, messages_of, sigkill};
+use crate::threads::endless_words;
 
 const KEY: &str = "sk-e2e-durable";
 
@@ -39,22 +40,35 @@ fn config(home: &Home, ledger: &Path, idempotent: bool) -> PathBuf {
     path
 }
 
-/// `agent serve` with `config` against the model at `url`.
-pub(crate) async fn serve(
-    home: &Home,
-    url: &str,
-    config: &Path,
-) -> (tokio::process::Child, String, String) {
-    let config = config.display().to_string();
-    let command = home.command(Some(url), &["--config", &config, "serve", "--port", "0"]);
-    crate::serve::serve_command(command).await
+/// The MCP test server's ledger, in a folder of its own removed on drop: a
+/// line each time `bump` acts (or sees a call it deduped).
+pub(crate) struct Ledger {
+    _dir: tempfile::TempDir,
+    pub(crate) path: PathBuf,
 }
 
-/// The store of `home` (the default SQLite file).
-async fn store(home: &Home) -> agent_store::Store {
-    agent_store::Store::open_sqlite(&home.data_home.join("agent/store.db"))
-        .await
-        .unwrap()
+impl Ledger {
+    pub(crate) fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.txt");
+        Self { _dir: dir, path }
+    }
+
+    /// The ledger's lines.
+    pub(crate) fn lines(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.path)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// `agent serve` with `config` against the model at `url`.
+pub(crate) async fn serve(home: &Home, url: &str, config: &Path) -> Served {
+    let config = config.display().to_string();
+    let command = home.command(Some(url), &["--config", &config, "serve", "--port", "0"]);
+    Served::spawn(command).await
 }
 
 /// The id of chat `chat`'s latest run, once it is stored.
@@ -86,12 +100,11 @@ async fn recorded(store: &agent_store::Store, run_id: &str, step: u32, kind: &st
 /// attaches again, as the page does on reload, while a stream ends saying the
 /// answer moved (its dead server's lease was still running when it attached,
 /// and the run went on here once it ran out).
-async fn reattached(base: &str, token: &str, chat: &str) -> String {
+async fn reattached(api: &Api, chat: &str) -> String {
     let mut last = String::new();
     for _ in 0..60 {
-        let response = http()
-            .get(format!("{base}/api/chat/{chat}/stream"))
-            .bearer_auth(token)
+        let response = api
+            .get(&format!("/api/chat/{chat}/stream"))
             .send()
             .await
             .unwrap();
@@ -118,34 +131,11 @@ async fn reattached(base: &str, token: &str, chat: &str) -> String {
     panic!("chat {chat} never had an answer to attach to: {last}");
 }
 
-/// The text of a UI stream body: its text deltas, joined.
-fn text_of(body: &str) -> String {
-    body.lines()
-        .filter_map(|l| l.strip_prefix("data: "))
-        .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
-        .filter(|c| c["type"] == "text-delta")
-        .filter_map(|c| c["delta"].as_str().map(str::to_owned))
-        .collect()
-}
-
-/// The ledger's lines.
-pub(crate) fn ledger_lines(ledger: &Path) -> Vec<String> {
-    std::fs::read_to_string(ledger)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
 /// The `tool` messages of model request `index`.
 pub(crate) fn tool_results(server: &OpenAiServer, index: usize) -> Vec<String> {
-    server.requests()[index].body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].to_string())
-        .collect()
+    let requests = server.requests();
+    let tools = messages_of(&requests[index]).filter(|m| m["role"] == "tool");
+    tools.map(|m| m["content"].to_string()).collect()
 }
 
 /// Killed during a slow `read_only` call, then during a model call: each time
@@ -154,8 +144,7 @@ pub(crate) fn tool_results(server: &OpenAiServer, index: usize) -> Vec<String> {
 /// and a client that reattaches reads the whole answer once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_survives_two_kills_and_calls_the_model_and_its_tools_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("ledger.txt");
+    let ledger = Ledger::new();
     let server = OpenAiServer::start([
         Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
         Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 4}))]),
@@ -166,37 +155,30 @@ async fn a_run_survives_two_kills_and_calls_the_model_and_its_tools_once() {
     .unwrap();
     let url = server.base_url();
     let home = Home::new(KEY);
-    let config = config(&home, &ledger, false);
-    let store = store(&home).await;
+    let config = config(&home, &ledger.path, false);
+    let store = home.store().await;
 
-    let (mut first, base, token) = serve(&home, &url, &config).await;
-    let _stream = streaming(
-        &http(),
-        &base,
-        &token,
-        &chat_body("chat-d", "Bump, then wait."),
-        1,
-    )
-    .await;
+    let mut first = serve(&home, &url, &config).await;
+    let _stream = first
+        .streaming(&chat_body("chat-d", "Bump, then wait."), 1)
+        .await;
     let run_id = run_of(&store, "chat-d").await;
     // The slow call is under way: its model turn is recorded, its result not.
     recorded(&store, &run_id, 2, "model").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    sigkill(&first);
-    first.wait().await.unwrap();
+    first.kill().await;
     assert_eq!(server.requests().len(), 2);
 
-    let (mut second, _, _) = serve(&home, &url, &config).await;
+    let mut second = serve(&home, &url, &config).await;
     // The slow call runs again (read-only); then the third model call streams.
     recorded(&store, &run_id, 3, "tool").await;
     eventually(|| async { server.requests().len() }, |n| *n == 3).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    sigkill(&second);
-    second.wait().await.unwrap();
+    second.kill().await;
 
-    let (_third, base, token) = serve(&home, &url, &config).await;
-    let answer = reattached(&base, &token, "chat-d").await;
-    assert_eq!(text_of(&answer), "All done.", "{answer}");
+    let third = serve(&home, &url, &config).await;
+    let answer = reattached(&third, "chat-d").await;
+    assert_eq!(stream_text(&answer), "All done.", "{answer}");
     // Every step once: one start and one output per call, the final text once.
     assert_eq!(
         answer.matches(r#""type":"tool-input-available""#).count(),
@@ -221,7 +203,7 @@ async fn a_run_survives_two_kills_and_calls_the_model_and_its_tools_once() {
         "the last call was the unrecorded one, asked again as it was"
     );
     // The call that acts ran exactly once, in the first process.
-    let lines = ledger_lines(&ledger);
+    let lines = ledger.lines();
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].starts_with("acted "), "{lines:?}");
     assert!(
@@ -263,7 +245,7 @@ async fn a_call_cut_by_a_kill_after_it_acted_is_outcome_unknown_and_not_run_agai
     let results = tool_results(&server, 1);
     assert_eq!(results.len(), 1);
     assert!(results[0].contains("outcome_unknown"), "{results:?}");
-    assert_eq!(text_of(&answer), "I will check first.", "{answer}");
+    assert_eq!(stream_text(&answer), "I will check first.", "{answer}");
     assert!(
         answer.contains(r#""errorText":"outcome_unknown"#),
         "{answer}"
@@ -285,15 +267,14 @@ async fn an_idempotent_call_cut_by_a_kill_runs_again_with_its_key_and_acts_once(
     );
     let results = tool_results(&server, 1);
     assert!(results[0].contains("seen; acted 1 time"), "{results:?}");
-    assert_eq!(text_of(&answer), "I will check first.", "{answer}");
+    assert_eq!(stream_text(&answer), "I will check first.", "{answer}");
 }
 
 /// Starts a chat whose call of `bump` acts and blocks, kills the server once
 /// the ledger shows it acted, starts another: the resumed answer, the ledger
 /// and the model server.
 async fn killed_during_bump(idempotent: bool) -> (String, Vec<String>, OpenAiServer) {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("ledger.txt");
+    let ledger = Ledger::new();
     let server = OpenAiServer::start([
         Reply::tool_calls(&[(
             "call_b",
@@ -309,24 +290,19 @@ async fn killed_during_bump(idempotent: bool) -> (String, Vec<String>, OpenAiSer
     .unwrap();
     let url = server.base_url();
     let home = Home::new(KEY);
-    let config = config(&home, &ledger, idempotent);
-    let (mut first, base, token) = serve(&home, &url, &config).await;
-    let _stream = streaming(&http(), &base, &token, &chat_body("chat-b", "Bump it."), 1).await;
-    eventually(
-        || async { ledger_lines(&ledger) },
-        |lines| !lines.is_empty(),
-    )
-    .await;
-    sigkill(&first);
-    first.wait().await.unwrap();
-    let (_second, base, token) = serve(&home, &url, &config).await;
-    let answer = reattached(&base, &token, "chat-b").await;
+    let config = config(&home, &ledger.path, idempotent);
+    let mut first = serve(&home, &url, &config).await;
+    let _stream = first.streaming(&chat_body("chat-b", "Bump it."), 1).await;
+    eventually(|| async { ledger.lines() }, |lines| !lines.is_empty()).await;
+    first.kill().await;
+    let second = serve(&home, &url, &config).await;
+    let answer = reattached(&second, "chat-b").await;
     assert_eq!(
         server.requests().len(),
         2,
         "the recorded turn was not asked again"
     );
-    (answer, ledger_lines(&ledger), server)
+    (answer, ledger.lines(), server)
 }
 
 /// `agent chat` killed during its second model call, after a command ran:
@@ -335,23 +311,16 @@ async fn killed_during_bump(idempotent: bool) -> (String, Vec<String>, OpenAiSer
 /// resumed run shows the whole run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_chat_goes_on_with_runs_resume() {
+    let command = json!({"command": "echo ran >> count.txt"});
     let server = OpenAiServer::start([
-        Reply::tool_calls(&[(
-            "call_sh",
-            "core__exec_shell",
-            json!({"command": "echo ran >> count.txt"}),
-        )]),
+        Reply::tool_calls(&[("call_sh", "core__exec_shell", command)]),
         endless_words(20),
         Reply::text("Done."),
     ])
     .await
     .unwrap();
     let home = Home::new(KEY);
-    std::fs::write(
-        home.workspace.join("agent.toml"),
-        crate::support::SHORT_LEASE,
-    )
-    .unwrap();
+    home.write_config(SHORT_LEASE);
     let url = server.base_url();
     let mut chat = home
         .command(Some(&url), &["chat", "--json", "--approve", "Count a run."])

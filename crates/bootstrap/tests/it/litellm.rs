@@ -149,15 +149,42 @@ fn anthropic_args(proxy: &Proxy) -> Vec<String> {
     .to_vec()
 }
 
+/// The global flags that point the agent at the proxy's `/v1/responses`.
+fn responses_args(proxy: &Proxy) -> Vec<String> {
+    let base = format!("{}/v1", proxy.url);
+    let args = [
+        "--api",
+        "responses",
+        "--base-url",
+        &base,
+        "--model",
+        "scripted-claude",
+    ];
+    args.map(str::to_owned).to_vec()
+}
+
+/// `agent ARGS` in `home`, with the proxy's master key as both APIs' key.
+fn proxied(home: &Home, args: &[&str]) -> tokio::process::Command {
+    let mut command = home.command(None, args);
+    command
+        .env("ANTHROPIC_API_KEY", MASTER_KEY)
+        .env("OPENAI_API_KEY", MASTER_KEY);
+    command
+}
+
+/// [`proxied`] run to its end (within 120 s).
+async fn run_proxied(home: &Home, args: &[&str]) -> std::process::Output {
+    tokio::time::timeout(Duration::from_secs(120), proxied(home, args).output())
+        .await
+        .expect("the agent hung")
+        .unwrap()
+}
+
 /// A home whose `agent.toml` turns thinking on (the flags choose the API, so the
 /// file loosens nothing and needs no trust).
 fn thinking_home() -> Home {
     let home = Home::new("sk-openai-unused");
-    std::fs::write(
-        home.workspace.join("agent.toml"),
-        "[model]\nthinking_budget_tokens = 1024\n",
-    )
-    .unwrap();
+    home.write_config("[model]\nthinking_budget_tokens = 1024\n");
     home
 }
 
@@ -180,19 +207,10 @@ async fn the_anthropic_wire_through_litellm() {
 /// second request, where the provider receives the thinking and its signature.
 async fn responses_tool_loop_sends_the_reasoning_back(proxy: &Proxy) {
     let home = Home::new("sk-openai-unused");
-    let base = format!("{}/v1", proxy.url);
     let before = proxy.provider_requests().len();
-    let args = [
-        "--api",
-        "responses",
-        "--base-url",
-        &base,
-        "--model",
-        "scripted-claude",
-        "chat",
-        "--json",
-        "What time is it?",
-    ];
+    let mut args = responses_args(proxy);
+    args.extend(["chat", "--json", "What time is it?"].map(str::to_owned));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     clock_tool_loop(proxy, &home, &args).await;
     let requests = proxy.provider_requests();
     assert_eq!(requests.len() - before, 2, "{requests:#?}");
@@ -233,14 +251,7 @@ async fn the_gateways_cost_is_the_recorded_cost(proxy: &Proxy) {
             "chat",
             "What time is it?",
         ];
-        let mut command = home.command(None, &args);
-        command
-            .env("ANTHROPIC_API_KEY", MASTER_KEY)
-            .env("OPENAI_API_KEY", MASTER_KEY);
-        let output = tokio::time::timeout(Duration::from_secs(120), command.output())
-            .await
-            .expect("the agent hung")
-            .unwrap();
+        let output = run_proxied(&home, &args).await;
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(
             output.status.code(),
@@ -273,14 +284,7 @@ async fn the_gateways_cost_is_the_recorded_cost(proxy: &Proxy) {
 /// provider plays: its thinking streamed once, the clock called, an answer that
 /// quotes the clock. Returns the answer.
 async fn clock_tool_loop(proxy: &Proxy, home: &Home, args: &[&str]) -> String {
-    let mut command = home.command(None, args);
-    command
-        .env("ANTHROPIC_API_KEY", MASTER_KEY)
-        .env("OPENAI_API_KEY", MASTER_KEY);
-    let output = tokio::time::timeout(Duration::from_secs(120), command.output())
-        .await
-        .expect("the agent hung")
-        .unwrap();
+    let output = run_proxied(home, args).await;
     let stdout = String::from_utf8(output.stdout).unwrap();
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert_eq!(
@@ -350,49 +354,16 @@ async fn serve_streams_reasoning_parts(proxy: &Proxy, wire: &str) {
     let (home, mut args) = if wire == "anthropic" {
         (thinking_home(), anthropic_args(proxy))
     } else {
-        let base = format!("{}/v1", proxy.url);
-        let args = [
-            "--api",
-            "responses",
-            "--base-url",
-            &base,
-            "--model",
-            "scripted-claude",
-        ];
-        (
-            Home::new("sk-openai-unused"),
-            args.map(str::to_owned).to_vec(),
-        )
+        (Home::new("sk-openai-unused"), responses_args(proxy))
     };
     args.extend(["serve", "--port", "0"].map(str::to_owned));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut command = home.command(None, &args);
-    command
-        .env("ANTHROPIC_API_KEY", MASTER_KEY)
-        .env("OPENAI_API_KEY", MASTER_KEY);
-    let (_child, url, token) = crate::serve::serve_command(command).await;
-    let client = reqwest::Client::builder()
-        .tls_backend_preconfigured(client_tls::client_config().unwrap())
-        .build()
-        .unwrap();
-    let body = serde_json::json!({"id": "chat-anthropic", "trigger": "submit-message", "messages": [
-        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "What time is it?"}]}
-    ]});
-    let response = client
-        .post(format!("{url}/api/chat"))
-        .bearer_auth(&token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let served = crate::served::Served::spawn(proxied(&home, &args)).await;
+    let body = crate::served::chat_body("chat-anthropic", "What time is it?");
+    let response = served.post_chat(&body).send().await.unwrap();
     assert_eq!(response.status().as_u16(), 200);
     let text = response.text().await.unwrap();
-    let chunks: Vec<Value> = text
-        .split("\n\n")
-        .filter_map(|e| e.strip_prefix("data: "))
-        .filter(|d| *d != "[DONE]")
-        .map(|d| serde_json::from_str(d).unwrap())
-        .collect();
+    let chunks = crate::served::ui_chunks(&text);
     let kinds: Vec<&str> = chunks.iter().filter_map(|c| c["type"].as_str()).collect();
     let at = |kind: &str| {
         kinds

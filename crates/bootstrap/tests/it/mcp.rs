@@ -14,23 +14,11 @@ use crate::support::{Home, json_lines, tool_message};
 
 const KEY: &str = "sk-e2e-mcp";
 
-pub(crate) fn python() -> PathBuf {
-    if let Some(path) = std::env::var_os("AGENT_TEST_PYTHON") {
-        return PathBuf::from(path);
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-venv/bin/python");
-    assert!(
-        venv.exists(),
-        "the MCP test server needs `cargo xtask test-env` (or AGENT_TEST_PYTHON)"
-    );
-    venv
-}
+pub(crate) use agent_testing::mcp_servers::python;
 
+/// The MCP test server's script.
 pub(crate) fn script() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tools-mcp/tests/servers/testserver.py")
-        .display()
-        .to_string()
+    agent_testing::mcp_servers::script("testserver.py")
 }
 
 /// Writes the user's own config (trusted by being theirs) with one stdio server `t`

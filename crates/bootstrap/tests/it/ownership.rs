@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 use agent_testing::server::{OpenAiServer, Reply};
 use serde_json::json;
 
-use crate::durable::ledger_lines;
+use crate::durable::Ledger;
 use crate::mcp::{python, script};
-use crate::support::Home;
-use crate::threads::{chat_body, eventually, http, sigkill, streaming};
+use crate::served::{Served, chat_body};
+use crate::support::{Home, eventually};
 
 const KEY: &str = "sk-e2e-ownership";
 
@@ -50,6 +50,16 @@ fn config(home: &Home, ledger: &Path, store: Option<&str>) -> PathBuf {
     path
 }
 
+/// Whether `test` is skipped here, for a server cannot be started in a PID
+/// namespace of its own (the reason printed).
+fn skipped_without_pid_namespaces(test: &str) -> bool {
+    let reason = pid_namespaces_unavailable();
+    if let Some(reason) = &reason {
+        eprintln!("SKIPPED {test}: {reason}");
+    }
+    reason.is_some()
+}
+
 /// Why a server cannot be started in a PID namespace of its own here.
 fn pid_namespaces_unavailable() -> Option<String> {
     let probe = std::process::Command::new("unshare")
@@ -72,29 +82,60 @@ fn pid_namespaces_unavailable() -> Option<String> {
     }
 }
 
-/// `agent serve` with `config`; as PID 1 of a new PID namespace (same host
-/// name, its own `/proc`) when `own_namespace`.
-async fn serve(
-    home: &Home,
-    url: &str,
-    config: &Path,
-    own_namespace: bool,
-) -> (tokio::process::Child, String, String) {
-    let config = config.display().to_string();
-    let args = ["--config", config.as_str(), "serve", "--port", "0"];
-    let wrapper: &[&str] = if own_namespace {
-        &[
-            "unshare",
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "--kill-child",
-            "--",
-        ]
-    } else {
-        &[]
-    };
-    crate::serve::serve_command(home.command_via(wrapper, Some(url), &args)).await
+/// What a test here runs against: the ledger, the model server, the home
+/// and its config (see [`config`]).
+struct World {
+    ledger: Ledger,
+    model: OpenAiServer,
+    home: Home,
+    config: PathBuf,
+}
+
+impl World {
+    /// A model playing `replies`, and a home whose runs are kept in `store`
+    /// (none: the default SQLite file).
+    async fn start(replies: impl IntoIterator<Item = Reply>, store: Option<&str>) -> Self {
+        let ledger = Ledger::new();
+        let model = OpenAiServer::start(replies).await.unwrap();
+        let home = Home::new(KEY);
+        let config = config(&home, &ledger.path, store);
+        Self {
+            ledger,
+            model,
+            home,
+            config,
+        }
+    }
+
+    /// `agent serve` with the config; as PID 1 of a new PID namespace (same
+    /// host name, its own `/proc`) when `own_namespace`.
+    async fn serve(&self, own_namespace: bool) -> Served {
+        let config = self.config.display().to_string();
+        let args = ["--config", config.as_str(), "serve", "--port", "0"];
+        let wrapper: &[&str] = if own_namespace {
+            &[
+                "unshare",
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                "--kill-child",
+                "--",
+            ]
+        } else {
+            &[]
+        };
+        let url = self.model.base_url();
+        Served::spawn(self.home.command_via(wrapper, Some(&url), &args)).await
+    }
+
+    /// Waits until the model was asked `n` times.
+    async fn asked(&self, n: usize) {
+        eventually(
+            || async { self.model.requests().len() },
+            |asked| *asked == n,
+        )
+        .await;
+    }
 }
 
 /// The run of chat `chat` once it is stored.
@@ -113,6 +154,18 @@ async fn stored(store: &agent_store::Store, run_id: &str) -> agent_store::RunRec
     store.account("local").run(run_id).await.unwrap().unwrap()
 }
 
+/// The run `run_id` once another generation of owners holds it (or as it is
+/// after 10 s).
+async fn taken_over(store: &agent_store::Store, run_id: &str) -> agent_store::RunRecord {
+    eventually(|| stored(store, run_id), |r| r.lease_gen > 0).await
+}
+
+/// The run `run_id` once it is done (or as it is after 10 s).
+async fn done(store: &agent_store::Store, run_id: &str) -> agent_store::RunRecord {
+    let ready = |r: &agent_store::RunRecord| r.status == agent_store::RunStatus::Done;
+    eventually(|| stored(store, run_id), ready).await
+}
+
 /// Two servers on one store, each PID 1 of its own PID namespace with the same
 /// host name (so the old owner strings were identical): while A holds its
 /// run, B never takes it, over three leases, and the call that acts ran once.
@@ -120,37 +173,25 @@ async fn stored(store: &agent_store::Store, run_id: &str) -> agent_store::RunRec
 /// `outcome_unknown`, not run again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_in_another_pid_namespace_never_takes_a_live_servers_run() {
-    if let Some(reason) = pid_namespaces_unavailable() {
-        eprintln!(
-            "SKIPPED a_server_in_another_pid_namespace_never_takes_a_live_servers_run: {reason}"
-        );
+    if skipped_without_pid_namespaces(
+        "a_server_in_another_pid_namespace_never_takes_a_live_servers_run",
+    ) {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("ledger.txt");
-    let model = OpenAiServer::start([
-        Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({"block_s": 120}))]),
-        Reply::text("Checked, not bumped twice.").delayed(Duration::from_secs(2)),
-    ])
-    .await
-    .unwrap();
-    let url = model.base_url();
-    let home = Home::new(KEY);
-    let config = config(&home, &ledger, None);
-    let (mut a, base_a, token_a) = serve(&home, &url, &config, true).await;
-    let (_b, _, _) = serve(&home, &url, &config, true).await;
-    let store = agent_store::Store::open_sqlite(&home.data_home.join("agent/store.db"))
-        .await
-        .unwrap();
-    let _stream = streaming(
-        &http(),
-        &base_a,
-        &token_a,
-        &chat_body("chat-ns", "Bump."),
-        1,
+    let world = World::start(
+        [
+            Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({"block_s": 120}))]),
+            Reply::text("Checked, not bumped twice.").delayed(Duration::from_secs(2)),
+        ],
+        None,
     )
     .await;
-    eventually(|| async { ledger_lines(&ledger) }, |l| !l.is_empty()).await;
+    let mut a = world.serve(true).await;
+    let _b = world.serve(true).await;
+    let store = world.home.store().await;
+    let _stream = a.streaming(&chat_body("chat-ns", "Bump."), 1).await;
+    let ledger = &world.ledger;
+    eventually(|| async { ledger.lines() }, |l| !l.is_empty()).await;
     let run = run_of(&store, "chat-ns").await;
     tokio::time::sleep(Duration::from_millis(3 * LEASE_MS)).await;
     let held = stored(&store, &run.run.id).await;
@@ -159,30 +200,21 @@ async fn a_server_in_another_pid_namespace_never_takes_a_live_servers_run() {
         (run.run.owner.as_str(), 0),
         "B took a live server's run: {held:?}"
     );
-    assert_eq!(ledger_lines(&ledger).len(), 1, "the call acted once");
+    assert_eq!(ledger.lines().len(), 1, "the call acted once");
     // A dies: B takes the run over within its lease.
     let killed = Instant::now();
-    sigkill(&a);
-    a.wait().await.unwrap();
-    let taken = eventually(
-        || async { stored(&store, &run.run.id).await },
-        |r| r.lease_gen > 0,
-    )
-    .await;
+    a.kill().await;
+    let taken = taken_over(&store, &run.run.id).await;
     assert!(taken.lease_gen > 0, "never taken over: {taken:?}");
     assert!(
         killed.elapsed() < Duration::from_millis(LEASE_MS * 3),
         "taken over {:?} after the kill",
         killed.elapsed()
     );
-    let done = eventually(
-        || async { stored(&store, &run.run.id).await },
-        |r| r.status == agent_store::RunStatus::Done,
-    )
-    .await;
+    let done = done(&store, &run.run.id).await;
     assert_eq!(done.status, agent_store::RunStatus::Done, "{done:?}");
-    assert_eq!(ledger_lines(&ledger).len(), 1, "the call was not run again");
-    let results = crate::durable::tool_results(&model, 1);
+    assert_eq!(ledger.lines().len(), 1, "the call was not run again");
+    let results = crate::durable::tool_results(&world.model, 1);
     assert!(results[0].contains("outcome_unknown"), "{results:?}");
 }
 
@@ -193,39 +225,29 @@ async fn a_server_in_another_pid_namespace_never_takes_a_live_servers_run() {
 /// once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_owner_that_resumes_runs_no_call_twice() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("ledger.txt");
-    let model = OpenAiServer::start([
-        // A's model call: answered while A is paused.
-        Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))])
-            .delayed(Duration::from_millis(LEASE_MS * 2)),
-        // B's, once it took the run over.
-        Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
-        Reply::text("Bumped once."),
-    ])
-    .await
-    .unwrap();
-    let url = model.base_url();
-    let home = Home::new(KEY);
-    let config = config(&home, &ledger, None);
-    let (a, base_a, token_a) = serve(&home, &url, &config, false).await;
-    let (_b, _, _) = serve(&home, &url, &config, false).await;
-    let store = agent_store::Store::open_sqlite(&home.data_home.join("agent/store.db"))
-        .await
-        .unwrap();
+    let world = World::start(
+        [
+            // A's model call: answered while A is paused.
+            Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))])
+                .delayed(Duration::from_millis(LEASE_MS * 2)),
+            // B's, once it took the run over.
+            Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
+            Reply::text("Bumped once."),
+        ],
+        None,
+    )
+    .await;
+    let a = world.serve(false).await;
+    let _b = world.serve(false).await;
+    let store = world.home.store().await;
     let chat = tokio::spawn({
-        let (base, token) = (base_a.clone(), token_a.clone());
+        let request = a.post_chat(&chat_body("chat-stop", "Bump."));
         async move {
-            let _ = http()
-                .post(format!("{base}/api/chat"))
-                .bearer_auth(token)
-                .json(&chat_body("chat-stop", "Bump."))
-                .send()
-                .await;
+            let _ = request.send().await;
         }
     });
-    eventually(|| async { model.requests().len() }, |n| *n == 1).await;
-    let pid = a.id().unwrap().to_string();
+    world.asked(1).await;
+    let pid = a.child.id().unwrap().to_string();
     let signal = |sig: &str| {
         assert!(
             std::process::Command::new("kill")
@@ -237,18 +259,15 @@ async fn a_paused_owner_that_resumes_runs_no_call_twice() {
     };
     signal("-STOP");
     let run = run_of(&store, "chat-stop").await;
-    let done = eventually(
-        || async { stored(&store, &run.run.id).await },
-        |r| r.status == agent_store::RunStatus::Done,
-    )
-    .await;
+    let done = done(&store, &run.run.id).await;
     assert_eq!(done.status, agent_store::RunStatus::Done, "{done:?}");
-    assert_eq!(ledger_lines(&ledger).len(), 1, "B ran the call");
+    let ledger = &world.ledger;
+    assert_eq!(ledger.lines().len(), 1, "B ran the call");
     signal("-CONT");
     // A's model answer arrives now; it must not run the call.
     tokio::time::sleep(Duration::from_millis(LEASE_MS * 2)).await;
     assert_eq!(
-        ledger_lines(&ledger).len(),
+        ledger.lines().len(),
         1,
         "the paused owner ran the call again after it resumed"
     );
@@ -267,39 +286,28 @@ async fn a_paused_owner_that_resumes_runs_no_call_twice() {
 /// once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_restarted_as_pid_1_of_a_new_namespace_resumes_its_predecessors_run() {
-    if let Some(reason) = pid_namespaces_unavailable() {
-        eprintln!(
-            "SKIPPED a_server_restarted_as_pid_1_of_a_new_namespace_resumes_its_predecessors_run: {reason}"
-        );
+    if skipped_without_pid_namespaces(
+        "a_server_restarted_as_pid_1_of_a_new_namespace_resumes_its_predecessors_run",
+    ) {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("ledger.txt");
-    let model = OpenAiServer::start([
-        Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 3}))]),
-        Reply::text("Slept, then answered once."),
-    ])
-    .await
-    .unwrap();
-    let url = model.base_url();
-    let home = Home::new(KEY);
-    let config = config(&home, &ledger, None);
-    let (mut first, base, token) = serve(&home, &url, &config, true).await;
-    let store = agent_store::Store::open_sqlite(&home.data_home.join("agent/store.db"))
-        .await
-        .unwrap();
-    let _stream = streaming(&http(), &base, &token, &chat_body("chat-pid1", "Sleep."), 1).await;
-    eventually(|| async { model.requests().len() }, |n| *n == 1).await;
-    let run = run_of(&store, "chat-pid1").await;
-    sigkill(&first);
-    first.wait().await.unwrap();
-    let killed = Instant::now();
-    let (_second, _, _) = serve(&home, &url, &config, true).await;
-    let taken = eventually(
-        || async { stored(&store, &run.run.id).await },
-        |r| r.lease_gen > 0,
+    let world = World::start(
+        [
+            Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 3}))]),
+            Reply::text("Slept, then answered once."),
+        ],
+        None,
     )
     .await;
+    let mut first = world.serve(true).await;
+    let store = world.home.store().await;
+    let _stream = first.streaming(&chat_body("chat-pid1", "Sleep."), 1).await;
+    world.asked(1).await;
+    let run = run_of(&store, "chat-pid1").await;
+    first.kill().await;
+    let killed = Instant::now();
+    let _second = world.serve(true).await;
+    let taken = taken_over(&store, &run.run.id).await;
     assert!(
         taken.lease_gen > 0,
         "the restarted server never resumed it: {taken:?}"
@@ -320,52 +328,33 @@ async fn a_server_restarted_as_pid_1_of_a_new_namespace_resumes_its_predecessors
 async fn on_postgres_a_dead_servers_run_is_taken_over_within_the_lease_while_it_restarts() {
     let postgres = agent_testing::postgres::TestPostgres::start().unwrap();
     postgres.create_database("own").unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("ledger.txt");
-    let model = OpenAiServer::start([
-        Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 3}))]),
-        Reply::text("Done after the takeover.").delayed(Duration::from_secs(1)),
-    ])
-    .await
-    .unwrap();
-    let url = model.base_url();
-    let home = Home::new(KEY);
-    let config = config(&home, &ledger, Some(&postgres.url("own")));
-    let (mut a, base_a, token_a) = serve(&home, &url, &config, false).await;
-    let (_b, _, _) = serve(&home, &url, &config, false).await;
+    let world = World::start(
+        [
+            Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 3}))]),
+            Reply::text("Done after the takeover.").delayed(Duration::from_secs(1)),
+        ],
+        Some(&postgres.url("own")),
+    )
+    .await;
+    let mut a = world.serve(false).await;
+    let _b = world.serve(false).await;
     let store = agent_store::Store::open(&postgres.url("own"))
         .await
         .unwrap();
-    let _stream = streaming(
-        &http(),
-        &base_a,
-        &token_a,
-        &chat_body("chat-pg", "Sleep."),
-        1,
-    )
-    .await;
-    eventually(|| async { model.requests().len() }, |n| *n == 1).await;
+    let _stream = a.streaming(&chat_body("chat-pg", "Sleep."), 1).await;
+    world.asked(1).await;
     let run = run_of(&store, "chat-pg").await;
-    sigkill(&a);
-    a.wait().await.unwrap();
+    a.kill().await;
     let killed = Instant::now();
-    let (_a_again, _, _) = serve(&home, &url, &config, false).await;
-    let taken = eventually(
-        || async { stored(&store, &run.run.id).await },
-        |r| r.lease_gen > 0,
-    )
-    .await;
+    let _a_again = world.serve(false).await;
+    let taken = taken_over(&store, &run.run.id).await;
     let took = killed.elapsed();
     assert!(taken.lease_gen > 0, "never taken over: {taken:?}");
     assert!(
         took < Duration::from_millis(LEASE_MS * 3),
         "taken over {took:?} after the kill (lease {LEASE_MS} ms)"
     );
-    let done = eventually(
-        || async { stored(&store, &run.run.id).await },
-        |r| r.status == agent_store::RunStatus::Done,
-    )
-    .await;
+    let done = done(&store, &run.run.id).await;
     assert_eq!(done.status, agent_store::RunStatus::Done, "{done:?}");
     eprintln!("taken over {took:?} after the kill, with a {LEASE_MS} ms lease");
 }

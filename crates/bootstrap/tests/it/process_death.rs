@@ -11,8 +11,9 @@ use agent_testing::server::{OpenAiServer, Reply};
 use serde_json::json;
 
 use crate::durable::{serve, tool_results};
+use crate::served::chat_body;
 use crate::support::Home;
-use crate::threads::{chat_body, eventually, http, sigkill, streaming};
+use crate::support::{eventually, sigkill};
 
 const KEY: &str = "sk-e2e-process-death";
 
@@ -87,8 +88,8 @@ async fn kill_the_server_while_a_command_sleeps(isolation: bool) -> Killed {
     let home = Home::new(KEY);
     let config = config(&home, isolation);
     let url = server.base_url();
-    let (mut first, base, token) = serve(&home, &url, &config).await;
-    let _stream = streaming(&http(), &base, &token, &chat_body("chat-pd", "Run it."), 1).await;
+    let mut first = serve(&home, &url, &config).await;
+    let _stream = first.streaming(&chat_body("chat-pd", "Run it."), 1).await;
     let shell_pid = read_pid(&home.workspace.join("pid.txt"), Duration::from_secs(30))
         .await
         .expect("the command wrote its shell's pid");
@@ -101,9 +102,9 @@ async fn kill_the_server_while_a_command_sleeps(isolation: bool) -> Killed {
         before.iter().any(|(_, line)| line.starts_with("sleep ")),
         "the command never slept: {before:?}"
     );
-    sigkill(&first);
+    sigkill(&first.child);
     let killed_at = Instant::now();
-    first.wait().await.unwrap();
+    first.child.wait().await.unwrap();
     Killed {
         home,
         config,
@@ -127,7 +128,7 @@ async fn the_effect_never_lands(killed: &Killed) {
     );
 
     let url = killed.server.base_url();
-    let (_second, _, _) = serve(&killed.home, &url, &killed.config).await;
+    let _second = serve(&killed.home, &url, &killed.config).await;
     let mut requests = 0;
     let until = Instant::now() + Duration::from_secs(30);
     while requests < 2 && Instant::now() < until {

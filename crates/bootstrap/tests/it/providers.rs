@@ -13,9 +13,33 @@ use crate::support::{Home, json_lines};
 
 const API_KEY: &str = "sk-e2e-providers-0123456789";
 
-/// Runs `agent <args>` against `base_url` in a fresh home.
-async fn run_agent(args: &[&str], base_url: &str) -> (i32, String, String) {
-    Home::new(API_KEY).run(Some(base_url), args).await
+/// What every test here asks.
+const QUESTION: &str = "What time is it in Tokyo?";
+
+/// A provider playing `turns`, asked [`QUESTION`] by `agent chat` in a fresh
+/// home (with `--json` when `json`): the provider, the exit code, stdout and
+/// stderr.
+async fn ask(turns: [Reply; 2], json: bool) -> (OpenAiServer, i32, String, String) {
+    let server = OpenAiServer::start(turns).await.unwrap();
+    let args: &[&str] = if json {
+        &["chat", "--json", QUESTION]
+    } else {
+        &["chat", QUESTION]
+    };
+    let (code, stdout, stderr) = Home::new(API_KEY).run(Some(&server.base_url()), args).await;
+    (server, code, stdout, stderr)
+}
+
+/// The first event of type `kind` in `events`.
+fn first_event<'a>(events: &'a [Value], kind: &str) -> &'a Value {
+    let found = events.iter().find(|e| e["type"] == kind);
+    found.unwrap_or_else(|| panic!("no {kind} event in {events:?}"))
+}
+
+/// The deltas of the events of type `kind` in `events`, joined.
+fn deltas(events: &[Value], kind: &str) -> String {
+    let of_kind = events.iter().filter(|e| e["type"] == kind);
+    of_kind.map(|e| e["delta"].as_str().unwrap()).collect()
 }
 
 /// The assistant message with tool calls in a recorded request.
@@ -118,46 +142,24 @@ fn deepseek_answer_turn() -> Reply {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deepseek_reasoning_goes_back_with_the_tool_call() {
-    let server = OpenAiServer::start([Reply::sse(deepseek_tool_turn()), deepseek_answer_turn()])
-        .await
-        .unwrap();
-    let (code, stdout, stderr) = run_agent(
-        &["chat", "--json", "What time is it in Tokyo?"],
-        &server.base_url(),
-    )
-    .await;
+    let deepseek = || [Reply::sse(deepseek_tool_turn()), deepseek_answer_turn()];
+    let (server, code, stdout, stderr) = ask(deepseek(), true).await;
     assert_eq!(code, 0, "stderr: {stderr}\nstdout: {stdout}");
     let events = json_lines(&stdout);
 
     // Reasoning streams as its own events, never as answer text.
-    let reasoning: String = events
-        .iter()
-        .filter(|e| e["type"] == "reasoning_delta")
-        .map(|e| e["delta"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        reasoning,
+        deltas(&events, "reasoning_delta"),
         format!("{}Answer now.", DEEPSEEK_REASONING.concat())
     );
-    let text: String = events
-        .iter()
-        .filter(|e| e["type"] == "text_delta")
-        .map(|e| e["delta"].as_str().unwrap())
-        .collect();
-    assert_eq!(text, DEEPSEEK_ANSWER);
+    assert_eq!(deltas(&events, "text_delta"), DEEPSEEK_ANSWER);
 
     // The tool ran, and the run ended with the answer alone.
-    let result = events
-        .iter()
-        .find(|e| e["type"] == "tool_call_result")
-        .expect("a tool result");
+    let result = first_event(&events, "tool_call_result");
     assert_eq!(result["tool_call_id"], "call_00_ds");
     assert_eq!(result["ok"], true, "{result}");
     assert_eq!(result["result"]["timezone"], "Asia/Tokyo");
-    let final_event = events
-        .iter()
-        .find(|e| e["type"] == "assistant_final")
-        .expect("assistant_final");
+    let final_event = first_event(&events, "assistant_final");
     assert_eq!(final_event["content"], DEEPSEEK_ANSWER);
     for piece in DEEPSEEK_REASONING.iter().chain(["Answer now."].iter()) {
         assert!(
@@ -169,10 +171,7 @@ async fn deepseek_reasoning_goes_back_with_the_tool_call() {
         );
     }
     // Usage details of turn 1 reach the usage event.
-    let usage = events
-        .iter()
-        .find(|e| e["type"] == "usage_report")
-        .expect("a usage report");
+    let usage = first_event(&events, "usage_report");
     assert_eq!(usage["model"], "deepseek-chat");
     assert_eq!(usage["cached_tokens"], 256, "{usage}");
     assert_eq!(usage["reasoning_tokens"], 30, "{usage}");
@@ -187,11 +186,7 @@ async fn deepseek_reasoning_goes_back_with_the_tool_call() {
     assert!(assistant["tool_calls"][0].get("extra_content").is_none());
 
     // Human output: the answer on stdout, reasoning nowhere.
-    let server = OpenAiServer::start([Reply::sse(deepseek_tool_turn()), deepseek_answer_turn()])
-        .await
-        .unwrap();
-    let (code, stdout, stderr) =
-        run_agent(&["chat", "What time is it in Tokyo?"], &server.base_url()).await;
+    let (_, code, stdout, stderr) = ask(deepseek(), false).await;
     assert_eq!(code, 0, "stderr: {stderr}\nstdout: {stdout}");
     assert!(stdout.contains(DEEPSEEK_ANSWER), "{stdout}");
     assert!(
@@ -276,26 +271,14 @@ fn gemini_answer_turn() -> Reply {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gemini_thought_signature_goes_back_on_the_call() {
-    let server = OpenAiServer::start([Reply::sse(gemini_tool_turn(true)), gemini_answer_turn()])
-        .await
-        .unwrap();
-    let (code, stdout, stderr) = run_agent(
-        &["chat", "--json", "What time is it in Tokyo?"],
-        &server.base_url(),
-    )
-    .await;
+    let gemini = || [Reply::sse(gemini_tool_turn(true)), gemini_answer_turn()];
+    let (server, code, stdout, stderr) = ask(gemini(), true).await;
     assert_eq!(code, 0, "stderr: {stderr}\nstdout: {stdout}");
     let events = json_lines(&stdout);
-    let result = events
-        .iter()
-        .find(|e| e["type"] == "tool_call_result")
-        .expect("a tool result");
+    let result = first_event(&events, "tool_call_result");
     assert_eq!(result["tool_call_id"], "function-call-1562459293821634313");
     assert_eq!(result["ok"], true, "{result}");
-    let final_event = events
-        .iter()
-        .find(|e| e["type"] == "assistant_final")
-        .expect("assistant_final");
+    let final_event = first_event(&events, "assistant_final");
     assert_eq!(final_event["content"], GEMINI_ANSWER);
     // The signature is for the provider only: it never reaches events.
     assert!(!stdout.contains(THOUGHT_SIGNATURE), "{stdout}");
@@ -310,11 +293,7 @@ async fn gemini_thought_signature_goes_back_on_the_call() {
     assert!(assistant.get("reasoning_content").is_none());
 
     // Human output prints the answer.
-    let server = OpenAiServer::start([Reply::sse(gemini_tool_turn(true)), gemini_answer_turn()])
-        .await
-        .unwrap();
-    let (code, stdout, stderr) =
-        run_agent(&["chat", "What time is it in Tokyo?"], &server.base_url()).await;
+    let (_, code, stdout, stderr) = ask(gemini(), false).await;
     assert_eq!(code, 0, "stderr: {stderr}\nstdout: {stdout}");
     assert!(stdout.contains(GEMINI_ANSWER), "{stdout}");
 }
@@ -323,20 +302,11 @@ async fn gemini_thought_signature_goes_back_on_the_call() {
 /// body: the run fails with that message and code (the check above is real).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gemini_array_error_body_reaches_the_error_event() {
-    let server = OpenAiServer::start([Reply::sse(gemini_tool_turn(false)), gemini_answer_turn()])
-        .await
-        .unwrap();
-    let (code, stdout, stderr) = run_agent(
-        &["chat", "--json", "What time is it in Tokyo?"],
-        &server.base_url(),
-    )
-    .await;
+    let unsigned = [Reply::sse(gemini_tool_turn(false)), gemini_answer_turn()];
+    let (_, code, stdout, stderr) = ask(unsigned, true).await;
     assert_eq!(code, 1, "stderr: {stderr}\nstdout: {stdout}");
     let events = json_lines(&stdout);
-    let error = events
-        .iter()
-        .find(|e| e["type"] == "error")
-        .expect("an error event");
+    let error = first_event(&events, "error");
     let message = error["message"].as_str().unwrap();
     assert!(
         message.contains("Function call is missing a thought_signature"),

@@ -12,12 +12,12 @@ use std::time::Duration;
 use agent_testing::restate::TestRestate;
 use agent_testing::server::{OpenAiServer, Reply};
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::durable::{ledger_lines, serve, tool_results};
+use crate::durable::{Ledger, serve, tool_results};
 use crate::mcp::{python, script};
-use crate::support::Home;
-use crate::threads::{chat_body, endless_words, eventually, http, sigkill, ui_chunks};
+use crate::served::{Served, chat_body, text_of, ui_chunks};
+use crate::support::{Home, curl_as_nobody, eventually, first_line, sigkill};
+use crate::threads::endless_words;
 
 const KEY: &str = "sk-e2e-restate";
 
@@ -53,13 +53,9 @@ pub(crate) fn signed_restate() -> Signed {
 }
 
 /// The user's config: the Restate engine at `restate`, the MCP server `fx`
-/// with its ledger, `bump` behind an approval or not.
-pub(crate) fn config(home: &Home, restate: &Signed, ledger: &Path, approval: bool) -> PathBuf {
-    config_with(home, restate, ledger, approval, false)
-}
-
-/// [`config`], with `bump` declared idempotent or not.
-fn config_with(
+/// with its ledger, `bump` behind an approval or not, declared idempotent or
+/// not.
+fn config(
     home: &Home,
     restate: &Signed,
     ledger: &Path,
@@ -101,47 +97,92 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// `agent worker` on `port`, once it says it is registered.
-async fn worker(home: &Home, url: &str, config: &Path, port: u16) -> tokio::process::Child {
-    let config = config.display().to_string();
-    let port = port.to_string();
-    let mut command = home.command(Some(url), &["--config", &config, "worker", "--port", &port]);
-    let mut child = command.spawn().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
-        .await
-        .expect("the worker registers")
-        .unwrap()
-        .unwrap_or_default();
-    assert!(line.contains("worker serving runs"), "{line:?}");
-    child
+/// What a test here runs against: a signed Restate server, the ledger, the
+/// model server, a home with its config (see [`config`]), and the port its
+/// workers listen on.
+struct Deployment {
+    restate: Signed,
+    ledger: Ledger,
+    model: OpenAiServer,
+    home: Home,
+    config: PathBuf,
+    port: u16,
 }
 
-/// The text of a UI stream's chunks.
-fn text_of(chunks: &[serde_json::Value]) -> String {
-    chunks
-        .iter()
-        .filter(|c| c["type"] == "text-delta")
-        .filter_map(|c| c["delta"].as_str())
-        .collect()
+impl Deployment {
+    /// A fresh Restate server and a model playing `replies`; `bump` behind an
+    /// approval or not.
+    async fn start(replies: impl IntoIterator<Item = Reply>, approval: bool) -> Self {
+        Self::start_with(replies, approval, false).await
+    }
+
+    /// [`Deployment::start`], with `bump` declared idempotent or not.
+    async fn start_with(
+        replies: impl IntoIterator<Item = Reply>,
+        approval: bool,
+        idempotent: bool,
+    ) -> Self {
+        let restate = signed_restate();
+        let ledger = Ledger::new();
+        let model = OpenAiServer::start(replies).await.unwrap();
+        let home = Home::new(KEY);
+        let config = config(&home, &restate, &ledger.path, approval, idempotent);
+        Self {
+            restate,
+            ledger,
+            model,
+            home,
+            config,
+            port: free_port(),
+        }
+    }
+
+    /// `agent worker` on the deployment's port, once it says it is registered.
+    async fn worker(&self) -> tokio::process::Child {
+        let config = self.config.display().to_string();
+        let port = self.port.to_string();
+        let args = ["--config", &config, "worker", "--port", &port];
+        let url = self.model.base_url();
+        let mut child = self.home.command(Some(&url), &args).spawn().unwrap();
+        let line = first_line(&mut child, Duration::from_secs(60), "the worker's start").await;
+        assert!(line.contains("worker serving runs"), "{line:?}");
+        child
+    }
+
+    /// `agent serve` with the deployment's config.
+    async fn serve(&self) -> Served {
+        serve(&self.home, &self.model.base_url(), &self.config).await
+    }
+
+    /// Waits until the model was asked `n` times.
+    async fn asked(&self, n: usize) {
+        eventually(
+            || async { self.model.requests().len() },
+            |asked| *asked == n,
+        )
+        .await;
+    }
+
+    /// The stored run of chat `chat`, once it ended.
+    async fn ended_run(&self, chat: &str) -> agent_store::RunRecord {
+        let store = self.home.store().await;
+        let rows = store.account("local");
+        let run = eventually(
+            || async { rows.latest_run(chat).await.unwrap() },
+            |run: &Option<agent_store::RunRecord>| {
+                run.as_ref()
+                    .is_some_and(|r| r.status != agent_store::RunStatus::Running)
+            },
+        )
+        .await;
+        run.expect("the run is stored")
+    }
 }
 
-/// The stored run of chat `chat`, once it ended.
-async fn ended_run(home: &Home, chat: &str) -> agent_store::RunRecord {
-    let store = agent_store::Store::open_sqlite(&home.data_home.join("agent/store.db"))
-        .await
-        .unwrap();
-    let rows = store.account("local");
-    let run = eventually(
-        || async { rows.latest_run(chat).await.unwrap() },
-        |run: &Option<agent_store::RunRecord>| {
-            run.as_ref()
-                .is_some_and(|r| r.status != agent_store::RunStatus::Running)
-        },
-    )
-    .await;
-    run.expect("the run is stored")
+/// Kills a worker with SIGKILL and waits until it is gone.
+async fn kill(mut worker: tokio::process::Child) {
+    sigkill(&worker);
+    worker.wait().await.unwrap();
 }
 
 /// A worker killed during a slow read-only call, and the next one during a
@@ -151,47 +192,31 @@ async fn ended_run(home: &Home, chat: &str) -> agent_store::RunRecord {
 /// stream (served from the store) carries the whole answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_worker_is_replaced_and_the_run_goes_on_from_its_journal() {
-    let restate = signed_restate();
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("ledger.txt");
-    let model = OpenAiServer::start([
-        Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
-        Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 3}))]),
-        endless_words(20),
-        Reply::text("All done."),
-    ])
-    .await
-    .unwrap();
-    let url = model.base_url();
-    let home = Home::new(KEY);
-    let config = config(&home, &restate, &ledger, false);
-    let port = free_port();
-    let mut first = worker(&home, &url, &config, port).await;
-    let (_serve, base, token) = serve(&home, &url, &config).await;
-    let client = http();
+    let deployment = Deployment::start(
+        [
+            Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
+            Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 3}))]),
+            endless_words(20),
+            Reply::text("All done."),
+        ],
+        false,
+    )
+    .await;
+    let first = deployment.worker().await;
+    let served = deployment.serve().await;
     let chat = tokio::spawn({
-        let (client, base, token) = (client.clone(), base.clone(), token.clone());
-        async move {
-            ui_chunks(
-                &client,
-                &base,
-                &token,
-                &chat_body("chat-r", "Bump, then talk."),
-            )
-            .await
-        }
+        let api = served.api.clone();
+        async move { api.say("chat-r", "Bump, then talk.").await }
     });
     // Killed during the slow read-only call, then during the model call after it.
-    eventually(|| async { model.requests().len() }, |n| *n == 2).await;
+    deployment.asked(2).await;
     tokio::time::sleep(Duration::from_millis(800)).await;
-    sigkill(&first);
-    first.wait().await.unwrap();
-    let mut second = worker(&home, &url, &config, port).await;
-    eventually(|| async { model.requests().len() }, |n| *n == 3).await;
+    kill(first).await;
+    let second = deployment.worker().await;
+    deployment.asked(3).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    sigkill(&second);
-    second.wait().await.unwrap();
-    let _third = worker(&home, &url, &config, port).await;
+    kill(second).await;
+    let _third = deployment.worker().await;
     // The client's stream had shown the cut model call: it ends saying the
     // answer started over, and the client's resume reads the new answer whole.
     let cut = tokio::time::timeout(Duration::from_secs(90), chat)
@@ -204,17 +229,9 @@ async fn a_killed_worker_is_replaced_and_the_run_goes_on_from_its_journal() {
             .is_some_and(|t| t.contains("started over"))),
         "{cut:?}"
     );
-    let run = ended_run(&home, "chat-r").await;
+    let run = deployment.ended_run("chat-r").await;
     // A client reloading gets the chat as stored: the answer, and the call once.
-    let chat = client
-        .get(format!("{base}/api/chats/chat-r"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json::<serde_json::Value>()
-        .await
-        .unwrap();
+    let chat = served.json("/api/chats/chat-r").await;
     let shown = chat["messages"].to_string();
     assert!(shown.contains("All done."), "{chat}");
     assert!(!shown.contains("w0 "), "{chat}");
@@ -224,13 +241,14 @@ async fn a_killed_worker_is_replaced_and_the_run_goes_on_from_its_journal() {
         "{chat}"
     );
     assert_eq!(run.status, agent_store::RunStatus::Done, "{run:?}");
-    let requests = model.requests();
+    let requests = deployment.model.requests();
     assert_eq!(requests.len(), 4, "one request per model step");
     assert_eq!(requests[3].body["messages"], requests[2].body["messages"]);
-    let lines = ledger_lines(&ledger);
+    let lines = deployment.ledger.lines();
     assert_eq!(lines.len(), 1, "the call that acts ran once: {lines:?}");
     // Restate holds the run's journal: the steps as `ctx.run` entries.
-    let journal = restate
+    let journal = deployment
+        .restate
         .sql("SELECT name FROM sys_journal WHERE entry_type = 'Command: Run' ORDER BY index")
         .unwrap();
     let names = journal.to_string();
@@ -284,51 +302,39 @@ struct Cut {
 /// A chat calls `bump` (acts, then blocks; deduped on its key); the worker is
 /// killed once the ledger shows it acted and replaced at the same address.
 async fn bump_cut_by_a_killed_worker(idempotent: bool) -> Cut {
-    let restate = signed_restate();
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("ledger.txt");
-    let model = OpenAiServer::start([
-        Reply::tool_calls(&[(
-            "call_b",
-            "mcp__fx__bump",
-            json!({"block_s": 120, "dedupe": true}),
-        )]),
-        Reply::text("I will check first."),
-    ])
-    .await
-    .unwrap();
-    let url = model.base_url();
-    let home = Home::new(KEY);
-    let config = config_with(&home, &restate, &ledger, false, idempotent);
-    let port = free_port();
-    let mut first = worker(&home, &url, &config, port).await;
-    let (_serve, base, token) = serve(&home, &url, &config).await;
+    let deployment = Deployment::start_with(
+        [
+            Reply::tool_calls(&[(
+                "call_b",
+                "mcp__fx__bump",
+                json!({"block_s": 120, "dedupe": true}),
+            )]),
+            Reply::text("I will check first."),
+        ],
+        false,
+        idempotent,
+    )
+    .await;
+    let first = deployment.worker().await;
+    let served = deployment.serve().await;
     let chat = tokio::spawn({
-        let (base, token) = (base.clone(), token.clone());
-        async move { ui_chunks(&http(), &base, &token, &chat_body("chat-b", "Bump it.")).await }
+        let api = served.api.clone();
+        async move { api.say("chat-b", "Bump it.").await }
     });
-    eventually(|| async { ledger_lines(&ledger) }, |l| !l.is_empty()).await;
-    sigkill(&first);
-    first.wait().await.unwrap();
-    let _second = worker(&home, &url, &config, port).await;
+    let ledger = &deployment.ledger;
+    eventually(|| async { ledger.lines() }, |l| !l.is_empty()).await;
+    kill(first).await;
+    let _second = deployment.worker().await;
     // The client's stream ends (the answer started over on the new worker);
     // the chat as stored holds the answer.
     let _ = tokio::time::timeout(Duration::from_secs(90), chat).await;
-    let run = ended_run(&home, "chat-b").await;
+    let run = deployment.ended_run("chat-b").await;
     assert_eq!(run.status, agent_store::RunStatus::Done, "{run:?}");
-    let stored = http()
-        .get(format!("{base}/api/chats/chat-b"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let stored = served.text("/api/chats/chat-b").await;
     Cut {
         stored,
-        lines: ledger_lines(&ledger),
-        model,
+        lines: deployment.ledger.lines(),
+        model: deployment.model,
     }
 }
 
@@ -336,40 +342,28 @@ async fn bump_cut_by_a_killed_worker(idempotent: bool) -> Cut {
 /// goes on, and ends once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_survives_its_restate_server_being_killed() {
-    let mut restate = signed_restate();
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("ledger.txt");
-    let model = OpenAiServer::start([
-        Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 3}))]),
-        Reply::text("Slept."),
-    ])
-    .await
-    .unwrap();
-    let url = model.base_url();
-    let home = Home::new(KEY);
-    let config = config(&home, &restate, &ledger, false);
-    let port = free_port();
-    let _worker = worker(&home, &url, &config, port).await;
-    let (_serve, base, token) = serve(&home, &url, &config).await;
-    let client = http();
+    let mut deployment = Deployment::start(
+        [
+            Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 3}))]),
+            Reply::text("Slept."),
+        ],
+        false,
+    )
+    .await;
+    let _worker = deployment.worker().await;
+    let served = deployment.serve().await;
     let body = chat_body("chat-s", "Sleep.");
-    let response = client
-        .post(format!("{base}/api/chat"))
-        .bearer_auth(&token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let response = served.post_chat(&body).send().await.unwrap();
     assert_eq!(response.status().as_u16(), 200);
-    eventually(|| async { model.requests().len() }, |n| *n == 1).await;
+    deployment.asked(1).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    restate.kill();
+    deployment.restate.kill();
     tokio::time::sleep(Duration::from_millis(500)).await;
-    restate.restart().unwrap();
-    let run = ended_run(&home, "chat-s").await;
+    deployment.restate.restart().unwrap();
+    let run = deployment.ended_run("chat-s").await;
     assert_eq!(run.status, agent_store::RunStatus::Done, "{run:?}");
     assert_eq!(
-        model.requests().len(),
+        deployment.model.requests().len(),
         2,
         "the recorded model step was not asked again"
     );
@@ -381,16 +375,9 @@ async fn a_run_survives_its_restate_server_being_killed() {
 /// submission not sealed with the store's key is refused before it runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_submitted_twice_runs_once() {
-    let restate = signed_restate();
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("ledger.txt");
-    let model = OpenAiServer::start([Reply::text("Once."), Reply::text("Twice?")])
-        .await
-        .unwrap();
-    let url = model.base_url();
-    let home = Home::new(KEY);
-    let config = config(&home, &restate, &ledger, false);
-    let _worker = worker(&home, &url, &config, free_port()).await;
+    let deployment = Deployment::start([Reply::text("Once."), Reply::text("Twice?")], false).await;
+    let _worker = deployment.worker().await;
+    let (restate, model, home) = (&deployment.restate, &deployment.model, &deployment.home);
     let mut request = agent_graph::run::RunRequest::new(
         ai_core::RunContext::generate(),
         "e2e-model",
@@ -425,9 +412,7 @@ async fn a_run_submitted_twice_runs_once() {
     // The key every server and worker on the store shares (the worker made
     // it), and the run's row as a server writes it before submitting.
     let key = bootstrap::keys::load_from(&home.data_home.join("agent/server.key")).unwrap();
-    let store = agent_store::Store::open_sqlite(&home.data_home.join("agent/store.db"))
-        .await
-        .unwrap();
+    let store = home.store().await;
     let run_id = request_again.context.run_id.clone();
     store
         .account("local")
@@ -464,43 +449,34 @@ async fn a_run_submitted_twice_runs_once() {
 /// in the same invocation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_waits_across_a_worker_restart() {
-    let restate = signed_restate();
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("ledger.txt");
-    let model = OpenAiServer::start([
-        Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
-        Reply::text("Bumped."),
-    ])
-    .await
-    .unwrap();
-    let url = model.base_url();
-    let home = Home::new(KEY);
-    let config = config(&home, &restate, &ledger, true);
-    let port = free_port();
-    let mut first = worker(&home, &url, &config, port).await;
-    let (_serve, base, token) = serve(&home, &url, &config).await;
-    let client = http();
-    let asked = ui_chunks(&client, &base, &token, &chat_body("chat-a", "Bump it.")).await;
+    let deployment = Deployment::start(
+        [
+            Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
+            Reply::text("Bumped."),
+        ],
+        true,
+    )
+    .await;
+    let first = deployment.worker().await;
+    let served = deployment.serve().await;
+    let asked = served.say("chat-a", "Bump it.").await;
     assert!(
         asked.iter().any(|c| c["type"] == "tool-approval-request"),
         "{asked:?}"
     );
-    assert!(
-        ledger_lines(&ledger).is_empty(),
-        "nothing ran before the approval"
-    );
+    let (restate, ledger) = (&deployment.restate, &deployment.ledger);
+    assert!(ledger.lines().is_empty(), "nothing ran before the approval");
     // The invocation is not over: it waits on its awakeable.
     let waiting = restate
         .sql("SELECT status FROM sys_invocation WHERE target_service_name = 'AgentRuns'")
         .unwrap();
     assert_ne!(waiting["rows"][0]["status"], "completed", "{waiting}");
-    sigkill(&first);
-    first.wait().await.unwrap();
-    let _second = worker(&home, &url, &config, port).await;
+    kill(first).await;
+    let _second = deployment.worker().await;
     let approved = crate::threads::approval_answer("chat-a", "Bump it.", &asked);
-    let answer = ui_chunks(&client, &base, &token, &approved).await;
+    let answer = served.chat(&approved).await;
     assert_eq!(text_of(&answer), "Bumped.", "{answer:?}");
-    assert_eq!(ledger_lines(&ledger).len(), 1, "the approved call ran once");
+    assert_eq!(ledger.lines().len(), 1, "the approved call ran once");
     // The paused run waited in its invocation, on the awakeable the approval
     // resolved: one invocation for the whole chat turn, now completed.
     let invocations = restate
@@ -515,21 +491,6 @@ async fn an_approval_waits_across_a_worker_restart() {
         invocations["rows"][0]["status"], "completed",
         "{invocations}"
     );
-}
-
-/// `curl` as uid 65534 (another local account) with `args`: the HTTP status
-/// and the body.
-async fn as_nobody(args: &[&str]) -> (String, String) {
-    let output = tokio::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .args(["curl", "-sS", "--max-time", "20", "-w", "\n%{http_code}"])
-        .args(args)
-        .output()
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned();
-    let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
-    (status.to_owned(), body.to_owned())
 }
 
 /// What another account reads through Restate's admin API: every journal
@@ -557,7 +518,7 @@ async fn admin_rows(restate: &Signed) -> String {
     for table in ["sys_journal", "sys_invocation", "sys_invocation_state"] {
         let query = json!({ "query": format!("SELECT * FROM {table}") }).to_string();
         let url = format!("{}/query", restate.admin_url());
-        let (_, body) = as_nobody(&[
+        let (_, body) = curl_as_nobody(&[
             "-H",
             "content-type: application/json",
             "-H",
@@ -611,38 +572,88 @@ async fn another_local_account_cannot_start_replay_approve_or_read_runs_on_resta
         return;
     }
     const SECRET: &str = "TOP-SECRET-PROMPT-7731";
-    let restate = signed_restate();
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("ledger.txt");
-    let model = OpenAiServer::start([
-        Reply::tool_calls(&[("call_a", "mcp__fx__bump", json!({}))]),
-        Reply::text("Bumped the SECRET-ANSWER-88."),
-        Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
-        Reply::text("Bumped again."),
-    ])
-    .await
-    .unwrap();
-    let url = model.base_url();
-    let home = Home::new(KEY);
-    let config = config(&home, &restate, &ledger, true);
-    let port = free_port();
-    let _worker = worker(&home, &url, &config, port).await;
-    let (_serve, base, token) = serve(&home, &url, &config).await;
-    let client = http();
+    let deployment = Deployment::start(
+        [
+            Reply::tool_calls(&[("call_a", "mcp__fx__bump", json!({}))]),
+            Reply::text("Bumped the SECRET-ANSWER-88."),
+            Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
+            Reply::text("Bumped again."),
+        ],
+        true,
+    )
+    .await;
+    let _worker = deployment.worker().await;
+    let served = deployment.serve().await;
+    let (restate, ledger, model) = (&deployment.restate, &deployment.ledger, &deployment.model);
     // The victim's turn: a secret prompt, an approval, the call runs once.
     let prompt = format!("{SECRET}: bump it");
-    let asked = ui_chunks(&client, &base, &token, &chat_body("chat-a", &prompt)).await;
+    let asked = served.say("chat-a", &prompt).await;
     let approved = crate::threads::approval_answer("chat-a", &prompt, &asked);
-    let answer = ui_chunks(&client, &base, &token, &approved).await;
+    let answer = served.chat(&approved).await;
     assert!(text_of(&answer).contains("SECRET-ANSWER-88"), "{answer:?}");
-    assert_eq!(ledger_lines(&ledger).len(), 1);
+    assert_eq!(ledger.lines().len(), 1);
 
     // 15: the worker's endpoint answers only its Restate server.
+    assert_the_worker_answers_only_restate(deployment.port).await;
+    // 2: what the admin API shows is ciphertext.
+    let captured = sealed_journal(restate, &[SECRET, "SECRET-ANSWER-88"]).await;
+    // 1, 2: every captured payload resent as a new run runs nothing.
+    resend_as_new_runs(restate, &captured).await;
+    assert_eq!(ledger.lines().len(), 1, "no replay ran the call again");
+    assert_eq!(model.requests().len(), 2, "no replay called the model");
+
+    // A second paused run: every captured payload resolves its awakeable; the
+    // run goes on waiting, runs nothing, and its own approval still works.
+    // The attacker is given the awakeable's id (the worst case: the store is
+    // private now, so it would have to derive it from the journal).
+    let asked = served.say("chat-b", "bump again").await;
+    let store = deployment.home.store().await;
+    let rows = store.account("local");
+    let paused = rows.latest_run("chat-b").await.unwrap().unwrap();
+    let state = paused_state(&rows, &paused.run.id).await;
+    let awakeable = state["awakeable"].as_str().unwrap().to_owned();
+    for sealed in &captured {
+        let url = format!(
+            "{}/restate/awakeables/{awakeable}/resolve",
+            restate.ingress_url()
+        );
+        let body = sealed.to_string();
+        let json = "content-type: application/json";
+        let _ = curl_as_nobody(&["-H", json, "--data-raw", &body, &url]).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(ledger.lines().len(), 1, "a captured approval ran nothing");
+    // The refused approvals reached the run, which refused them and went on
+    // waiting, on a new awakeable.
+    let waiting = rows.latest_run("chat-b").await.unwrap().unwrap();
+    assert_eq!(
+        waiting.status,
+        agent_store::RunStatus::Paused,
+        "{waiting:?}"
+    );
+    let now_waiting = paused_state(&rows, &paused.run.id).await;
+    assert_ne!(
+        now_waiting["awakeable"], state["awakeable"],
+        "the run took the captured approval and refused it"
+    );
+    let approved = crate::threads::approval_answer("chat-b", "bump again", &asked);
+    let answer = served.chat(&approved).await;
+    assert_eq!(
+        text_of(&answer),
+        "Bumped again.",
+        "{answer:?} (awakeable {awakeable:?})"
+    );
+    assert_eq!(ledger.lines().len(), 2, "its own approval ran it once");
+}
+
+/// Finding 15: the worker on `port` answers nobody but its Restate server,
+/// neither discovery nor an invocation.
+async fn assert_the_worker_answers_only_restate(port: u16) {
     let worker_url = format!("http://127.0.0.1:{port}");
     let (status, body) =
-        as_nobody(&["--http2-prior-knowledge", &format!("{worker_url}/discover")]).await;
+        curl_as_nobody(&["--http2-prior-knowledge", &format!("{worker_url}/discover")]).await;
     assert!(status != "200", "discover: {status} {body}");
-    let (status, body) = as_nobody(&[
+    let (status, body) = curl_as_nobody(&[
         "--http2-prior-knowledge",
         "-X",
         "POST",
@@ -654,16 +665,16 @@ async fn another_local_account_cannot_start_replay_approve_or_read_runs_on_resta
     ])
     .await;
     assert!(status != "200", "invoke: {status} {body}");
+}
 
-    // 2: what the admin API shows is ciphertext.
-    let dump = admin_dump(&restate).await;
+/// Finding 2: the journal as another account reads it through the admin API
+/// is ciphertext: none of `secrets`, the tool's output or the call's
+/// arguments is readable. The sealed payloads it holds (at least two).
+async fn sealed_journal(restate: &Signed, secrets: &[&str]) -> Vec<serde_json::Value> {
+    let dump = admin_dump(restate).await;
     assert!(dump.len() > 1_000, "the attacker read the journal: {dump}");
-    for plain in [
-        SECRET,
-        "SECRET-ANSWER-88",
-        "acted",
-        "mcp__fx__bump\\\",\\\"args",
-    ] {
+    let plain = ["acted", "mcp__fx__bump\\\",\\\"args"];
+    for plain in secrets.iter().chain(&plain) {
         assert!(!dump.contains(plain), "{plain} is readable: {dump}");
     }
     let captured = sealed_payloads(&dump);
@@ -671,11 +682,14 @@ async fn another_local_account_cannot_start_replay_approve_or_read_runs_on_resta
         captured.len() >= 2,
         "sealed payloads in the journal: {dump}"
     );
+    captured
+}
 
-    // 1, 2: every captured payload resent as a new run: under a new key, and
-    // with no key. Nothing runs.
+/// Findings 1 and 2: every `captured` payload resent by another account as a
+/// new run, under a new idempotency key and with none, is refused.
+async fn resend_as_new_runs(restate: &Signed, captured: &[serde_json::Value]) {
     let run_url = format!("{}/AgentRuns/run", restate.ingress_url());
-    for sealed in &captured {
+    for sealed in captured {
         let body = sealed.to_string();
         for key in [Some("replayed-under-a-new-key"), None] {
             let mut args = vec!["-H", "content-type: application/json", "--data-raw", &body];
@@ -685,109 +699,19 @@ async fn another_local_account_cannot_start_replay_approve_or_read_runs_on_resta
                 args.extend(["-H", &header]);
             }
             args.push(&run_url);
-            let (status, reply) = as_nobody(&args).await;
+            let (status, reply) = curl_as_nobody(&args).await;
             assert_ne!(status, "200", "{reply}");
         }
     }
-    assert_eq!(
-        ledger_lines(&ledger).len(),
-        1,
-        "no replay ran the call again"
-    );
-    assert_eq!(model.requests().len(), 2, "no replay called the model");
-
-    // A second paused run: every captured payload resolves its awakeable; the
-    // run goes on waiting, runs nothing, and its own approval still works.
-    // The attacker is given the awakeable's id (the worst case: the store is
-    // private now, so it would have to derive it from the journal).
-    let asked = ui_chunks(&client, &base, &token, &chat_body("chat-b", "bump again")).await;
-    let store = agent_store::Store::open_sqlite(&home.data_home.join("agent/store.db"))
-        .await
-        .unwrap();
-    let rows = store.account("local");
-    let paused = rows.latest_run("chat-b").await.unwrap().unwrap();
-    let state = rows.take_paused(&paused.run.id).await.unwrap().unwrap();
-    rows.save_paused(&paused.run.id, &state, agent_store::recorder::now_ms())
-        .await
-        .unwrap();
-    let awakeables = vec![state["awakeable"].as_str().unwrap().to_owned()];
-    for awakeable in &awakeables {
-        for sealed in &captured {
-            let url = format!(
-                "{}/restate/awakeables/{awakeable}/resolve",
-                restate.ingress_url()
-            );
-            let body = sealed.to_string();
-            let _ = as_nobody(&[
-                "-H",
-                "content-type: application/json",
-                "--data-raw",
-                &body,
-                &url,
-            ])
-            .await;
-        }
-    }
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        ledger_lines(&ledger).len(),
-        1,
-        "a captured approval ran nothing"
-    );
-    // The refused approvals reached the run, which refused them and went on
-    // waiting, on a new awakeable.
-    let waiting = rows.latest_run("chat-b").await.unwrap().unwrap();
-    assert_eq!(
-        waiting.status,
-        agent_store::RunStatus::Paused,
-        "{waiting:?}"
-    );
-    let now_waiting = rows.take_paused(&paused.run.id).await.unwrap().unwrap();
-    rows.save_paused(
-        &paused.run.id,
-        &now_waiting,
-        agent_store::recorder::now_ms(),
-    )
-    .await
-    .unwrap();
-    assert_ne!(
-        now_waiting["awakeable"], state["awakeable"],
-        "the run took the captured approval and refused it"
-    );
-    let approved = crate::threads::approval_answer("chat-b", "bump again", &asked);
-    let answer = ui_chunks(&client, &base, &token, &approved).await;
-    assert_eq!(
-        text_of(&answer),
-        "Bumped again.",
-        "{answer:?} (awakeables {awakeables:?})"
-    );
-    assert_eq!(
-        ledger_lines(&ledger).len(),
-        2,
-        "its own approval ran it once"
-    );
 }
 
-/// The UI message stream chunks of a `GET` (a client reattaching to a chat's
-/// running answer), read to the stream's end.
-async fn reattached_chunks(
-    client: &reqwest::Client,
-    url: &str,
-    token: &str,
-) -> Vec<serde_json::Value> {
-    let text = client
-        .get(url)
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.split("\n\n")
-        .filter_map(|event| event.strip_prefix("data: "))
-        .filter_map(|data| serde_json::from_str(data).ok())
-        .collect()
+/// The paused state of run `run_id` as stored now (read, and put back as it
+/// was).
+async fn paused_state(rows: &agent_store::AccountStore<'_>, run_id: &str) -> serde_json::Value {
+    let state = rows.take_paused(run_id).await.unwrap().unwrap();
+    let now = agent_store::recorder::now_ms();
+    rows.save_paused(run_id, &state, now).await.unwrap();
+    state
 }
 
 /// What a follower of a run was told of the engine: the warnings of its
@@ -806,38 +730,31 @@ fn warnings_of(chunks: &[serde_json::Value]) -> Vec<String> {
 /// both streams end with the run's answer once Restate is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restate_down_for_ten_seconds_mid_run_keeps_its_followers_until_the_answer() {
-    let mut restate = signed_restate();
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("ledger.txt");
-    let model = OpenAiServer::start([
-        Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 2}))]),
-        Reply::text("Slept through it."),
-    ])
-    .await
-    .unwrap();
-    let url = model.base_url();
-    let home = Home::new(KEY);
-    let config = config(&home, &restate, &ledger, false);
-    let _worker = worker(&home, &url, &config, free_port()).await;
-    let (_serve, base, token) = serve(&home, &url, &config).await;
-    let client = http();
-    let sent = {
-        let (client, base, token) = (client.clone(), base.clone(), token.clone());
-        tokio::spawn(async move {
-            ui_chunks(&client, &base, &token, &chat_body("chat-down", "Sleep.")).await
-        })
-    };
-    eventually(|| async { model.requests().len() }, |n| *n == 1).await;
-    let reattached = {
-        let (client, token) = (client.clone(), token.clone());
-        let url = format!("{base}/api/chat/chat-down/stream");
-        tokio::spawn(async move { reattached_chunks(&client, &url, &token).await })
-    };
+    let mut deployment = Deployment::start(
+        [
+            Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 2}))]),
+            Reply::text("Slept through it."),
+        ],
+        false,
+    )
+    .await;
+    let _worker = deployment.worker().await;
+    let served = deployment.serve().await;
+    let sent = tokio::spawn({
+        let api = served.api.clone();
+        async move { api.say("chat-down", "Sleep.").await }
+    });
+    deployment.asked(1).await;
+    // A client reattaching to the chat's running answer, read to its end.
+    let reattached = tokio::spawn({
+        let api = served.api.clone();
+        async move { ui_chunks(&api.text("/api/chat/chat-down/stream").await) }
+    });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    restate.kill();
+    deployment.restate.kill();
     tokio::time::sleep(Duration::from_secs(10)).await;
-    restate.restart().unwrap();
-    let run = ended_run(&home, "chat-down").await;
+    deployment.restate.restart().unwrap();
+    let run = deployment.ended_run("chat-down").await;
     assert_eq!(run.status, agent_store::RunStatus::Done, "{run:?}");
     for chunks in [sent.await.unwrap(), reattached.await.unwrap()] {
         let text = chunks
@@ -856,7 +773,7 @@ async fn restate_down_for_ten_seconds_mid_run_keeps_its_followers_until_the_answ
         );
     }
     assert_eq!(
-        model.requests().len(),
+        deployment.model.requests().len(),
         2,
         "the recorded model step was not asked again"
     );
@@ -868,30 +785,19 @@ async fn restate_down_for_ten_seconds_mid_run_keeps_its_followers_until_the_answ
 /// completes once, its call acting once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_stored_but_never_acknowledged_is_submitted_again_and_runs_once() {
-    let mut restate = signed_restate();
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("ledger.txt");
-    let model = OpenAiServer::start([
-        Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
-        Reply::text("Bumped once."),
-    ])
-    .await
-    .unwrap();
-    let url = model.base_url();
-    let home = Home::new(KEY);
-    let config = config(&home, &restate, &ledger, false);
-    let port = free_port();
-    let worker_first = worker(&home, &url, &config, port).await;
-    let (first, base, token) = serve(&home, &url, &config).await;
-    restate.kill();
-    let client = http();
-    let mut response = client
-        .post(format!("{base}/api/chat"))
-        .bearer_auth(&token)
-        .json(&chat_body("chat-queued", "Bump it."))
-        .send()
-        .await
-        .unwrap();
+    let mut deployment = Deployment::start(
+        [
+            Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
+            Reply::text("Bumped once."),
+        ],
+        false,
+    )
+    .await;
+    let worker_first = deployment.worker().await;
+    let mut first = deployment.serve().await;
+    deployment.restate.kill();
+    let queued = chat_body("chat-queued", "Bump it.");
+    let mut response = first.post_chat(&queued).send().await.unwrap();
     assert_eq!(response.status().as_u16(), 200, "queued, not failed");
     let mut seen = String::new();
     while !seen.contains("Restate cannot be reached") {
@@ -902,9 +808,7 @@ async fn a_run_stored_but_never_acknowledged_is_submitted_again_and_runs_once() 
             .expect("the stream goes on");
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
-    let store = agent_store::Store::open_sqlite(&home.data_home.join("agent/store.db"))
-        .await
-        .unwrap();
+    let store = deployment.home.store().await;
     let stored = store
         .account("local")
         .latest_run("chat-queued")
@@ -914,14 +818,14 @@ async fn a_run_stored_but_never_acknowledged_is_submitted_again_and_runs_once() 
         stored.is_some_and(|r| r.status == agent_store::RunStatus::Running),
         "the run is stored before Restate acknowledges it"
     );
-    sigkill(&first);
+    first.kill().await;
     drop(response);
     drop(worker_first);
-    restate.restart().unwrap();
-    let _worker = worker(&home, &url, &config, port).await;
-    let (_second, _, _) = serve(&home, &url, &config).await;
-    let run = ended_run(&home, "chat-queued").await;
+    deployment.restate.restart().unwrap();
+    let _worker = deployment.worker().await;
+    let _second = deployment.serve().await;
+    let run = deployment.ended_run("chat-queued").await;
     assert_eq!(run.status, agent_store::RunStatus::Done, "{run:?}");
-    assert_eq!(model.requests().len(), 2);
-    assert_eq!(ledger_lines(&ledger).len(), 1, "the call acted once");
+    assert_eq!(deployment.model.requests().len(), 2);
+    assert_eq!(deployment.ledger.lines().len(), 1, "the call acted once");
 }

@@ -82,14 +82,7 @@ async fn one_call(tool: &str, args: Value) -> OpenAiServer {
 fn tool_message(server: &OpenAiServer) -> String {
     let requests = server.requests();
     assert!(requests.len() >= 2, "the model got no second request");
-    requests[1].body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool")
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned()
+    crate::support::tool_text(&requests[1])
 }
 
 fn read_pid(path: &Path) -> u32 {

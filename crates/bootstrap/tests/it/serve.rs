@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use agent_testing::server::{OpenAiServer, Reply};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::support::Home;
+use crate::served::{Served, http};
+use crate::support::{Home, curl_as_nobody, first_message};
 
 const KEY: &str = "sk-e2e-serve";
 
@@ -23,23 +23,12 @@ async fn serve_streams_a_tool_run_to_a_web_client_and_stops_on_ctrl_c() {
     .await
     .unwrap();
     let home = Home::new(KEY);
-    let (mut child, url, token) = serve(&home, &model.base_url(), &[]).await;
-    let client = reqwest::Client::builder()
-        .tls_backend_preconfigured(client_tls::client_config().unwrap())
-        .build()
-        .unwrap();
+    let mut served = serve(&home, &model.base_url(), &[]).await;
+    let (client, url) = (http(), &served.base);
     // Without the printed token: refused, loopback or not.
     let anonymous = client.get(format!("{url}/api/tools")).send().await.unwrap();
     assert_eq!(anonymous.status().as_u16(), 401);
-    let tools: Value = client
-        .get(format!("{url}/api/tools"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let tools = served.json("/api/tools").await;
     let time = tools["tools"]
         .as_array()
         .unwrap()
@@ -48,15 +37,8 @@ async fn serve_streams_a_tool_run_to_a_web_client_and_stops_on_ctrl_c() {
         .unwrap()
         .clone();
     assert_eq!(time["decision"], "allow");
-    let response = client
-        .post(format!("{url}/api/chat"))
-        .bearer_auth(&token)
-        .json(&json!({"id": "chat-e2e", "trigger": "submit-message", "messages": [
-            {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "What time is it?"}]}
-        ]}))
-        .send()
-        .await
-        .unwrap();
+    let body = crate::served::chat_body("chat-e2e", "What time is it?");
+    let response = served.post_chat(&body).send().await.unwrap();
     assert_eq!(response.status().as_u16(), 200);
     assert_eq!(response.headers()["x-vercel-ai-ui-message-stream"], "v1");
     let text = response.text().await.unwrap();
@@ -85,16 +67,10 @@ async fn serve_streams_a_tool_run_to_a_web_client_and_stops_on_ctrl_c() {
     }
     assert!(text.ends_with("data: [DONE]\n\n"));
     // A request naming another host is refused (DNS rebinding).
-    let refused = client
-        .get(format!("{url}/api/tools"))
-        .bearer_auth(&token)
-        .header("host", "rebind.example:80")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(refused.status().as_u16(), 403);
+    let refused = served.get("/api/tools").header("host", "rebind.example:80");
+    assert_eq!(refused.send().await.unwrap().status().as_u16(), 403);
 
-    let pid = child.id().unwrap().to_string();
+    let pid = served.child.id().unwrap().to_string();
     assert!(
         std::process::Command::new("kill")
             .args(["-INT", &pid])
@@ -102,47 +78,18 @@ async fn serve_streams_a_tool_run_to_a_web_client_and_stops_on_ctrl_c() {
             .unwrap()
             .success()
     );
-    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+    let status = tokio::time::timeout(Duration::from_secs(30), served.child.wait())
         .await
         .expect("agent serve stops on ctrl-c")
         .unwrap();
     assert_eq!(status.code(), Some(0));
 }
 
-/// Starts `agent serve --port 0 <extra>` against `model`; the child, the base URL
-/// and the token of the address it printed (`http://host:port/#token=...`).
-async fn serve(
-    home: &Home,
-    model: &str,
-    extra: &[&str],
-) -> (tokio::process::Child, String, String) {
+/// Starts `agent serve --port 0 <extra>` against `model`.
+async fn serve(home: &Home, model: &str, extra: &[&str]) -> Served {
     let mut args = vec!["serve", "--port", "0"];
     args.extend_from_slice(extra);
-    serve_command(home.command(Some(model), &args)).await
-}
-
-/// Spawns `command` (an `agent ... serve --port 0`); the child, the base URL and
-/// the token of the address it printed.
-pub(crate) async fn serve_command(
-    mut command: tokio::process::Command,
-) -> (tokio::process::Child, String, String) {
-    let mut child = command.spawn().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("the server announces its address")
-        .unwrap()
-        .unwrap();
-    let page = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    let (base, token) = page
-        .split_once("/#token=")
-        .unwrap_or_else(|| panic!("no token in the address {page:?}"));
-    assert_eq!(token.len(), 64, "{line}");
-    (child, base.to_owned(), token.to_owned())
+    Served::spawn(home.command(Some(model), &args)).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -196,17 +143,15 @@ async fn as_nobody(url: &str) -> (String, String) {
         {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "run id -u"}]}
     ]})
     .to_string();
-    let output = tokio::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .args(["curl", "-sS", "--max-time", "20", "-w", "\n%{http_code}"])
-        .args(["-H", "content-type: application/json", "--data-raw", &body])
-        .arg(format!("{url}/api/chat"))
-        .output()
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned();
-    let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
-    (status.to_owned(), body.to_owned())
+    let url = format!("{url}/api/chat");
+    curl_as_nobody(&[
+        "-H",
+        "content-type: application/json",
+        "--data-raw",
+        &body,
+        &url,
+    ])
+    .await
 }
 
 async fn second_uid_test() {
@@ -216,13 +161,13 @@ async fn second_uid_test() {
         .await
         .unwrap();
     let home = Home::new(KEY);
-    let (_child, url, _token) = serve(&home, &model.base_url(), &[]).await;
-    let (status, body) = as_nobody(&url).await;
+    let served = serve(&home, &model.base_url(), &[]).await;
+    let (status, body) = as_nobody(&served.base).await;
     assert_eq!(status, "401", "{body}");
     assert!(model.requests().is_empty(), "the model was never asked");
 
-    let (_open, url, _) = serve(&home, &model.base_url(), &["--no-auth"]).await;
-    let (status, body) = as_nobody(&url).await;
+    let open = serve(&home, &model.base_url(), &["--no-auth"]).await;
+    let (status, body) = as_nobody(&open.base).await;
     assert_eq!(status, "200", "{body}");
     assert!(
         body.contains("tool-approval-request") && body.contains("core__exec_shell"),
@@ -245,7 +190,8 @@ async fn an_image_from_a_stock_client_reaches_the_model() {
         .await
         .unwrap();
     let home = Home::new(KEY);
-    let (_child, url, token) = serve(&home, &model.base_url(), &[]).await;
+    let served = serve(&home, &model.base_url(), &[]).await;
+    let (url, token) = (&served.base, &served.token);
     let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg==";
     let script = json!({"chatId": "image", "steps": [
         {"do": "send", "text": "What is in this picture?", "files": [
@@ -269,14 +215,7 @@ async fn an_image_from_a_stock_client_reaches_the_model() {
         .unwrap_or_else(|e| panic!("{e}: {stdout} {}", String::from_utf8_lossy(&output.stderr)));
     assert_eq!(result["ok"], true, "{result}");
     assert_eq!(result["status"], "ready", "{result}");
-    let requests = model.requests();
-    let user = requests[0].body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "user")
-        .unwrap()
-        .clone();
+    let user = first_message(&model.requests()[0], "user");
     let parts = user["content"].as_array().expect("content parts");
     assert_eq!(parts[0]["text"], "What is in this picture?");
     assert_eq!(parts[1]["type"], "image_url");

@@ -23,6 +23,68 @@ pub(crate) async fn lease_runs_out() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
 }
 
+/// Kills `child` with SIGKILL.
+pub(crate) fn sigkill(child: &tokio::process::Child) {
+    let pid = child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-KILL", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+/// The first line `child` writes on its (piped) stdout, within `within`;
+/// `what` names the line in the failure.
+pub(crate) async fn first_line(
+    child: &mut tokio::process::Child,
+    within: Duration,
+    what: &str,
+) -> String {
+    use tokio::io::AsyncBufReadExt;
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    tokio::time::timeout(within, lines.next_line())
+        .await
+        .unwrap_or_else(|_| panic!("no {what} in time"))
+        .unwrap()
+        .unwrap_or_else(|| panic!("the process ended before it printed {what}"))
+}
+
+/// `curl` as uid 65534 (another local account) with `args`: the HTTP status
+/// and the body.
+pub(crate) async fn curl_as_nobody(args: &[&str]) -> (String, String) {
+    let output = tokio::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .args(["curl", "-sS", "--max-time", "20", "-w", "\n%{http_code}"])
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (status.to_owned(), body.to_owned())
+}
+
+/// `probe`'s value once `ready` holds for it, polling every 50 ms for at most
+/// 10 s (then its last value, for the caller's assertion to show).
+pub(crate) async fn eventually<T, F, Fut>(mut probe: F, ready: impl Fn(&T) -> bool) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let mut value = probe().await;
+    for _ in 0..200 {
+        if ready(&value) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        value = probe().await;
+    }
+    value
+}
+
 /// A temporary workspace with its own config and data folders, removed on drop, so
 /// nothing touches the user's real folders.
 pub(crate) struct Home {
@@ -51,6 +113,26 @@ impl Home {
             data_home,
             api_key,
         }
+    }
+
+    /// Writes `text` as the workspace's `agent.toml`.
+    pub(crate) fn write_config(&self, text: &str) {
+        std::fs::write(self.workspace.join("agent.toml"), text).unwrap();
+    }
+
+    /// Writes `text` as the workspace's `agent.toml` and trusts it (a config
+    /// that redirects requests or loosens the policy needs `agent trust`).
+    pub(crate) async fn trust_config(&self, text: &str) {
+        self.write_config(text);
+        let (code, _, stderr) = self.run(None, &["trust"]).await;
+        assert_eq!(code, 0, "agent trust: {stderr}");
+    }
+
+    /// The run store of this home's runs (the default SQLite file).
+    pub(crate) async fn store(&self) -> agent_store::Store {
+        agent_store::Store::open_sqlite(&self.data_home.join("agent/store.db"))
+            .await
+            .unwrap()
     }
 
     /// `agent [--base-url <base_url> --model e2e-model] <args>` in the workspace, with
@@ -131,13 +213,29 @@ pub(crate) fn result_event(stdout: &str) -> Value {
         .unwrap_or_else(|| panic!("no tool_call_result in {stdout}"))
 }
 
+/// The messages the model was sent in `request`.
+pub(crate) fn messages_of(request: &Recorded) -> impl Iterator<Item = &Value> {
+    request.body["messages"].as_array().unwrap().iter()
+}
+
+/// The first message of `role` the model was sent in `request`.
+pub(crate) fn first_message(request: &Recorded, role: &str) -> Value {
+    let mut messages = messages_of(request);
+    let found = messages.find(|m| m["role"] == role);
+    found
+        .unwrap_or_else(|| panic!("no {role} message in {}", request.body))
+        .clone()
+}
+
 /// The first `tool` message the model was sent in `request`.
 pub(crate) fn tool_message(request: &Recorded) -> Value {
-    request.body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool")
-        .unwrap()
-        .clone()
+    first_message(request, "tool")
+}
+
+/// The text of the first `tool` message the model was sent in `request`
+/// (empty when there is none, or it is not text).
+pub(crate) fn tool_text(request: &Recorded) -> String {
+    let tool = messages_of(request).find(|m| m["role"] == "tool");
+    let text = tool.and_then(|m| m["content"].as_str());
+    text.unwrap_or_default().to_owned()
 }

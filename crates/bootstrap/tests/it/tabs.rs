@@ -18,80 +18,97 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
-use crate::support::Home;
-use crate::threads::{eventually, http, sigkill};
+use crate::served::Served;
+use crate::support::{Home, SHORT_LEASE, eventually};
 
 const KEY: &str = "sk-e2e-tabs-0123456789";
 
 // ------------------------------------------------------------------ servers
 
-/// One `agent serve` process: the child (killed when dropped), its base URL
-/// and its per-process token.
-struct Served {
-    child: tokio::process::Child,
-    base: String,
-    token: String,
+/// What a test here runs against: the model server, and a home whose
+/// servers share its store.
+struct World {
+    model: OpenAiServer,
+    home: Home,
 }
 
-impl Served {
-    async fn start(home: &Home, model: &str) -> Self {
-        let command = home.command(Some(model), &["serve", "--port", "0"]);
-        let (child, base, token) = crate::serve::serve_command(command).await;
-        Self { child, base, token }
-    }
-
-    /// This server as the driver's `servers` entry.
-    fn entry(&self) -> Value {
-        json!({"api": format!("{}/api/chat", self.base),
-               "headers": {"authorization": format!("Bearer {}", self.token)}})
-    }
-
-    /// SIGKILL, and waits for the process to be gone.
-    async fn kill(mut self) {
-        sigkill(&self.child);
-        self.child.wait().await.unwrap();
-    }
-
-    /// `GET /api/chats/{chat}`: the stored thread as UI messages (`null` when
-    /// there is none).
-    async fn stored(&self, chat: &str) -> Value {
-        let response = http()
-            .get(format!("{}/api/chats/{chat}", self.base))
-            .bearer_auth(&self.token)
-            .send()
-            .await
-            .unwrap();
-        if response.status().as_u16() != 200 {
-            return Value::Null;
+impl World {
+    /// A model playing `replies` and a fresh home; `config`, when given, is
+    /// the workspace's `agent.toml`, trusted (it loosens the policy or adds
+    /// client tools, which needs `agent trust`).
+    async fn start(replies: impl IntoIterator<Item = Reply>, config: Option<&str>) -> Self {
+        let model = OpenAiServer::start(replies).await.unwrap();
+        let home = Home::new(KEY);
+        if let Some(config) = config {
+            home.trust_config(config).await;
         }
-        response.json::<Value>().await.unwrap()["messages"].clone()
+        Self { model, home }
+    }
+
+    /// Another `agent serve` on the home, against the model.
+    async fn serve(&self) -> Served {
+        let command = self
+            .home
+            .command(Some(&self.model.base_url()), &["serve", "--port", "0"]);
+        Served::spawn(command).await
+    }
+
+    /// Kills `server` and starts another in its place, which becomes the
+    /// default server of `tabs` (paused; they go on).
+    async fn restart(&self, mut server: Served, tabs: &mut Tabs) -> Served {
+        server.kill().await;
+        let server = self.serve().await;
+        tabs.go_on(json!({"default": entry(&server)})).await;
+        server
+    }
+
+    /// The runs of chat `chat`, polled until `ready` holds for them (10 s at
+    /// most; then as they are, for the caller's assertion to show).
+    async fn runs_when(
+        &self,
+        chat: &str,
+        ready: impl Fn(&Vec<agent_store::RunRecord>) -> bool,
+    ) -> Vec<agent_store::RunRecord> {
+        let store = self.home.store().await;
+        let rows = store.account("local");
+        eventually(|| async { rows.runs_of_thread(chat).await.unwrap() }, ready).await
+    }
+
+    /// Waits until chat `chat` has a paused run; asserts it has (`why` says
+    /// why it should).
+    async fn assert_paused(&self, chat: &str, why: &str) {
+        let paused =
+            |runs: &Vec<agent_store::RunRecord>| runs.iter().any(|r| r.status == RunStatus::Paused);
+        let runs = self.runs_when(chat, paused).await;
+        assert!(paused(&runs), "{why}: {:?}", summary(&runs));
     }
 }
 
-/// Writes `text` as the workspace's `agent.toml` and trusts it (it loosens
-/// the policy or adds client tools, which needs `agent trust`).
-async fn trusted_config(home: &Home, text: &str) {
-    std::fs::write(home.workspace.join("agent.toml"), text).unwrap();
-    let (code, _, stderr) = home.run(None, &["trust"]).await;
-    assert_eq!(code, 0, "agent trust: {stderr}");
+/// `server` as the driver's `servers` entry.
+fn entry(server: &Served) -> Value {
+    json!({"api": format!("{}/api/chat", server.base),
+           "headers": {"authorization": format!("Bearer {}", server.token)}})
 }
 
-/// The store of `home` (the default SQLite file the servers share).
-async fn store(home: &Home) -> agent_store::Store {
-    agent_store::Store::open_sqlite(&home.data_home.join("agent/store.db"))
+/// `GET /api/chats/{chat}` on `server`: the stored thread as UI messages
+/// (`null` when there is none).
+async fn stored_thread(server: &Served, chat: &str) -> Value {
+    let response = server
+        .get(&format!("/api/chats/{chat}"))
+        .send()
         .await
-        .unwrap()
+        .unwrap();
+    if response.status().as_u16() != 200 {
+        return Value::Null;
+    }
+    response.json::<Value>().await.unwrap()["messages"].clone()
 }
 
-/// The runs of chat `chat`, polled until `ready` holds for them (10 s at
-/// most; then as they are, for the caller's assertion to show).
-async fn runs_when(
-    store: &agent_store::Store,
-    chat: &str,
-    ready: impl Fn(&Vec<agent_store::RunRecord>) -> bool,
-) -> Vec<agent_store::RunRecord> {
-    let rows = store.account("local");
-    eventually(|| async { rows.runs_of_thread(chat).await.unwrap() }, ready).await
+/// The stored thread of chat `chat` as `server` returns it, once it holds
+/// `text` (or as it is after 10 s): its messages.
+async fn stored_with(server: &Served, chat: &str, text: &str) -> Vec<Value> {
+    let ready = |m: &Value| m.to_string().contains(text);
+    messages(&eventually(|| stored_thread(server, chat), ready).await)
 }
 
 fn summary(runs: &[agent_store::RunRecord]) -> Vec<String> {
@@ -463,7 +480,7 @@ fn check_race(
     result: &Value,
     (first, second): (&str, &str),
     call: &str,
-    stored: &Value,
+    stored: &[Value],
 ) {
     let answer = format!("Ran {call}.");
     for id in [first, second] {
@@ -487,18 +504,17 @@ fn check_race(
             ));
         }
     }
-    let stored = messages(stored);
     let mut ids: Vec<&str> = stored.iter().filter_map(|m| m["id"].as_str()).collect();
     ids.sort_unstable();
     let unique = ids.windows(2).all(|w| w[0] != w[1]);
     let texts: String = stored.iter().map(text).collect();
     if !unique
         || ids.len() != stored.len()
-        || tool_parts(&stored, call).len() != 1
+        || tool_parts(stored, call).len() != 1
         || texts.matches(&answer).count() != 1
         || stored.iter().filter(|m| m["role"] == "user").count() != 1
     {
-        failures.push(format!("stored thread of {call}: {:?}", outline(&stored)));
+        failures.push(format!("stored thread of {call}: {:?}", outline(stored)));
     }
 }
 
@@ -514,16 +530,10 @@ fn check_race(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_tabs_answering_one_approval_run_the_command_once() {
     const RACES: usize = 50;
-    let model = OpenAiServer::start(counting_model(2 * RACES + 2))
-        .await
-        .unwrap();
-    let home = Home::new(KEY);
-    std::fs::write(
-        home.workspace.join("agent.toml"),
-        crate::support::SHORT_LEASE,
-    )
-    .unwrap();
-    let server = Served::start(&home, &model.base_url()).await;
+    let world = World::start(counting_model(2 * RACES + 2), None).await;
+    let (model, home) = (&world.model, &world.home);
+    home.write_config(SHORT_LEASE);
+    let server = world.serve().await;
     let started = Instant::now();
 
     let mut steps = Vec::new();
@@ -542,7 +552,7 @@ async fn two_tabs_answering_one_approval_run_the_command_once() {
         ]}));
     }
     let script = json!({"sendAutomaticallyWhen": "approvals", "steps": steps});
-    let result = drive(&home, &server, &script, 150_000).await;
+    let result = drive(home, &server, &script, 150_000).await;
     eprintln!("{RACES} approval races took {:?}", started.elapsed());
 
     // The races were real: both continuations left within a few ms.
@@ -565,11 +575,7 @@ async fn two_tabs_answering_one_approval_run_the_command_once() {
     let mut failures = Vec::new();
     for k in 0..RACES {
         let chat = format!("race-{k}");
-        let stored = eventually(
-            || server.stored(&chat),
-            |m: &Value| m.to_string().contains(&format!("Ran call_{k}.")),
-        )
-        .await;
+        let stored = stored_with(&server, &chat, &format!("Ran call_{k}.")).await;
         check_race(
             &mut failures,
             &result,
@@ -578,13 +584,13 @@ async fn two_tabs_answering_one_approval_run_the_command_once() {
             &stored,
         );
     }
-    let ran = counted(&home);
+    let ran = counted(home);
     assert_eq!(
         ran,
         (0..RACES as u32).collect::<Vec<_>>(),
         "one line per approval, no command twice; other failures: {failures:#?}"
     );
-    assert_model_read_each_result_once(&model, RACES);
+    assert_model_read_each_result_once(model, RACES);
     assert!(
         failures.is_empty(),
         "{} problems: {failures:#?}",
@@ -593,7 +599,6 @@ async fn two_tabs_answering_one_approval_run_the_command_once() {
 
     // Across a restart: the approval request came from the killed server,
     // both tabs approve on the new one.
-    let store = store(&home).await;
     let restart = RACES;
     let chat = "race-restart";
     let script = json!({"sendAutomaticallyWhen": "approvals", "steps": [
@@ -605,7 +610,7 @@ async fn two_tabs_answering_one_approval_run_the_command_once() {
             {"tab": "b", "do": "approve", "approved": true}
         ]}
     ]});
-    let mut tabs = Tabs::start(&home, &server, &script, 60_000);
+    let mut tabs = Tabs::start(home, &server, &script, 60_000);
     let asked = tabs.pause("asked").await;
     assert!(
         asked["tabs"]["a"]
@@ -614,24 +619,10 @@ async fn two_tabs_answering_one_approval_run_the_command_once() {
         "{asked}"
     );
     // The paused run is in the store; then the server dies.
-    let runs = runs_when(&store, chat, |runs| {
-        runs.iter().any(|r| r.status == RunStatus::Paused)
-    })
-    .await;
-    assert!(
-        runs.iter().any(|r| r.status == RunStatus::Paused),
-        "{:?}",
-        summary(&runs)
-    );
-    server.kill().await;
-    let server = Served::start(&home, &model.base_url()).await;
-    tabs.go_on(json!({"default": server.entry()})).await;
+    world.assert_paused(chat, "the approval waits").await;
+    let server = world.restart(server, &mut tabs).await;
     let result = tabs.finish().await;
-    let stored = eventually(
-        || server.stored(chat),
-        |m: &Value| m.to_string().contains(&format!("Ran call_{restart}.")),
-    )
-    .await;
+    let stored = stored_with(&server, chat, &format!("Ran call_{restart}.")).await;
     let mut failures = Vec::new();
     check_race(
         &mut failures,
@@ -641,11 +632,11 @@ async fn two_tabs_answering_one_approval_run_the_command_once() {
         &stored,
     );
     assert_eq!(
-        counted(&home),
+        counted(home),
         (0..=restart as u32).collect::<Vec<_>>(),
         "the command approved across the restart ran once; {failures:#?}"
     );
-    assert_model_read_each_result_once(&model, RACES + 1);
+    assert_model_read_each_result_once(model, RACES + 1);
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
@@ -695,26 +686,18 @@ fn assert_model_read_each_result_once(model: &OpenAiServer, calls: usize) {
 /// goes on, the model reads the output, and the next message works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_tool_waiting_across_a_restart_is_answered_with_whitespace_in_its_arguments() {
-    let model = OpenAiServer::start([
+    let config = format!(
+        "[client_tools.ask]\ndescription = \"Asks the user a question.\"\neffect = \"read_only\"\n\
+         parameters = {{ type = \"object\", properties = {{ question = {{ type = \"string\" }} }}, required = [\"question\"] }}\n\n\
+         [policy]\nallow = [\"core__*\", \"client__*\"]\n\n{SHORT_LEASE}"
+    );
+    let replies = [
         raw_tool_call("call_ask", "client__ask", r#"{"question": "ok?"}"#),
         Reply::text("Thanks for the answer."),
         Reply::text("Later answer."),
-    ])
-    .await
-    .unwrap();
-    let home = Home::new(KEY);
-    trusted_config(
-        &home,
-        &format!(
-            "[client_tools.ask]\ndescription = \"Asks the user a question.\"\neffect = \"read_only\"\n\
-             parameters = {{ type = \"object\", properties = {{ question = {{ type = \"string\" }} }}, required = [\"question\"] }}\n\n\
-             [policy]\nallow = [\"core__*\", \"client__*\"]\n\n{}",
-            crate::support::SHORT_LEASE
-        ),
-    )
-    .await;
-    let store = store(&home).await;
-    let server = Served::start(&home, &model.base_url()).await;
+    ];
+    let world = World::start(replies, Some(&config)).await;
+    let server = world.serve().await;
     let chat = "client-tool";
     let script = json!({"chatId": chat, "sendAutomaticallyWhen": "toolCalls", "steps": [
         {"tab": 1, "do": "send", "text": "Ask me something."},
@@ -722,25 +705,17 @@ async fn a_client_tool_waiting_across_a_restart_is_answered_with_whitespace_in_i
         {"tab": 1, "do": "toolOutput", "tool": "client__ask", "output": {"answer": "yes"}},
         {"tab": 1, "do": "send", "text": "And later?"}
     ]});
-    let mut tabs = Tabs::start(&home, &server, &script, 60_000);
+    let mut tabs = Tabs::start(&world.home, &server, &script, 60_000);
     let asked = tabs.pause("asked").await;
     let shown = messages(&asked["tabs"]["1"]["messages"]);
     let parts = tool_parts(&shown, "call_ask");
     assert_eq!(parts.len(), 1, "{:?}", outline(&shown));
     assert_eq!(parts[0]["state"], "input-available", "{asked}");
     assert_eq!(parts[0]["input"], json!({"question": "ok?"}), "{asked}");
-    let runs = runs_when(&store, chat, |runs| {
-        runs.iter().any(|r| r.status == RunStatus::Paused)
-    })
-    .await;
-    assert!(
-        runs.iter().any(|r| r.status == RunStatus::Paused),
-        "the run waits for the page: {:?}",
-        summary(&runs)
-    );
-    server.kill().await;
-    let server = Served::start(&home, &model.base_url()).await;
-    tabs.go_on(json!({"default": server.entry()})).await;
+    world
+        .assert_paused(chat, "the run waits for the page")
+        .await;
+    let server = world.restart(server, &mut tabs).await;
     let result = tabs.finish().await;
 
     let tab = tab(&result, "1");
@@ -770,7 +745,7 @@ async fn a_client_tool_waiting_across_a_restart_is_answered_with_whitespace_in_i
         requests(tab)
     );
     // The model read the page's output, then the next message with it.
-    let sent = model.requests();
+    let sent = world.model.requests();
     assert_eq!(sent.len(), 3, "{:?}", requests(tab));
     let results = tool_results(&sent[1]);
     assert_eq!(results.len(), 1, "{results:?}");
@@ -809,12 +784,7 @@ async fn a_client_tool_waiting_across_a_restart_is_answered_with_whitespace_in_i
         "{:?}",
         outline(&shown)
     );
-    let stored = eventually(
-        || server.stored(chat),
-        |m: &Value| m.to_string().contains("Later answer."),
-    )
-    .await;
-    let stored = messages(&stored);
+    let stored = stored_with(&server, chat, "Later answer.").await;
     assert_eq!(
         stored.iter().map(text).collect::<Vec<_>>(),
         texts,
@@ -847,11 +817,12 @@ fn slow_words() -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reload_and_a_second_tab_mid_answer_show_the_question() {
     let answer = slow_words();
-    let model = OpenAiServer::start([Reply::text(&answer).paced(Duration::from_millis(50))])
-        .await
-        .unwrap();
-    let home = Home::new(KEY);
-    let server = Served::start(&home, &model.base_url()).await;
+    let world = World::start(
+        [Reply::text(&answer).paced(Duration::from_millis(50))],
+        None,
+    )
+    .await;
+    let server = world.serve().await;
     let chat = "slow";
     let script = json!({"chatId": chat, "steps": [
         {"tab": 1, "do": "send", "text": "Tell me slowly.", "wait": false},
@@ -866,7 +837,7 @@ async fn reload_and_a_second_tab_mid_answer_show_the_question() {
         {"tab": 1, "do": "wait"},
         {"tab": 2, "do": "wait"}
     ]});
-    let result = drive(&home, &server, &script, 60_000).await;
+    let result = drive(&world.home, &server, &script, 60_000).await;
     let steps = result["steps"].as_array().unwrap();
     let live = messages(&steps[2]["messages"]);
     assert_eq!(live.len(), 2, "{:?}", outline(&live));
@@ -963,19 +934,17 @@ async fn reload_and_a_second_tab_mid_answer_show_the_question() {
             ),
         );
     }
-    let stored = eventually(
-        || server.stored(chat),
-        |m: &Value| m.to_string().contains("w139"),
-    )
-    .await;
-    let stored = messages(&stored);
+    let stored = stored_with(&server, chat, "w139").await;
     check(
         stored.iter().map(text).collect::<Vec<_>>() == ["Tell me slowly.", answer.as_str()],
         format!("the stored thread: {:?}", outline(&stored)),
     );
     check(
-        model.requests().len() == 1,
-        format!("model requests: {} (one answer)", model.requests().len()),
+        world.model.requests().len() == 1,
+        format!(
+            "model requests: {} (one answer)",
+            world.model.requests().len()
+        ),
     );
     assert!(
         failures.is_empty(),
@@ -993,20 +962,15 @@ async fn reload_and_a_second_tab_mid_answer_show_the_question() {
 /// plain answer and for a tool call continued by an approval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn message_ids_and_metadata_are_the_same_live_and_after_reload() {
-    let model = OpenAiServer::start([
+    let say_hi = json!({"command": "echo hi >> said.txt"});
+    let replies = [
         Reply::text("Hello there."),
-        Reply::tool_calls(&[(
-            "call_say",
-            "core__exec_shell",
-            json!({"command": "echo hi >> said.txt"}),
-        )]),
+        Reply::tool_calls(&[("call_say", "core__exec_shell", say_hi)]),
         Reply::text("Said hi."),
-    ])
-    .await
-    .unwrap();
-    let home = Home::new(KEY);
-    let store = store(&home).await;
-    let server = Served::start(&home, &model.base_url()).await;
+    ];
+    let world = World::start(replies, None).await;
+    let home = &world.home;
+    let server = world.serve().await;
     let chat = "ids";
     let script = json!({"chatId": chat, "sendAutomaticallyWhen": "approvals", "steps": [
         {"tab": 1, "do": "send", "text": "Hi."},
@@ -1015,7 +979,7 @@ async fn message_ids_and_metadata_are_the_same_live_and_after_reload() {
         {"do": "pause", "name": "answered"},
         {"tab": 2, "do": "load"}
     ]});
-    let mut tabs = Tabs::start(&home, &server, &script, 60_000);
+    let mut tabs = Tabs::start(home, &server, &script, 60_000);
     tabs.pause("answered").await;
     // Three runs: the answer, the call (paused for the approval) and its
     // continuation; none running, the last one done.
@@ -1024,7 +988,7 @@ async fn message_ids_and_metadata_are_the_same_live_and_after_reload() {
             && runs.iter().all(|r| r.status != RunStatus::Running)
             && runs.iter().filter(|r| r.status == RunStatus::Done).count() == 2
     };
-    let runs = runs_when(&store, chat, settled).await;
+    let runs = world.runs_when(chat, settled).await;
     assert!(settled(&runs), "{:?}", summary(&runs));
     tabs.go_on(json!({})).await;
     let result = tabs.finish().await;
@@ -1097,10 +1061,8 @@ async fn two_tabs_sending_at_once_lose_no_turn() {
             })
         })
         .collect();
-    let model = OpenAiServer::start(replies).await.unwrap();
-    let home = Home::new(KEY);
-    let store = store(&home).await;
-    let server = Served::start(&home, &model.base_url()).await;
+    let world = World::start(replies, None).await;
+    let server = world.serve().await;
     let chat = "both";
     let script = json!({"chatId": chat, "steps": [
         {"tab": 1, "do": "send", "text": "Start."},
@@ -1112,12 +1074,13 @@ async fn two_tabs_sending_at_once_lose_no_turn() {
         {"do": "pause", "name": "sent"},
         {"tab": 3, "do": "load"}
     ]});
-    let mut tabs = Tabs::start(&home, &server, &script, 90_000);
+    let mut tabs = Tabs::start(&world.home, &server, &script, 90_000);
     tabs.pause("sent").await;
-    let runs = runs_when(&store, chat, |runs| {
-        runs.iter().all(|r| r.status != RunStatus::Running)
-    })
-    .await;
+    let runs = world
+        .runs_when(chat, |runs| {
+            runs.iter().all(|r| r.status != RunStatus::Running)
+        })
+        .await;
     tabs.go_on(json!({})).await;
     let result = tabs.finish().await;
 
@@ -1142,7 +1105,7 @@ async fn two_tabs_sending_at_once_lose_no_turn() {
             _ => panic!("tab {id}: {:?}", requests(tab)),
         }
     }
-    let stored = messages(&server.stored(chat).await);
+    let stored = messages(&stored_thread(&server, chat).await);
     let loaded = messages(&result["steps"][4]["loaded"]);
     let context = format!(
         "taken {taken:?}, refused {refused:?}\nstored {:?}\nruns {:?}\ntab 1 {:?}\ntab 2 {:?}",
@@ -1169,7 +1132,7 @@ async fn two_tabs_sending_at_once_lose_no_turn() {
         "a tab opened afterwards shows the stored thread: {context}"
     );
     // The model read each taken turn after the ones before it.
-    let sent = model.requests();
+    let sent = world.model.requests();
     assert_eq!(sent.len(), 1 + taken.len(), "{context}");
     if taken.len() == 2 {
         let last = sent[2].body["messages"].to_string();
@@ -1219,30 +1182,20 @@ fn processes_with(marker: &str) -> Vec<String> {
 async fn stop_from_a_second_server_stops_the_run() {
     const GRACE_MS: u64 = 3000;
     const MARKER: &str = "sleep 41.25";
-    let model = OpenAiServer::start([
+    let slow = format!("echo started >> slow.txt; {MARKER}; echo finished >> slow.txt");
+    let replies = [
         crate::threads::endless_words(20),
-        Reply::tool_calls(&[(
-            "call_slow",
-            "core__exec_shell",
-            json!({"command": format!("echo started >> slow.txt; {MARKER}; echo finished >> slow.txt")}),
-        )]),
+        Reply::tool_calls(&[("call_slow", "core__exec_shell", json!({"command": slow}))]),
         Reply::text("Not reached."),
-    ])
-    .await
-    .unwrap();
-    let home = Home::new(KEY);
-    trusted_config(
-        &home,
-        &format!(
-            "{}\n[server]\ndetach_grace_ms = {GRACE_MS}\n\n[policy]\nrequire_approval = []\n",
-            crate::support::SHORT_LEASE
-        ),
-    )
-    .await;
-    let store = store(&home).await;
-    let a = Served::start(&home, &model.base_url()).await;
-    let b = Served::start(&home, &model.base_url()).await;
-    let script = json!({"servers": {"b": b.entry()}, "steps": [
+    ];
+    let config = format!(
+        "{SHORT_LEASE}\n[server]\ndetach_grace_ms = {GRACE_MS}\n\n[policy]\nrequire_approval = []\n"
+    );
+    let world = World::start(replies, Some(&config)).await;
+    let (model, home) = (&world.model, &world.home);
+    let a = world.serve().await;
+    let b = world.serve().await;
+    let script = json!({"servers": {"b": entry(&b)}, "steps": [
         {"tab": 1, "chatId": "endless", "do": "send", "text": "Talk forever.", "wait": false},
         {"tab": 1, "do": "wait", "untilText": "w10 "},
         {"tab": 2, "chatId": "endless", "server": "b", "do": "stop", "stopRun": true},
@@ -1255,7 +1208,7 @@ async fn stop_from_a_second_server_stops_the_run() {
         {"do": "pause", "name": "aborted"},
         {"tab": 3, "do": "wait"}
     ]});
-    let mut tabs = Tabs::start(&home, &a, &script, 60_000);
+    let mut tabs = Tabs::start(home, &a, &script, 60_000);
 
     // Stop through B.
     let stopped = tabs.pause("stopped").await;
@@ -1264,10 +1217,11 @@ async fn stop_from_a_second_server_stops_the_run() {
         stopped["tabs"]["1"].to_string().contains("w10 "),
         "tab 1 on A was streaming: {stopped}"
     );
-    let runs = runs_when(&store, "endless", |runs| {
-        !runs.is_empty() && runs.iter().all(|r| r.status != RunStatus::Running)
-    })
-    .await;
+    let runs = world
+        .runs_when("endless", |runs| {
+            !runs.is_empty() && runs.iter().all(|r| r.status != RunStatus::Running)
+        })
+        .await;
     let took = asked.elapsed();
     eprintln!("the run on A ended {took:?} after B took the Stop");
     assert_eq!(runs.len(), 1, "{:?}", summary(&runs));
@@ -1333,10 +1287,11 @@ async fn stop_from_a_second_server_stops_the_run() {
         "B took the Stop of A's run: {}",
         result["steps"][2]
     );
-    let runs = runs_when(&store, "slow", |runs| {
-        !runs.is_empty() && runs.iter().all(|r| r.status != RunStatus::Running)
-    })
-    .await;
+    let runs = world
+        .runs_when("slow", |runs| {
+            !runs.is_empty() && runs.iter().all(|r| r.status != RunStatus::Running)
+        })
+        .await;
     assert!(
         runs.iter().all(|r| r.status != RunStatus::Running),
         "{:?}",

@@ -147,14 +147,7 @@ async fn search_chat(
     let stdout = String::from_utf8(output.stdout).unwrap();
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert_eq!(output.status.code(), Some(0), "{stderr}");
-    let told = model.requests()[1].body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "tool")
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default()
-        .to_owned();
+    let told = crate::support::tool_text(&model.requests()[1]);
     (result_event(&stdout), told, stdout, stderr)
 }
 

@@ -2,7 +2,7 @@
 //! server configs, a runner over the sources, and process checks.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ai_core::{
@@ -13,29 +13,7 @@ use ai_core::{
 use serde_json::Value;
 use tools_mcp::{McpSources, Pins, ServerConfig};
 
-/// The Python that has the test servers' requirements: `$AGENT_TEST_PYTHON`, else
-/// the workspace's `target/test-venv` (made by `cargo xtask test-env`).
-pub(crate) fn python() -> PathBuf {
-    if let Some(path) = std::env::var_os("AGENT_TEST_PYTHON") {
-        return PathBuf::from(path);
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-venv/bin/python");
-    assert!(
-        venv.exists(),
-        "the MCP test servers need a Python venv with tests/servers/requirements.txt: \
-         run `cargo xtask test-env` (or `cargo xtask test`), or set AGENT_TEST_PYTHON"
-    );
-    venv
-}
-
-/// The test server script.
-pub(crate) fn script(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/servers")
-        .join(name)
-        .display()
-        .to_string()
-}
+pub(crate) use agent_testing::mcp_servers::{python, script};
 
 /// A temporary folder where the server writes its pid, port and markers.
 pub(crate) struct State(tempfile::TempDir);

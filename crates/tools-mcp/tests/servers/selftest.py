@@ -68,6 +68,18 @@ EXPECTED_TOOLS = [
 ]
 TOOLS_AFTER_TOGGLE = [name for name in EXPECTED_TOOLS if name != "ephemeral"] + ["newcomer"]
 
+# The raw JSON-RPC request that opens a session (id 1).
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "selftest", "version": "0"},
+    },
+}
+
 # Upper bounds: for a marker file to appear, for a server to start (Python
 # start-up alone takes seconds on a busy machine), and for a whole scenario.
 FILE_WAIT = 10.0
@@ -356,11 +368,16 @@ async def check_tool_calls(
     result = await session.call_tool("ephemeral", {})
     t.check(text_of(result) == "still here", f"{label}: ephemeral before toggle", result)
 
+    await check_unknown_tool(t, session, "no-such-tool", f"{label}: unknown tool is a protocol error")
+
+
+async def check_unknown_tool(t: Checks, session: ClientSession, name: str, what: str) -> None:
+    """A call of tool `name`, which the server does not have, is an invalid-params protocol error."""
     try:
-        await session.call_tool("no-such-tool", {})
-        t.check(False, f"{label}: unknown tool is a protocol error")
+        await session.call_tool(name, {})
+        t.check(False, what)
     except MCPError as e:
-        t.check(e.code == types.INVALID_PARAMS, f"{label}: unknown tool is a protocol error", e.error)
+        t.check(e.code == types.INVALID_PARAMS, what, e.error)
 
 
 async def check_cancellation(
@@ -398,11 +415,7 @@ async def check_toggle(t: Checks, label: str, session: ClientSession, notificati
     )
     result = await session.call_tool("newcomer", {})
     t.check(text_of(result) == "new", f"{label}: newcomer", result)
-    try:
-        await session.call_tool("ephemeral", {})
-        t.check(False, f"{label}: ephemeral is gone")
-    except MCPError as e:
-        t.check(e.code == types.INVALID_PARAMS, f"{label}: ephemeral is gone", e.error)
+    await check_unknown_tool(t, session, "ephemeral", f"{label}: ephemeral is gone")
 
 
 # -- scenarios -----------------------------------------------------------------
@@ -454,16 +467,7 @@ async def scenario_stdio_raw(t: Checks, base: Path, dump_tools: bool) -> None:
     async with process:
         assert process.stdin is not None and process.stdout is not None
         messages = [
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "selftest", "version": "0"},
-                },
-            },
+            INITIALIZE,
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
             {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
             {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "hang", "arguments": {}}},
@@ -564,30 +568,20 @@ async def scenario_http_token(t: Checks, base: Path) -> None:
 
 async def check_http_auth_and_delete(t: Checks, label: str, server: HttpServer) -> None:
     """Raw HTTP: 401 without or with a wrong token, Mcp-Session-Id on initialize, DELETE."""
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "selftest", "version": "0"},
-        },
-    }
     base_headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     async with httpx2.AsyncClient(timeout=10) as http:
-        response = await http.post(server.url, json=init, headers=base_headers)
+        response = await http.post(server.url, json=INITIALIZE, headers=base_headers)
         t.check(response.status_code == 401, f"{label}: no token -> 401", response.status_code)
         t.check(
             response.headers.get("www-authenticate", "").startswith("Bearer"),
             f"{label}: 401 carries WWW-Authenticate: Bearer",
             response.headers.get("www-authenticate"),
         )
-        response = await http.post(server.url, json=init, headers={**base_headers, "Authorization": "Bearer wrong"})
+        response = await http.post(server.url, json=INITIALIZE, headers={**base_headers, "Authorization": "Bearer wrong"})
         t.check(response.status_code == 401, f"{label}: wrong token -> 401", response.status_code)
 
         authorized = {**base_headers, "Authorization": f"Bearer {TOKEN}"}
-        response = await http.post(server.url, json=init, headers=authorized)
+        response = await http.post(server.url, json=INITIALIZE, headers=authorized)
         session_id = response.headers.get("mcp-session-id")
         t.check(response.status_code == 200 and bool(session_id), f"{label}: initialize returns Mcp-Session-Id")
         if not session_id:
