@@ -144,6 +144,7 @@ impl TurnBuilder {
             refusal: self.refusal,
             tool_calls: self.calls,
             finish_reason,
+            raw_finish_reason: None,
             usage,
         };
         (self.deltas, last)

@@ -28,7 +28,9 @@
 //!   [`settings`] (model settings), [`tools`] (contracts, redaction, the built-in
 //!   tools' contracts), [`approval`], [`event`];
 //! - behind features: `openai` (default; `agent::openai`, the OpenAI-compatible
-//!   client), `host` (`agent::host`, the sandboxed built-in tools' adapters),
+//!   client), `anthropic` (`agent::anthropic`, the Messages API client),
+//!   `responses` (`agent::responses`, OpenAI's Responses API client), `gemini`
+//!   (`agent::gemini`, Gemini's own API client), `host` (`agent::host`, the sandboxed built-in tools' adapters),
 //!   `testing` (`agent::testing`, test models and a loopback OpenAI-compatible
 //!   server).
 //!
@@ -39,8 +41,9 @@
 //! `#[schemars(crate = ..)]`).
 //!
 //! Every crate re-exported here stays usable on its own; this crate adds no
-//! behaviour. It depends on `agent-graph`, `ai-core`, `ai-tools`, `wire-openai`,
-//! `ai-host` and `agent-testing` only: the crates it re-exports.
+//! behaviour. It depends on `agent-graph`, `ai-core`, `ai-tools`, the wire crates
+//! (`wire-openai`, `wire-anthropic`, `wire-responses`, `wire-gemini`), `ai-host`
+//! and `agent-testing` only: the crates it re-exports.
 
 pub use agent_graph::{Agent, Conversation};
 pub use ai_core::approval::{ApprovalDecision, ApprovalRequest, approver_fn, approver_fn_async};
@@ -102,6 +105,25 @@ pub mod event {
 #[cfg(feature = "openai")]
 pub mod openai {
     pub use wire_openai::client::{ClientConfig, OpenAiClient};
+}
+
+/// The Anthropic Messages API client (feature `anthropic`).
+#[cfg(feature = "anthropic")]
+pub mod anthropic {
+    pub use wire_anthropic::client::{AnthropicClient, AnthropicConfig};
+}
+
+/// OpenAI's Responses API client (feature `responses`).
+#[cfg(feature = "responses")]
+pub mod responses {
+    pub use wire_responses::client::{ResponsesClient, ResponsesConfig};
+}
+
+/// Gemini's own API client (feature `gemini`).
+#[cfg(feature = "gemini")]
+pub mod gemini {
+    pub use wire_gemini::client::{GeminiClient, GeminiConfig};
+    pub use wire_gemini::encode::{GeminiOptions, Thinking};
 }
 
 /// The sandboxed built-in tools' adapters (feature `host`): bind them all with

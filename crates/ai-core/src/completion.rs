@@ -214,6 +214,11 @@ pub enum FinishReason {
     Length,
     /// Provider filtered the content.
     ContentFilter,
+    /// The provider paused a long turn it runs itself (Anthropic's
+    /// `pause_turn`, while its server tools work): the turn is not over, and
+    /// sending it back as it is lets the model go on. The loop does so, a
+    /// bounded number of times.
+    Paused,
     /// Any other reason, verbatim.
     Other(String),
     /// The provider sent none.
@@ -223,13 +228,14 @@ pub enum FinishReason {
 
 impl FinishReason {
     /// The reason as a snake_case word (`stop`, `tool_calls`, `length`,
-    /// `content_filter`, `unknown`, or the provider's own word).
+    /// `content_filter`, `paused`, `unknown`, or the provider's own word).
     pub fn as_str(&self) -> &str {
         match self {
             Self::Stop => "stop",
             Self::ToolCalls => "tool_calls",
             Self::Length => "length",
             Self::ContentFilter => "content_filter",
+            Self::Paused => "paused",
             Self::Other(other) => other,
             Self::Unknown => "unknown",
         }
@@ -251,6 +257,16 @@ pub struct CompletionFinal {
     pub tool_calls: Vec<AssembledToolCall>,
     /// Why the turn stopped.
     pub finish_reason: FinishReason,
+    /// The provider's own word for why the turn stopped, verbatim, when
+    /// `finish_reason` does not already say it: a word outside the wire's usual
+    /// vocabulary that the wire read as one of the contract's reasons (xAI's
+    /// `REASON_MAX_LEN` as [`FinishReason::Length`], Anthropic's `pause_turn`
+    /// as [`FinishReason::Paused`]) or one it does not know
+    /// ([`FinishReason::Other`]). `None` when the provider gave the wire's usual
+    /// word for the reason (`stop`, `end_turn`, `tool_use`, ...) or none.
+    /// Observability only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw_finish_reason: Option<String>,
     /// Token usage, when reported.
     pub usage: Option<UsageFact>,
     /// The turn's blocks in the order the model produced them, when the wire

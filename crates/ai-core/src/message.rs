@@ -158,6 +158,32 @@ pub enum AssistantBlock {
         /// The call id.
         id: String,
     },
+    /// Fields of the block before it that only one wire reads back, kept exactly
+    /// as the provider sent them (Gemini's `thoughtSignature` on a text or thought
+    /// part). That wire sends them on that block's part again; every other wire
+    /// leaves them out, and nothing shows them.
+    WireFields {
+        /// The wire that produced them (`gemini`).
+        wire: String,
+        /// The fields, a JSON object.
+        fields: Value,
+    },
+    /// A block the provider produced for itself and wants back as it sent it:
+    /// a tool it ran on its side and that tool's result (Anthropic's
+    /// `server_tool_use` and `web_search_tool_result`), or text carrying its
+    /// citations. Only the wire named by `wire` sends it back, unchanged and
+    /// in its place; every other wire leaves it out (and sends `text`, when
+    /// there is any, as plain answer text).
+    Provider {
+        /// The name of the wire that produced it (`anthropic`).
+        wire: String,
+        /// The block as the provider sent it.
+        block: Value,
+        /// The answer text the block holds, when it holds any (a cited text
+        /// block's text; it is part of the turn's text too).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+    },
 }
 
 /// The image types a user message may carry (what vision models accept).

@@ -13,6 +13,8 @@ pub enum Endpoint {
     OpenAi,
     /// Anthropic's Messages API.
     Anthropic,
+    /// Gemini's own API.
+    Gemini,
     /// A local OpenAI-compatible server at this base URL.
     Local(String),
 }
@@ -62,6 +64,18 @@ fn model_section(endpoint: &Endpoint) -> (String, Option<&'static str>) {
              # thinking_budget_tokens = 4096\n"
                 .to_owned(),
             Some("ANTHROPIC_API_KEY"),
+        ),
+        Endpoint::Gemini => (
+            "[model]\n\
+             api = \"gemini\"\n\
+             base_url = \"https://generativelanguage.googleapis.com\"\n\
+             model = \"gemini-2.5-flash\"\n\
+             # The key is read from this environment variable, never from this file.\n\
+             api_key_env = \"GEMINI_API_KEY\"\n\
+             # Thinking with this budget, thought summaries shown.\n\
+             # thinking_budget_tokens = 4096\n"
+                .to_owned(),
+            Some("GEMINI_API_KEY"),
         ),
         Endpoint::Local(url) => (
             format!(
@@ -157,6 +171,7 @@ mod tests {
         for endpoint in [
             Endpoint::OpenAi,
             Endpoint::Anthropic,
+            Endpoint::Gemini,
             Endpoint::Local("http://127.0.0.1:11434/v1".into()),
         ] {
             let (model, _) = model_section(&endpoint);

@@ -1,5 +1,6 @@
 //! Picks the model: a client for the configured API (`[model] api`: OpenAI chat
-//! completions, the Anthropic Messages API or the OpenAI Responses API), or, for
+//! completions, the Anthropic Messages API, the OpenAI Responses API or Gemini's
+//! own API), or, for
 //! `openai` without a base URL, the embedded test model (announced on stderr).
 //!
 //! `[model]` splits in two: endpoint settings go into the client's configuration
@@ -16,6 +17,8 @@ use agent_testing::TestModel;
 use ai_core::{CompletionPort, completion::ModelSettings};
 use wire_anthropic::client::AnthropicSpec;
 use wire_anthropic::encode::AnthropicEncodeOptions;
+use wire_gemini::client::GeminiSpec;
+use wire_gemini::encode::{GeminiOptions, Thinking};
 use wire_openai::client::{OpenAiOptions, OpenAiSpec, Timeouts, WireClient, WireSpec};
 use wire_openai::completion_http::WireConfig;
 use wire_responses::client::ResponsesSpec;
@@ -86,6 +89,18 @@ pub fn anthropic_options(m: &ModelConfig) -> AnthropicEncodeOptions {
     }
 }
 
+/// Gemini's wire options from `[model]`: `thinking_budget_tokens` asks for
+/// thinking with that budget and its thought summaries.
+pub fn gemini_options(m: &ModelConfig) -> GeminiOptions {
+    GeminiOptions {
+        thinking: m.thinking_budget_tokens.map(|budget| Thinking {
+            include_thoughts: true,
+            budget_tokens: Some(i32::try_from(budget).unwrap_or(i32::MAX)),
+        }),
+        ..GeminiOptions::default()
+    }
+}
+
 /// The settings of every model call of a run (`RunRequest::settings`): temperature,
 /// token limit, seed and reasoning effort from `[model]`. (`model.extra_body` is an
 /// endpoint setting: [`openai_options`] puts it in the client.)
@@ -106,6 +121,7 @@ pub fn build(config: &AgentConfig) -> Result<Arc<dyn CompletionPort>, ModelError
     match m.api {
         ModelApi::Anthropic => client::<AnthropicSpec>(config, anthropic_options(m)),
         ModelApi::Responses => client::<ResponsesSpec>(config, Default::default()),
+        ModelApi::Gemini => client::<GeminiSpec>(config, gemini_options(m)),
         ModelApi::OpenAi => client::<OpenAiSpec>(config, openai_options(m)),
     }
 }

@@ -47,6 +47,11 @@ pub trait Wire: Send + 'static {
     ) -> Result<CompletionFinal, CompletionError>;
     /// Last changes to the assembled turn before it is passed on.
     fn finish_turn(&self, _turn: &mut CompletionFinal) {}
+    /// The call's own path and query, when it depends on the request (a path
+    /// that names the model), in place of the configured path; `None` by default.
+    fn path(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// The response header in which LiteLLM's proxy reports what a call cost, in
@@ -203,7 +208,9 @@ impl<W: Wire> Call<W> {
     async fn start(&mut self, body: Bytes, wire: W) -> Result<(), CompletionError> {
         let transport = Arc::clone(&self.transport);
         self.deadline = transport.config.timeouts.total.map(after);
-        let response = transport.send(&self.cancel, body, self.deadline).await?;
+        let response = transport
+            .send(&self.cancel, body, self.deadline, wire.path())
+            .await?;
         self.reported_cost = response
             .headers()
             .get(COST_HEADER)

@@ -95,23 +95,30 @@ impl HttpTransport {
     }
 
     /// Sends the request, retrying before the first byte where the rules allow.
+    /// `path`, when given, is the call's own path (and query), in place of
+    /// [`TransportConfig::path`] (see [`HttpTransport::endpoint_at`]).
     pub(crate) async fn send(
         &self,
         cancel: &CancellationToken,
         body: Bytes,
         deadline: Option<Instant>,
+        path: Option<&str>,
     ) -> Result<reqwest::Response, CompletionError> {
+        let endpoint = match path {
+            Some(path) => self.endpoint_at(path)?,
+            None => self.endpoint.clone(),
+        };
         let mut attempt: u32 = 0;
         loop {
             tracing::debug!(
-                host = self.endpoint.host_str().unwrap_or(""),
-                path = self.endpoint.path(),
+                host = endpoint.host_str().unwrap_or(""),
+                path = endpoint.path(),
                 attempt,
                 "sending completion request"
             );
             let request = self
                 .http
-                .post(self.endpoint.clone())
+                .post(endpoint.clone())
                 .headers(self.headers.clone())
                 .body(body.clone())
                 .send();
@@ -452,6 +459,32 @@ fn is_tls_error(error: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+impl HttpTransport {
+    /// The endpoint of a call whose path depends on its request (a path that
+    /// names the model): `path_and_query`'s path appended to the base URL's path,
+    /// its query (after `?`) appended to the base URL's own query. Errors never
+    /// quote the URL.
+    pub(crate) fn endpoint_at(
+        &self,
+        path_and_query: &str,
+    ) -> Result<reqwest::Url, CompletionError> {
+        let (path, query) = match path_and_query.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (path_and_query, None),
+        };
+        let mut url = endpoint(&self.config.base_url, path)
+            .map_err(|message| CompletionError::InvalidRequest { message })?;
+        if let Some(query) = query.filter(|q| !q.is_empty()) {
+            let joined = match url.query() {
+                Some(own) if !own.is_empty() => format!("{own}&{query}"),
+                _ => query.to_owned(),
+            };
+            url.set_query(Some(&joined));
+        }
+        Ok(url)
+    }
+}
+
 /// The endpoint under `base_url`: its path gets `path`, a query string is kept
 /// after it, a fragment is dropped. Errors never quote the URL.
 fn endpoint(base_url: &str, path: &str) -> Result<reqwest::Url, String> {
@@ -534,6 +567,23 @@ mod tests {
         assert_eq!(retry_after(&headers, now), None);
         headers.insert("retry-after", HeaderValue::from_static("NaN"));
         assert_eq!(retry_after(&headers, now), None);
+    }
+
+    #[test]
+    fn a_call_path_joins_the_base_path_and_query() {
+        let transport = HttpTransport::new(config("https://host.example/root?key=1")).unwrap();
+        let url = transport
+            .endpoint_at("/v1beta/models/m:streamGenerateContent?alt=sse")
+            .unwrap();
+        assert_eq!(
+            url.as_str(),
+            "https://host.example/root/v1beta/models/m:streamGenerateContent?key=1&alt=sse"
+        );
+        let transport = HttpTransport::new(config("https://host.example")).unwrap();
+        assert_eq!(
+            transport.endpoint_at("/v1/x").unwrap().as_str(),
+            "https://host.example/v1/x"
+        );
     }
 
     #[test]

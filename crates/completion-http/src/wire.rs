@@ -74,6 +74,14 @@ pub trait WireSpec: Send + Sync + 'static {
 
     /// Last changes to the assembled turn before it is passed on.
     fn finish_turn(_call: &Self::Call, _turn: &mut CompletionFinal) {}
+
+    /// The path of one call, when it depends on the request (a path that names
+    /// the model, as Gemini's does), with an optional query after `?`: appended
+    /// to the base URL's path in place of [`WireSpec::PATH`], its query after the
+    /// base URL's own. `None` (the default): [`WireSpec::PATH`].
+    fn call_path(_call: &Self::Call) -> Option<&str> {
+        None
+    }
 }
 
 /// A wire's completion client: a [`CompletionPort`] for `POST {base_url}{PATH}`
@@ -205,6 +213,10 @@ impl<S: WireSpec> Wire for Prepared<S> {
 
     fn finish_turn(&self, turn: &mut CompletionFinal) {
         S::finish_turn(&self.call, turn);
+    }
+
+    fn path(&self) -> Option<&str> {
+        S::call_path(&self.call)
     }
 }
 

@@ -7,13 +7,13 @@
 //! | event | what it does |
 //! |---|---|
 //! | `message_start` | model and the prompt's usage (input, cache creation, cache read); a second one is ignored |
-//! | `content_block_start` | opens block `index`: `text`, `thinking`, `redacted_thinking` (whole, with its `data`), `tool_use` (`id`, `name`; a [`CompletionDelta::ToolCallStart`]) |
-//! | `content_block_delta` | `text_delta`, `thinking_delta`, `signature_delta` ([`CompletionDelta::ReasoningSignature`]), `input_json_delta` (its `partial_json`, often empty first) |
+//! | `content_block_start` | opens block `index`: `text`, `thinking`, `redacted_thinking` (whole, with its `data`), `tool_use` (`id`, `name`; a [`CompletionDelta::ToolCallStart`]), `server_tool_use` and `*_tool_result` (tools the API runs itself: kept whole as [`AssistantBlock::Provider`]) |
+//! | `content_block_delta` | `text_delta`, `thinking_delta`, `signature_delta` ([`CompletionDelta::ReasoningSignature`]), `input_json_delta` (its `partial_json`, often empty first; also a `server_tool_use`'s input), `citations_delta` (a citation of the text block, which is then kept whole with its citations) |
 //! | `content_block_stop` | closes the block |
-//! | `message_delta` | `stop_reason` and usage (cumulative: it replaces, never adds) |
+//! | `message_delta` | `stop_reason` and usage (cumulative: it replaces, never adds); `pause_turn` is [`FinishReason::Paused`] |
 //! | `message_stop` | the turn is complete; later bytes are ignored |
 //! | `ping` | nothing |
-//! | `error` | a typed provider error (`overloaded_error`, `api_error`, ...) |
+//! | `error` | a typed provider error (`overloaded_error`, `api_error`, ...), its message `message (type)` as an error body's; the usage read so far goes out first as a [`CompletionDelta::Usage`] |
 //! | anything else | ignored (the API adds event types) |
 //!
 //! A stream that ends before `message_stop` is a [`CompletionError::TruncatedStream`]
@@ -41,7 +41,11 @@ pub type AnthropicDecodeError = StreamError;
 
 #[derive(Debug)]
 enum Block {
-    Text(String),
+    Text {
+        text: String,
+        /// The text's citations (`citations_delta`), in order.
+        citations: Vec<Value>,
+    },
     Thinking {
         text: String,
         signature: Option<String>,
@@ -57,7 +61,27 @@ enum Block {
         input: String,
         closed: bool,
     },
+    /// A block of a tool the API runs itself (`server_tool_use`, a
+    /// `*_tool_result`), kept as it came; a `server_tool_use`'s input arrives
+    /// in `input_json_delta`s.
+    Server {
+        block: Value,
+        input: String,
+    },
 }
+
+/// The name of this wire, on the blocks only it sends back.
+pub(crate) const WIRE: &str = "anthropic";
+
+/// The stop reasons of the Messages API that [`FinishReason`] says exactly (no
+/// `raw_finish_reason` is kept for them).
+const USUAL_STOP_REASONS: &[&str] = &[
+    "end_turn",
+    "stop_sequence",
+    "tool_use",
+    "max_tokens",
+    "refusal",
+];
 
 /// The Messages API stream's state machine: blocks by index, usage, stop reason
 /// ([`AnthropicDecoder`] feeds it the stream's events).
@@ -132,6 +156,9 @@ struct DeltaFields<'a> {
     signature: Option<std::borrow::Cow<'a, str>>,
     #[serde(default, borrow)]
     partial_json: Option<std::borrow::Cow<'a, str>>,
+    /// A `citations_delta`'s citation.
+    #[serde(default)]
+    citation: Option<Value>,
 }
 
 fn field<'v>(value: &'v Value, key: &str) -> &'v Value {
@@ -182,17 +209,47 @@ impl AnthropicAssembler {
             "content_block_stop" => self.block_stop(&value),
             "message_delta" => self.message_delta(&value),
             "message_stop" => self.stopped = true,
-            "error" => {
-                let error = field(&value, "error");
-                return Err(AnthropicDecodeError::Provider {
-                    code: text_of(error, "type"),
-                    message: text_of(error, "message"),
-                });
-            }
+            "error" => return Err(self.stream_error(&value, out)),
             "ping" => {}
             other => tracing::debug!(event = %other, "unknown Messages API event; ignored"),
         }
         Ok(())
+    }
+
+    /// An `error` event as the call's error: the usage read so far goes out
+    /// first (a failed call is billed too), and the message says the error's
+    /// type as an error body's does (`Overloaded (overloaded_error)`).
+    fn stream_error(&self, value: &Value, out: &mut Vec<CompletionDelta>) -> AnthropicDecodeError {
+        if let Some(usage) = self.usage_fact() {
+            out.push(CompletionDelta::Usage(usage));
+        }
+        let error = field(value, "error");
+        let code = text_of(error, "type");
+        let message = text_of(error, "message");
+        let message = match (code.is_empty(), message.is_empty()) {
+            (false, false) => format!("{message} ({code})"),
+            (false, true) => code.clone(),
+            _ => message,
+        };
+        AnthropicDecodeError::Provider { code, message }
+    }
+
+    /// The usage read so far, when the stream carried any.
+    fn usage_fact(&self) -> Option<UsageFact> {
+        self.usage_seen.then(|| {
+            let prompt =
+                self.input_tokens + self.cache_creation.unwrap_or(0) + self.cache_read.unwrap_or(0);
+            UsageFact {
+                model: self.model.clone(),
+                prompt_tokens: prompt,
+                completion_tokens: self.output_tokens,
+                total_tokens: prompt + self.output_tokens,
+                cached_tokens: self.cache_read,
+                reasoning_tokens: None,
+                cache_creation_tokens: self.cache_creation,
+                cost_micros: self.cost_micros,
+            }
+        })
     }
 
     fn message_start(&mut self, value: &Value) {
@@ -245,7 +302,11 @@ impl AnthropicAssembler {
                 if !text.is_empty() {
                     out.push(CompletionDelta::Text(text.clone()));
                 }
-                Block::Text(text)
+                let citations = field(block, "citations").as_array().cloned();
+                Block::Text {
+                    text,
+                    citations: citations.unwrap_or_default(),
+                }
             }
             Some("thinking") => {
                 let text = text_of(block, "thinking");
@@ -292,6 +353,12 @@ impl AnthropicAssembler {
                     closed: false,
                 }
             }
+            Some(kind) if kind == "server_tool_use" || kind.ends_with("_tool_result") => {
+                Block::Server {
+                    block: block.clone(),
+                    input: String::new(),
+                }
+            }
             other => {
                 tracing::debug!(block = ?other, "unknown content block type; ignored");
                 return Ok(());
@@ -326,7 +393,7 @@ impl AnthropicAssembler {
             piece.map(std::borrow::Cow::into_owned).unwrap_or_default()
         };
         match (delta.kind.as_deref(), block) {
-            (Some("text_delta"), Block::Text(text)) => {
+            (Some("text_delta"), Block::Text { text, .. }) => {
                 let piece = piece_of(delta.text);
                 if !piece.is_empty() {
                     text.push_str(&piece);
@@ -360,6 +427,14 @@ impl AnthropicAssembler {
                     });
                 }
             }
+            (Some("input_json_delta"), Block::Server { input, .. }) => {
+                input.push_str(&piece_of(delta.partial_json));
+            }
+            (Some("citations_delta"), Block::Text { citations, .. }) => {
+                if let Some(citation) = delta.citation {
+                    citations.push(citation);
+                }
+            }
             (kind, _) => {
                 tracing::debug!(delta = ?kind, index, "a delta that does not fit its block; ignored");
             }
@@ -388,41 +463,42 @@ impl AnthropicAssembler {
             Some("tool_use") => FinishReason::ToolCalls,
             Some("max_tokens" | "model_context_window_exceeded") => FinishReason::Length,
             Some("refusal") => FinishReason::ContentFilter,
+            Some("pause_turn") => FinishReason::Paused,
             Some(other) => FinishReason::Other(other.to_owned()),
             None => FinishReason::Unknown,
         }
+    }
+
+    /// The stop reason as the API gave it, when [`FinishReason`] does not say
+    /// it exactly.
+    fn raw_finish_reason(&self) -> Option<String> {
+        self.stop_reason
+            .clone()
+            .filter(|reason| !USUAL_STOP_REASONS.contains(&reason.as_str()))
     }
 
     /// The assembled turn; `complete` when `message_stop` arrived (a call still
     /// open in a stream that was cut short is truncated, not invalid).
     fn turn(self, complete: bool) -> CompletionFinal {
         let finish_reason = self.finish_reason();
-        let usage = self.usage_seen.then(|| {
-            let prompt =
-                self.input_tokens + self.cache_creation.unwrap_or(0) + self.cache_read.unwrap_or(0);
-            UsageFact {
-                model: self.model.clone(),
-                prompt_tokens: prompt,
-                completion_tokens: self.output_tokens,
-                total_tokens: prompt + self.output_tokens,
-                cached_tokens: self.cache_read,
-                reasoning_tokens: None,
-                cache_creation_tokens: self.cache_creation,
-                cost_micros: self.cost_micros,
-            }
-        });
+        let raw_finish_reason = self.raw_finish_reason();
+        let usage = self.usage_fact();
         let mut text = String::new();
         let mut reasoning: Option<String> = None;
         let mut tool_calls = Vec::new();
         let mut blocks = Vec::new();
         for block in self.blocks.into_iter().flatten() {
             match block {
-                Block::Text(piece) => {
-                    if !piece.is_empty() {
+                Block::Text {
+                    text: piece,
+                    citations,
+                } => {
+                    if !citations.is_empty() || !piece.is_empty() {
                         text.push_str(&piece);
-                        blocks.push(AssistantBlock::Text { text: piece });
+                        blocks.push(text_block(piece, citations));
                     }
                 }
+                Block::Server { block, input } => blocks.push(server_block(block, &input)),
                 Block::Thinking {
                     text: thought,
                     signature,
@@ -463,9 +539,38 @@ impl AnthropicAssembler {
             refusal: None,
             tool_calls,
             finish_reason,
+            raw_finish_reason,
             usage,
             blocks,
         }
+    }
+}
+
+/// A text block of the turn: plain, or, with citations, kept whole as the
+/// API's own block (its text still the turn's text).
+fn text_block(text: String, citations: Vec<Value>) -> AssistantBlock {
+    if citations.is_empty() {
+        return AssistantBlock::Text { text };
+    }
+    AssistantBlock::Provider {
+        wire: WIRE.into(),
+        block: serde_json::json!({"type": "text", "text": text, "citations": citations}),
+        text: Some(text),
+    }
+}
+
+/// A block of a tool the API ran, as it came; the input streamed in pieces
+/// replaces the start's `{}`.
+fn server_block(mut block: Value, input: &str) -> AssistantBlock {
+    if let Ok(whole) = serde_json::from_str::<Value>(input)
+        && let Some(fields) = block.as_object_mut()
+    {
+        fields.insert("input".into(), whole);
+    }
+    AssistantBlock::Provider {
+        wire: WIRE.into(),
+        block,
+        text: None,
     }
 }
 

@@ -8,7 +8,10 @@
 //!   `tool_use` per call (arguments parsed; a call whose arguments are not a JSON
 //!   object sends `{}`, the model learns why from its result). Without blocks:
 //!   text, then the calls. Reasoning without a signature is not sent (the API
-//!   refuses thinking it did not sign).
+//!   refuses thinking it did not sign). Blocks the API produced for itself
+//!   (`server_tool_use`, `web_search_tool_result`, text with `citations`: an
+//!   [`AssistantBlock::Provider`] of this wire) go back unchanged in their place;
+//!   another wire's provider blocks only as their text.
 //! - Tool results become `tool_result` blocks (`tool_use_id`, `content`,
 //!   `is_error`) at the start of the next user message; consecutive user messages
 //!   are merged, as the API alternates roles.
@@ -280,12 +283,22 @@ fn assistant_blocks(
                     sent.push(&call.id);
                 }
             }
+            // The API's own blocks (a search it ran, its results, cited text)
+            // go back unchanged, in their place; another wire's only as text.
+            AssistantBlock::Provider { wire, block, .. } if wire == crate::decode::WIRE => {
+                out.push(block.clone());
+            }
+            AssistantBlock::Provider {
+                text: Some(text), ..
+            } if !text.is_empty() => out.push(json!({"type": "text", "text": text})),
             _ => {}
         }
     }
-    let has_text = blocks
-        .iter()
-        .any(|b| matches!(b, AssistantBlock::Text { text } if !text.is_empty()));
+    let has_text = blocks.iter().any(|b| match b {
+        AssistantBlock::Text { text } => !text.is_empty(),
+        AssistantBlock::Provider { text, .. } => text.as_deref().is_some_and(|t| !t.is_empty()),
+        _ => false,
+    });
     if !has_text && let Some(text) = content.filter(|t| !t.is_empty()) {
         // Text the blocks do not hold (a turn built by hand) goes before the calls.
         let at = out

@@ -524,9 +524,17 @@ pub struct OpenAiAssembler {
     /// Wire indices of ignored non-function tool calls.
     ignored_indices: Vec<u32>,
     finish_reason: Option<FinishReason>,
+    /// The provider's finish reason when [`FinishReason`] does not say it
+    /// exactly ([`CompletionFinal::raw_finish_reason`]).
+    raw_finish_reason: Option<String>,
     length_seen: bool,
     /// Reasoning text of the turn (no allocation while there is none).
     reasoning: String,
+    /// Some of the reasoning came as typed `thinking` content parts (Mistral):
+    /// it is streamed and recorded but never sent back, since Mistral refuses
+    /// `reasoning_content` on a request's assistant message (HTTP 422,
+    /// `extra_forbidden`).
+    reasoning_in_parts: bool,
     /// Refusal text of the turn.
     refusal: String,
     /// A call has a name but its start delta is not emitted yet (at most one: the
@@ -573,8 +581,10 @@ impl OpenAiAssembler {
             next_position: 0,
             ignored_indices: Vec::new(),
             finish_reason: None,
+            raw_finish_reason: None,
             length_seen: false,
             reasoning: String::new(),
+            reasoning_in_parts: false,
             refusal: String::new(),
             pending_start: false,
             usage: None,
@@ -695,7 +705,12 @@ impl OpenAiAssembler {
         }
         self.json_scratch = json;
         match failure {
-            Some(error) => Err(error),
+            Some(error) => {
+                // A failed call is billed too: the usage its error chunk
+                // carried goes out before the error.
+                self.emit_usage(out);
+                Err(error)
+            }
             None => Ok(()),
         }
     }
@@ -779,8 +794,9 @@ impl OpenAiAssembler {
         });
     }
 
-    fn set_finish_reason(&mut self, reason: &str) {
-        let reason = finish_reason(reason);
+    fn set_finish_reason(&mut self, raw: &str) {
+        let reason = finish_reason(raw);
+        self.raw_finish_reason = (!USUAL_FINISH_REASONS.contains(&raw)).then(|| raw.to_owned());
         if reason == FinishReason::Length {
             self.length_seen = true;
         }
@@ -795,15 +811,21 @@ impl OpenAiAssembler {
         let mut scratch = std::mem::take(&mut self.scratch);
         let start = self.text.len();
         let refusal_start = self.refusal.len();
+        let reasoning_start = self.reasoning.len();
         match wire::raw_text(content, &mut scratch) {
             RawText::Null => {}
             RawText::Str(text) => self.text.push_str(text),
             RawText::Other(json) => {
                 // Content parts: [{"type": "text", "text": "..."},
-                // {"type": "refusal", "refusal": "..."}, ...].
+                // {"type": "refusal", "refusal": "..."}, {"type": "thinking",
+                // "thinking": [{"type": "text", "text": "..."}]} (Mistral's
+                // reasoning models), ...].
                 if let Ok(Value::Array(parts)) = serde_json::from_str::<Value>(json) {
                     for part in parts {
-                        if let Some(text) = part.get("text").and_then(Value::as_str) {
+                        if part.get("type").and_then(Value::as_str) == Some("thinking") {
+                            self.reasoning_in_parts = true;
+                            thinking_text(&part, &mut self.reasoning);
+                        } else if let Some(text) = part.get("text").and_then(Value::as_str) {
                             self.text.push_str(text);
                         } else if let Some(text) = part.get("refusal").and_then(Value::as_str) {
                             self.refusal.push_str(text);
@@ -815,6 +837,7 @@ impl OpenAiAssembler {
             }
         }
         self.scratch = scratch;
+        self.text_added(TextField::Reasoning, reasoning_start, out)?;
         self.text_added(TextField::Refusal, refusal_start, out)?;
         self.text_added(TextField::Text, start, out)
     }
@@ -1174,13 +1197,17 @@ impl OpenAiAssembler {
             tracing::debug!("finish_reason stop with tool calls; reporting tool_calls");
             finish_reason = FinishReason::ToolCalls;
         }
+        // Reasoning from thinking parts is not the turn's to send back.
+        let reasoning = non_empty_text(std::mem::take(&mut self.reasoning))
+            .filter(|_| !std::mem::take(&mut self.reasoning_in_parts));
         let turn = CompletionFinal {
             blocks: Vec::new(),
             text: std::mem::take(&mut self.text),
             tool_calls: calls,
             finish_reason,
+            raw_finish_reason: self.raw_finish_reason.take(),
             usage: self.usage_fact(),
-            reasoning: non_empty_text(std::mem::take(&mut self.reasoning)),
+            reasoning,
             refusal: non_empty_text(std::mem::take(&mut self.refusal)),
         };
         if ended {
@@ -1404,15 +1431,42 @@ fn mint_id(minting: IdMinting, counter: &mut u32) -> String {
     }
 }
 
+/// Appends the text of a `thinking` content part to `reasoning`: its
+/// `thinking` is a string, or a list of parts whose `text` is read.
+fn thinking_text(part: &Value, reasoning: &mut String) {
+    match part.get("thinking") {
+        Some(Value::String(text)) => reasoning.push_str(text),
+        Some(Value::Array(pieces)) => {
+            for piece in pieces {
+                if let Some(text) = piece.get("text").and_then(Value::as_str) {
+                    reasoning.push_str(text);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 fn non_empty<'s>(value: Option<&'s Str<'_>>) -> Option<&'s str> {
     value.map(Str::as_str).filter(|s| !s.is_empty())
 }
 
+/// The finish reasons of chat completions that [`FinishReason`] says exactly.
+const USUAL_FINISH_REASONS: &[&str] = &[
+    "stop",
+    "tool_calls",
+    "function_call",
+    "length",
+    "content_filter",
+];
+
+/// A finish reason in the contract's words. xAI names its reasons as its own
+/// API does (`REASON_MAX_LEN` for the token limit, `REASON_STOP`, ...).
 fn finish_reason(reason: &str) -> FinishReason {
     match reason {
-        "stop" => FinishReason::Stop,
-        "tool_calls" | "function_call" => FinishReason::ToolCalls,
-        "length" => FinishReason::Length,
+        "stop" | "REASON_STOP" => FinishReason::Stop,
+        "tool_calls" | "function_call" | "REASON_TOOL_CALLS" => FinishReason::ToolCalls,
+        "length" | "REASON_MAX_LEN" | "REASON_MAX_CONTEXT" => FinishReason::Length,
         "content_filter" => FinishReason::ContentFilter,
         other => FinishReason::Other(other.to_owned()),
     }

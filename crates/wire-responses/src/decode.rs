@@ -562,13 +562,30 @@ impl ResponsesAssembler {
     fn finish_reason(&self, has_calls: bool) -> FinishReason {
         match &self.end {
             Some(End::Incomplete(reason)) => match reason.as_str() {
-                "max_output_tokens" => FinishReason::Length,
+                // xAI names its limits as its own API does.
+                "max_output_tokens" | "REASON_MAX_LEN" | "REASON_MAX_CONTEXT" => {
+                    FinishReason::Length
+                }
                 "content_filter" => FinishReason::ContentFilter,
                 other => FinishReason::Other(other.to_owned()),
             },
             Some(End::Completed) if has_calls => FinishReason::ToolCalls,
             Some(End::Completed) => FinishReason::Stop,
             None => FinishReason::Unknown,
+        }
+    }
+
+    /// The reason an incomplete response gave, when [`FinishReason`] does not
+    /// say it exactly (the API's own `max_output_tokens` and `content_filter`
+    /// it does).
+    fn raw_finish_reason(&self) -> Option<String> {
+        match &self.end {
+            Some(End::Incomplete(reason))
+                if !matches!(reason.as_str(), "max_output_tokens" | "content_filter") =>
+            {
+                Some(reason.clone()).filter(|r| !r.is_empty())
+            }
+            _ => None,
         }
     }
 
@@ -579,6 +596,7 @@ impl ResponsesAssembler {
             .iter()
             .any(|item| matches!(item, Some(Item::Call { .. })));
         let finish_reason = self.finish_reason(has_calls);
+        let raw_finish_reason = self.raw_finish_reason();
         let cut = self.end != Some(End::Completed);
         let mut text = String::new();
         let mut refusal: Option<String> = None;
@@ -645,6 +663,7 @@ impl ResponsesAssembler {
             refusal,
             tool_calls,
             finish_reason,
+            raw_finish_reason,
             usage: self.usage,
             blocks,
         }
@@ -665,18 +684,29 @@ fn message_text(item: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// The text of a reasoning item's summary parts, joined by a blank line.
+/// The text of a reasoning item's summary parts, joined by a blank line; else
+/// of its `reasoning_text` content parts (the reasoning itself, which some
+/// providers, DeepSeek among them, give instead of a summary).
 fn summary_text(item: &Value) -> String {
-    field(item, "summary")
-        .as_array()
-        .map(|parts| {
-            parts
-                .iter()
-                .filter_map(|p| field(p, "text").as_str())
-                .collect::<Vec<_>>()
-                .join("\n\n")
-        })
-        .unwrap_or_default()
+    let joined = |key: &str, kind: Option<&str>| {
+        field(item, key)
+            .as_array()
+            .map(|parts| {
+                parts
+                    .iter()
+                    .filter(|p| kind.is_none_or(|k| field(p, "type").as_str() == Some(k)))
+                    .filter_map(|p| field(p, "text").as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n\n")
+            })
+            .unwrap_or_default()
+    };
+    let summary = joined("summary", None);
+    if summary.is_empty() {
+        joined("content", Some("reasoning_text"))
+    } else {
+        summary
+    }
 }
 
 /// Decodes a whole streamed body at once (tests, fixtures).

@@ -7,7 +7,11 @@
 //!   - an assistant turn, in the order the model produced it (its `blocks`):
 //!     each reasoning item replayed before what followed it (`{type:
 //!     "reasoning", id, summary, encrypted_content}`, only reasoning this API
-//!     gave: with an item id and encrypted content), text as an assistant
+//!     gave: an item id is its provenance, as only this wire's decoder sets
+//!     one; plain reasoning with an item id but no encrypted content, as
+//!     DeepSeek gives and requires back, goes as `{type: "reasoning", id,
+//!     summary: [], content: [{type: "reasoning_text", text}]}`; reasoning
+//!     another provider signed, or written by hand, is never sent), text as an assistant
 //!     `output_text` message, and a `function_call` per call (`call_id`, `name`,
 //!     `arguments`); without blocks: text, then the calls;
 //!   - a tool result: `{type: "function_call_output", call_id, output}`.
@@ -258,7 +262,24 @@ fn assistant_items(
                     "encrypted_content": encrypted,
                 }));
             }
+            // Plain reasoning this API gave (its item id, no encrypted
+            // content: DeepSeek's, which it requires back before the calls
+            // that followed it) goes back as the provider sent it.
+            AssistantBlock::Reasoning {
+                text,
+                signature: None,
+                item_id: Some(id),
+            } if !text.is_empty() => items.push(json!({
+                "type": "reasoning",
+                "id": id,
+                "summary": [],
+                "content": [{"type": "reasoning_text", "text": text}],
+            })),
             AssistantBlock::Text { text } if !text.is_empty() => items.push(text_item(text)),
+            // Another provider's own block: only the answer text it holds.
+            AssistantBlock::Provider {
+                text: Some(text), ..
+            } if !text.is_empty() => items.push(text_item(text)),
             AssistantBlock::ToolCall { id } => {
                 if let Some(call) = calls.iter().find(|c| &c.id == id) {
                     items.push(function_call(call));

@@ -16,6 +16,7 @@ mod builtins;
 mod conformance;
 mod deferred;
 mod fanout_graph;
+mod fidelity;
 mod front_door;
 mod journal;
 mod lifecycle;

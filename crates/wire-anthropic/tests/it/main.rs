@@ -5,4 +5,5 @@
 mod client;
 mod encode;
 mod encode_fixtures;
+mod fidelity;
 mod stream_fixtures;

@@ -6,6 +6,7 @@
 
 mod common;
 mod encode_fixtures;
+mod fidelity;
 mod fuzz_corpus;
 mod http;
 mod response_fixtures;
