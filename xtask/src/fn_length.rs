@@ -6,12 +6,8 @@
 //! long, counted from the line of its `fn` keyword to the line of its closing brace
 //! (attributes and docs above it do not count). Code under `#[cfg(test)]` is not
 //! read. Files are parsed with syn; a file syn cannot parse is skipped (the
-//! citations check reports it).
-//!
-//! [`KNOWN_LONG`] is a ratchet: the functions that were longer when the rule came
-//! and wait for a split. Each may not grow past the length recorded there, and an
-//! entry whose function is gone or fits the rule is a violation too, so the list
-//! only shrinks.
+//! citations check reports it). There are no exceptions: the last functions
+//! that were longer when the rule came have been split.
 
 use syn::visit::Visit;
 
@@ -31,12 +27,6 @@ const CHECKED: &[&str] = &[
     "crates/agent-durable/src/runs.rs",
     "crates/agent-durable/src/engine.rs",
 ];
-
-/// (file, function, lines): functions longer than [`MAX_LINES`] when the rule came,
-/// and the length each may not exceed until it is split. A method is
-/// `Type::method`, a trait's default method `Trait::method`, a nested function
-/// `outer::inner`.
-const KNOWN_LONG: &[(&str, &str, usize)] = &[];
 
 /// Whether `path` (a repository path) is read.
 pub(crate) fn checked(path: &str) -> bool {
@@ -64,36 +54,14 @@ pub(crate) fn check(path: &str, text: &str, violations: &mut Vec<Violation>) {
     if !checked(path) {
         return;
     }
-    let long = long_functions(text);
-    for (line, name, lines) in &long {
-        let known = KNOWN_LONG
-            .iter()
-            .find(|(file, function, _)| *file == path && function == name);
-        let message = match known {
-            None => format!(
-                "fn {name} is {lines} lines long (at most {MAX_LINES} on the run and request path): split it"
-            ),
-            Some((_, _, max)) if lines > max => format!(
-                "fn {name} is {lines} lines long; it waits for a split and may not grow past {max} (at most {MAX_LINES} is the rule)"
-            ),
-            Some(_) => continue,
-        };
+    for (line, name, lines) in long_functions(text) {
         violations.push(Violation {
             path: path.to_owned(),
-            line: Some(*line),
-            message,
+            line: Some(line),
+            message: format!(
+                "fn {name} is {lines} lines long (at most {MAX_LINES} on the run and request path): split it"
+            ),
         });
-    }
-    for (_, function, _) in KNOWN_LONG.iter().filter(|(file, ..)| *file == path) {
-        if !long.iter().any(|(_, name, _)| name == function) {
-            violations.push(Violation {
-                path: path.to_owned(),
-                line: None,
-                message: format!(
-                    "fn {function} is listed in xtask's KNOWN_LONG but is gone or at most {MAX_LINES} lines: remove the entry"
-                ),
-            });
-        }
     }
 }
 
@@ -263,32 +231,5 @@ mod tests {
         violations.clear();
         check("crates/agent-graph/src/lib.rs", &text, &mut violations);
         assert!(violations.is_empty());
-    }
-
-    #[test]
-    fn known_long_functions_may_not_grow_and_leave_the_list() {
-        let (path, name, max) = KNOWN_LONG[0];
-        let lines = |text: &str| {
-            let mut violations = Vec::new();
-            check(path, text, &mut violations);
-            violations
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(lines(&function(name, max - 2)), Vec::<String>::new());
-        assert_eq!(
-            lines(&function(name, max - 1)),
-            [format!(
-                "{path}:1: fn {name} is {} lines long; it waits for a split and may not grow past {max} (at most 80 is the rule)",
-                max + 1
-            )]
-        );
-        assert_eq!(
-            lines(&function(name, MAX_LINES - 2)),
-            [format!(
-                "{path}: fn {name} is listed in xtask's KNOWN_LONG but is gone or at most 80 lines: remove the entry"
-            )]
-        );
     }
 }

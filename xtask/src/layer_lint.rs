@@ -971,7 +971,7 @@ mod tests {
         );
         assert!(rewritten.contains("{ crate = \"openssl\", reason = \"not derived from layers.toml: layer-lint leaves it alone\" },\n"));
         assert!(rewritten.contains(
-            "  { crate = \"reqwest\", wrappers = [\"rmcp\", \"wire-openai\"], reason = \"layers.toml: only network layers use reqwest\" },\n"
+            "  { crate = \"reqwest\", wrappers = [\"opentelemetry-http\", \"opentelemetry-otlp\", \"rmcp\", \"wire-openai\"], reason = \"layers.toml: only network layers use reqwest\" },\n"
         ));
     }
 
@@ -990,6 +990,7 @@ mod tests {
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for client-tls (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for completion-http (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for tools-mcp (a layers.toml row)",
+                "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for agent-telemetry (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for agent-store (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for chat-protocol (a layers.toml row)",
                 "ARCHITECTURE.md:11: the \"Dependency rules\" table has no row for agent (a layers.toml row)",

@@ -58,11 +58,14 @@ tasks:
   test-env       build target/test-venv (the MCP test servers' Python packages,
                  pinned in crates/tools-mcp/tests/servers/requirements.txt) and
                  target/litellm-venv (LiteLLM's proxy, pinned in
-                 crates/bootstrap/tests/litellm/requirements.txt), and run `npm ci`
+                 crates/bootstrap/tests/litellm/requirements.txt) and
+                 target/phoenix-venv (Arize Phoenix, pinned in
+                 crates/bootstrap/tests/phoenix/requirements.txt), and run `npm ci`
                  in tests/js (the AI SDK parsers), web and tests/restate (the Restate
                  server), unless up to date
   test [ARGS]    test-env, then `cargo test --workspace --locked ARGS` with
-                 AGENT_TEST_PYTHON and AGENT_TEST_LITELLM set from the venvs
+                 AGENT_TEST_PYTHON, AGENT_TEST_LITELLM and AGENT_TEST_PHOENIX set
+                 from the venvs
   web [--check]  build the chat page from web/ (npm ci from the lockfile, vite) into
                  crates/agent-server/web-dist; --check builds into target/web-check and
                  fails when the committed bundle differs

@@ -7,6 +7,8 @@
 //! - a second one, `target/litellm-venv`, with LiteLLM's proxy for the live test of
 //!   the Anthropic wire (`crates/bootstrap/tests/litellm/requirements.txt`; its
 //!   pins conflict with the MCP SDK's, hence a venv of its own);
+//! - a third, `target/phoenix-venv`, with Arize Phoenix, the tracing backend the
+//!   telemetry test exports runs to (`crates/bootstrap/tests/phoenix/requirements.txt`);
 //! - the Node packages of `tests/js` (the real AI SDK and assistant-stream parsers
 //!   the chat endpoint is checked against) and of `web` (the chat page and the
 //!   `playwright-core` that drives Debian's Chromium in its browser tests) and of
@@ -37,6 +39,12 @@ pub(crate) const MCP_VENV: Venv = Venv {
 pub(crate) const LITELLM_VENV: Venv = Venv {
     requirements: "crates/bootstrap/tests/litellm/requirements.txt",
     path: "target/litellm-venv",
+};
+
+/// Arize Phoenix, the tracing backend of the telemetry test.
+pub(crate) const PHOENIX_VENV: Venv = Venv {
+    requirements: "crates/bootstrap/tests/phoenix/requirements.txt",
+    path: "target/phoenix-venv",
 };
 
 /// The stamp: the requirements a venv was built from.
@@ -135,7 +143,7 @@ struct Prerequisite {
 /// What the test suite needs from the system.
 const PREREQUISITES: [Prerequisite; 4] = [
     Prerequisite {
-        what: "Python 3 with venv (the MCP test servers, LiteLLM's proxy)",
+        what: "Python 3 with venv (the MCP test servers, LiteLLM's proxy, Arize Phoenix)",
         needs: &["python3"],
         install: "sudo apt-get install -y python3 python3-venv",
     },
@@ -197,6 +205,7 @@ fn ensure_all(root: &Path) -> Result<(), String> {
     check_prerequisites(&installed)?;
     ensure(root, &MCP_VENV)?;
     ensure(root, &LITELLM_VENV)?;
+    ensure(root, &PHOENIX_VENV)?;
     npm_ci(root, JS)?;
     npm_ci(root, WEB)?;
     npm_ci(root, RESTATE)
@@ -214,8 +223,8 @@ pub(crate) fn test_env_task(root: &Path) -> ExitCode {
 }
 
 /// `cargo xtask test [ARGS]`: the test environment, then `cargo test --workspace
-/// --locked ARGS` with `AGENT_TEST_PYTHON` pointing at the MCP venv's Python and
-/// `AGENT_TEST_LITELLM` at LiteLLM's command.
+/// --locked ARGS` with `AGENT_TEST_PYTHON` pointing at the MCP venv's Python,
+/// `AGENT_TEST_LITELLM` at LiteLLM's command and `AGENT_TEST_PHOENIX` at Phoenix's.
 pub(crate) fn test_task(root: &Path, args: &[String]) -> ExitCode {
     if let Err(e) = ensure_all(root) {
         eprintln!("xtask: {e}");
@@ -230,6 +239,10 @@ pub(crate) fn test_task(root: &Path, args: &[String]) -> ExitCode {
         .env(
             "AGENT_TEST_LITELLM",
             root.join(LITELLM_VENV.path).join("bin/litellm"),
+        )
+        .env(
+            "AGENT_TEST_PHOENIX",
+            root.join(PHOENIX_VENV.path).join("bin/phoenix"),
         )
         .status();
     match status {

@@ -100,6 +100,7 @@ pub(crate) async fn chat(
     State(state): State<AppState>,
     Extension(account): Extension<crate::access::Account>,
     query: Result<Query<ChatQuery>, axum::extract::rejection::QueryRejection>,
+    headers: axum::http::HeaderMap,
     body: Body,
 ) -> Response {
     let protocol = match &query {
@@ -111,7 +112,7 @@ pub(crate) async fn chat(
         Err(refused) => return refused,
     };
     let service = Arc::clone(&state.service);
-    let request = match checked(&service, account, &bytes, protocol.as_deref()).await {
+    let request = match checked(&service, account, &bytes, (protocol.as_deref(), &headers)).await {
         Ok(request) => request,
         Err(refused) => return refused,
     };
@@ -221,13 +222,19 @@ impl ChatService {
     }
 }
 
+/// The caller's W3C trace context (the `traceparent` header): the run continues
+/// it; a new trace starts when there is none or it is malformed.
+fn traceparent(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers.get("traceparent")?.to_str().ok()
+}
+
 /// The request in `bytes`, checked, of `account`'s chat, with the graph it
 /// runs and the encoder of its response.
 async fn checked(
     service: &Arc<ChatService>,
     account: crate::access::Account,
     bytes: &[u8],
-    protocol: Option<&str>,
+    (protocol, headers): (Option<&str>, &axum::http::HeaderMap),
 ) -> Result<Request, Response> {
     let transcript = ScopedTranscript::new(service.transcript(), account.name());
     let mut chat =
@@ -244,7 +251,8 @@ async fn checked(
         .graph_for(&chat_ref, chat.graph.as_deref())
         .await
         .map_err(|refusal| refusal.response())?;
-    let context = RunContext::generate();
+    let context = RunContext::from_traceparent(traceparent(headers))
+        .with_conversation_id(chat_ref.id.clone());
     let encoder = encoder(protocol, &chat, &context.run_id).map_err(|e| invalid(&e))?;
     Ok(Request {
         chat,

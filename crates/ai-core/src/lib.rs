@@ -21,6 +21,8 @@
 //! - [`message`]: [`Message`], the conversation, independent of any wire format.
 //! - [`schema`]: JSON Schema walking and the P0 subset check.
 //! - [`text`]: bounding, log-safe and display-safe text.
+//! - [`trace`]: W3C trace context ([`trace::TraceParent`]) and the seam an
+//!   exporter links run spans through.
 
 pub mod approval;
 pub mod completion;
@@ -32,6 +34,7 @@ pub mod runner;
 pub mod schema;
 pub mod text;
 pub mod tool;
+pub mod trace;
 
 pub use completion::CompletionPort;
 pub use context::RunContext;

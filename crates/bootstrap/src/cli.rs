@@ -57,12 +57,12 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "PATH")]
     pub workspace: Option<PathBuf>,
     /// The endpoint's API: `openai` (chat completions, the default), `anthropic`
-    /// (Messages API; key from ANTHROPIC_API_KEY) or `responses` (OpenAI's
-    /// Responses API).
+    /// (Messages API; key from ANTHROPIC_API_KEY), `responses` (OpenAI's
+    /// Responses API) or `gemini` (Gemini's own API; key from GEMINI_API_KEY).
     #[arg(long, global = true, value_name = "API")]
     pub api: Option<config::ModelApi>,
-    /// The endpoint's base URL (overrides config and OPENAI_BASE_URL or
-    /// ANTHROPIC_BASE_URL).
+    /// The endpoint's base URL (overrides config and the API's variable:
+    /// OPENAI_BASE_URL, ANTHROPIC_BASE_URL or GEMINI_BASE_URL).
     #[arg(long, global = true, value_name = "URL")]
     pub base_url: Option<String>,
     /// Model id (overrides config and AGENT_MODEL).
@@ -240,6 +240,9 @@ pub enum Command {
         /// Anthropic (key from ANTHROPIC_API_KEY).
         #[arg(long, group = "endpoint")]
         anthropic: bool,
+        /// Gemini's own API (key from GEMINI_API_KEY).
+        #[arg(long, group = "endpoint")]
+        gemini: bool,
         /// A local OpenAI-compatible server (Ollama, vLLM, llama.cpp, LiteLLM).
         #[arg(long, group = "endpoint", value_name = "URL")]
         local: Option<String>,
@@ -438,24 +441,49 @@ fn load_config(global: &GlobalArgs) -> Result<AgentConfig, config::ConfigError> 
     config::build(read.as_ref(), &cwd, env_overrides(&first.file.model), flags)
 }
 
-fn init_logging(verbose: u8) {
-    use tracing_subscriber::EnvFilter;
+/// The environment variable a caller sets to continue its trace (the
+/// convention's environment carrier of a W3C `traceparent`).
+pub const TRACEPARENT_ENV: &str = "TRACEPARENT";
+
+/// A run context for a run the CLI starts: continuing the trace `TRACEPARENT`
+/// names, or a new one.
+pub(crate) fn run_context_from_env() -> RunContext {
+    let traceparent = std::env::var(TRACEPARENT_ENV).ok();
+    RunContext::from_traceparent(traceparent.as_deref().filter(|v| !v.trim().is_empty()))
+}
+
+/// Installs the process's subscriber: the log on stderr (filtered by `RUST_LOG`
+/// or `-v`) and, when telemetry runs, the exporting layer (with its own filter:
+/// the log's level does not decide what is exported).
+fn init_logging(verbose: u8, telemetry: Option<&crate::telemetry::Exporter>) {
+    use tracing_subscriber::{EnvFilter, Layer as _, layer::SubscriberExt as _};
     let default = match verbose {
         0 => "warn",
         1 => "info",
         _ => "debug",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
+        .with_filter(filter);
+    let subscriber = tracing_subscriber::registry().with(log);
+    #[cfg(feature = "telemetry")]
+    let subscriber = subscriber.with(telemetry.map(agent_telemetry::Telemetry::layer));
+    #[cfg(not(feature = "telemetry"))]
+    let _ = telemetry;
+    let _ = tracing::subscriber::set_global_default(subscriber);
 }
 
 /// Runs the CLI with parsed arguments.
 pub async fn run(cli: Cli) -> ExitCode {
-    init_logging(cli.global.verbose);
+    if !matches!(
+        cli.command,
+        Command::Trust { .. } | Command::Completions { .. } | Command::Init { .. }
+    ) {
+        return run_loaded(cli).await;
+    }
+    init_logging(cli.global.verbose, None);
     if let Command::Trust { path } = &cli.command {
         // Before loading: the file to trust is the one loading would refuse.
         return trust_command(path.as_deref().or(cli.global.config.as_deref()));
@@ -468,27 +496,44 @@ pub async fn run(cli: Cli) -> ExitCode {
     if let Command::Init {
         openai,
         anthropic,
+        gemini,
         local,
         path,
     } = cli.command
     {
         // Before loading: there is no config yet.
-        return init_command(openai, anthropic, local, path);
+        return init_command(openai, anthropic, gemini, local, path);
     }
+    ExitCode::SUCCESS
+}
+
+/// A command that loads the configuration: the log and telemetry it configures
+/// installed first, telemetry flushed last.
+async fn run_loaded(cli: Cli) -> ExitCode {
     let config = match load_config(&cli.global) {
         Ok(config) => config,
         Err(e) => {
+            init_logging(cli.global.verbose, None);
             eprintln!("agent: {e}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    let telemetry = crate::telemetry::start(&config).await;
+    init_logging(cli.global.verbose, telemetry.as_ref());
     if let ConfigSource::File(path) = &config.source {
         tracing::info!(path = %path.display(), "loaded config");
     }
-    match cli.command {
-        Command::Tools { json } => list_tools(&config, json).await,
-        Command::Mcp { command } => mcp_command(&config, command).await,
-        Command::Keys { command } => keys_command(&config, command),
+    let code = dispatch(cli.command, &config).await;
+    crate::telemetry::stop(telemetry).await;
+    code
+}
+
+/// Runs a command that needs the configuration.
+async fn dispatch(command: Command, config: &AgentConfig) -> ExitCode {
+    match command {
+        Command::Tools { json } => list_tools(config, json).await,
+        Command::Mcp { command } => mcp_command(config, command).await,
+        Command::Keys { command } => keys_command(config, command),
         Command::Serve {
             host,
             port,
@@ -501,20 +546,20 @@ pub async fn run(cli: Cli) -> ExitCode {
                 graph,
                 no_auth,
             };
-            crate::serve::run(&config, args).await
+            crate::serve::run(config, args).await
         }
         Command::Worker { host, port, graph } => {
             let args = crate::worker::WorkerArgs { host, port, graph };
-            crate::worker::run(&config, args).await
+            crate::worker::run(config, args).await
         }
-        Command::Graphs { json } => list_graphs(&config, json),
-        Command::Threads { command } => crate::history::threads_command(&config, command).await,
+        Command::Graphs { json } => list_graphs(config, json),
+        Command::Threads { command } => crate::history::threads_command(config, command).await,
         Command::Runs {
             command: RunsCommand::Resume { run, json, approve },
-        } => resume_run(&config, &run, json, approve).await,
-        Command::Runs { command } => crate::history::runs_command(&config, command).await,
+        } => resume_run(config, &run, json, approve).await,
+        Command::Runs { command } => crate::history::runs_command(config, command).await,
         Command::Usage { since, by, json } => {
-            crate::history::usage_command(&config, since.as_deref(), by, json).await
+            crate::history::usage_command(config, since.as_deref(), by, json).await
         }
         Command::Chat {
             prompt,
@@ -534,7 +579,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                         );
                         return ExitCode::from(EXIT_USAGE);
                     }
-                    return crate::interactive::run(&config, graph, approve).await;
+                    return crate::interactive::run(config, graph, approve).await;
                 }
                 None => match read_stdin_prompt() {
                     Ok(prompt) => prompt,
@@ -563,7 +608,7 @@ pub async fn run(cli: Cli) -> ExitCode {
                 approve,
                 thread,
             };
-            chat(&config, message, &graph, options).await
+            chat(config, message, &graph, options).await
         }
         // Handled before the config is loaded.
         Command::Trust { .. } | Command::Init { .. } | Command::Completions { .. } => {
@@ -576,16 +621,18 @@ pub async fn run(cli: Cli) -> ExitCode {
 fn init_command(
     openai: bool,
     anthropic: bool,
+    gemini: bool,
     local: Option<String>,
     path: Option<PathBuf>,
 ) -> ExitCode {
     use crate::init::Endpoint;
-    let endpoint = match (openai, anthropic, local) {
-        (true, _, _) => Endpoint::OpenAi,
-        (_, true, _) => Endpoint::Anthropic,
-        (_, _, Some(url)) => Endpoint::Local(url),
+    let endpoint = match (openai, anthropic, gemini, local) {
+        (true, ..) => Endpoint::OpenAi,
+        (_, true, ..) => Endpoint::Anthropic,
+        (_, _, true, _) => Endpoint::Gemini,
+        (.., Some(url)) => Endpoint::Local(url),
         _ => {
-            eprintln!("agent: say which endpoint: --openai, --anthropic or --local URL");
+            eprintln!("agent: say which endpoint: --openai, --anthropic, --gemini or --local URL");
             return ExitCode::from(EXIT_USAGE);
         }
     };
@@ -912,13 +959,11 @@ pub(crate) async fn chat_with(
     conversation.push(prompt);
     let model_id = &config.file.model.model;
     let params = agent_graph::prompt::Params::new();
-    let prepared = match graph.prepare(
-        RunContext::generate(),
-        &runner,
-        model_id,
-        conversation,
-        &params,
-    ) {
+    let mut context = run_context_from_env();
+    if let Some(thread) = store.as_ref().and_then(|(_, thread)| thread.as_ref()) {
+        context = context.with_conversation_id(thread.id.clone());
+    }
+    let prepared = match graph.prepare(context, &runner, model_id, conversation, &params) {
         Ok(prepared) => prepared,
         Err(e) => {
             eprintln!("agent: {e}");

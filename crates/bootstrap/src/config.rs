@@ -3,8 +3,9 @@
 //!
 //! Precedence, lowest first: built-in defaults, the config file (`--config PATH`, else
 //! `./agent.toml` when present), environment (the API's base URL variable,
-//! `OPENAI_BASE_URL` or `ANTHROPIC_BASE_URL` by `model.api`; the API key variable
-//! named by `model.api_key_env`, else `OPENAI_API_KEY` or `ANTHROPIC_API_KEY`;
+//! `OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL` or `GEMINI_BASE_URL` by `model.api`;
+//! the API key variable named by `model.api_key_env`, else `OPENAI_API_KEY`,
+//! `ANTHROPIC_API_KEY` or `GEMINI_API_KEY`;
 //! `AGENT_MODEL`), flags (`--api`, `--base-url`, `--model`, `--workspace`). Unknown
 //! keys and bad values are errors that name the line and column.
 
@@ -57,6 +58,9 @@ pub enum ModelApi {
     /// OpenAI's Responses API (`POST {base_url}/responses`): reasoning carried
     /// across tool turns (encrypted, `store: false`); OpenAI, LiteLLM, vLLM.
     Responses,
+    /// Gemini's own API (`POST {base_url}/v1beta/models/{model}:streamGenerateContent`):
+    /// thought signatures returned on the parts they came on.
+    Gemini,
 }
 
 impl ModelApi {
@@ -66,6 +70,7 @@ impl ModelApi {
             Self::OpenAi => "openai",
             Self::Anthropic => "anthropic",
             Self::Responses => "responses",
+            Self::Gemini => "gemini",
         }
     }
 
@@ -74,6 +79,7 @@ impl ModelApi {
         match self {
             Self::OpenAi | Self::Responses => "OPENAI_BASE_URL",
             Self::Anthropic => "ANTHROPIC_BASE_URL",
+            Self::Gemini => "GEMINI_BASE_URL",
         }
     }
 
@@ -82,6 +88,7 @@ impl ModelApi {
         match self {
             Self::OpenAi | Self::Responses => "OPENAI_API_KEY",
             Self::Anthropic => "ANTHROPIC_API_KEY",
+            Self::Gemini => "GEMINI_API_KEY",
         }
     }
 
@@ -91,6 +98,7 @@ impl ModelApi {
             Self::OpenAi => "gpt-4o-mini",
             Self::Anthropic => "claude-sonnet-4-5",
             Self::Responses => "gpt-5-mini",
+            Self::Gemini => "gemini-2.5-flash",
         }
     }
 }
@@ -103,8 +111,9 @@ impl std::str::FromStr for ModelApi {
             "openai" => Ok(Self::OpenAi),
             "anthropic" => Ok(Self::Anthropic),
             "responses" => Ok(Self::Responses),
+            "gemini" => Ok(Self::Gemini),
             other => Err(format!(
-                "unknown API `{other}` (expected `openai`, `anthropic` or `responses`)"
+                "unknown API `{other}` (expected `openai`, `anthropic`, `responses` or `gemini`)"
             )),
         }
     }
@@ -355,6 +364,31 @@ pub struct FileConfig {
     pub durable: DurableConfig,
     /// Built-in tools that exist only when configured.
     pub tools: ToolsConfig,
+    /// OpenTelemetry export of runs (off unless an endpoint is configured here or
+    /// in `OTEL_EXPORTER_OTLP_ENDPOINT`).
+    pub telemetry: TelemetryFileConfig,
+}
+
+/// `[telemetry]`: where the runs' spans are exported (OTLP over HTTP). The
+/// standard `OTEL_EXPORTER_OTLP_*` and `OTEL_SERVICE_NAME` variables win over
+/// these keys. A project file that sets `endpoint` or `headers` needs `agent
+/// trust`: spans leave the machine.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetryFileConfig {
+    /// The collector's base URL (`http://localhost:4318`); spans go to
+    /// `{endpoint}/v1/traces`.
+    pub endpoint: Option<String>,
+    /// Headers of every export request (a hosted collector's API key).
+    pub headers: BTreeMap<String, String>,
+    /// The `service.name` of the spans (default `agent`).
+    pub service_name: Option<String>,
+    /// Prompts and model text in spans, and the redacted views of tool arguments
+    /// and results (never the raw values). Off by default.
+    pub content: bool,
+    /// Whether metrics are exported too (to `{endpoint}/v1/metrics`); on unless
+    /// `false` (or `OTEL_METRICS_EXPORTER=none`).
+    pub metrics: Option<bool>,
 }
 
 /// `[tools]`: built-in tools that are not bound unless their table is present.
@@ -764,7 +798,8 @@ pub struct ConnectionConfig {
 /// Overrides from the environment (read by the caller, passed in as data).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EnvOverrides {
-    /// The API's base URL variable (`OPENAI_BASE_URL` or `ANTHROPIC_BASE_URL`).
+    /// The API's base URL variable (`OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL` or
+    /// `GEMINI_BASE_URL`).
     pub base_url: Option<String>,
     /// `AGENT_MODEL`.
     pub model: Option<String>,
@@ -1092,9 +1127,9 @@ fn validate_model_settings(model: &ModelConfig) -> Result<(), ConfigError> {
         )));
     }
     if let Some(budget) = model.thinking_budget_tokens {
-        if model.api != ModelApi::Anthropic {
+        if !matches!(model.api, ModelApi::Anthropic | ModelApi::Gemini) {
             return Err(ConfigError::Invalid(
-                "model.thinking_budget_tokens needs model.api = \"anthropic\" (for OpenAI reasoning models use model.reasoning_effort)".into(),
+                "model.thinking_budget_tokens needs model.api = \"anthropic\" or \"gemini\" (for OpenAI reasoning models use model.reasoning_effort)".into(),
             ));
         }
         if budget < 1024 {

@@ -149,6 +149,15 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
     {
         keys.push("durable.engine / restate_ingress / restate_admin / restate_identity_keys (where runs, with their conversations, are sent, and whom a worker answers)".to_owned());
     }
+    if file.telemetry.endpoint.is_some() || !file.telemetry.headers.is_empty() {
+        keys.push(
+            "telemetry.endpoint / headers (where the runs' spans are sent, and with what)"
+                .to_owned(),
+        );
+    }
+    if file.telemetry.content {
+        keys.push("telemetry.content (prompts and model text in the exported spans)".to_owned());
+    }
     if !file.model.extra_headers.is_empty() {
         keys.push("model.extra_headers (sent with every request)".to_owned());
     }

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use ai_core::{
     CancellationToken, Message, RunContext, ToolSpec,
-    completion::{CompletionFinal, CompletionRequest},
+    completion::{CompletionFinal, CompletionRequest, FinishReason},
     event::{AiEventKind, ToolCallRef, UsageFact},
+    message::AssistantBlock,
     runner::{CallScope, ToolInvocationRecord},
     tool::NestedPort,
 };
@@ -23,6 +24,11 @@ use super::{
     RunLimits, RunOutput, RunRequest,
 };
 use crate::journal::Steps;
+
+/// How many times in a row a turn the provider paused ([`FinishReason::Paused`])
+/// is sent back to go on; a turn still paused after that is the answer, its
+/// finish reason `paused`.
+pub(super) const MAX_PAUSED_CONTINUATIONS: u32 = 4;
 
 /// The loop. `depth` is 0 for a top-level run and 1 for a subagent.
 pub(super) async fn drive(
@@ -161,6 +167,8 @@ impl<'a> Driver<'a> {
         let limits = self.request.limits.clone();
         let max_iterations = limits.max_iterations.max(1);
         let tools: Arc<[ToolSpec]> = self.deps.catalog.specs().into();
+        // The text of the paused turns sent back to go on, and how many.
+        let (mut paused_text, mut continued) = (String::new(), 0);
         for iteration in first..max_iterations {
             // Within the loop the iteration limit is never the one reached.
             if let Some(blocked) =
@@ -169,8 +177,18 @@ impl<'a> Driver<'a> {
                 return Err(blocked.into_error(Vec::new()));
             }
             let turn = self.model_turn(iteration, &tools).await?;
+            if turn.finish_reason == FinishReason::Paused
+                && turn.tool_calls.is_empty()
+                && continued < MAX_PAUSED_CONTINUATIONS
+                && iteration + 1 < max_iterations
+            {
+                continued += 1;
+                paused_text.push_str(&turn.text);
+                self.request.messages.push(turn_message(turn));
+                continue;
+            }
             if turn.tool_calls.is_empty() {
-                return Ok(self.answer(turn));
+                return Ok(self.answer(turn, paused_text));
             }
             // No tool runs whose result no model would see: when no further turn
             // is allowed, the calls are reported, not executed.
@@ -226,15 +244,26 @@ impl<'a> Driver<'a> {
         Ok(turn)
     }
 
-    /// The run's answer: a turn without tool calls.
-    fn answer(mut self, turn: CompletionFinal) -> RunOutput {
+    /// The run's answer: a turn without tool calls, after the text of the
+    /// paused turns it went on from (`before`). A turn with blocks the
+    /// provider wants back (its own tools' calls and results, cited text)
+    /// keeps them in the history.
+    fn answer(mut self, turn: CompletionFinal, before: String) -> RunOutput {
         let content = match (&turn.refusal, turn.text.is_empty()) {
             (Some(refusal), true) => refusal.clone(),
-            _ => turn.text,
+            _ => turn.text.clone(),
         };
-        self.request
-            .messages
-            .push(Message::assistant(content.clone()));
+        let keeps_blocks = turn
+            .blocks
+            .iter()
+            .any(|block| matches!(block, AssistantBlock::Provider { .. }));
+        let message = if keeps_blocks {
+            turn_message(turn.clone())
+        } else {
+            Message::assistant(content.clone())
+        };
+        self.request.messages.push(message);
+        let content = before + &content;
         RunOutput {
             content,
             finish_reason: turn.finish_reason,
@@ -294,7 +323,17 @@ impl<'a> Driver<'a> {
         (waiting, client_calls): (Vec<PendingApproval>, Vec<ClientCall>),
         model_turns: u32,
     ) -> RunOutput {
+        tracing::info!(
+            agent.pending_approvals = waiting.len(),
+            agent.client_calls = client_calls.len(),
+            "run paused"
+        );
         for pending in &waiting {
+            tracing::info!(
+                gen_ai.tool.call.id = %ai_core::text::log_field(&pending.tool_call_id),
+                gen_ai.tool.name = %ai_core::text::log_field(&pending.tool_name),
+                "approval requested"
+            );
             self.emitter.emit(AiEventKind::ToolApprovalRequested {
                 tool_call_id: pending.tool_call_id.clone(),
                 tool_name: pending.tool_name.clone(),
@@ -328,6 +367,17 @@ impl<'a> Driver<'a> {
             records: self.records,
             paused: Some(Box::new(paused)),
         }
+    }
+}
+
+/// A turn without tool calls as the assistant message that sends it back, its
+/// blocks in the order the model produced them.
+fn turn_message(turn: CompletionFinal) -> Message {
+    Message::Assistant {
+        content: Some(turn.text).filter(|text| !text.is_empty()),
+        reasoning: turn.reasoning,
+        tool_calls: Vec::new(),
+        blocks: turn.blocks,
     }
 }
 

@@ -11,7 +11,6 @@ use ai_core::{
     CancellationToken, Message, RunContext,
     event::{AiEventKind, EventSink, UsageFact},
     runner::ToolInvocationRecord,
-    text::log_field,
 };
 use futures::FutureExt;
 use tokio::sync::oneshot;
@@ -19,6 +18,7 @@ use tracing::Instrument;
 
 use super::driver::drive;
 use super::emitter::{Emitter, Target};
+use super::spans;
 use super::{
     ClientCall, Decision, EventStream, OutputFuture, PAUSED_RUN_VERSION, PausedRun,
     PendingApproval, Queue, RunDeps, RunError, RunHandle, RunOutput, RunRequest,
@@ -103,7 +103,14 @@ pub(crate) async fn run_nested(
         nested: Some((parent_tool_call_id.to_owned(), request.graph.clone())),
         capture: None,
     };
-    drive(Start::new(request), deps, &emitter, cancel, 1).await
+    let span = spans::run_span(&request.context, request.graph.as_deref(), true);
+    let result = drive(Start::new(request), deps, &emitter, cancel, 1)
+        .instrument(span.clone())
+        .await;
+    if let Err(error) = &result {
+        spans::record_run_error(&span, error.code());
+    }
+    result
 }
 
 /// Starts a run on the current tokio runtime.
@@ -187,12 +194,7 @@ fn spawn(start: Start, deps: RunDeps) -> RunHandle {
     let (final_tx, final_rx) = oneshot::channel();
     let cancel = CancellationToken::new();
     let context = &start.request.context;
-    let span = tracing::info_span!(
-        "run",
-        run_id = %log_field(&context.run_id),
-        trace_id = %log_field(&context.trace_id),
-        ingress_request_id = %log_field(context.ingress_request_id.as_deref().unwrap_or("")),
-    );
+    let span = spans::run_span(context, start.request.graph.as_deref(), false);
     let capture = start
         .journal
         .as_ref()
@@ -222,6 +224,7 @@ fn spawn(start: Start, deps: RunDeps) -> RunHandle {
                     prompt_hash,
                 }),
                 Err(error) => {
+                    spans::record_run_error(&tracing::Span::current(), error.code());
                     tracing::info!(code = error.code(), "run failed");
                     emitter.emit(AiEventKind::Error {
                         code: error.code().to_owned(),

@@ -16,7 +16,8 @@
 //! - how it is started and driven: `launch` (the entry points and the run's task),
 //!   `emitter` (how the loop emits events), `driver` (the loop, a step per
 //!   method), `model` (a model turn), `tools` (a turn's tool calls) and `settle`
-//!   (a resumed run's pending calls).
+//!   (a resumed run's pending calls), and `spans` (the run's and model calls'
+//!   spans, in the OpenTelemetry GenAI conventions' names).
 
 mod driver;
 mod emitter;
@@ -29,6 +30,7 @@ mod paused;
 mod queue;
 mod request;
 mod settle;
+mod spans;
 mod tools;
 
 pub use error::RunError;

@@ -11,9 +11,11 @@ use ai_core::{
     event::{AiEventKind, UsageFact},
 };
 use futures::StreamExt;
+use tracing::Instrument;
 
 use super::driver::StepCounter;
 use super::emitter::Emitter;
+use super::spans;
 use super::tools::as_tool_call;
 use super::{RunDeps, RunError};
 use crate::journal::{StepBody, StepKind, StepSlot};
@@ -34,12 +36,15 @@ fn usage_event(fact: UsageFact, prompt_hash: Option<&str>) -> AiEventKind {
 }
 
 /// Streams one model turn: text deltas go out as events; tool calls are taken only
-/// from the assembled final.
+/// from the assembled final. A call that fails leaves in `usage` what the
+/// stream reported of its usage (a usage delta, or a cut stream's partial
+/// turn), so it is billed too.
 pub(super) async fn model_turn(
     deps: &RunDeps,
     request: CompletionRequest,
     emitter: &Emitter,
     cancel: &CancellationToken,
+    usage: &mut Option<UsageFact>,
 ) -> Result<CompletionFinal, RunError> {
     let mut stream = deps.model.complete(request, cancel.child_token());
     let mut arguments = ArgumentStreams::default();
@@ -70,6 +75,7 @@ pub(super) async fn model_turn(
             Some(Ok(CompletionItem::Delta(CompletionDelta::ToolCallArgs { index, fragment }))) => {
                 arguments.push(index, &fragment, emitter);
             }
+            Some(Ok(CompletionItem::Delta(CompletionDelta::Usage(fact)))) => *usage = Some(fact),
             Some(Ok(CompletionItem::Delta(_))) => {}
             Some(Ok(CompletionItem::Final(turn))) => {
                 arguments.flush(emitter);
@@ -78,7 +84,14 @@ pub(super) async fn model_turn(
             // An item kind this loop does not know yet carries nothing it needs.
             Some(Ok(_)) => {}
             Some(Err(CompletionError::Cancelled)) => return Err(RunError::Cancelled),
-            Some(Err(error)) => return Err(RunError::Model(error)),
+            Some(Err(error)) => {
+                if let CompletionError::TruncatedStream { partial } = &error
+                    && partial.usage.is_some()
+                {
+                    usage.clone_from(&partial.usage);
+                }
+                return Err(RunError::Model(error));
+            }
             None => {
                 return Err(RunError::Model(CompletionError::Protocol {
                     message: "the model stream ended without a final turn".into(),
@@ -178,7 +191,23 @@ pub(super) async fn turn_step(
         },
         None => None,
     };
-    let mut turn = model_turn(deps, completion, emitter, cancel).await?;
+    let span = spans::model_span(&completion);
+    let mut failed_usage = None;
+    let mut turn = match model_turn(deps, completion, emitter, cancel, &mut failed_usage)
+        .instrument(span.clone())
+        .await
+    {
+        Ok(turn) => turn,
+        Err(error) => {
+            spans::record_model_error(&span, error.code());
+            // The failed call's usage is reported before the run's error.
+            if let Some(fact) = failed_usage {
+                emitter.emit(usage_event(fact, prompt_hash));
+            }
+            return Err(error);
+        }
+    };
+    spans::record_turn(&span, &turn);
     for call in &mut turn.tool_calls {
         call.id = deps.runner.call_ref(&as_tool_call(call)).tool_call_id;
     }

@@ -31,6 +31,7 @@
 //! other's span.
 
 mod record;
+mod spans;
 
 pub use record::{ToolExecResult, ToolInvocationRecord};
 
@@ -419,6 +420,20 @@ impl ToolRunner {
             ingress_request_id = %log_field(run.ingress_request_id.as_deref().unwrap_or("")),
             tool_call_id = %log_field(&tool_call_id),
             tool = %log_field(&call.name),
+            otel.name = %format_args!("execute_tool {}", log_field(&call.name)),
+            otel.kind = "internal",
+            otel.status_code = tracing::field::Empty,
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %log_field(&call.name),
+            gen_ai.tool.call.id = %log_field(&tool_call_id),
+            gen_ai.tool.type = tracing::field::Empty,
+            agent.tool.effect = tracing::field::Empty,
+            agent.tool.policy_decision = tracing::field::Empty,
+            agent.tool.outcome = tracing::field::Empty,
+            agent.tool.error_code = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+            gen_ai.tool.call.arguments = tracing::field::Empty,
+            gen_ai.tool.call.result = tracing::field::Empty,
         );
         self.exec_in_span(
             run,
@@ -464,6 +479,7 @@ impl ToolRunner {
             _ => json!({}),
         };
 
+        spans::record_start(run, entry.as_deref(), &self.policy, &args_view);
         sink.emit(AiEvent::new(
             run,
             AiEventKind::ToolCallStart {
@@ -532,6 +548,7 @@ impl ToolRunner {
                 )
             }
         };
+        spans::record_result(&result);
         sink.emit(AiEvent::new(
             run,
             AiEventKind::ToolCallResult {
@@ -639,6 +656,7 @@ impl ToolRunner {
         }
 
         if decision == PolicyDecision::RequireApproval {
+            tracing::info!(gen_ai.tool.call.id = %log_field(tool_call_id), "approval requested");
             // An approver may wait on a human; the run's cancellation still ends the call.
             tokio::select! {
                 biased;
@@ -648,7 +666,10 @@ impl ToolRunner {
                         "the run was cancelled while the call awaited approval",
                     ));
                 }
-                approval = self.approve(run, spec, tool_call_id, &args, &scope.decisions) => approval?,
+                approval = self.approve(run, spec, tool_call_id, &args, &scope.decisions) => {
+                    spans::approval_settled(&approval);
+                    approval?
+                }
             }
         }
 

@@ -6,6 +6,7 @@
 mod cli;
 mod cli_ux;
 mod durable;
+mod gemini;
 mod graphs;
 mod litellm;
 mod local_attacker;
@@ -16,7 +17,9 @@ mod providers;
 mod restate;
 mod security;
 mod serve;
+mod served;
 mod support;
 mod tabs;
+mod telemetry;
 mod threads;
 mod web_search;

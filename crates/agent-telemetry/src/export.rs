@@ -1,0 +1,124 @@
+//! Export that never holds up a run: ended spans wait in a bounded queue that a
+//! background thread sends in batches over OTLP/HTTP (protobuf). When the
+//! collector is down or slow the queue fills, and a span that finds it full is
+//! dropped and counted, with a warning when the count first grows and at every
+//! power of two after.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use opentelemetry::Context;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
+
+/// Counts shared by the processor and the exporter.
+#[derive(Debug, Default)]
+pub(crate) struct Counts {
+    /// Spans handed to the batch processor and not yet exported (or lost).
+    pending: AtomicUsize,
+    /// Spans dropped because the queue was full.
+    dropped: AtomicU64,
+    /// Spans an export request failed to deliver.
+    failed: AtomicU64,
+}
+
+impl Counts {
+    /// Spans dropped or lost so far.
+    pub(crate) fn lost(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed) + self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Spans waiting for export (or in an export request not yet answered).
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
+    }
+}
+
+/// The batch processor behind a bounded count: `on_end` never waits.
+#[derive(Debug)]
+pub(crate) struct Bounded<P> {
+    pub(crate) inner: P,
+    pub(crate) counts: Arc<Counts>,
+    pub(crate) max_queue: usize,
+}
+
+impl<P: SpanProcessor> SpanProcessor for Bounded<P> {
+    fn on_start(&self, span: &mut Span, cx: &Context) {
+        self.inner.on_start(span, cx);
+    }
+
+    fn on_end(&self, span: SpanData) {
+        let admitted = self
+            .counts
+            .pending
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |pending| {
+                (pending < self.max_queue).then_some(pending + 1)
+            })
+            .is_ok();
+        if admitted {
+            self.inner.on_end(span);
+            return;
+        }
+        let dropped = self.counts.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+        if dropped.is_power_of_two() {
+            tracing::warn!(
+                dropped,
+                "telemetry export is behind (collector down or slow): spans dropped"
+            );
+        }
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+/// An exporter that releases the spans it was given from the pending count and
+/// counts those it could not deliver.
+#[derive(Debug)]
+pub(crate) struct Counted<E> {
+    pub(crate) inner: E,
+    pub(crate) counts: Arc<Counts>,
+}
+
+impl<E: SpanExporter> SpanExporter for Counted<E> {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let size = batch.len();
+        let result = self.inner.export(batch).await;
+        let _ = self
+            .counts
+            .pending
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |pending| {
+                Some(pending.saturating_sub(size))
+            });
+        if let Err(error) = &result {
+            let before = self.counts.failed.fetch_add(size as u64, Ordering::Relaxed);
+            if before == 0 || (before + size as u64).is_power_of_two() {
+                tracing::warn!(%error, lost = before + size as u64, "telemetry export failed: spans lost");
+            }
+        }
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}

@@ -1,0 +1,700 @@
+#![cfg(feature = "telemetry")]
+//! OpenTelemetry export end to end: `agent chat` with `OTEL_EXPORTER_OTLP_ENDPOINT`
+//! pointing at a loopback OTLP/HTTP receiver that decodes what it is sent.
+//! A two-turn tool run continuing a `TRACEPARENT` is one trace: the run's span,
+//! child of the caller's span, with its model and tool spans under it, token
+//! counts equal to the run's usage events; a tool argument off the tool's
+//! allowlist reaches no exported byte, content capture on or not. `agent serve`
+//! continues each request's `traceparent` header, or starts the trace its run's
+//! events carry. A collector that never answers, or is not there, leaves the run
+//! as it is without export, and the spans it could not take are reported.
+//! [`phoenix`]: the same run seen in Arize Phoenix.
+
+mod phoenix;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agent_testing::server::{OpenAiServer, Reply, data};
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::metrics::v1::{Metric, metric::Data};
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message as _;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
+
+use crate::served::{Served, chat_body, stream_text};
+use crate::support::{Home, eventually, json_lines};
+
+const SECRET_KEY: &str = "sk-e2e-telemetry-key-0123456789";
+/// A value the model puts in an argument the tool's allowlist leaves out.
+const SECRET_ARG: &str = "SECRET-ARG-7f3e9a1c55";
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const PARENT_ID: &str = "00f067aa0ba902b7";
+
+/// Every request a receiver was sent: its path and body.
+type Bodies = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// A loopback OTLP/HTTP receiver: every request it was sent.
+#[derive(Clone, Default)]
+struct Receiver {
+    bodies: Bodies,
+}
+
+impl Receiver {
+    /// Starts the receiver; its base URL (`http://127.0.0.1:PORT`).
+    async fn start(&self) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let bodies = Arc::clone(&self.bodies);
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(serve_connection(stream, Arc::clone(&bodies)));
+            }
+        });
+        format!("http://{addr}")
+    }
+
+    /// The bodies sent to `path`.
+    fn bodies(&self, path: &str) -> Vec<Vec<u8>> {
+        let bodies = self.bodies.lock().unwrap();
+        bodies
+            .iter()
+            .filter(|(to, _)| to == path)
+            .map(|(_, body)| body.clone())
+            .collect()
+    }
+
+    fn spans(&self) -> Vec<Span> {
+        self.bodies("/v1/traces")
+            .iter()
+            .flat_map(|body| {
+                ExportTraceServiceRequest::decode(body.as_slice())
+                    .expect("an OTLP protobuf export")
+                    .resource_spans
+            })
+            .flat_map(|resource| resource.scope_spans)
+            .flat_map(|scope| scope.spans)
+            .collect()
+    }
+
+    fn metrics(&self) -> Vec<Metric> {
+        self.bodies("/v1/metrics")
+            .iter()
+            .flat_map(|body| {
+                ExportMetricsServiceRequest::decode(body.as_slice())
+                    .expect("an OTLP protobuf metrics export")
+                    .resource_metrics
+            })
+            .flat_map(|resource| resource.scope_metrics)
+            .flat_map(|scope| scope.metrics)
+            .collect()
+    }
+
+    fn all_bytes(&self) -> Vec<u8> {
+        let bodies = self.bodies.lock().unwrap();
+        bodies.iter().flat_map(|(_, body)| body.clone()).collect()
+    }
+}
+
+/// Answers HTTP/1.1 requests on one connection with an empty 200, keeping
+/// their paths and bodies.
+async fn serve_connection(stream: tokio::net::TcpStream, bodies: Bodies) {
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut length = 0usize;
+        let mut line = String::new();
+        let mut path = None;
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
+                return;
+            }
+            if line == "\r\n" && path.is_some() {
+                break;
+            }
+            if path.is_none() {
+                path = Some(line.split_whitespace().nth(1).unwrap_or("").to_owned());
+                continue;
+            }
+            if let Some((name, value)) = line.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length];
+        if reader.read_exact(&mut body).await.is_err() {
+            return;
+        }
+        bodies
+            .lock()
+            .unwrap()
+            .push((path.take().unwrap_or_default(), body));
+        let response =
+            "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+        if reader
+            .get_mut()
+            .write_all(response.as_bytes())
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// First turn: one `core__memory_read` call whose `query` (not on the tool's
+/// argument allowlist) holds the secret.
+fn tool_call_turn() -> Vec<String> {
+    let arguments = serde_json::to_string(&format!(r#"{{"query":"{SECRET_ARG}"}}"#)).unwrap();
+    vec![
+        data(&format!(
+            r#"{{"id":"t1","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"role":"assistant","tool_calls":[{{"index":0,"id":"call_tel_1","type":"function","function":{{"name":"core__memory_read","arguments":{arguments}}}}}]}},"finish_reason":null}}]}}"#
+        )),
+        data(
+            r#"{"id":"t1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+        ),
+        data(
+            r#"{"id":"t1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":41,"completion_tokens":9,"total_tokens":50}}"#,
+        ),
+        "data: [DONE]\n\n".into(),
+    ]
+}
+
+fn answer_turn() -> Vec<String> {
+    vec![
+        data(
+            r#"{"id":"t2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Nothing is stored."},"finish_reason":null}]}"#,
+        ),
+        data(
+            r#"{"id":"t2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+        ),
+        data(
+            r#"{"id":"t2","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":77,"completion_tokens":5,"total_tokens":82}}"#,
+        ),
+        "data: [DONE]\n\n".into(),
+    ]
+}
+
+fn attribute<'a>(span: &'a Span, key: &str) -> Option<&'a AnyValue> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref())
+        .and_then(|v| v.value.as_ref())
+}
+
+fn int_attribute(span: &Span, key: &str) -> Option<i64> {
+    match attribute(span, key)? {
+        AnyValue::IntValue(n) => Some(*n),
+        AnyValue::StringValue(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+fn str_attribute<'a>(span: &'a Span, key: &str) -> Option<&'a str> {
+    match attribute(span, key)? {
+        AnyValue::StringValue(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// Runs the two-turn tool run with export on; the receiver and the run's events.
+async fn exported_run(content: bool) -> (Receiver, Vec<serde_json::Value>) {
+    let receiver = Receiver::default();
+    let endpoint = receiver.start().await;
+    let config = content.then_some("[telemetry]\ncontent = true\n");
+    let events = traced_tool_run(&[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)], config).await;
+    (receiver, events)
+}
+
+/// The two-turn tool run through `agent chat --json`, continuing the trace
+/// `TRACEPARENT` names, with `env` set and `config` (trusted) as its
+/// `agent.toml`; the run's events.
+async fn traced_tool_run(env: &[(&str, &str)], config: Option<&str>) -> Vec<serde_json::Value> {
+    let server = OpenAiServer::start([Reply::sse(tool_call_turn()), Reply::sse(answer_turn())])
+        .await
+        .unwrap();
+    let home = Home::new(SECRET_KEY);
+    if let Some(config) = config {
+        home.trust_config(config).await;
+    }
+    let base_url = server.base_url();
+    let mut command = home.command(
+        Some(&base_url),
+        &["chat", "--json", "What do you remember?"],
+    );
+    command
+        .envs(env.iter().copied())
+        .env("OTEL_SERVICE_NAME", "agent-e2e")
+        .env("TRACEPARENT", format!("00-{TRACE_ID}-{PARENT_ID}-01"));
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("the agent hung")
+        .unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stderr: {stderr}\nstdout: {stdout}"
+    );
+    assert!(!stderr.contains("could not be exported"), "{stderr}");
+    json_lines(&stdout)
+}
+
+/// The (input, output) tokens of each usage event, in order.
+fn usage_of(events: &[serde_json::Value]) -> Vec<(i64, i64)> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "usage_report")
+        .map(|e| {
+            (
+                e["prompt_tokens"].as_i64().unwrap(),
+                e["completion_tokens"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telemetry_a_tool_run_is_one_trace_continuing_the_callers() {
+    let (receiver, events) = exported_run(false).await;
+    let spans = receiver.spans();
+    let trace_id = hex_of(TRACE_ID);
+    assert!(!spans.is_empty(), "nothing was exported");
+    for span in &spans {
+        assert_eq!(span.trace_id, trace_id, "span {} left the trace", span.name);
+    }
+    let by_name: HashMap<&str, Vec<&Span>> = spans.iter().fold(HashMap::new(), |mut map, span| {
+        map.entry(span.name.as_str()).or_default().push(span);
+        map
+    });
+    let runs = &by_name["invoke_agent chat"];
+    assert_eq!(runs.len(), 1, "one run span: {:?}", by_name.keys());
+    let run = runs[0];
+    assert_eq!(
+        run.parent_span_id,
+        hex_of(PARENT_ID),
+        "the caller's span is the run's parent"
+    );
+    assert_eq!(
+        str_attribute(run, "gen_ai.operation.name"),
+        Some("invoke_agent")
+    );
+    assert_eq!(str_attribute(run, "gen_ai.agent.name"), Some("chat"));
+
+    let models = &by_name["chat e2e-model"];
+    assert_eq!(models.len(), 2, "two model calls");
+    let tools = &by_name["execute_tool core__memory_read"];
+    assert_eq!(tools.len(), 1, "one tool call");
+    for child in models.iter().chain(tools.iter()) {
+        assert_eq!(
+            child.parent_span_id, run.span_id,
+            "{} is the run's child",
+            child.name
+        );
+    }
+    let tool = tools[0];
+    assert_eq!(
+        str_attribute(tool, "gen_ai.tool.call.id"),
+        Some("call_tel_1")
+    );
+    assert_eq!(str_attribute(tool, "agent.tool.effect"), Some("read_only"));
+    assert_eq!(
+        str_attribute(tool, "agent.tool.policy_decision"),
+        Some("allow")
+    );
+    assert!(str_attribute(tool, "agent.tool.outcome").is_some());
+
+    // Token counts equal the run's usage events, turn by turn.
+    let usage = usage_of(&events);
+    let mut models = models.clone();
+    models.sort_by_key(|span| span.start_time_unix_nano);
+    let exported: Vec<(i64, i64)> = models
+        .iter()
+        .map(|span| {
+            (
+                int_attribute(span, "gen_ai.usage.input_tokens").unwrap(),
+                int_attribute(span, "gen_ai.usage.output_tokens").unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(exported, usage);
+    assert_eq!(usage, [(41, 9), (77, 5)]);
+    assert!(!contains(&receiver.all_bytes(), SECRET_ARG.as_bytes()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telemetry_an_argument_off_the_allowlist_is_never_exported_even_with_content_on() {
+    let (receiver, events) = exported_run(true).await;
+    let spans = receiver.spans();
+    let tool = spans
+        .iter()
+        .find(|span| span.name == "execute_tool core__memory_read")
+        .expect("the tool's span");
+    // Content is on: the redacted view is there, the secret is not.
+    assert!(attribute(tool, "gen_ai.tool.call.arguments").is_some());
+    assert!(
+        spans
+            .iter()
+            .any(|span| attribute(span, "gen_ai.output.messages").is_some())
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e.to_string().contains("core__memory_read")),
+        "the run called the tool"
+    );
+    assert!(
+        !contains(&receiver.all_bytes(), SECRET_ARG.as_bytes()),
+        "the secret reached an exported span"
+    );
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+fn hex_of(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// Polls `receiver` (every 100 ms, at most 30 s: the batch goes out on its
+/// schedule) until its spans hold one named `name`; all its spans.
+async fn spans_once(receiver: &Receiver, name: &str) -> Vec<Span> {
+    for _ in 0..300 {
+        let spans = receiver.spans();
+        if spans.iter().any(|span| span.name == name) {
+            return spans;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "no {name} span was exported: {:?}",
+        names(&receiver.spans())
+    );
+}
+
+fn names(spans: &[Span]) -> Vec<&str> {
+    spans.iter().map(|span| span.name.as_str()).collect()
+}
+
+/// `agent serve` with `[telemetry] endpoint` at `endpoint` (and the keys
+/// `more`), its model at `model`.
+async fn serve_exporting(home: &Home, model: &str, endpoint: &str, more: &str) -> Served {
+    home.trust_config(&format!("[telemetry]\nendpoint = \"{endpoint}\"\n{more}"))
+        .await;
+    Served::spawn(home.command(Some(model), &["serve", "--port", "0"])).await
+}
+
+/// The events of chat `chat`'s latest run (as JSON), once all are stored (its
+/// `done` among them).
+async fn run_events(home: &Home, chat: &str) -> Vec<serde_json::Value> {
+    let store = home.store().await;
+    let rows = store.account("local");
+    let run = eventually(
+        || async { rows.latest_run(chat).await.unwrap() },
+        Option::is_some,
+    )
+    .await
+    .expect("the run is stored");
+    // The recorder writes in batches, after the stream may have ended.
+    let events = eventually(
+        || async {
+            let stored = rows.events(&run.run.id, None).await.unwrap();
+            stored
+                .iter()
+                .map(|e| serde_json::to_value(&e.event).unwrap())
+                .collect::<Vec<_>>()
+        },
+        |events| events.iter().any(|e| e["type"] == "done"),
+    )
+    .await;
+    assert!(
+        events.iter().any(|e| e["type"] == "done"),
+        "the run's events are stored: {events:?}"
+    );
+    events
+}
+
+/// The trace id the events of chat `chat`'s latest run carry.
+async fn events_trace_id(home: &Home, chat: &str) -> String {
+    let events = run_events(home, chat).await;
+    let ids: Vec<String> = events
+        .iter()
+        .map(|e| e["trace_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!ids.is_empty(), "the run has events");
+    assert!(ids.iter().all(|id| *id == ids[0]), "one trace id: {ids:?}");
+    ids[0].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telemetry_serve_continues_the_requests_traceparent_or_starts_the_runs_trace() {
+    let receiver = Receiver::default();
+    let endpoint = receiver.start().await;
+    let model = OpenAiServer::start([
+        Reply::sse(tool_call_turn()),
+        Reply::sse(answer_turn()),
+        Reply::text("A new trace."),
+    ])
+    .await
+    .unwrap();
+    let home = Home::new(SECRET_KEY);
+    let served = serve_exporting(&home, &model.base_url(), &endpoint, "").await;
+
+    let traced = served
+        .post_chat(&chat_body("chat-traced", "What do you remember?"))
+        .header("traceparent", format!("00-{TRACE_ID}-{PARENT_ID}-01"));
+    let answer = crate::served::body_text(traced).await;
+    assert_eq!(stream_text(&answer), "Nothing is stored.", "{answer}");
+    let spans = spans_once(&receiver, "invoke_agent chat").await;
+    let run = spans
+        .iter()
+        .find(|span| span.name == "invoke_agent chat")
+        .unwrap();
+    assert_eq!(run.trace_id, hex_of(TRACE_ID), "the caller's trace");
+    assert_eq!(run.parent_span_id, hex_of(PARENT_ID), "the caller's span");
+    let children: Vec<&Span> = spans
+        .iter()
+        .filter(|span| span.parent_span_id == run.span_id)
+        .collect();
+    assert_eq!(
+        names(&spans).len(),
+        4,
+        "run, two model calls, one tool call: {:?}",
+        names(&spans)
+    );
+    assert_eq!(children.len(), 3, "{:?}", names(&spans));
+    assert_eq!(events_trace_id(&home, "chat-traced").await, TRACE_ID);
+
+    // No header: a new trace, the one the run's events carry.
+    let before = receiver.spans().len();
+    let answer = crate::served::body_text(served.post_chat(&chat_body("chat-new", "Hi"))).await;
+    assert_eq!(stream_text(&answer), "A new trace.", "{answer}");
+    let trace_id = events_trace_id(&home, "chat-new").await;
+    assert_ne!(trace_id, TRACE_ID);
+    let mut fresh = Vec::new();
+    for _ in 0..300 {
+        fresh = receiver.spans().split_off(before);
+        if fresh.iter().any(|span| span.name == "invoke_agent chat") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let run = fresh
+        .iter()
+        .find(|span| span.name == "invoke_agent chat")
+        .unwrap_or_else(|| panic!("the second run's span: {:?}", names(&fresh)));
+    assert_eq!(run.trace_id, hex_of(&trace_id), "the events' trace id");
+    assert!(run.parent_span_id.is_empty(), "a root span");
+    assert!(
+        !contains(&receiver.all_bytes(), SECRET_ARG.as_bytes()),
+        "the secret reached an exported span"
+    );
+}
+
+/// A loopback port that accepts connections and never answers on them.
+async fn black_hole() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// A loopback address nothing listens on.
+fn nobody_listening() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    format!("http://{addr}")
+}
+
+/// What one `agent chat` of the two-turn tool run gave.
+struct Finished {
+    answer: String,
+    stderr: String,
+    took: Duration,
+}
+
+/// The two-turn tool run through `agent chat`, exporting to `endpoint` (none:
+/// export off) with a two-second export timeout.
+async fn run_with_collector(endpoint: Option<&str>) -> Finished {
+    let server = OpenAiServer::start([Reply::sse(tool_call_turn()), Reply::sse(answer_turn())])
+        .await
+        .unwrap();
+    let home = Home::new(SECRET_KEY);
+    let base_url = server.base_url();
+    let mut command = home.command(
+        Some(&base_url),
+        &["chat", "--json", "What do you remember?"],
+    );
+    if let Some(endpoint) = endpoint {
+        command
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+            .env("OTEL_EXPORTER_OTLP_TIMEOUT", "2000");
+    }
+    let started = Instant::now();
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("the agent hung")
+        .unwrap();
+    let took = started.elapsed();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stderr: {stderr}\nstdout: {stdout}"
+    );
+    let answer = json_lines(&stdout)
+        .iter()
+        .filter(|e| e["type"] == "text_delta")
+        .filter_map(|e| e["delta"].as_str().map(str::to_owned))
+        .collect();
+    Finished {
+        answer,
+        stderr,
+        took,
+    }
+}
+
+/// The count in `agent: warning: N spans could not be exported` (or the
+/// shutdown's `(N spans not exported)`), when there is one.
+fn reported_lost(stderr: &str) -> Option<u64> {
+    stderr.lines().find_map(|line| {
+        let before = line
+            .split_once(" spans could not be exported")
+            .or_else(|| line.split_once(" spans not exported"))?
+            .0;
+        before
+            .rsplit(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telemetry_a_collector_that_never_answers_or_is_not_there_leaves_the_run_as_it_is() {
+    let off = run_with_collector(None).await;
+    assert_eq!(off.answer, "Nothing is stored.", "{}", off.stderr);
+    assert_eq!(reported_lost(&off.stderr), None, "{}", off.stderr);
+    for endpoint in [black_hole().await, nobody_listening()] {
+        let on = run_with_collector(Some(&endpoint)).await;
+        assert_eq!(on.answer, off.answer, "{endpoint}: {}", on.stderr);
+        let lost = reported_lost(&on.stderr)
+            .unwrap_or_else(|| panic!("{endpoint}: no lost spans reported: {}", on.stderr));
+        assert_eq!(
+            lost, 4,
+            "{endpoint}: run, two model calls, a tool call: {}",
+            on.stderr
+        );
+        // Shutdown waits one export timeout (2 s) and a second at most: the
+        // run itself is not held up. Generous slack for a loaded machine.
+        let bound = off.took + Duration::from_secs(3) + Duration::from_secs(5);
+        assert!(
+            on.took < bound,
+            "{endpoint}: took {:?}, export off {:?}",
+            on.took,
+            off.took
+        );
+    }
+}
+
+/// A data point's attribute `key`, as text.
+fn point_attribute<'a>(
+    attributes: &'a [opentelemetry_proto::tonic::common::v1::KeyValue],
+    key: &str,
+) -> Option<&'a str> {
+    match attributes
+        .iter()
+        .find(|kv| kv.key == key)?
+        .value
+        .as_ref()?
+        .value
+        .as_ref()?
+    {
+        AnyValue::StringValue(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// The (count, sum) of histogram `name`'s points whose attribute `key` is `value`.
+fn histogram(metrics: &[Metric], name: &str, (key, value): (&str, &str)) -> (u64, f64) {
+    metrics
+        .iter()
+        .filter(|metric| metric.name == name)
+        .filter_map(|metric| match &metric.data {
+            Some(Data::Histogram(histogram)) => Some(histogram.data_points.iter()),
+            _ => None,
+        })
+        .flatten()
+        .filter(|point| point_attribute(&point.attributes, key) == Some(value))
+        .fold((0, 0.0), |(count, sum), point| {
+            (count + point.count, sum + point.sum.unwrap_or(0.0))
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telemetry_metrics_count_tokens_durations_and_tool_outcomes() {
+    let (receiver, events) = exported_run(false).await;
+    let metrics = receiver.metrics();
+    let names: Vec<&str> = metrics.iter().map(|m| m.name.as_str()).collect();
+    let usage = usage_of(&events);
+    let input: i64 = usage.iter().map(|(input, _)| input).sum();
+    let output: i64 = usage.iter().map(|(_, output)| output).sum();
+    let tokens = "gen_ai.client.token.usage";
+    assert_eq!(
+        histogram(&metrics, tokens, ("gen_ai.token.type", "input")),
+        (2, input as f64),
+        "{names:?}"
+    );
+    assert_eq!(
+        histogram(&metrics, tokens, ("gen_ai.token.type", "output")),
+        (2, output as f64)
+    );
+    let (calls, seconds) = histogram(
+        &metrics,
+        "gen_ai.client.operation.duration",
+        ("gen_ai.request.model", "e2e-model"),
+    );
+    assert_eq!(calls, 2, "two model calls timed: {names:?}");
+    assert!(seconds > 0.0);
+    let tool = ("gen_ai.tool.name", "core__memory_read");
+    assert_eq!(histogram(&metrics, "agent.tool.duration", tool).0, 1);
+    let outcomes: Vec<(&str, i64)> = metrics
+        .iter()
+        .filter(|metric| metric.name == "agent.tool.calls")
+        .filter_map(|metric| match &metric.data {
+            Some(Data::Sum(sum)) => Some(sum.data_points.iter()),
+            _ => None,
+        })
+        .flatten()
+        .map(|point| {
+            let outcome = point_attribute(&point.attributes, "agent.tool.outcome");
+            let count = match point.value {
+                Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsInt(
+                    n,
+                )) => n,
+                _ => -1,
+            };
+            (outcome.unwrap_or(""), count)
+        })
+        .collect();
+    assert_eq!(outcomes, [("ok", 1)], "{names:?}");
+    assert!(!contains(&receiver.all_bytes(), SECRET_ARG.as_bytes()));
+}
