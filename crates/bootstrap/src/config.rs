@@ -1738,7 +1738,7 @@ allow = ["core__*", "mcp__everything__echo", "mcp__notes__*"]
                 "{text}"
             );
         }
-        assert!(parse("[model]\napi = \"gemini\"\n", Path::new("agent.toml")).is_err());
+        assert!(parse("[model]\napi = \"vertex\"\n", Path::new("agent.toml")).is_err());
     }
 
     #[test]
