@@ -30,7 +30,7 @@
 use std::collections::BTreeSet;
 
 use crate::layer_lint::{DepKind, Package};
-use crate::layers::{Layers, Rules, list, matches};
+use crate::layers::{Layers, Rules, layer_name, list, matches};
 
 /// The file, relative to the workspace root.
 pub(crate) const FILE: &str = "deny.toml";
@@ -47,7 +47,7 @@ const FIX: &str = "`cargo xtask layer-lint --write-deny` rewrites the entries";
 /// One derived `[bans] deny` entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Ban {
-    /// The banned crate.
+    /// The banned crate (its package name).
     pub(crate) krate: String,
     /// The crates allowed to depend on it directly, sorted.
     pub(crate) wrappers: Vec<String>,
@@ -58,12 +58,19 @@ pub(crate) struct Ban {
 /// The entries `layers` implies for the workspace `members` (see the module docs),
 /// HTTP clients first, then project crates in table order (then name order).
 pub(crate) fn derive(layers: &Layers, rules: &Rules<'_>, members: &[&Package]) -> Vec<Ban> {
+    // cargo-deny knows the members by their package names.
+    let package_name = |name: &str| {
+        members
+            .iter()
+            .find(|member| member.name == name)
+            .map_or_else(|| name.to_owned(), |member| member.package.clone())
+    };
     let mut bans = Vec::new();
     for client in &layers.network.deny_toml_bans {
         let mut wrappers: BTreeSet<String> = members
             .iter()
             .filter(|member| declares_acceptably(layers, member, client))
-            .map(|member| member.name.clone())
+            .map(|member| member.package.clone())
             .collect();
         wrappers.extend(layers.network.external_wrappers.iter().cloned());
         bans.push(Ban {
@@ -97,9 +104,11 @@ pub(crate) fn derive(layers: &Layers, rules: &Rules<'_>, members: &[&Package]) -
         if wrappers.is_empty() {
             continue;
         }
+        let mut wrappers: Vec<String> = wrappers.into_iter().map(package_name).collect();
+        wrappers.sort();
         bans.push(Ban {
-            krate: name.to_owned(),
-            wrappers: wrappers.into_iter().map(str::to_owned).collect(),
+            krate: package_name(name),
+            wrappers,
             reason: format!("layers.toml: who may depend on {name}"),
         });
     }
@@ -251,11 +260,11 @@ pub(crate) fn check(
     }
     let mut reported = BTreeSet::new();
     for entry in &entries {
-        let name = entry.krate.as_str();
-        if derived.iter().any(|ban| ban.krate == name)
-            || layers.layer_of(name).is_none()
-            || !reported.insert(name)
-        {
+        if derived.iter().any(|ban| ban.krate == entry.krate) {
+            continue;
+        }
+        let name = layer_name(&entry.krate);
+        if layers.layer_of(name).is_none() || !reported.insert(name) {
             continue;
         }
         let why = if rules.names().contains(&name) {

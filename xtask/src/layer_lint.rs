@@ -29,7 +29,7 @@ use std::process::Command;
 
 use serde::Deserialize;
 
-use crate::layers::{Forbidden, Layer, Layers, Network, Rules};
+use crate::layers::{Forbidden, Layer, Layers, Network, Rules, layer_name};
 use crate::{architecture, deny};
 
 /// The kind of a dependency edge, as cargo reports it in `dep_kinds`.
@@ -86,8 +86,11 @@ pub(crate) struct Metadata {
 pub(crate) struct Package {
     /// The package id (as used by `resolve` and `workspace_members`).
     id: String,
-    /// The package name.
+    /// The package's layer name ([`layer_name`] of its package name).
     pub(crate) name: String,
+    /// The package name itself (what cargo-deny and crates.io see).
+    #[serde(skip)]
+    pub(crate) package: String,
     /// The declared dependencies (all kinds, all targets).
     #[serde(default)]
     pub(crate) dependencies: Vec<Dependency>,
@@ -166,8 +169,19 @@ impl NodeDep {
 
 impl Metadata {
     /// Parses the JSON printed by `cargo metadata --format-version 1`.
+    /// Package names are read as layer names ([`layer_name`]): the rules, the
+    /// messages and ARCHITECTURE.md speak of `ai-core`, not `toolwright-ai-core`.
     pub(crate) fn from_json(json: &[u8]) -> Result<Self, Error> {
-        serde_json::from_slice(json).map_err(|err| Error::Metadata(err.to_string()))
+        let mut metadata: Self =
+            serde_json::from_slice(json).map_err(|err| Error::Metadata(err.to_string()))?;
+        for package in &mut metadata.packages {
+            package.package = std::mem::take(&mut package.name);
+            package.name = layer_name(&package.package).to_owned();
+            for dependency in &mut package.dependencies {
+                dependency.name = layer_name(&dependency.name).to_owned();
+            }
+        }
+        Ok(metadata)
     }
 }
 

@@ -101,6 +101,25 @@ fn covers(outer: &str, inner: &str) -> bool {
     }
 }
 
+/// The facade's package name, which is the product's name; every other published
+/// package is this name, a `-`, and a suffix.
+pub(crate) const PRODUCT: &str = "toolwright";
+
+/// The layer name of a package: the one place package names (what crates.io and
+/// cargo-deny see) map to the names of the layer table, ARCHITECTURE.md and the
+/// directories under `crates/`. The facade is `agent`, the binary's package
+/// `bootstrap`, and `toolwright-<name>` is `<name>`; other names are their own.
+pub(crate) fn layer_name(package: &str) -> &str {
+    match package {
+        PRODUCT => "agent",
+        "toolwright-cli" => "bootstrap",
+        other => other
+            .strip_prefix(PRODUCT)
+            .and_then(|rest| rest.strip_prefix('-'))
+            .unwrap_or(other),
+    }
+}
+
 /// `items` joined with ", ".
 pub(crate) fn list(items: impl IntoIterator<Item = impl AsRef<str>>) -> String {
     items
@@ -359,6 +378,17 @@ impl<'l> Rules<'l> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn package_names_map_to_layer_names() {
+        assert_eq!(layer_name("toolwright"), "agent");
+        assert_eq!(layer_name("toolwright-cli"), "bootstrap");
+        assert_eq!(layer_name("toolwright-ai-core"), "ai-core");
+        assert_eq!(layer_name("toolwright-wire-openai"), "wire-openai");
+        assert_eq!(layer_name("xtask"), "xtask");
+        assert_eq!(layer_name("toolwrightish"), "toolwrightish");
+        assert_eq!(layer_name("reqwest"), "reqwest");
+    }
 
     /// The repository's `layers.toml`.
     fn real() -> Layers {

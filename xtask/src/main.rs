@@ -14,7 +14,8 @@
 //! - `test-env` and `test`: what the tests need beyond cargo (the Python venvs of
 //!   the MCP test servers and of LiteLLM's proxy, the Node parsers of the chat
 //!   endpoint), then README's test command ([`test_env`]);
-//! - `web [--check]`: the chat page's embedded bundle, built or checked ([`web`]).
+//! - `web [--check]`: the chat page's embedded bundle, built or checked ([`web`]);
+//! - `features`: the facade's feature combinations, each checked ([`features`]).
 //!
 //! Exit codes: 0 when clean, 1 on violations, 2 on usage or other errors.
 
@@ -23,6 +24,7 @@ mod citations;
 mod deny;
 mod dep_sentences;
 mod exhaustive;
+mod features;
 mod fn_length;
 mod layer_lint;
 mod layers;
@@ -65,10 +67,15 @@ tasks:
                  server), unless up to date
   test [ARGS]    test-env, then `cargo test --workspace --locked ARGS` with
                  AGENT_TEST_PYTHON, AGENT_TEST_LITELLM and AGENT_TEST_PHOENIX set
-                 from the venvs
+                 from the venvs and AGENT_TEST_REQUIRE_PEERS=1 (a missing peer
+                 fails its tests; plain `cargo test` skips them)
   web [--check]  build the chat page from web/ (npm ci from the lockfile, vite) into
                  crates/agent-server/web-dist; --check builds into target/web-check and
                  fails when the committed bundle differs
+  features       cargo check the facade's library once per feature combination of
+                 the list in xtask/src/features.rs (no features, each wire alone,
+                 each optional part alone, the defaults, all); fails when the list
+                 and the facade's [features] disagree
   help           print this message";
 
 /// Exit code for violations.
@@ -91,6 +98,11 @@ fn main() -> ExitCode {
         Some("test-env") if rest.is_empty() => test_env::test_env_task(repo_root()),
         Some("test") => test_env::test_task(repo_root(), &rest),
         Some("web") => web::web_task(repo_root(), &rest),
+        Some("features") if rest.is_empty() => features::features_task(repo_root()),
+        Some("features") => usage_error(&format!(
+            "features takes no arguments, got `{}`",
+            rest.join(" ")
+        )),
         Some("help" | "-h" | "--help") => {
             println!("{USAGE}");
             ExitCode::SUCCESS

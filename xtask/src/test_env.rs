@@ -223,8 +223,9 @@ pub(crate) fn test_env_task(root: &Path) -> ExitCode {
 }
 
 /// `cargo xtask test [ARGS]`: the test environment, then `cargo test --workspace
-/// --locked ARGS` with `AGENT_TEST_PYTHON` pointing at the MCP venv's Python,
-/// `AGENT_TEST_LITELLM` at LiteLLM's command and `AGENT_TEST_PHOENIX` at Phoenix's.
+/// --locked --no-fail-fast ARGS` with `AGENT_TEST_PYTHON` pointing at the MCP venv's Python,
+/// `AGENT_TEST_LITELLM` at LiteLLM's command and `AGENT_TEST_PHOENIX` at Phoenix's,
+/// and `AGENT_TEST_REQUIRE_PEERS` set, so no peer suite is skipped.
 pub(crate) fn test_task(root: &Path, args: &[String]) -> ExitCode {
     if let Err(e) = ensure_all(root) {
         eprintln!("xtask: {e}");
@@ -233,8 +234,11 @@ pub(crate) fn test_task(root: &Path, args: &[String]) -> ExitCode {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(root)
-        .args(["test", "--workspace", "--locked"])
+        // Every suite runs even after one fails, so one run shows every failure.
+        .args(["test", "--workspace", "--locked", "--no-fail-fast"])
         .args(args)
+        // Every peer suite runs: a missing peer fails instead of being skipped.
+        .env("AGENT_TEST_REQUIRE_PEERS", "1")
         .env("AGENT_TEST_PYTHON", python(root, &MCP_VENV))
         .env(
             "AGENT_TEST_LITELLM",

@@ -8,6 +8,8 @@
 //!   model is called, its steps journaled, each event recorded, its end
 //!   written; one Stop reaches it from any process. Nothing else assembles a
 //!   recorded run.
+//!   Library code records runs of an `Agent` through it too:
+//!   [`Runs::open`] on a store, [`Runs::run_agent`] per run.
 //! - [`lease`]: processes as owners of runs under a lease, fenced.
 //! - [`store`]: the embedded journal, [`StoreJournal`]: each step a row of the
 //!   run store (SQLite, or Postgres for many servers), read once when the run
@@ -29,7 +31,9 @@
 //! ai-tools, a wire crate, agent-server or bootstrap (the composition root hands
 //! it a model, a runner and a graph). Only its `worker` feature links
 //! restate-sdk: a server that submits runs does not.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod agent_runs;
 pub mod engine;
 pub mod lease;
 pub mod restate;
@@ -37,5 +41,6 @@ pub mod runs;
 pub mod seal;
 pub mod store;
 
+pub use agent_runs::{AgentRun, DEFAULT_ACCOUNT};
 pub use runs::{Ended, RecordedRun, RunSpec, Runs, RunsError, ThreadTurn, answer_id, prompt_id};
 pub use store::{SavedStart, StoreJournal, journal_for, run_end};

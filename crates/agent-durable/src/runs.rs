@@ -63,6 +63,9 @@ pub enum RunsError {
     /// The store refused.
     #[error("the run store failed: {0}")]
     Store(StoreError),
+    /// The run could not be prepared (its graph's prompt or tools).
+    #[error("the run could not be prepared: {0}")]
+    Prepare(agent_graph::run::RunError),
 }
 
 impl RunsError {

@@ -11,7 +11,7 @@
 //!   in a temporary folder (WAL, `synchronous = NORMAL`): every step a row
 //!   written and awaited before the run goes on, as `agent serve` does.
 //!
-//! `cargo bench -p agent-server --bench journal`
+//! `cargo bench -p toolwright-agent-server --bench journal`
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 

@@ -2,7 +2,7 @@
 //! deltas relayed per CPU-second, memory per open stream, and the latency each
 //! relay adds to a delta, with 100 and 1,000 concurrent clients.
 //!
-//! Run: `cargo bench -p agent-server --bench relay` (options after `--`, below).
+//! Run: `cargo bench -p toolwright-agent-server --bench relay` (options after `--`, below).
 //! Needs `node` (>= 20) and `npm ci --prefix tests/js` for the Node rows; without
 //! them those rows are skipped, with the reason printed.
 //!

@@ -238,6 +238,110 @@ impl Access {
     }
 }
 
+/// What a request without a valid bearer token is told.
+const TOKEN_REQUIRED: &str = "a valid bearer token is required (open the address `agent serve` printed: it carries the token)";
+
+/// Why an [`Authenticate`] hook refused a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// No valid credential: `401` with `WWW-Authenticate: Bearer`.
+    #[error("unauthorized: {0}")]
+    Unauthorized(String),
+    /// A valid credential that may not use this endpoint: `403`.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+}
+
+impl IntoResponse for AuthError {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Unauthorized(message) => {
+                let mut response = refuse(StatusCode::UNAUTHORIZED, "unauthorized", &message);
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                response
+            }
+            Self::Forbidden(message) => refuse(StatusCode::FORBIDDEN, "forbidden", &message),
+        }
+    }
+}
+
+/// Maps a request (its method, URI and headers; the body is not read yet) to
+/// the account it acts for, or refuses it: the authentication of every `/api`
+/// route of [`crate::ChatService::router_with_auth`].
+///
+/// [`Access`] is one implementation (its bearer tokens); a service with its own
+/// sessions or API keys implements this, or wraps a closure with [`auth_fn`].
+/// The account scopes everything stored: one account never reaches another's
+/// chats.
+pub trait Authenticate: Send + Sync + 'static {
+    /// The account `parts` acts for, or why it is refused.
+    fn authenticate<'a>(
+        &'a self,
+        parts: &'a axum::http::request::Parts,
+    ) -> futures::future::BoxFuture<'a, Result<Account, AuthError>>;
+}
+
+impl Authenticate for Access {
+    fn authenticate<'a>(
+        &'a self,
+        parts: &'a axum::http::request::Parts,
+    ) -> futures::future::BoxFuture<'a, Result<Account, AuthError>> {
+        let checked = self
+            .check_token(&parts.headers)
+            .map_err(|_| AuthError::Unauthorized(TOKEN_REQUIRED.into()));
+        Box::pin(std::future::ready(checked))
+    }
+}
+
+/// An [`Authenticate`] from a closure over the request's parts.
+///
+/// ```
+/// use agent_server::access::{Account, AuthError, auth_fn};
+/// let auth = auth_fn(|parts| match parts.headers.get("x-api-key") {
+///     Some(key) if key == "k-alice" => Ok(Account("alice".into())),
+///     _ => Err(AuthError::Unauthorized("an API key is required".into())),
+/// });
+/// # drop(auth);
+/// ```
+pub fn auth_fn<F>(check: F) -> AuthFn<F>
+where
+    F: Fn(&axum::http::request::Parts) -> Result<Account, AuthError> + Send + Sync + 'static,
+{
+    AuthFn(check)
+}
+
+/// A closure as an [`Authenticate`] hook (see [`auth_fn`]).
+#[derive(Clone)]
+pub struct AuthFn<F>(F);
+
+impl<F> std::fmt::Debug for AuthFn<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuthFn(..)")
+    }
+}
+
+impl<F> Authenticate for AuthFn<F>
+where
+    F: Fn(&axum::http::request::Parts) -> Result<Account, AuthError> + Send + Sync + 'static,
+{
+    fn authenticate<'a>(
+        &'a self,
+        parts: &'a axum::http::request::Parts,
+    ) -> futures::future::BoxFuture<'a, Result<Account, AuthError>> {
+        Box::pin(std::future::ready((self.0)(parts)))
+    }
+}
+
+/// The checks of the `/api` routes: the host checks of an [`Access`], then
+/// its hook (the access's own tokens when none was given).
+pub(crate) struct ApiGuard {
+    pub(crate) access: std::sync::Arc<Access>,
+    pub(crate) auth: std::sync::Arc<dyn Authenticate>,
+}
+
 /// Why a request was refused before it reached a handler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refusal {
@@ -263,11 +367,7 @@ impl IntoResponse for Refusal {
                 "requests from this origin are not accepted",
             ),
             Self::Token => {
-                let mut response = refuse(
-                    StatusCode::UNAUTHORIZED,
-                    "unauthorized",
-                    "a valid bearer token is required (open the address `agent serve` printed: it carries the token)",
-                );
+                let mut response = refuse(StatusCode::UNAUTHORIZED, "unauthorized", TOKEN_REQUIRED);
                 response
                     .headers_mut()
                     .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -355,36 +455,37 @@ pub(crate) async fn cors_layer(
     response
 }
 
-/// The checks of every `/api` route: the host, then the token.
+/// The checks of every `/api` route: the host, then the hook.
 pub(crate) async fn api_layer(
-    State(access): State<std::sync::Arc<Access>>,
+    State(guard): State<std::sync::Arc<ApiGuard>>,
     request: Request,
     next: Next,
 ) -> Response {
-    let checked = access
-        .check_host(request.headers())
-        .and_then(|()| access.check_token(request.headers()));
-    match checked {
-        Ok(account) => {
-            // The connection now counts against this account, not among the
-            // unauthenticated ones (see `crate::listener`).
-            let promoted = request
-                .extensions()
-                .get::<crate::listener::ConnectionTicket>()
-                .is_none_or(|ticket| ticket.promote(account.name()));
-            if !promoted {
-                return crate::server::refuse(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "busy",
-                    "this account holds too many open connections; try again",
-                );
-            }
-            let mut request = request;
-            request.extensions_mut().insert(account);
-            next.run(request).await
-        }
-        Err(refused) => refused.into_response(),
+    if let Err(refused) = guard.access.check_host(request.headers()) {
+        return refused.into_response();
     }
+    let (parts, body) = request.into_parts();
+    let account = match guard.auth.authenticate(&parts).await {
+        Ok(account) => account,
+        Err(refused) => return refused.into_response(),
+    };
+    let request = Request::from_parts(parts, body);
+    // The connection now counts against this account, not among the
+    // unauthenticated ones (see `crate::listener`).
+    let promoted = request
+        .extensions()
+        .get::<crate::listener::ConnectionTicket>()
+        .is_none_or(|ticket| ticket.promote(account.name()));
+    if !promoted {
+        return crate::server::refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "busy",
+            "this account holds too many open connections; try again",
+        );
+    }
+    let mut request = request;
+    request.extensions_mut().insert(account);
+    next.run(request).await
 }
 
 /// A random secret for one server process: the bearer token of its page and API.

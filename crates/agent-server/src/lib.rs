@@ -40,6 +40,11 @@
 //!   journaled in the store before the next (`agent_graph::journal`);
 //!   [`ChatService::settle_orphans`] goes on with the runs of a server whose
 //!   lease ran out (it died, or stalled), from their first unrecorded step.
+//! - Your own router: [`ChatService::from_agent`] serves an `Agent` as it is
+//!   configured; [`ChatService::router_with_auth`] puts an
+//!   [`access::Authenticate`] hook (your sessions, your API keys) in place of
+//!   the bearer tokens; [`ChatService::serve_chat`] answers a chat request on a
+//!   route of your own, and [`run_response`] streams a bare run.
 //! - [`page`]: the chat page (built from `web/`, embedded) served at `/`.
 //! - [`access`]: `Host` and `Origin` must name the loopback address on loopback
 //!   (DNS-rebinding protection), and every API request carries a bearer token
@@ -63,6 +68,7 @@ pub mod durable;
 mod graphs;
 mod listener;
 mod orphans;
+mod own_route;
 pub mod page;
 mod plan;
 mod relay;
@@ -78,4 +84,5 @@ pub use access::{
 };
 pub use chat_protocol::StreamEncoder;
 pub use listener::{ConnectionLimits, FD_RESERVE, serve};
+pub use own_route::run_response;
 pub use server::{ChatService, ChatSetup};

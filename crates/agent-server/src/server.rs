@@ -93,6 +93,9 @@ pub struct ChatService {
     /// Per chat, the record of its run that ended in this process and is being
     /// written: a chat loaded right after its answer waits for it (briefly).
     finishing: Mutex<std::collections::HashMap<String, Recorded>>,
+    /// The limits and stream slots of requests answered on a caller's own
+    /// routes ([`ChatService::respond`]), made on first use.
+    pub(crate) own_routes: std::sync::OnceLock<(Arc<Access>, Arc<ClientSlots>)>,
 }
 
 /// How long loading a chat waits for its ended run's record.
@@ -128,11 +131,51 @@ impl ChatService {
     pub fn new(setup: ChatSetup) -> Result<Self, CatalogError> {
         let deferred: Arc<dyn Approver> = Arc::new(GrantLedger::new());
         let runner = ToolRunner::new(setup.tools, setup.policy)?.with_approver(deferred);
-        Ok(Self {
-            model: setup.model,
-            model_id: setup.model_id,
+        Ok(Self::assemble(
+            (setup.model, setup.model_id),
+            runner,
+            setup.graph,
+        ))
+    }
+
+    /// Serves `agent`: its model and model id, its tools and policy (shared,
+    /// not built again) and its graph (system prompt, tool selection, limits,
+    /// settings), configured once. The agent's own approver is not asked: a
+    /// call that its policy puts behind an approval pauses the run and the
+    /// client is asked, as with [`ChatService::new`].
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_graph::Agent;
+    /// # use agent_testing::{ScriptedModel, Turn};
+    /// let agent = Agent::builder(ScriptedModel::new([Turn::text("Hi!")]))
+    ///     .system("Be brief.")
+    ///     .build()?;
+    /// let service = Arc::new(agent_server::ChatService::from_agent(&agent));
+    /// # drop(service);
+    /// # Ok::<(), agent_graph::agent::AgentError>(())
+    /// ```
+    pub fn from_agent(agent: &agent_graph::Agent) -> Self {
+        let deferred: Arc<dyn Approver> = Arc::new(GrantLedger::new());
+        let runner = agent.runner().rebound(deferred);
+        Self::assemble(
+            (Arc::clone(agent.model()), agent.model_name().to_owned()),
+            runner,
+            agent.graph().clone(),
+        )
+    }
+
+    /// The service around a model, a runner that defers approvals and a graph.
+    fn assemble(
+        (model, model_id): (Arc<dyn CompletionPort>, String),
+        runner: ToolRunner,
+        graph: Graph,
+    ) -> Self {
+        Self {
+            model,
+            model_id,
             runner: Arc::new(runner),
-            graphs: crate::graphs::ServedGraphs::new(setup.graph),
+            graphs: crate::graphs::ServedGraphs::new(graph),
             approvals: Approvals::random(),
             transcript: TranscriptStore::default(),
             client_calls: TranscriptStore::default(),
@@ -141,7 +184,8 @@ impl ChatService {
             runs: None,
             take_over: true,
             finishing: Mutex::new(std::collections::HashMap::new()),
-        })
+            own_routes: std::sync::OnceLock::new(),
+        }
     }
 
     /// Also offers `graph` (by its name; one named like the default replaces
@@ -367,7 +411,38 @@ impl ChatService {
     /// the page on the host checks, every `/api` route on the host and token checks
     /// of `access` (see [`crate::access`]).
     pub fn router(self: Arc<Self>, access: Access) -> Router {
+        let auth: Arc<dyn crate::access::Authenticate> = Arc::new(access.clone());
+        self.router_with_auth(access, auth)
+    }
+
+    /// The router with `auth` deciding who calls each `/api` route and as
+    /// which account (see [`crate::access::Authenticate`]), on any address:
+    /// `access`'s host checks, limits and CORS apply, its tokens do not.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_graph::Agent;
+    /// # use agent_testing::{ScriptedModel, Turn};
+    /// use agent_server::access::{Access, Account, AuthError, auth_fn};
+    /// # let agent = Agent::builder(ScriptedModel::new([Turn::text("Hi!")])).build().unwrap();
+    /// let service = Arc::new(agent_server::ChatService::from_agent(&agent));
+    /// let auth = auth_fn(|parts| match parts.headers.get("x-user") {
+    ///     Some(user) => Ok(Account(user.to_str().unwrap_or("").to_owned())),
+    ///     None => Err(AuthError::Unauthorized("sign in first".into())),
+    /// });
+    /// let app: axum::Router = service.router_with_auth(Access::tokens(Vec::new()), Arc::new(auth));
+    /// # drop(app);
+    /// ```
+    pub fn router_with_auth(
+        self: Arc<Self>,
+        access: Access,
+        auth: Arc<dyn crate::access::Authenticate>,
+    ) -> Router {
         let access = Arc::new(access);
+        let guard = Arc::new(crate::access::ApiGuard {
+            access: Arc::clone(&access),
+            auth,
+        });
         let state = AppState {
             service: self,
             streams: ClientSlots::new(access.max_streams, access.max_streams_per_client()),
@@ -397,7 +472,7 @@ impl ChatService {
                     .delete(crate::chats::delete),
             )
             .route_layer(middleware::from_fn_with_state(
-                Arc::clone(&access),
+                guard,
                 crate::access::api_layer,
             ))
             .layer(middleware::from_fn_with_state(

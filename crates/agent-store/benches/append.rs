@@ -3,7 +3,7 @@
 //! per transaction (a recorder flushing a lone event) and 32 per transaction (a
 //! recorder's batch).
 //!
-//! Run: `cargo bench -p agent-store --bench append -- --warm-up-time 1 --measurement-time 3`
+//! Run: `cargo bench -p toolwright-agent-store --bench append -- --warm-up-time 1 --measurement-time 3`
 //! (Postgres needs Debian's `postgresql` package; without it only SQLite runs).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

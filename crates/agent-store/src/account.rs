@@ -182,6 +182,37 @@ pub struct UsageRow {
     pub calls_without_cost: u64,
 }
 
+impl UsageRow {
+    /// Adds one model call's usage.
+    fn add(&mut self, fact: &CallUsage) {
+        self.calls += 1;
+        self.prompt_tokens += fact.prompt_tokens;
+        self.completion_tokens += fact.completion_tokens;
+        self.cached_tokens += fact.cached_tokens.unwrap_or(0);
+        match fact.cost_micros {
+            Some(cost) => self.cost_micros += cost,
+            None => self.calls_without_cost += 1,
+        }
+    }
+
+    /// Prompt and completion tokens together.
+    pub fn total_tokens(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
+/// The usage facts of `rows` summed in one row keyed `key`.
+fn summed(key: &str, rows: &[AnyRow]) -> Result<UsageRow, StoreError> {
+    let mut total = UsageRow {
+        key: key.to_owned(),
+        ..UsageRow::default()
+    };
+    for row in rows {
+        total.add(&usage_of(row)?);
+    }
+    Ok(total)
+}
+
 /// The rows of one account (see [`crate::Store::account`]).
 #[derive(Debug)]
 pub struct AccountStore<'a> {
@@ -749,14 +780,7 @@ impl<'a> AccountStore<'a> {
                 key,
                 ..UsageRow::default()
             });
-            group.calls += 1;
-            group.prompt_tokens += fact.prompt_tokens;
-            group.completion_tokens += fact.completion_tokens;
-            group.cached_tokens += fact.cached_tokens.unwrap_or(0);
-            match fact.cost_micros {
-                Some(cost) => group.cost_micros += cost,
-                None => group.calls_without_cost += 1,
-            }
+            group.add(&fact);
         }
         let mut out: Vec<UsageRow> = groups.into_values().collect();
         out.sort_by(|a, b| {
@@ -765,6 +789,45 @@ impl<'a> AccountStore<'a> {
                 .then(a.key.cmp(&b.key))
         });
         Ok(out)
+    }
+
+    /// The usage of run `run_id` (its key the run id): every model call it
+    /// made, zero when it made none or is not this account's.
+    pub async fn usage_of_run(&self, run_id: &str) -> Result<UsageRow, StoreError> {
+        let rows = sqlx::query(
+            "SELECT run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms FROM usage_facts WHERE account_id = $1 AND run_id = $2",
+        )
+        .bind(&self.account)
+        .bind(run_id)
+        .fetch_all(self.pool)
+        .await?;
+        summed(run_id, &rows)
+    }
+
+    /// The usage of thread `thread_id` (its key the thread id): every model
+    /// call of its runs.
+    pub async fn usage_of_thread(&self, thread_id: &str) -> Result<UsageRow, StoreError> {
+        let rows = sqlx::query(
+            "SELECT run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms FROM usage_facts WHERE account_id = $1 AND thread_id = $2",
+        )
+        .bind(&self.account)
+        .bind(thread_id)
+        .fetch_all(self.pool)
+        .await?;
+        summed(thread_id, &rows)
+    }
+
+    /// The account's usage since `since_ms` (0: all of it), in one row keyed
+    /// by the account's name.
+    pub async fn usage_total(&self, since_ms: i64) -> Result<UsageRow, StoreError> {
+        let rows = sqlx::query(
+            "SELECT run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms FROM usage_facts WHERE account_id = $1 AND at_ms >= $2",
+        )
+        .bind(&self.account)
+        .bind(since_ms)
+        .fetch_all(self.pool)
+        .await?;
+        summed(&self.account, &rows)
     }
 
     /// Stores (or replaces) the serialized state of a paused run.

@@ -25,6 +25,9 @@
 //!   (Debian's binaries, loopback, a non-root user) for the run store's tests.
 //! - `restate::TestRestate` (feature `restate`): a throwaway Restate server (the npm
 //!   package pinned in `tests/restate`, loopback ports) that tests kill and restart.
+//! - `wire_fixtures` (feature `wire-fixtures`) and `decode_bench` (feature
+//!   `decode-bench`): the wire crates' fixture snapshots and decode benches, generic
+//!   over the decoder or encoder a wire's test hands in.
 //!
 //! The models speak only `ai_core`'s completion port. Both stream their turns as
 //! deltas and end with exactly one assembled [`ai_core::completion::CompletionItem::Final`],
@@ -36,11 +39,15 @@
 //! agent-testing depends on `ai-core` only among project crates (so any crate above
 //! ai-core can use it in its tests); it must not depend on `agent-graph`, a `wire-*`
 //! crate, `ai-tools`, `ai-host` or `bootstrap`.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod args_gen;
 #[cfg(feature = "browser")]
 pub mod browser;
+#[cfg(feature = "decode-bench")]
+pub mod decode_bench;
 pub mod mcp_servers;
+pub mod peers;
 mod playback;
 pub mod process;
 mod scripted;
@@ -54,6 +61,8 @@ pub mod postgres;
 pub mod restate;
 #[cfg(feature = "server")]
 pub mod server;
+#[cfg(feature = "wire-fixtures")]
+pub mod wire_fixtures;
 
 pub use scripted::{ScriptedModel, Turn};
 pub use snapshots::refuse_snapshot_updates_on_ci;

@@ -1,6 +1,10 @@
 //! A loopback OpenAI-compatible chat-completions server that plays scripted replies
 //! and records every request (feature `server`).
 //!
+//! It plays the Anthropic Messages API too (`POST .../v1/messages`, replies
+//! from [`Reply::anthropic_text`] and [`Reply::anthropic_tool_uses`], base URL
+//! [`OpenAiServer::anthropic_base_url`]).
+//!
 //! Each `POST .../chat/completions` is recorded, then takes the next [`Reply`] of the
 //! script: an SSE stream or any other body written piece by piece (with pauses, a
 //! delayed response head or a cut connection where the script says, or endlessly),
@@ -177,6 +181,52 @@ impl Reply {
         chunks.push(usage_chunk(20, 5));
         chunks.push("data: [DONE]\n\n".into());
         Self::sse(chunks)
+    }
+
+    /// A streamed Anthropic Messages API turn (for `POST /v1/messages`) that
+    /// answers `text`, a word per delta, with usage.
+    pub fn anthropic_text(text: &str) -> Self {
+        let mut events = vec![anthropic_start()];
+        events.push(anthropic_event(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ));
+        for word in text.split_inclusive(' ') {
+            events.push(anthropic_event(
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": word}}),
+            ));
+        }
+        events.push(anthropic_event(
+            "content_block_stop",
+            &json!({"type": "content_block_stop", "index": 0}),
+        ));
+        events.extend(anthropic_end("end_turn"));
+        Self::sse(events)
+    }
+
+    /// A streamed Anthropic Messages API turn calling tools: for each `(call id,
+    /// tool name, input)`, a `tool_use` block with its input in one delta.
+    pub fn anthropic_tool_uses(calls: &[(&str, &str, Value)]) -> Self {
+        let mut events = vec![anthropic_start()];
+        for (index, (id, name, input)) in calls.iter().enumerate() {
+            events.push(anthropic_event(
+                "content_block_start",
+                &json!({"type": "content_block_start", "index": index,
+                        "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+            ));
+            events.push(anthropic_event(
+                "content_block_delta",
+                &json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": input.to_string()}}),
+            ));
+            events.push(anthropic_event(
+                "content_block_stop",
+                &json!({"type": "content_block_stop", "index": index}),
+            ));
+        }
+        events.extend(anthropic_end("tool_use"));
+        Self::sse(events)
     }
 
     /// A streamed turn calling tools: for each `(call id, function name, arguments
@@ -382,6 +432,13 @@ impl OpenAiServer {
         format!("http://{}/v1", self.addr)
     }
 
+    /// The base URL to configure an Anthropic Messages API client with
+    /// (`http://127.0.0.1:<port>`: it adds `/v1/messages`); script its
+    /// replies with [`Reply::anthropic_text`] and [`Reply::anthropic_tool_uses`].
+    pub fn anthropic_base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<Recorded> {
         self.shared
@@ -412,9 +469,38 @@ impl OpenAiServer {
     }
 }
 
+/// One Anthropic SSE event: `event: NAME` and its data.
+fn anthropic_event(name: &str, data: &Value) -> String {
+    format!("event: {name}\ndata: {data}\n\n")
+}
+
+/// The `message_start` event of a scripted Anthropic turn.
+fn anthropic_start() -> String {
+    anthropic_event(
+        "message_start",
+        &json!({"type": "message_start", "message": {"id": "msg_test", "type": "message",
+                "role": "assistant", "model": "claude-test", "content": [], "stop_reason": null,
+                "usage": {"input_tokens": 20, "output_tokens": 1}}}),
+    )
+}
+
+/// The closing events of a scripted Anthropic turn ending with `stop_reason`.
+fn anthropic_end(stop_reason: &str) -> [String; 2] {
+    [
+        anthropic_event(
+            "message_delta",
+            &json!({"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": null},
+                    "usage": {"output_tokens": 5}}),
+        ),
+        anthropic_event("message_stop", &json!({"type": "message_stop"})),
+    ]
+}
+
 async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    if parts.method != Method::POST || !parts.uri.path().ends_with("/chat/completions") {
+    let path = parts.uri.path();
+    let served = path.ends_with("/chat/completions") || path.ends_with("/v1/messages");
+    if parts.method != Method::POST || !served {
         return plain(StatusCode::NOT_FOUND, "not found");
     }
     let body = axum::body::to_bytes(body, 16 * 1024 * 1024)

@@ -1,7 +1,7 @@
 //! Embedding the sandboxed built-in tools in an application.
 //!
 //! ```sh
-//! cargo run -p agent --example builtins --features host,testing
+//! cargo run -p toolwright --example builtins --features host,testing
 //! ```
 //!
 //! Binds every built-in tool to the real adapters over a temporary workspace, lets a

@@ -2,7 +2,7 @@
 //!
 //! ```sh
 //! OPENAI_BASE_URL=https://api.openai.com/v1 OPENAI_API_KEY=sk-... AGENT_MODEL=gpt-4o-mini \
-//!   cargo run -p agent --example closure_tool --features testing
+//!   cargo run -p toolwright --example closure_tool --features testing
 //! ```
 //!
 //! Without `OPENAI_BASE_URL` it says so and talks to a loopback server that plays a

@@ -2,7 +2,7 @@
 //! live state, usage, and errors, built from `AiEvent`s alone.
 //!
 //! ```sh
-//! cargo run -p agent --example ui_events --features testing
+//! cargo run -p toolwright --example ui_events --features testing
 //! ```
 //!
 //! The model is a `ScriptedModel`, so this runs offline; swap in any

@@ -32,7 +32,9 @@
 //!   `responses` (`agent::responses`, OpenAI's Responses API client), `gemini`
 //!   (`agent::gemini`, Gemini's own API client), `host` (`agent::host`, the sandboxed built-in tools' adapters),
 //!   `testing` (`agent::testing`, test models and a loopback OpenAI-compatible
-//!   server).
+//!   server), `mcp` (`agent::mcp`, MCP servers' tools, [`mcp::stdio`] in one
+//!   call), `store` (`agent::store`, recorded runs and usage), `server`
+//!   (`agent::server`, the chat endpoint for web UIs in your own router).
 //!
 //! The derive macros of serde and schemars refer to their own crates, so a crate
 //! that derives `Deserialize` or `JsonSchema` also lists `serde` (with `derive`) and
@@ -41,9 +43,13 @@
 //! `#[schemars(crate = ..)]`).
 //!
 //! Every crate re-exported here stays usable on its own; this crate adds no
-//! behaviour. It depends on `agent-graph`, `ai-core`, `ai-tools`, the wire crates
-//! (`wire-openai`, `wire-anthropic`, `wire-responses`, `wire-gemini`), `ai-host`
-//! and `agent-testing` only: the crates it re-exports.
+//! behaviour beyond [`mcp::stdio`]'s defaults (the environment a child
+//! inherits, the pins file). It depends on `agent-graph`, `ai-core`,
+//! `ai-tools`, the wire crates (`wire-openai`, `wire-anthropic`,
+//! `wire-responses`, `wire-gemini`), `ai-host`, `agent-testing`, `tools-mcp`,
+//! `agent-store`, `agent-durable` and `agent-server` only: the crates it
+//! re-exports.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use agent_graph::{Agent, Conversation};
 pub use ai_core::approval::{ApprovalDecision, ApprovalRequest, approver_fn, approver_fn_async};
@@ -137,6 +143,32 @@ pub mod host {
 /// Test models and a loopback OpenAI-compatible server (feature `testing`).
 #[cfg(feature = "testing")]
 pub mod testing {
-    pub use agent_testing::server::{OpenAiServer, Reply};
+    pub use agent_testing::server::{OpenAiServer, Recorded, Reply};
     pub use agent_testing::{ScriptedModel, TestModel, Turn};
+}
+
+#[cfg(feature = "mcp")]
+pub mod mcp;
+
+/// The run store and recorded runs (feature `store`): open a store
+/// ([`store::Store::open_sqlite`], or [`store::Store::open`] with a Postgres
+/// URL), the run owner on it ([`store::Runs::open`]), then
+/// [`store::Runs::run_agent`] for each run: the run, its thread, its events
+/// and its usage recorded by the same lifecycle `agent serve` and `agent chat`
+/// use. Usage per run, thread and account: [`store::AccountStore::usage_of_run`],
+/// [`store::AccountStore::usage_of_thread`], [`store::AccountStore::usage_total`].
+#[cfg(feature = "store")]
+pub mod store {
+    pub use agent_durable::{AgentRun, DEFAULT_ACCOUNT, RecordedRun, Runs, RunsError};
+    pub use agent_store::{AccountStore, RunStatus, Store, StoreError, UsageGrouping, UsageRow};
+}
+
+/// The chat endpoint for web UIs (feature `server`): [`server::ChatService::from_agent`]
+/// serves an agent as it is configured, [`server::ChatService::router_with_auth`] with
+/// your own [`server::Authenticate`] hook, [`server::ChatService::serve_chat`] on a
+/// route of your own router, [`server::run_response`] for a bare run.
+#[cfg(feature = "server")]
+pub mod server {
+    pub use agent_server::access::{Account, AuthError, AuthFn, Authenticate, auth_fn};
+    pub use agent_server::{Access, ChatService, ConnectionLimits, run_response, serve};
 }

@@ -2,7 +2,7 @@
 //! arguments and call the executor), with a catalog of 1 and of 1000 tools.
 //!
 //! Knows only ai-core's public API; the tool, its schema and the sink are stand-ins.
-//! Run with `cargo bench -p ai-core --bench runner`.
+//! Run with `cargo bench -p toolwright-ai-core --bench runner`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 

@@ -1,6 +1,6 @@
 //! `html_to_text` on adversarial pages (runs of `&`, `&#`, `&amp;`, open tags) of
 //! 256 KiB and 2 MiB: the time per byte stays flat (linear), where the old entity
-//! decoder was quadratic. Run with `cargo bench -p ai-tools --bench html`.
+//! decoder was quadratic. Run with `cargo bench -p toolwright-ai-tools --bench html`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 

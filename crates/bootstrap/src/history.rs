@@ -262,38 +262,11 @@ pub(crate) async fn start_recorded(
     let agent_graph::journal::RunStart::New { request } = &start else {
         return Err("only a new run starts recorded".into());
     };
-    let run_id = request.context.run_id.clone();
-    let mut spec = agent_durable::RunSpec::new(
-        LOCAL_ACCOUNT,
-        (
-            request.graph.clone().unwrap_or_else(|| "chat".into()),
-            request.model.clone(),
-            request.prompt_hash.clone(),
-        ),
-    )
-    .with_answer_id(agent_durable::answer_id(&run_id));
-    if let Some(thread) = thread {
+    let thread = thread.map(|thread| {
         let kept = thread.history.len();
-        // The conversation past the thread's history (the graph's system
-        // prompt leads the request and is never stored).
-        let added = request
-            .messages
-            .iter()
-            .skip_while(|m| matches!(m, Message::System { .. }))
-            .skip(kept)
-            .map(|message| agent_store::TurnMessage {
-                id: matches!(message, Message::User { .. })
-                    .then(|| agent_durable::prompt_id(&run_id)),
-                message: message.clone(),
-            })
-            .collect();
-        spec = spec.with_thread(agent_durable::ThreadTurn::new(
-            thread.id,
-            thread.title,
-            kept,
-            added,
-        ));
-    }
+        (thread.id, thread.title, kept)
+    });
+    let spec = agent_durable::RunSpec::for_request(LOCAL_ACCOUNT, (request, "chat"), thread);
     match runs.start(spec, start, deps).await {
         Ok(run) => Ok((run, runs)),
         Err(e) => {

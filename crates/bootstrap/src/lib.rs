@@ -6,6 +6,7 @@
 //! agent-durable, agent-server, agent-telemetry and agent-testing. Nothing depends on it (except the
 //! test-only `integration-tests` crate). agent-telemetry is behind the `telemetry`
 //! cargo feature (on by default): without it no span is exported.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod approval;
 mod attach;

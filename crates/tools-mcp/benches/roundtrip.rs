@@ -25,7 +25,7 @@
 //! non-zero saying so. Both clients run on the same machine as the server, so the
 //! figures move with machine load: compare them within one run only.
 //!
-//! Run with `cargo bench -p tools-mcp --bench roundtrip`.
+//! Run with `cargo bench -p toolwright-tools-mcp --bench roundtrip`.
 
 // Benchmark setup may panic with a clear message: there is no caller to recover.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -7,60 +7,25 @@
 //! payloads and parsing each into a `serde_json::Value` (no assembly). Allocations
 //! per event are counted with a counting global allocator and printed first.
 //!
-//! Run: `cargo bench -p wire-anthropic --bench decode -- --warm-up-time 1 --measurement-time 3`
+//! Run: `cargo bench -p toolwright-wire-anthropic --bench decode -- --warm-up-time 1 --measurement-time 3`
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::alloc::System;
-use std::hint::black_box;
-
-use criterion::{Criterion, Throughput};
-use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+use agent_testing::decode_bench::{
+    self, ARGUMENT_PARTS, CountingAllocator, Rng, TEXT_WORDS, sse_event,
+};
 use wire_anthropic::AnthropicDecoder;
 
 #[global_allocator]
-static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn range(&mut self, low: usize, high: usize) -> usize {
-        low + (self.next() % (high - low + 1) as u64) as usize
-    }
-}
-
-fn event(out: &mut String, kind: &str, data: &str) {
-    out.push_str("event: ");
-    out.push_str(kind);
-    out.push_str("\ndata: ");
-    out.push_str(data);
-    out.push_str("\n\n");
-}
+static GLOBAL: &CountingAllocator = &decode_bench::COUNTING;
 
 /// The stream and its event count.
 fn build_stream(target_bytes: usize) -> (Vec<u8>, usize) {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
-    let words = [
-        "think ",
-        "about ",
-        "\\\"it\\\" ",
-        "déjà ",
-        "vu ",
-        "\\n",
-        "日本 ",
-        "ok ",
-    ];
     let mut out = String::new();
     let mut events = 0;
     let mut push = |out: &mut String, kind: &str, data: String| {
-        event(out, kind, &data);
+        sse_event(out, kind, &data);
         events += 1;
     };
     push(&mut out, "message_start", r#"{"type":"message_start","message":{"id":"msg_bench","type":"message","role":"assistant","model":"claude-bench","content":[],"usage":{"input_tokens":1200,"cache_read_input_tokens":9000,"output_tokens":1}}}"#.into());
@@ -69,7 +34,7 @@ fn build_stream(target_bytes: usize) -> (Vec<u8>, usize) {
     while out.len() < budget {
         let mut piece = String::new();
         while piece.len() < rng.range(4, 16) {
-            piece.push_str(words[rng.range(0, words.len() - 1)]);
+            piece.push_str(rng.pick(&TEXT_WORDS));
         }
         push(
             &mut out,
@@ -103,10 +68,9 @@ fn build_stream(target_bytes: usize) -> (Vec<u8>, usize) {
         );
         let until = budget + (call + 1) * budget / 3;
         while out.len() < until {
-            let parts = ["abcd", "ef\\\"gh", "ijklmnop", "q\\\\r", "stuvwxyz", "é"];
             let mut piece = String::new();
             while piece.len() < rng.range(4, 16) {
-                piece.push_str(parts[rng.range(0, parts.len() - 1)]);
+                piece.push_str(rng.pick(&ARGUMENT_PARTS));
             }
             push(
                 &mut out,
@@ -138,67 +102,19 @@ fn build_stream(target_bytes: usize) -> (Vec<u8>, usize) {
     (out.into_bytes(), events)
 }
 
-fn chunks(body: &[u8]) -> Vec<&[u8]> {
-    let mut rng = Rng(7);
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < body.len() {
-        let end = (at + rng.range(1400, 16 * 1024)).min(body.len());
-        out.push(&body[at..end]);
-        at = end;
-    }
-    out
-}
-
 fn ours(chunks: &[&[u8]]) -> usize {
-    let mut decoder = AnthropicDecoder::new();
-    let mut deltas = Vec::with_capacity(64);
-    let mut count = 0;
-    for chunk in chunks {
-        decoder.feed(chunk, &mut deltas).unwrap();
-        count += deltas.len();
-        deltas.clear();
-    }
-    let turn = decoder.finish().unwrap();
+    let (turn, deltas) = decode_bench::decode_owned(
+        AnthropicDecoder::new(),
+        chunks,
+        |decoder, chunk, deltas| decoder.feed(chunk, deltas),
+        |decoder| decoder.finish(),
+    );
     assert_eq!(turn.tool_calls.len(), 3);
-    count
-}
-
-/// Every `data:` payload parsed into a `serde_json::Value`, nothing assembled.
-fn value_baseline(body: &[u8]) -> usize {
-    let text = std::str::from_utf8(body).unwrap();
-    let mut parsed = 0;
-    for data in text.lines().filter_map(|line| line.strip_prefix("data: ")) {
-        black_box(serde_json::from_str::<serde_json::Value>(data).unwrap());
-        parsed += 1;
-    }
-    parsed
+    deltas
 }
 
 fn main() {
     let (body, events) = build_stream(4 * 1024 * 1024);
-    let pieces = chunks(&body);
-    for (name, run) in [
-        ("ours", &(|| ours(&pieces)) as &dyn Fn() -> usize),
-        ("serde_json_value_baseline", &|| value_baseline(&body)),
-    ] {
-        let region = Region::new(GLOBAL);
-        black_box(run());
-        let stats = region.change();
-        println!(
-            "{name}: {} events, {:.3} allocations per event, {} bytes",
-            events,
-            stats.allocations as f64 / events as f64,
-            body.len()
-        );
-    }
-    let mut criterion = Criterion::default().configure_from_args();
-    let mut group = criterion.benchmark_group("anthropic_decode");
-    group.throughput(Throughput::Bytes(body.len() as u64));
-    group.bench_function("ours", |b| b.iter(|| ours(black_box(&pieces))));
-    group.bench_function("serde_json_value_baseline", |b| {
-        b.iter(|| value_baseline(black_box(&body)))
-    });
-    group.finish();
-    criterion.final_summary();
+    let chunks = decode_bench::network_chunks(&body, 7);
+    decode_bench::compare(GLOBAL, "anthropic_decode", &body, &chunks, events, ours);
 }

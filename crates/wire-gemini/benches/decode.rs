@@ -9,34 +9,15 @@
 //! Allocations per event are counted with a counting global allocator and
 //! printed first.
 //!
-//! Run: `cargo bench -p wire-gemini --bench decode -- --warm-up-time 1 --measurement-time 3`
+//! Run: `cargo bench -p toolwright-wire-gemini --bench decode -- --warm-up-time 1 --measurement-time 3`
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::alloc::System;
-use std::hint::black_box;
-
-use criterion::{Criterion, Throughput};
-use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
+use agent_testing::decode_bench::{self, ARGUMENT_PARTS, CountingAllocator, Rng, TEXT_WORDS};
 use wire_gemini::GeminiDecoder;
 
 #[global_allocator]
-static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn range(&mut self, low: usize, high: usize) -> usize {
-        low + (self.next() % (high - low + 1) as u64) as usize
-    }
-}
+static GLOBAL: &CountingAllocator = &decode_bench::COUNTING;
 
 const TAIL: &str = r#"],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":1200,"candidatesTokenCount":40,"totalTokenCount":2040,"cachedContentTokenCount":900,"thoughtsTokenCount":800},"modelVersion":"gemini-bench","responseId":"bench-response-1"}"#;
 
@@ -55,7 +36,7 @@ fn piece(rng: &mut Rng, words: &[&str]) -> String {
     let mut piece = String::new();
     let want = rng.range(4, 16);
     while piece.len() < want {
-        piece.push_str(words[rng.range(0, words.len() - 1)]);
+        piece.push_str(rng.pick(words));
     }
     piece
 }
@@ -63,20 +44,10 @@ fn piece(rng: &mut Rng, words: &[&str]) -> String {
 /// The stream and its event count.
 fn build_stream(target_bytes: usize) -> (Vec<u8>, usize) {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
-    let words = [
-        "think ",
-        "about ",
-        "\\\"it\\\" ",
-        "déjà ",
-        "vu ",
-        "\\n",
-        "日本 ",
-        "ok ",
-    ];
     let mut out = String::new();
     let mut events = 0;
     while out.len() < target_bytes / 3 {
-        let text = piece(&mut rng, &words);
+        let text = piece(&mut rng, &TEXT_WORDS);
         chunk(
             &mut out,
             &format!(r#"{{"text":"{text}","thought":true}}"#),
@@ -85,15 +56,14 @@ fn build_stream(target_bytes: usize) -> (Vec<u8>, usize) {
         events += 1;
     }
     while out.len() < target_bytes / 2 {
-        let text = piece(&mut rng, &words);
+        let text = piece(&mut rng, &TEXT_WORDS);
         chunk(&mut out, &format!(r#"{{"text":"{text}"}}"#), false);
         events += 1;
     }
-    let parts = ["abcd", "ef\\\"gh", "ijklmnop", "q\\\\r", "stuvwxyz", "é"];
     for call in 0..3 {
         let mut content = String::new();
         while content.len() < target_bytes / 6 {
-            content.push_str(&piece(&mut rng, &parts));
+            content.push_str(&piece(&mut rng, &ARGUMENT_PARTS));
         }
         chunk(
             &mut out,
@@ -107,67 +77,19 @@ fn build_stream(target_bytes: usize) -> (Vec<u8>, usize) {
     (out.into_bytes(), events)
 }
 
-fn chunks(body: &[u8]) -> Vec<&[u8]> {
-    let mut rng = Rng(7);
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < body.len() {
-        let end = (at + rng.range(1400, 16 * 1024)).min(body.len());
-        out.push(&body[at..end]);
-        at = end;
-    }
-    out
-}
-
 fn ours(chunks: &[&[u8]]) -> usize {
-    let mut decoder = GeminiDecoder::with_options("gemini-bench".to_owned());
-    let mut deltas = Vec::with_capacity(64);
-    let mut count = 0;
-    for chunk in chunks {
-        decoder.feed(chunk, &mut deltas).unwrap();
-        count += deltas.len();
-        deltas.clear();
-    }
-    let turn = decoder.finish().unwrap();
+    let (turn, deltas) = decode_bench::decode_owned(
+        GeminiDecoder::with_options("gemini-bench".to_owned()),
+        chunks,
+        |decoder, chunk, deltas| decoder.feed(chunk, deltas),
+        |decoder| decoder.finish(),
+    );
     assert_eq!(turn.tool_calls.len(), 3);
-    count
-}
-
-/// Every `data:` payload parsed into a `serde_json::Value`, nothing assembled.
-fn value_baseline(body: &[u8]) -> usize {
-    let text = std::str::from_utf8(body).unwrap();
-    let mut parsed = 0;
-    for data in text.lines().filter_map(|line| line.strip_prefix("data: ")) {
-        black_box(serde_json::from_str::<serde_json::Value>(data).unwrap());
-        parsed += 1;
-    }
-    parsed
+    deltas
 }
 
 fn main() {
     let (body, events) = build_stream(4 * 1024 * 1024);
-    let pieces = chunks(&body);
-    for (name, run) in [
-        ("ours", &(|| ours(&pieces)) as &dyn Fn() -> usize),
-        ("serde_json_value_baseline", &|| value_baseline(&body)),
-    ] {
-        let region = Region::new(GLOBAL);
-        black_box(run());
-        let stats = region.change();
-        println!(
-            "{name}: {} events, {:.3} allocations per event, {} bytes",
-            events,
-            stats.allocations as f64 / events as f64,
-            body.len()
-        );
-    }
-    let mut criterion = Criterion::default().configure_from_args();
-    let mut group = criterion.benchmark_group("gemini_decode");
-    group.throughput(Throughput::Bytes(body.len() as u64));
-    group.bench_function("ours", |b| b.iter(|| ours(black_box(&pieces))));
-    group.bench_function("serde_json_value_baseline", |b| {
-        b.iter(|| value_baseline(black_box(&body)))
-    });
-    group.finish();
-    criterion.final_summary();
+    let chunks = decode_bench::network_chunks(&body, 7);
+    decode_bench::compare(GLOBAL, "gemini_decode", &body, &chunks, events, ours);
 }

@@ -12,7 +12,7 @@
 //! assembly). Allocations per SSE event are counted with a counting global
 //! allocator, in every delta mode, and printed before the timings.
 //!
-//! Run: `cargo bench -p wire-openai --bench decode -- --warm-up-time 1 --measurement-time 3`
+//! Run: `cargo bench -p toolwright-wire-openai --bench decode -- --warm-up-time 1 --measurement-time 3`
 //!
 //! On a shared machine wall-clock figures move by ±20% between runs; for a stable
 //! comparison count instructions instead: `DECODE_BENCH_ONCE=<pipeline>` (`none`,
@@ -26,35 +26,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::alloc::System;
 use std::collections::BTreeMap;
 use std::hint::black_box;
 
+use agent_testing::decode_bench::{
+    self, CountingAllocator, Rng, allocations_per_event, value_baseline,
+};
 use bytes::Bytes;
 use criterion::{Criterion, Throughput};
 use futures::StreamExt;
 use serde::Deserialize;
-use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use wire_openai::decode::{Decoder, DecoderOptions, DeltaMode, DeltaRef};
 
 #[global_allocator]
-static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
-
-/// A small deterministic generator (xorshift).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn range(&mut self, low: usize, high: usize) -> usize {
-        low + (self.next() % (high - low + 1) as u64) as usize
-    }
-}
+static GLOBAL: &CountingAllocator = &decode_bench::COUNTING;
 
 /// The stream and its SSE event count.
 fn build_stream(target_bytes: usize) -> (Vec<u8>, usize) {
@@ -210,17 +195,12 @@ fn build_reasoning_stream(target_bytes: usize) -> (Vec<u8>, usize, String) {
     (out.into_bytes(), events, reasoning)
 }
 
-/// Network-sized chunks of 1.4 to 16 KiB.
+/// Network-sized chunks of 1.4 to 16 KiB, as the `Bytes` a response body yields.
 fn network_chunks(stream: &[u8]) -> Vec<Bytes> {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let mut chunks = Vec::new();
-    let mut start = 0;
-    while start < stream.len() {
-        let end = (start + rng.range(1400, 16 * 1024)).min(stream.len());
-        chunks.push(Bytes::copy_from_slice(&stream[start..end]));
-        start = end;
-    }
-    chunks
+    decode_bench::network_chunks(stream, 0x9e37_79b9_7f4a_7c15)
+        .into_iter()
+        .map(Bytes::copy_from_slice)
+        .collect()
 }
 
 /// How a pipeline takes our decoder's deltas.
@@ -289,23 +269,6 @@ fn ours(chunks: &[Bytes], deltas: DeltaMode, take: Take) -> usize {
             .iter()
             .map(|c| c.arguments.len())
             .sum::<usize>()
-}
-
-/// The limit of a `serde_json::Value` decoder: split `data:` lines of the whole
-/// buffer and parse each payload; no framing state, no assembly.
-fn value_baseline(stream: &[u8]) -> usize {
-    let mut parsed = 0;
-    for line in stream.split(|&b| b == b'\n') {
-        let Some(payload) = line.strip_prefix(b"data: ") else {
-            continue;
-        };
-        if payload == b"[DONE]" {
-            continue;
-        }
-        let value: serde_json::Value = serde_json::from_slice(payload).unwrap();
-        parsed += value.as_object().map_or(0, |o| o.len());
-    }
-    parsed
 }
 
 /// The floor of serde_json itself: split `data:` lines of the whole buffer, check
@@ -422,13 +385,9 @@ fn peer(chunks: &[Bytes]) -> usize {
         + text.len()
 }
 
-fn allocations_per_event(events: usize, run: impl FnOnce() -> usize) -> (f64, usize) {
-    let region = Region::new(GLOBAL);
-    let result = black_box(run());
-    let stats = region.change();
-    let _ = result;
-    (stats.allocations as f64 / events as f64, stats.allocations)
-}
+/// A pipeline whose allocations are reported: its name, its stream and that
+/// stream's event count, and one run of it.
+type Reported<'a> = (&'a str, (&'a [u8], usize), &'a dyn Fn() -> usize);
 
 fn main() {
     let (stream, events) = build_stream(4 * 1024 * 1024);
@@ -478,69 +437,49 @@ fn main() {
         println!("{pipeline}: {}", black_box(result));
         return;
     }
-    let report = |name: &str, (per_event, total): (f64, usize)| {
-        println!("allocations {name:<34} {per_event:>7.3} per event ({total} total)");
-    };
-    report(
-        "ours_with_deltas",
-        allocations_per_event(events, || ours(&chunks, DeltaMode::All, Take::Borrowed)),
-    );
-    report(
-        "ours_skip_arg_fragments",
-        allocations_per_event(events, || {
+    let plain = (&stream[..], events);
+    let reasoning = (&reasoning_stream[..], reasoning_events);
+    let pipelines: [Reported<'_>; 11] = [
+        ("ours_with_deltas", plain, &|| {
+            ours(&chunks, DeltaMode::All, Take::Borrowed)
+        }),
+        ("ours_skip_arg_fragments", plain, &|| {
             ours(&chunks, DeltaMode::SkipArgFragments, Take::Borrowed)
         }),
-    );
-    report(
-        "ours_assemble_only",
-        allocations_per_event(events, || {
+        ("ours_assemble_only", plain, &|| {
             ours(&chunks, DeltaMode::AssembleOnly, Take::Borrowed)
         }),
-    );
-    report(
-        "ours_with_owned_deltas",
-        allocations_per_event(events, || ours(&chunks, DeltaMode::All, Take::Owned)),
-    );
-    report(
-        "serde_json_value_baseline",
-        allocations_per_event(events, || value_baseline(&stream)),
-    );
-    report(
-        "peer_eventsource_owned_structs",
-        allocations_per_event(events, || peer(&chunks)),
-    );
-    report(
-        "reasoning_ours_with_deltas",
-        allocations_per_event(reasoning_events, || {
+        ("ours_with_owned_deltas", plain, &|| {
+            ours(&chunks, DeltaMode::All, Take::Owned)
+        }),
+        ("serde_json_value_baseline", plain, &|| {
+            value_baseline(&stream)
+        }),
+        ("peer_eventsource_owned_structs", plain, &|| peer(&chunks)),
+        ("reasoning_ours_with_deltas", reasoning, &|| {
             ours_reasoning(&reasoning_chunks, DeltaMode::All, Take::Borrowed)
         }),
-    );
-    report(
-        "reasoning_ours_skip_arg_fragments",
-        allocations_per_event(reasoning_events, || {
+        ("reasoning_ours_skip_arg_fragments", reasoning, &|| {
             ours_reasoning(
                 &reasoning_chunks,
                 DeltaMode::SkipArgFragments,
                 Take::Borrowed,
             )
         }),
-    );
-    report(
-        "reasoning_ours_assemble_only",
-        allocations_per_event(reasoning_events, || {
+        ("reasoning_ours_assemble_only", reasoning, &|| {
             ours_reasoning(&reasoning_chunks, DeltaMode::AssembleOnly, Take::Borrowed)
         }),
-    );
-    report(
-        "reasoning_ours_with_owned_deltas",
-        allocations_per_event(reasoning_events, || {
+        ("reasoning_ours_with_owned_deltas", reasoning, &|| {
             ours_reasoning(&reasoning_chunks, DeltaMode::All, Take::Owned)
         }),
-    );
-    report(
-        "reasoning_serde_json_value_baseline",
-        allocations_per_event(reasoning_events, || value_baseline(&reasoning_stream)),
-    );
+        ("reasoning_serde_json_value_baseline", reasoning, &|| {
+            value_baseline(&reasoning_stream)
+        }),
+    ];
+    for (name, (stream, events), run) in pipelines {
+        let allocations = allocations_per_event(GLOBAL, events, run);
+        decode_bench::report_allocations(name, events, stream.len(), allocations);
+    }
 
     let mut criterion = Criterion::default().configure_from_args();
     let mut group = criterion.benchmark_group("decode");

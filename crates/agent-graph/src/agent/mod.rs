@@ -278,6 +278,27 @@ impl Agent {
         }
     }
 
+    /// The model this agent calls.
+    pub fn model(&self) -> &Arc<dyn CompletionPort> {
+        &self.inner.model
+    }
+
+    /// The model id sent with each request.
+    pub fn model_name(&self) -> &str {
+        &self.inner.model_name
+    }
+
+    /// The graph each run follows: the system prompt, the tool selection, the
+    /// limits and the settings.
+    pub fn graph(&self) -> &Graph {
+        &self.inner.graph
+    }
+
+    /// The tool pipeline (tools, policy, approver) every call goes through.
+    pub fn runner(&self) -> &Arc<ToolRunner> {
+        &self.inner.runner
+    }
+
     /// The settings every run of this agent sends.
     pub fn settings(&self) -> &ModelSettings {
         &self.inner.graph.settings
@@ -330,20 +351,33 @@ impl Agent {
     /// back as they are.
     pub fn run_with(&self, context: RunContext, conversation: Vec<Message>) -> RunHandle {
         let inner = &self.inner;
-        let prepared = inner.graph.prepare(
-            context.clone(),
-            &inner.runner,
-            &inner.model_name,
-            conversation,
-            &Params::new(),
-        );
-        match prepared {
-            Ok(mut prepared) => {
-                prepared.request.defer_approvals = inner.defer_approvals;
-                prepared.start(Arc::clone(&inner.model), Arc::clone(&inner.runner))
-            }
-            Err(error) => fail(context, RunError::Internal(error.to_string())),
+        match self.prepare(context.clone(), conversation) {
+            Ok(prepared) => prepared.start(Arc::clone(&inner.model), Arc::clone(&inner.runner)),
+            Err(error) => fail(context, error),
         }
+    }
+
+    /// A run of this agent on `conversation`, prepared and not started, as
+    /// [`Agent::run_with`] would start it: for a run owner that records the run
+    /// before it starts it (agent-durable's `Runs::run_agent`).
+    pub fn prepare(
+        &self,
+        context: RunContext,
+        conversation: Vec<Message>,
+    ) -> Result<crate::graph::PreparedRun, RunError> {
+        let inner = &self.inner;
+        let mut prepared = inner
+            .graph
+            .prepare(
+                context,
+                &inner.runner,
+                &inner.model_name,
+                conversation,
+                &Params::new(),
+            )
+            .map_err(|error| RunError::Internal(error.to_string()))?;
+        prepared.request.defer_approvals = inner.defer_approvals;
+        Ok(prepared)
     }
 
     /// Continues a run that paused on approvals (an agent built with

@@ -154,6 +154,7 @@ pub struct RunHandle {
     pub(super) events: EventStream,
     pub(super) outcome: OutputFuture,
     pub(super) cancel: CancellationToken,
+    pub(super) run_id: String,
 }
 
 impl Stream for RunHandle {
@@ -173,6 +174,12 @@ impl std::fmt::Debug for RunHandle {
 }
 
 impl RunHandle {
+    /// The run's id: every event of the run carries it, and a recorded run is
+    /// stored under it.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
     /// Cancels the run: the in-flight model stream and tools stop, and the run ends
     /// with an `error` (cancelled) and `done`.
     pub fn cancel(&self) {

@@ -121,6 +121,7 @@ pub fn run(request: RunRequest, deps: RunDeps) -> RunHandle {
 /// A run that ends at once with `error` (its events: `error`, `done`), for a
 /// caller that must hand back a handle but could not prepare the run.
 pub(crate) fn fail(context: RunContext, error: RunError) -> RunHandle {
+    let run_id = context.run_id.clone();
     let queue = Arc::new(Queue::lossless());
     let emitter = Emitter {
         target: Target::Queue(Arc::clone(&queue)),
@@ -146,6 +147,7 @@ pub(crate) fn fail(context: RunContext, error: RunError) -> RunHandle {
             cancel_on_drop: None,
         },
         cancel: CancellationToken::new(),
+        run_id,
     }
 }
 
@@ -194,6 +196,7 @@ fn spawn(start: Start, deps: RunDeps) -> RunHandle {
     let (final_tx, final_rx) = oneshot::channel();
     let cancel = CancellationToken::new();
     let context = &start.request.context;
+    let run_id = context.run_id.clone();
     let span = spans::run_span(context, start.request.graph.as_deref(), false);
     let capture = start
         .journal
@@ -247,5 +250,6 @@ fn spawn(start: Start, deps: RunDeps) -> RunHandle {
             cancel_on_drop: None,
         },
         cancel,
+        run_id,
     }
 }

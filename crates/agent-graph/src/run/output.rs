@@ -34,6 +34,31 @@ pub struct RunOutput {
 }
 
 impl RunOutput {
+    /// The usage of every model call of the run summed: tokens of each kind
+    /// (a kind counted only when some call reported it), and the cost when
+    /// every call reported one. Its `model` is the last call's.
+    pub fn total_usage(&self) -> UsageFact {
+        let mut total = UsageFact::default();
+        let mut cost = Some(0i64);
+        for fact in &self.usage {
+            total.model.clone_from(&fact.model);
+            total.prompt_tokens += fact.prompt_tokens;
+            total.completion_tokens += fact.completion_tokens;
+            total.total_tokens += fact.total_tokens;
+            let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+            };
+            total.cached_tokens = sum(total.cached_tokens, fact.cached_tokens);
+            total.reasoning_tokens = sum(total.reasoning_tokens, fact.reasoning_tokens);
+            total.cache_creation_tokens =
+                sum(total.cache_creation_tokens, fact.cache_creation_tokens);
+            cost = cost.zip(fact.cost_micros).map(|(a, b)| a.saturating_add(b));
+        }
+        total.cost_micros = cost.filter(|_| !self.usage.is_empty());
+        total
+    }
+
     /// This turn's messages: the user's new message and what the run added (the
     /// assistant's calls, the tool results, the answer). Appending them to a
     /// history keeps it whole without copying the system prompt (see

@@ -28,7 +28,7 @@ use crate::support::{
 /// Compares the run's whole event list with its golden
 /// `snapshots/it__conformance__<test>.snap` (see `support::event_snapshot_settings`
 /// for the redactions). Accept deliberate changes locally with
-/// `INSTA_UPDATE=always cargo test -p agent-graph --test it`; never on CI.
+/// `INSTA_UPDATE=always cargo test -p toolwright-agent-graph --test it`; never on CI.
 macro_rules! assert_events_snapshot {
     ($events:expr) => {
         crate::support::event_snapshot_settings().bind(|| insta::assert_json_snapshot!($events))

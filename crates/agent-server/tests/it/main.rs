@@ -10,6 +10,7 @@ mod graphs;
 mod http;
 mod js;
 mod limits;
+mod own_app;
 mod stock_client;
 mod stored;
 mod support;

@@ -5,6 +5,7 @@
 use agent_store::{
     Backend, CallUsage, Fence, NewRun, RunStatus, Store, StoreError, Thread, UsageGrouping,
 };
+use agent_testing::peers::{Peer, peer};
 use agent_testing::postgres::TestPostgres;
 use ai_core::event::AiEventKind;
 use ai_core::message::AssistantBlock;
@@ -284,6 +285,24 @@ async fn usage_and_paused(store: &Store) {
     assert_eq!(
         a.usage(T0 + DAY, UsageGrouping::Thread).await.unwrap()[0].calls,
         2
+    );
+    let run = a.usage_of_run("r1").await.unwrap();
+    assert_eq!(
+        (run.key.as_str(), run.calls, run.prompt_tokens),
+        ("r1", 2, 150)
+    );
+    assert_eq!(a.usage_of_run("r-none").await.unwrap().calls, 0);
+    let thread = a.usage_of_thread("t1").await.unwrap();
+    assert_eq!((thread.calls, thread.prompt_tokens), (3, 170));
+    let total = a.usage_total(0).await.unwrap();
+    assert_eq!((total.key.as_str(), total.calls), ("acme", 3));
+    assert_eq!(
+        total.total_tokens(),
+        total.prompt_tokens + total.completion_tokens
+    );
+    assert_eq!(
+        store.account("other").usage_total(0).await.unwrap().calls,
+        0
     );
 
     let state = json!({"run_id": "r1", "pending": [{"call": "toolu_1"}]});
@@ -883,6 +902,9 @@ async fn the_suite_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_suite_on_postgres() {
+    let Some(_) = peer(Peer::Postgres) else {
+        return;
+    };
     let postgres = TestPostgres::start().unwrap();
     postgres.create_database("suite").unwrap();
     let url = postgres.url("suite");

@@ -269,6 +269,17 @@ impl ToolRunner {
         self
     }
 
+    /// A runner over the same tools (shared, not compiled again) and policy,
+    /// asking `approver` instead: for a server that takes an agent's tools and
+    /// asks its approvals through its clients.
+    pub fn rebound(&self, approver: Arc<dyn Approver>) -> Self {
+        Self {
+            entries: self.entries.clone(),
+            policy: self.policy.clone(),
+            approver: Some(approver),
+        }
+    }
+
     /// The active policy.
     pub fn policy(&self) -> &ToolPolicy {
         &self.policy

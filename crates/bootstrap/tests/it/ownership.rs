@@ -326,6 +326,9 @@ async fn a_server_restarted_as_pid_1_of_a_new_namespace_resumes_its_predecessors
 /// nothing of A's alive), and the run goes on to its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgres_a_dead_servers_run_is_taken_over_within_the_lease_while_it_restarts() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Postgres) else {
+        return;
+    };
     let postgres = agent_testing::postgres::TestPostgres::start().unwrap();
     postgres.create_database("own").unwrap();
     let world = World::start(

@@ -1,5 +1,5 @@
 """A scripted streaming model behind LiteLLM's proxy, for the live test of the
-Anthropic wire (`cargo test -p bootstrap --test it litellm`).
+Anthropic wire (`cargo test -p toolwright-cli --test it litellm`).
 
 LiteLLM translates each `/v1/messages` request into its internal chat format,
 calls this provider, and translates the chunks it yields back into Messages API

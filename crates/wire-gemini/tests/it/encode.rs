@@ -54,6 +54,20 @@ fn assistant(turn: &CompletionFinal) -> Message {
     }
 }
 
+/// The request body of the next call: `turn` sent back after the user's message,
+/// with an `ok` result for each of its calls.
+fn sent_back(turn: &CompletionFinal) -> Value {
+    let mut messages = vec![Message::user("Go."), assistant(turn)];
+    for call in &turn.tool_calls {
+        messages.push(Message::Tool {
+            tool_call_id: call.id.clone(),
+            content: "ok".into(),
+            is_error: false,
+        });
+    }
+    encode_request(&request(messages), &GeminiOptions::default()).unwrap()
+}
+
 fn fixture(name: &str) -> Vec<u8> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/stream")
@@ -187,15 +201,7 @@ fn a_decoded_turn_goes_back_with_every_signature_on_its_part() {
     ] {
         let stream = fixture(name);
         let (_, turn) = decode_stream(&stream, "gemini-test").unwrap();
-        let mut messages = vec![Message::user("Go."), assistant(&turn)];
-        for call in &turn.tool_calls {
-            messages.push(Message::Tool {
-                tool_call_id: call.id.clone(),
-                content: "ok".into(),
-                is_error: false,
-            });
-        }
-        let body = encode_request(&request(messages), &GeminiOptions::default()).unwrap();
+        let body = sent_back(&turn);
         let sent = serde_json::to_vec(&body).unwrap();
         assert_eq!(signatures(&sent), signatures(&stream), "{name}");
         let model = &body["contents"][1];
@@ -220,15 +226,7 @@ fn a_decoded_turn_goes_back_with_every_signature_on_its_part() {
 fn provider_ids_go_back_on_the_call_and_its_response() {
     let (_, turn) =
         decode_stream(&fixture("constructed_parallel_calls_with_ids.sse"), "m").unwrap();
-    let mut messages = vec![Message::user("Go."), assistant(&turn)];
-    for call in &turn.tool_calls {
-        messages.push(Message::Tool {
-            tool_call_id: call.id.clone(),
-            content: "ok".into(),
-            is_error: false,
-        });
-    }
-    let body = encode_request(&request(messages), &GeminiOptions::default()).unwrap();
+    let body = sent_back(&turn);
     let parts = &body["contents"][1]["parts"];
     assert_eq!(parts[1]["functionCall"]["id"], "fc-a1");
     assert_eq!(

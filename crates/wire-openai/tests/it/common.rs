@@ -1,8 +1,10 @@
-//! Shared helpers: fixture paths, insta snapshots and JSON views of decoder output.
+//! Shared helpers: fixture paths, decoding in pieces and JSON views of decoder output.
 
 use std::collections::HashMap;
-use std::fs;
 use std::path::{Path, PathBuf};
+
+pub(crate) use agent_testing::wire_fixtures::Decoded;
+use agent_testing::wire_fixtures::{Fixtures, decode_in_pieces};
 
 use ai_core::{
     completion::{CompletionDelta, CompletionError, CompletionFinal},
@@ -20,85 +22,15 @@ pub(crate) fn fixture_dir(sub: &str) -> PathBuf {
     workspace.join("fixtures/openai").join(sub)
 }
 
+/// The fixtures of `fixtures/openai/<sub>` with the given suffix, with their insta
+/// snapshots in its `snapshots` folder.
+pub(crate) fn fixture_set(sub: &str, suffix: &'static str) -> Fixtures {
+    Fixtures::new(fixture_dir(sub), suffix)
+}
+
 /// Files of a fixture directory with the given suffix, sorted, as (case, path).
-pub(crate) fn fixtures(sub: &str, suffix: &str) -> Vec<(String, PathBuf)> {
-    let mut out: Vec<(String, PathBuf)> = fs::read_dir(fixture_dir(sub))
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter_map(|path| {
-            let case = path.file_name()?.to_str()?.strip_suffix(suffix)?.to_owned();
-            Some((case, path))
-        })
-        .collect();
-    out.sort();
-    assert!(!out.is_empty(), "no fixtures in {sub}");
-    out
-}
-
-/// `fixtures/openai/<sub>/snapshots`: the insta snapshots of that fixture kind.
-pub(crate) fn snapshot_dir(sub: &str) -> PathBuf {
-    fixture_dir(sub).join("snapshots")
-}
-
-/// insta settings for the snapshot of one fixture: stored as
-/// `fixtures/openai/<sub>/snapshots/<case>.snap` (name the snapshot after the case),
-/// with the fixture recorded as its input file.
-pub(crate) fn snapshot_settings(sub: &str, input: &Path, description: &str) -> insta::Settings {
-    let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path(snapshot_dir(sub));
-    settings.set_prepend_module_to_snapshot(false);
-    settings.set_input_file(input);
-    settings.set_description(description);
-    settings.set_omit_expression(true);
-    settings
-}
-
-/// The snapshot text of a JSON value: pretty-printed by `serde_json` (so numbers
-/// read as they go on the wire) with sorted keys (key order is not an expectation).
-pub(crate) fn snapshot_json(value: &Value) -> String {
-    let mut value = value.clone();
-    value.sort_all_objects();
-    serde_json::to_string_pretty(&value).unwrap()
-}
-
-/// Runs `check` on every case and fails with all failing cases, not just the first.
-/// (insta panics on a mismatch; locally it also writes `<case>.snap.new`, on CI nothing.)
-pub(crate) fn check_all_cases(cases: &[(String, PathBuf)], check: impl Fn(&str, &Path)) {
-    agent_testing::refuse_snapshot_updates_on_ci();
-    let mut failures = Vec::new();
-    for (case, path) in cases {
-        let run = std::panic::AssertUnwindSafe(|| check(case, path));
-        if let Err(panic) = std::panic::catch_unwind(run) {
-            let message = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                .unwrap_or_default();
-            failures.push(format!("{case}: {message}"));
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{}\n(accept deliberate changes with `INSTA_UPDATE=always cargo test -p wire-openai --test it`, never on CI)",
-        failures.join("\n")
-    );
-}
-
-/// Every file in `<sub>/snapshots` is the snapshot (`.snap`, or a pending `.snap.new`)
-/// of an input with `suffix`: insta itself never notices a snapshot whose fixture is gone.
-pub(crate) fn assert_no_stale_snapshots(sub: &str, suffix: &str) {
-    let inputs: Vec<String> = fixtures(sub, suffix).into_iter().map(|(c, _)| c).collect();
-    for entry in fs::read_dir(snapshot_dir(sub)).unwrap() {
-        let name = entry.unwrap().file_name().into_string().unwrap();
-        let case = name
-            .strip_suffix(".snap")
-            .or_else(|| name.strip_suffix(".snap.new"))
-            .unwrap_or_else(|| panic!("unexpected file {sub}/snapshots/{name}"));
-        assert!(
-            inputs.iter().any(|c| c == case),
-            "stale snapshot {sub}/snapshots/{name}: no fixture {case}{suffix}; delete it"
-        );
-    }
+pub(crate) fn fixtures(sub: &str, suffix: &'static str) -> Vec<(String, PathBuf)> {
+    fixture_set(sub, suffix).cases()
 }
 
 /// Replaces minted ids (`call_<32 hex>`) by `<minted-N>` in order of first
@@ -187,28 +119,15 @@ pub(crate) fn result_json(
     }
 }
 
-/// Decoder output for a stream: deltas and result.
-pub(crate) type Decoded = (
-    Vec<CompletionDelta>,
-    Result<CompletionFinal, CompletionError>,
-);
-
-/// Decodes `bytes` cut into `chunks` (the lengths; the rest goes in a last chunk).
+/// Decodes `bytes` cut at `cuts`.
 pub(crate) fn decode_chunks(bytes: &[u8], cuts: &[usize], options: DecoderOptions) -> Decoded {
-    let mut decoder = Decoder::with_options(options);
-    let mut deltas = Vec::new();
-    let mut start = 0;
-    let mut ends: Vec<usize> = cuts.iter().copied().filter(|&c| c <= bytes.len()).collect();
-    ends.sort_unstable();
-    ends.push(bytes.len());
-    for end in ends {
-        if let Err(error) = decoder.feed(&bytes[start..end], &mut deltas) {
-            return (deltas, Err(error.into()));
-        }
-        start = end;
-    }
-    let result = decoder.finish_into(&mut deltas);
-    (deltas, result)
+    decode_in_pieces(
+        Decoder::with_options(options),
+        bytes,
+        cuts,
+        |decoder, piece, deltas| decoder.feed(piece, deltas),
+        |decoder, deltas| decoder.finish_into(deltas),
+    )
 }
 
 /// Like [`decode_chunks`], taking the deltas borrowed (`feed_with`, `finish_with`)
@@ -218,21 +137,19 @@ pub(crate) fn decode_chunks_borrowed(
     cuts: &[usize],
     options: DecoderOptions,
 ) -> Decoded {
-    let mut decoder = Decoder::with_options(options);
-    let mut deltas = Vec::new();
-    let mut sink = |delta: DeltaRef<'_>| deltas.push(delta.into_owned());
-    let mut start = 0;
-    let mut ends: Vec<usize> = cuts.iter().copied().filter(|&c| c <= bytes.len()).collect();
-    ends.sort_unstable();
-    ends.push(bytes.len());
-    for end in ends {
-        if let Err(error) = decoder.feed_with(&bytes[start..end], &mut sink) {
-            return (deltas, Err(error.into()));
-        }
-        start = end;
-    }
-    let result = decoder.finish_with(&mut sink);
-    (deltas, result)
+    decode_in_pieces(
+        Decoder::with_options(options),
+        bytes,
+        cuts,
+        |decoder, piece, deltas| {
+            decoder.feed_with(piece, &mut |delta: DeltaRef<'_>| {
+                deltas.push(delta.into_owned());
+            })
+        },
+        |decoder, deltas| {
+            decoder.finish_with(&mut |delta: DeltaRef<'_>| deltas.push(delta.into_owned()))
+        },
+    )
 }
 
 /// Normalized JSON of a decode (minted ids replaced), for snapshots and comparisons.

@@ -2,53 +2,21 @@
 //! the body (or error) in `snapshots/<case>.snap` (pretty JSON with sorted keys).
 //!
 //! A request's `settings` is [`ai_core::completion::ModelSettings`] as JSON; the older
-//! `max_tokens` / `temperature` keys beside it fill the same fields.
+//! `max_tokens` / `temperature` keys beside it fill the same fields (see
+//! [`agent_testing::wire_fixtures::RequestInput`]).
 
-use std::fs;
 use std::path::Path;
 
-use ai_core::{
-    Message, RunContext, ToolEffect, ToolId, ToolSpec,
-    completion::{CompletionRequest, ModelSettings, ToolChoice},
-};
+use agent_testing::wire_fixtures::{EncodeInput, read_input};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use wire_openai::encode::{
     EncodeOptions, MaxTokensField, NamedToolChoice, StrictMode, encode_request,
 };
 
-use crate::common::{
-    assert_no_stale_snapshots, check_all_cases, fixture_dir, fixtures, snapshot_json,
-    snapshot_settings,
-};
+use crate::common::fixture_set;
 
-#[derive(Deserialize)]
-struct Input {
-    request: RequestInput,
-    options: OptionsInput,
-}
-
-#[derive(Deserialize)]
-struct RequestInput {
-    model: String,
-    messages: Vec<Message>,
-    tools: Vec<ToolInput>,
-    tool_choice: ToolChoice,
-    #[serde(default)]
-    max_tokens: Option<u32>,
-    #[serde(default)]
-    temperature: Option<f32>,
-    #[serde(default)]
-    settings: ModelSettings,
-}
-
-#[derive(Deserialize)]
-struct ToolInput {
-    id: ToolId,
-    description: String,
-    input_schema: Value,
-    effect: ToolEffect,
-}
+type Input = EncodeInput<OptionsInput>;
 
 #[derive(Deserialize)]
 struct OptionsInput {
@@ -64,29 +32,7 @@ struct OptionsInput {
 }
 
 fn encode_case(input: Input) -> Value {
-    let request = CompletionRequest {
-        model: input.request.model,
-        messages: input.request.messages,
-        tools: input
-            .request
-            .tools
-            .into_iter()
-            .map(|t| ToolSpec::new(t.id, t.description, t.input_schema, t.effect))
-            .collect(),
-        tool_choice: input.request.tool_choice,
-        context: RunContext::new("run-1", "trace-1"),
-        settings: ModelSettings {
-            max_tokens: input
-                .request
-                .max_tokens
-                .or(input.request.settings.max_tokens),
-            temperature: input
-                .request
-                .temperature
-                .or(input.request.settings.temperature),
-            ..input.request.settings
-        },
-    };
+    let request = input.request.into_request();
     let options = EncodeOptions {
         stream: input.options.stream,
         include_usage: input.options.include_usage,
@@ -124,30 +70,29 @@ fn encode_case(input: Input) -> Value {
     }
 }
 
+/// The input of fixture `case`.
+fn encode_input(case: &str) -> Input {
+    read_input(case, &fixture_set("encode", ".input.json").path(case))
+}
+
 fn check(case: &str, path: &Path) {
-    let input: Input = serde_json::from_str(&fs::read_to_string(path).unwrap())
-        .unwrap_or_else(|e| panic!("{case}: bad input: {e}"));
-    let rendered = snapshot_json(&encode_case(input));
-    snapshot_settings(
-        "encode",
-        path,
+    fixture_set("encode", ".input.json").assert_snapshot(
+        case,
         "encoded request body and per-tool strict verdicts (or the encoding error)",
-    )
-    .bind(|| insta::assert_snapshot!(case, rendered));
+        Some(path),
+        &encode_case(read_input(case, path)),
+    );
 }
 
 #[test]
 fn every_encode_fixture_matches_its_snapshot() {
-    check_all_cases(&fixtures("encode", ".input.json"), check);
-    assert_no_stale_snapshots("encode", ".input.json");
+    fixture_set("encode", ".input.json").check_each(check);
 }
 
 #[test]
 fn tool_call_arguments_are_json_objects_and_history_round_trips() {
     for case in ["history_with_tool_calls", "history_invalid_arguments"] {
-        let path = fixture_dir("encode").join(format!("{case}.input.json"));
-        let input: Input = serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
-        let body = &encode_case(input)["body"];
+        let body = &encode_case(encode_input(case))["body"];
         for message in body["messages"].as_array().unwrap() {
             for call in message["tool_calls"].as_array().into_iter().flatten() {
                 let arguments = call["function"]["arguments"]
@@ -166,14 +111,13 @@ fn tool_call_arguments_are_json_objects_and_history_round_trips() {
 
 #[test]
 fn history_arguments_that_are_no_json_object_are_sent_as_empty_objects() {
-    let path = fixture_dir("encode").join("history_invalid_arguments.input.json");
-    let input: Input = serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
-    let sent: Vec<String> = encode_case(input)["body"]["messages"][1]["tool_calls"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|call| call["function"]["arguments"].as_str().unwrap().to_owned())
-        .collect();
+    let sent: Vec<String> =
+        encode_case(encode_input("history_invalid_arguments"))["body"]["messages"][1]["tool_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|call| call["function"]["arguments"].as_str().unwrap().to_owned())
+            .collect();
     // Truncated, not JSON, an array, two objects: `{}`. A valid object: verbatim.
     assert_eq!(sent, ["{}", "{}", "{}", "{}", r#" {"city" : "Rome"} "#]);
 }

@@ -78,6 +78,26 @@ async fn server(script: impl IntoIterator<Item = Reply>) -> OpenAiServer {
     OpenAiServer::start(script).await.unwrap()
 }
 
+/// A server playing `script` and a client of it with the default [`config`].
+async fn served(script: impl IntoIterator<Item = Reply>) -> (OpenAiServer, OpenAiClient) {
+    let server = server(script).await;
+    let client = OpenAiClient::new(config(&server)).unwrap();
+    (server, client)
+}
+
+/// At least `at_least` and less than `under` have passed since `started`.
+fn assert_waited(started: Instant, at_least: Duration, under: Duration) {
+    let waited = started.elapsed();
+    assert!(waited >= at_least && waited < under, "{waited:?}");
+}
+
+/// The server sees its one connection closed within 5 s.
+async fn assert_connection_closed(server: &OpenAiServer) {
+    tokio::time::timeout(Duration::from_secs(5), server.wait_abandoned(1))
+        .await
+        .expect("the server saw the connection close");
+}
+
 /// How many requests the server received, each checked to have gone to the
 /// chat-completions path under the configured base URL.
 fn hits(server: &OpenAiServer) -> usize {
@@ -259,8 +279,7 @@ async fn server_errors_are_retried_then_typed_with_the_provider_message() {
 
 #[tokio::test]
 async fn client_errors_are_not_retried() {
-    let server = server([json_error(400, "Invalid 'messages': empty")]).await;
-    let client = OpenAiClient::new(config(&server)).unwrap();
+    let (server, client) = served([json_error(400, "Invalid 'messages': empty")]).await;
     let (_, result) = collect(&client, CancellationToken::new()).await;
     assert!(matches!(
         result,
@@ -370,8 +389,7 @@ async fn a_connection_cut_mid_stream_keeps_what_was_assembled() {
 
 #[tokio::test]
 async fn an_in_band_error_frame_is_a_provider_error() {
-    let server = server([Reply::sse_bytes(fixture("error_frame"), 50)]).await;
-    let client = OpenAiClient::new(config(&server)).unwrap();
+    let (_server, client) = served([Reply::sse_bytes(fixture("error_frame"), 50)]).await;
     let (_, result) = collect(&client, CancellationToken::new()).await;
     assert_eq!(
         result.unwrap_err(),
@@ -384,8 +402,7 @@ async fn an_in_band_error_frame_is_a_provider_error() {
 
 #[tokio::test]
 async fn cancelling_mid_stream_ends_with_cancelled_and_closes_the_connection() {
-    let server = server([endless()]).await;
-    let client = OpenAiClient::new(config(&server)).unwrap();
+    let (server, client) = served([endless()]).await;
     let cancel = CancellationToken::new();
     let mut stream = client.complete(request(), cancel.clone());
     let first = stream.next().await.unwrap().unwrap();
@@ -400,29 +417,23 @@ async fn cancelling_mid_stream_ends_with_cancelled_and_closes_the_connection() {
     );
     assert!(stream.next().await.is_none());
     drop(stream);
-    tokio::time::timeout(Duration::from_secs(5), server.wait_abandoned(1))
-        .await
-        .expect("the server saw the connection close");
+    assert_connection_closed(&server).await;
 }
 
 #[tokio::test]
 async fn dropping_the_stream_closes_the_connection() {
-    let server = server([endless()]).await;
-    let client = OpenAiClient::new(config(&server)).unwrap();
+    let (server, client) = served([endless()]).await;
     let mut stream = client.complete(request(), CancellationToken::new());
     for _ in 0..3 {
         assert!(stream.next().await.unwrap().is_ok());
     }
     drop(stream);
-    tokio::time::timeout(Duration::from_secs(5), server.wait_abandoned(1))
-        .await
-        .expect("the server saw the connection close");
+    assert_connection_closed(&server).await;
 }
 
 #[tokio::test]
 async fn cancelling_before_the_response_arrives() {
-    let server = server([slow_first_byte()]).await;
-    let client = OpenAiClient::new(config(&server)).unwrap();
+    let (_server, client) = served([slow_first_byte()]).await;
     let cancel = CancellationToken::new();
     let canceller = cancel.clone();
     tokio::spawn(async move {
@@ -461,8 +472,7 @@ async fn non_streaming_calls_decode_the_whole_response() {
 
 #[tokio::test]
 async fn a_json_answer_to_a_streaming_request_is_decoded() {
-    let server = server([json_response()]).await;
-    let client = OpenAiClient::new(config(&server)).unwrap();
+    let (_server, client) = served([json_response()]).await;
     let (_, result) = collect(&client, CancellationToken::new()).await;
     assert_eq!(
         result.unwrap().tool_calls[1].arguments,
@@ -497,8 +507,8 @@ async fn strict_mode_sends_strict_schemas_and_relaxes_the_nulls_back() {
 #[tokio::test]
 async fn request_timeout_408_and_conflict_409_are_retried() {
     for status in [408, 409] {
-        let server = server([json_error(status, "try again"), Reply::text("Fine.")]).await;
-        let client = OpenAiClient::new(config(&server)).unwrap();
+        let (server, client) =
+            served([json_error(status, "try again"), Reply::text("Fine.")]).await;
         let (_, result) = collect(&client, CancellationToken::new()).await;
         assert_eq!(result.unwrap().text, "Fine.", "status {status}");
         assert_eq!(hits(&server), 2, "status {status}");
@@ -546,11 +556,7 @@ async fn retry_after_as_an_http_date_is_honoured() {
     assert_eq!(result.unwrap().text, "Fine.");
     assert_eq!(hits(&server), 2);
     // The computed backoff would be 10 to 20 ms.
-    let waited = started.elapsed();
-    assert!(
-        waited >= Duration::from_millis(900) && waited < Duration::from_secs(5),
-        "{waited:?}"
-    );
+    assert_waited(started, Duration::from_millis(900), Duration::from_secs(5));
 }
 
 #[tokio::test]
@@ -618,14 +624,8 @@ async fn keepalive_comments_do_not_hold_a_stalled_stream_open() {
             phase: TimeoutPhase::BetweenChunks
         }
     );
-    let waited = started.elapsed();
-    assert!(
-        waited >= Duration::from_millis(400) && waited < Duration::from_secs(3),
-        "{waited:?}"
-    );
-    tokio::time::timeout(Duration::from_secs(5), server.wait_abandoned(1))
-        .await
-        .expect("the connection was closed");
+    assert_waited(started, Duration::from_millis(400), Duration::from_secs(3));
+    assert_connection_closed(&server).await;
 }
 
 #[tokio::test]
@@ -643,11 +643,7 @@ async fn the_total_deadline_bounds_a_stream_that_keeps_sending_data() {
             phase: TimeoutPhase::Total
         }
     );
-    let waited = started.elapsed();
-    assert!(
-        waited >= Duration::from_millis(500) && waited < Duration::from_secs(3),
-        "{waited:?}"
-    );
+    assert_waited(started, Duration::from_millis(500), Duration::from_secs(3));
 }
 
 #[tokio::test]
@@ -676,11 +672,7 @@ async fn the_total_deadline_bounds_a_slow_non_streaming_response() {
                 phase: TimeoutPhase::Total
             }
         );
-        let waited = started.elapsed();
-        assert!(
-            waited >= Duration::from_millis(600) && waited < Duration::from_secs(2),
-            "{waited:?}"
-        );
+        assert_waited(started, Duration::from_millis(600), Duration::from_secs(2));
         assert_eq!(hits(&server), 1);
     }
 }
@@ -1004,8 +996,7 @@ async fn a_cost_the_gateway_reports_reaches_the_usage() {
         "\n\ndata: [DONE]\n\n"
     )]);
     let absurd = json_response().header("x-litellm-response-cost", "NaN");
-    let server = server([with_header, in_usage, absurd]).await;
-    let client = OpenAiClient::new(config(&server)).unwrap();
+    let (_server, client) = served([with_header, in_usage, absurd]).await;
     let mut costs = Vec::new();
     for _ in 0..3 {
         let (_, result) = collect(&client, CancellationToken::new()).await;

@@ -5,10 +5,7 @@ use std::path::Path;
 
 use wire_openai::decode::{DecoderOptions, decode_response_into};
 
-use crate::common::{
-    IdNormalizer, assert_no_stale_snapshots, check_all_cases, delta_json, fixtures, result_json,
-    snapshot_json, snapshot_settings,
-};
+use crate::common::{IdNormalizer, delta_json, fixture_set, result_json};
 
 fn check(case: &str, path: &Path) {
     let bytes = fs::read(path).unwrap();
@@ -21,19 +18,17 @@ fn check(case: &str, path: &Path) {
     let mut ids = IdNormalizer::default();
     let deltas: Vec<_> = deltas.iter().map(|d| delta_json(d, &mut ids)).collect();
     let actual = serde_json::json!({"deltas": deltas, "result": result_json(&result, &mut ids)});
-    let rendered = snapshot_json(&actual);
-    snapshot_settings(
-        "response",
-        path,
+    fixture_set("response", ".json").assert_snapshot(
+        case,
         "deltas and result of decoding the response body",
-    )
-    .bind(|| insta::assert_snapshot!(case, rendered));
+        Some(path),
+        &actual,
+    );
 }
 
 #[test]
 fn every_response_fixture_matches_its_snapshot() {
-    check_all_cases(&fixtures("response", ".json"), check);
-    assert_no_stale_snapshots("response", ".json");
+    fixture_set("response", ".json").check_each(check);
 }
 
 /// The next request built from a decoded turn the way the loop builds history (the

@@ -3,13 +3,10 @@
 use std::fs;
 use std::path::Path;
 
-use ai_core::completion::{CompletionDelta, ToolCallOutcome};
+use ai_core::completion::{CompletionDelta, CompletionError, CompletionFinal, ToolCallOutcome};
 use wire_openai::decode::{DecoderOptions, DeltaMode};
 
-use crate::common::{
-    assert_no_stale_snapshots, check_all_cases, decode_chunks, decode_chunks_borrowed,
-    decoded_json, fixtures, snapshot_json, snapshot_settings,
-};
+use crate::common::{decode_chunks, decode_chunks_borrowed, decoded_json, fixture_set, fixtures};
 
 fn check(case: &str, path: &Path) {
     let bytes = fs::read(path).unwrap();
@@ -21,21 +18,17 @@ fn check(case: &str, path: &Path) {
             ..DecoderOptions::default()
         },
     );
-    let rendered = snapshot_json(&decoded_json(&decoded));
-    snapshot_settings(
-        "stream",
-        path,
+    fixture_set("stream", ".sse").assert_snapshot(
+        case,
         "deltas and result of decoding the stream in one chunk",
-    )
-    .bind(|| insta::assert_snapshot!(case, rendered));
+        Some(path),
+        &decoded_json(&decoded),
+    );
 }
 
 #[test]
 fn every_stream_fixture_matches_its_snapshot() {
-    let cases = fixtures("stream", ".sse");
-    assert!(cases.len() >= 68, "fixture corpus shrank: {}", cases.len());
-    check_all_cases(&cases, check);
-    assert_no_stale_snapshots("stream", ".sse");
+    fixture_set("stream", ".sse").at_least(68).check_each(check);
 }
 
 /// The final is the same whatever deltas are emitted; fewer deltas in lighter modes.
@@ -102,18 +95,27 @@ fn borrowed_deltas_are_the_owned_deltas_in_every_mode() {
     }
 }
 
+/// Every stream fixture decoded with the default options, as (case, deltas, turn):
+/// a truncated stream's turn is what was assembled; a failed stream is left out.
+fn assembled_turns() -> Vec<(String, Vec<CompletionDelta>, CompletionFinal)> {
+    let mut out = Vec::new();
+    for (case, path) in fixtures("stream", ".sse") {
+        let bytes = fs::read(&path).unwrap();
+        let (deltas, result) = decode_chunks(&bytes, &[], DecoderOptions::default());
+        match result {
+            Ok(turn) => out.push((case, deltas, turn)),
+            Err(CompletionError::TruncatedStream { partial }) => out.push((case, deltas, *partial)),
+            Err(_) => {}
+        }
+    }
+    out
+}
+
 /// With every fragment delta, concatenating a call's fragments gives its arguments,
 /// and each call's start comes before its fragments (streaming UIs rely on it).
 #[test]
 fn fragments_concatenate_to_the_assembled_arguments() {
-    for (case, path) in fixtures("stream", ".sse") {
-        let bytes = fs::read(&path).unwrap();
-        let (deltas, result) = decode_chunks(&bytes, &[], DecoderOptions::default());
-        let turn = match result {
-            Ok(turn) => turn,
-            Err(ai_core::completion::CompletionError::TruncatedStream { partial }) => *partial,
-            Err(_) => continue,
-        };
+    for (case, deltas, turn) in assembled_turns() {
         for call in &turn.tool_calls {
             let mut started = false;
             let mut text = String::new();
@@ -150,14 +152,7 @@ fn fragments_concatenate_to_the_assembled_arguments() {
 #[test]
 fn reasoning_and_refusal_deltas_concatenate_to_the_final() {
     let mut with_reasoning = 0;
-    for (case, path) in fixtures("stream", ".sse") {
-        let bytes = fs::read(&path).unwrap();
-        let (deltas, result) = decode_chunks(&bytes, &[], DecoderOptions::default());
-        let turn = match result {
-            Ok(turn) => turn,
-            Err(ai_core::completion::CompletionError::TruncatedStream { partial }) => *partial,
-            Err(_) => continue,
-        };
+    for (case, deltas, turn) in assembled_turns() {
         let mut reasoning = String::new();
         let mut refusal = String::new();
         for delta in &deltas {

@@ -2,141 +2,70 @@
 //! whole and cut at random byte positions; the quirks each case is about hold.
 
 use std::fs;
-use std::path::{Path, PathBuf};
 
-use ai_core::completion::{CompletionDelta, CompletionError, CompletionFinal};
+use agent_testing::wire_fixtures::{Decoded, Fixtures, StreamRendering, decode_in_pieces, joined};
+use ai_core::completion::{CompletionError, CompletionFinal};
 use proptest::prelude::*;
-use serde_json::{Value, json};
+use serde_json::Value;
 use wire_responses::ResponsesDecoder;
 
-fn fixture_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/responses/stream")
-}
+/// Refusals and signatures by name; usage as its `Debug` text, provider errors as
+/// their text.
+const RENDERING: StreamRendering = StreamRendering {
+    refusal: true,
+    signature: true,
+    ..StreamRendering::PLAIN
+};
 
-fn cases() -> Vec<(String, Vec<u8>)> {
-    let mut out: Vec<(String, Vec<u8>)> = fs::read_dir(fixture_dir())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter_map(|path| {
-            let case = path.file_name()?.to_str()?.strip_suffix(".sse")?.to_owned();
-            Some((case, fs::read(&path).unwrap()))
-        })
-        .collect();
-    out.sort();
-    assert!(out.len() >= 13, "fixtures missing");
-    out
-}
-
-fn delta_json(delta: &CompletionDelta) -> Value {
-    match delta {
-        CompletionDelta::Text(t) => json!({"text": t}),
-        CompletionDelta::Reasoning(t) => json!({"reasoning": t}),
-        CompletionDelta::Refusal(t) => json!({"refusal": t}),
-        CompletionDelta::ReasoningSignature(s) => json!({"signature": s}),
-        CompletionDelta::ToolCallStart { index, id, name } => {
-            json!({"tool_call_start": {"index": index, "id": id, "name": name}})
-        }
-        CompletionDelta::ToolCallArgs { index, fragment } => {
-            json!({"tool_call_args": {"index": index, "fragment": fragment}})
-        }
-        other => json!({"other": format!("{other:?}")}),
-    }
-}
-
-fn result_json(result: &Result<CompletionFinal, CompletionError>) -> Value {
-    match result {
-        Ok(turn) => json!({"final": turn}),
-        Err(CompletionError::TruncatedStream { partial }) => {
-            json!({"error": "truncated_stream", "partial": partial})
-        }
-        Err(error) => json!({"error": error.to_string()}),
-    }
+fn fixtures() -> Fixtures {
+    Fixtures::new(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../fixtures/responses/stream"
+        ),
+        ".sse",
+    )
+    .at_least(13)
 }
 
 /// Decodes `body` fed in pieces cut at `cuts`.
-fn decode(
-    body: &[u8],
-    cuts: &[usize],
-) -> (
-    Vec<CompletionDelta>,
-    Result<CompletionFinal, CompletionError>,
-) {
-    let mut decoder = ResponsesDecoder::new();
-    let mut deltas = Vec::new();
-    let mut at = 0;
-    let mut bounds: Vec<usize> = cuts.iter().map(|c| c % (body.len() + 1)).collect();
-    bounds.sort_unstable();
-    bounds.push(body.len());
-    for end in bounds {
-        if end < at {
-            continue;
-        }
-        if let Err(error) = decoder.feed(&body[at..end], &mut deltas) {
-            return (deltas, Err(error.into()));
-        }
-        at = end;
-    }
-    let result = decoder.finish_into(&mut deltas);
-    (deltas, result)
-}
-
-/// Text deltas joined, so a cut that splits nothing differently compares equal.
-fn joined(deltas: &[CompletionDelta]) -> Value {
-    let (mut text, mut reasoning, mut args) = (String::new(), String::new(), String::new());
-    for delta in deltas {
-        match delta {
-            CompletionDelta::Text(t) => text.push_str(t),
-            CompletionDelta::Reasoning(t) | CompletionDelta::Refusal(t) => reasoning.push_str(t),
-            CompletionDelta::ToolCallArgs { fragment, .. } => args.push_str(fragment),
-            _ => {}
-        }
-    }
-    json!([text, reasoning, args])
+fn decode(body: &[u8], cuts: &[usize]) -> Decoded {
+    decode_in_pieces(
+        ResponsesDecoder::new(),
+        body,
+        cuts,
+        |decoder, piece, deltas| decoder.feed(piece, deltas),
+        |decoder, deltas| decoder.finish_into(deltas),
+    )
 }
 
 #[test]
 fn every_fixture_decodes_to_its_snapshot() {
-    for (case, body) in cases() {
-        let (deltas, result) = decode(&body, &[]);
-        let mut value = json!({
-            "deltas": deltas.iter().map(delta_json).collect::<Vec<_>>(),
-            "result": result_json(&result),
-        });
-        value.sort_all_objects();
-        let mut settings = insta::Settings::clone_current();
-        settings.set_snapshot_path(fixture_dir().join("snapshots"));
-        settings.set_prepend_module_to_snapshot(false);
-        settings.set_omit_expression(true);
-        settings.set_description(format!(
-            "fixtures/responses/stream/{case}.sse: deltas and the assembled turn (or the error)"
-        ));
-        settings.bind(|| {
-            insta::assert_snapshot!(case.clone(), serde_json::to_string_pretty(&value).unwrap());
-        });
-    }
+    fixtures().assert_stream_snapshots("fixtures/responses/stream", RENDERING, |body| {
+        decode(body, &[])
+    });
 }
 
 #[test]
 fn the_turn_does_not_depend_on_where_the_bytes_are_cut() {
-    let cases = cases();
+    let cases = fixtures().bodies();
     proptest!(ProptestConfig::with_cases(64), |(index in 0..cases.len(), cuts in proptest::collection::vec(0usize..100_000, 0..24))| {
         let (_, body) = &cases[index];
         let (whole_deltas, whole) = decode(body, &[]);
         let (cut_deltas, cut) = decode(body, &cuts);
-        prop_assert_eq!(result_json(&whole), result_json(&cut));
+        prop_assert_eq!(RENDERING.result_json(&whole), RENDERING.result_json(&cut));
         prop_assert_eq!(joined(&whole_deltas), joined(&cut_deltas));
     });
 }
 
 /// The turn of fixture `case`.
 fn turn_of(case: &str) -> CompletionFinal {
-    let body = fs::read(fixture_dir().join(format!("{case}.sse"))).unwrap();
-    decode(&body, &[]).1.unwrap()
+    decode(&fixtures().read(case), &[]).1.unwrap()
 }
 
 /// The `encrypted_content` values of the events of `case` whose type is `kind`.
 fn encrypted_in(case: &str, kind: &str) -> Vec<String> {
-    let body = fs::read_to_string(fixture_dir().join(format!("{case}.sse"))).unwrap();
+    let body = fs::read_to_string(fixtures().path(case)).unwrap();
     body.lines()
         .filter_map(|l| l.strip_prefix("data: "))
         .filter_map(|d| serde_json::from_str::<Value>(d).ok())
@@ -212,8 +141,7 @@ fn interleaved_parallel_calls_assemble_apart() {
 
 #[test]
 fn failures_are_typed() {
-    let body = fs::read(fixture_dir().join("truncated.sse")).unwrap();
-    match decode(&body, &[]).1 {
+    match decode(&fixtures().read("truncated"), &[]).1 {
         Err(CompletionError::TruncatedStream { partial }) => assert_eq!(
             partial.tool_calls[0].outcome,
             ai_core::completion::ToolCallOutcome::Truncated
@@ -224,8 +152,7 @@ fn failures_are_typed() {
         ("failed_only", "server_error"),
         ("error_event", "rate_limit_exceeded"),
     ] {
-        let body = fs::read(fixture_dir().join(format!("{case}.sse"))).unwrap();
-        match decode(&body, &[]).1 {
+        match decode(&fixtures().read(case), &[]).1 {
             Err(CompletionError::Provider { code: Some(c), .. }) => assert_eq!(c, code, "{case}"),
             other => panic!("{case}: {other:?}"),
         }

@@ -1,0 +1,154 @@
+//! The peers some suites run against (Node, Chromium, Postgres, the MCP servers'
+//! Python), found or skipped in one place.
+//!
+//! Plain `cargo test` on a machine without a peer skips the suites that need it and
+//! says so once per `cargo test` run, naming the command that runs them all;
+//! `cargo xtask test` (which sets `AGENT_TEST_REQUIRE_PEERS`) and CI (where `CI` is
+//! set) never skip: a missing peer fails the test that needs it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// A program a peer suite runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Peer {
+    /// Node.js: the AI SDK's parsers, the page's browser driver.
+    Node,
+    /// Chromium: the chat page's browser tests (`$CHROMIUM` names another binary).
+    Chromium,
+    /// PostgreSQL's server binaries: the run store on Postgres.
+    Postgres,
+    /// The MCP test servers' Python venv (`target/test-venv`, or `$AGENT_TEST_PYTHON`).
+    Python,
+}
+
+/// Every peer, in the order the skip notice lists them.
+const ALL: [Peer; 4] = [Peer::Node, Peer::Chromium, Peer::Postgres, Peer::Python];
+
+/// The command that runs every suite, installing what it can.
+const RUN_ALL: &str = "cargo xtask test";
+
+impl Peer {
+    /// What it is and which suites need it.
+    fn what(self) -> &'static str {
+        match self {
+            Self::Node => "Node.js (the AI SDK parser checks, the browser tests)",
+            Self::Chromium => "Chromium (the chat page's browser tests)",
+            Self::Postgres => "PostgreSQL's server binaries (the run store on Postgres)",
+            Self::Python => "the MCP test servers' Python venv (the MCP suites)",
+        }
+    }
+
+    /// Where it is, if this machine has it.
+    fn find(self) -> Option<PathBuf> {
+        match self {
+            Self::Node => on_path("node"),
+            Self::Chromium => std::env::var_os("CHROMIUM")
+                .map(PathBuf::from)
+                .filter(|path| path.is_file())
+                .or_else(|| on_path("chromium")),
+            Self::Postgres => postgres_bindir(),
+            Self::Python => std::env::var_os("AGENT_TEST_PYTHON")
+                .map(PathBuf::from)
+                .or_else(|| Some(workspace_root().join("target/test-venv/bin/python")))
+                .filter(|path| path.exists()),
+        }
+    }
+}
+
+/// `program` on `PATH`.
+fn on_path(program: &str) -> Option<PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|dir| dir.join(program))
+        .find(|path| path.is_file())
+}
+
+/// `$AGENT_TEST_PG_BINDIR`, else the newest of Debian's `/usr/lib/postgresql/*/bin`
+/// that has `initdb`.
+fn postgres_bindir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("AGENT_TEST_PG_BINDIR") {
+        let dir = PathBuf::from(dir);
+        return dir.join("initdb").is_file().then_some(dir);
+    }
+    std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .filter_map(|entry| {
+            let version = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let bin = entry.path().join("bin");
+            bin.join("initdb").is_file().then_some((version, bin))
+        })
+        .max()
+        .map(|(_, bin)| bin)
+}
+
+/// The workspace root (this crate lives in `crates/agent-testing`).
+fn workspace_root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+/// Whether every peer suite must run: `AGENT_TEST_REQUIRE_PEERS` or `CI` is set
+/// (to anything but empty, `0` or `false`).
+fn required() -> bool {
+    ["AGENT_TEST_REQUIRE_PEERS", "CI"].iter().any(|name| {
+        std::env::var(name).is_ok_and(|value| !matches!(value.as_str(), "" | "0" | "false"))
+    })
+}
+
+/// Where `peer` is, for a test that needs it. `None` when this machine lacks it and
+/// peers are not required: the test returns early (skipped), and the first skip of a
+/// `cargo test` run prints which peers are missing and the command that runs them
+/// all. When peers are required (`cargo xtask test`, CI), a missing peer panics with
+/// what to install.
+///
+/// ```no_run
+/// use agent_testing::peers::{Peer, peer};
+/// # fn a_postgres_test() {
+/// let Some(_bindir) = peer(Peer::Postgres) else { return };
+/// # }
+/// ```
+#[must_use]
+pub fn peer(peer: Peer) -> Option<PathBuf> {
+    if let Some(found) = peer.find() {
+        return Some(found);
+    }
+    assert!(
+        !required(),
+        "this test needs {}, which this machine lacks; `{RUN_ALL}` installs what it can \
+         and names the rest (AGENT_TEST_REQUIRE_PEERS or CI is set, so nothing is skipped)",
+        peer.what()
+    );
+    notice_once();
+    None
+}
+
+/// Prints, once per `cargo test` run (the test binaries of one run share their
+/// parent, cargo), which peers are missing and the command that runs their suites.
+/// Written to stderr directly, past the test harness's capture.
+fn notice_once() {
+    let marker = std::env::temp_dir().join(format!(
+        "agent-testing-peer-skips-{}",
+        std::os::unix::process::parent_id()
+    ));
+    if std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&marker)
+        .is_err()
+    {
+        return;
+    }
+    let missing: Vec<String> = ALL
+        .iter()
+        .filter(|peer| peer.find().is_none())
+        .map(|peer| format!("  - {}", peer.what()))
+        .collect();
+    let _ = writeln!(
+        std::io::stderr(),
+        "\nskipped the peer suites that need what this machine lacks:\n{}\n\
+         `{RUN_ALL}` runs every suite (and fails on a missing peer).\n",
+        missing.join("\n")
+    );
+}
