@@ -24,6 +24,15 @@ pub fn shots_dir() -> PathBuf {
     root().join("target/browser-shots")
 }
 
+/// Whether this machine has what the browser tests need (Node and Chromium); when
+/// not, a test returns early (skipped) unless peers are required, where a missing
+/// one panics (see [`crate::peers::peer`]).
+#[must_use]
+pub fn available() -> bool {
+    use crate::peers::{Peer, peer};
+    peer(Peer::Node).is_some() && peer(Peer::Chromium).is_some()
+}
+
 /// Runs scenario `name` against the page at `page_url` (the address `agent
 /// serve` prints, the token in its fragment) with more driver arguments
 /// `extra`; its JSON report.

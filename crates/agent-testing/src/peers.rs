@@ -1,5 +1,5 @@
 //! The peers some suites run against (Node, Chromium, Postgres, the MCP servers'
-//! Python), found or skipped in one place.
+//! Python, Restate, LiteLLM, Phoenix), found or skipped in one place.
 //!
 //! Plain `cargo test` on a machine without a peer skips the suites that need it and
 //! says so once per `cargo test` run, naming the command that runs them all;
@@ -21,10 +21,27 @@ pub enum Peer {
     Postgres,
     /// The MCP test servers' Python venv (`target/test-venv`, or `$AGENT_TEST_PYTHON`).
     Python,
+    /// The Restate server binary (`tests/restate/node_modules`, or
+    /// `$AGENT_TEST_RESTATE_SERVER`): the durable runs.
+    Restate,
+    /// LiteLLM's proxy (`target/litellm-venv`, or `$AGENT_TEST_LITELLM`): the live
+    /// Anthropic-wire test.
+    LiteLlm,
+    /// Arize Phoenix (`target/phoenix-venv`, or `$AGENT_TEST_PHOENIX`): the tracing
+    /// backend test.
+    Phoenix,
 }
 
 /// Every peer, in the order the skip notice lists them.
-const ALL: [Peer; 4] = [Peer::Node, Peer::Chromium, Peer::Postgres, Peer::Python];
+const ALL: [Peer; 7] = [
+    Peer::Node,
+    Peer::Chromium,
+    Peer::Postgres,
+    Peer::Python,
+    Peer::Restate,
+    Peer::LiteLlm,
+    Peer::Phoenix,
+];
 
 /// The command that runs every suite, installing what it can.
 const RUN_ALL: &str = "cargo xtask test";
@@ -37,6 +54,9 @@ impl Peer {
             Self::Chromium => "Chromium (the chat page's browser tests)",
             Self::Postgres => "PostgreSQL's server binaries (the run store on Postgres)",
             Self::Python => "the MCP test servers' Python venv (the MCP suites)",
+            Self::Restate => "the Restate server (the durable-run suites)",
+            Self::LiteLlm => "LiteLLM's proxy (the live Anthropic-wire test)",
+            Self::Phoenix => "Arize Phoenix (the tracing-backend test)",
         }
     }
 
@@ -53,6 +73,15 @@ impl Peer {
                 .map(PathBuf::from)
                 .or_else(|| Some(workspace_root().join("target/test-venv/bin/python")))
                 .filter(|path| path.exists()),
+            Self::Restate => restate_server().filter(|path| path.exists()),
+            Self::LiteLlm => env_or(
+                "AGENT_TEST_LITELLM",
+                workspace_root().join("target/litellm-venv/bin/litellm"),
+            ),
+            Self::Phoenix => env_or(
+                "AGENT_TEST_PHOENIX",
+                workspace_root().join("target/phoenix-venv/bin/phoenix"),
+            ),
         }
     }
 }
@@ -63,6 +92,34 @@ fn on_path(program: &str) -> Option<PathBuf> {
     std::env::split_paths(&paths)
         .map(|dir| dir.join(program))
         .find(|path| path.is_file())
+}
+
+/// `$variable` if set, else `default`; either only if it exists.
+fn env_or(variable: &str, default: PathBuf) -> Option<PathBuf> {
+    Some(std::env::var_os(variable).map_or(default, PathBuf::from)).filter(|path| path.exists())
+}
+
+/// `$AGENT_TEST_RESTATE_SERVER`, else the platform package's binary under
+/// `tests/restate/node_modules` (where `restate::TestRestate` finds it).
+fn restate_server() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("AGENT_TEST_RESTATE_SERVER") {
+        return Some(PathBuf::from(path));
+    }
+    let os = match std::env::consts::OS {
+        "macos" => "darwin",
+        other => other,
+    };
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "x64",
+        "aarch64" => "arm64",
+        other => other,
+    };
+    Some(
+        workspace_root()
+            .join("tests/restate/node_modules/@restatedev")
+            .join(format!("restate-server-{os}-{arch}"))
+            .join("bin/restate-server"),
+    )
 }
 
 /// `$AGENT_TEST_PG_BINDIR`, else the newest of Debian's `/usr/lib/postgresql/*/bin`

@@ -32,6 +32,9 @@ fn rss_mib(pid: u32) -> Option<u64> {
 
 #[test]
 fn starts_answers_sql_and_survives_a_kill() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
+        return;
+    };
     let started = Instant::now();
     let mut restate = TestRestate::start().unwrap();
     eprintln!(

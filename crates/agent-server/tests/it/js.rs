@@ -65,6 +65,9 @@ async fn each_parser(turns: impl Fn() -> Vec<Turn>, mut verify: impl FnMut(&str,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_only() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     each_parser(
         || vec![Turn::text("Hello there.")],
         |what, result| {
@@ -77,6 +80,9 @@ async fn text_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_parallel_tools_with_results() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     each_parser(
         || {
             vec![
@@ -103,6 +109,9 @@ async fn two_parallel_tools_with_results() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_error() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     each_parser(
         || {
             vec![
@@ -128,6 +137,9 @@ async fn a_tool_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reasoning() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     each_parser(
         || vec![Turn::reasoning("Thinking it over.").and_text("Answer.")],
         |what, result| {
@@ -140,6 +152,9 @@ async fn reasoning() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_error_mid_stream() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     each_parser(
         || {
             vec![
@@ -265,11 +280,17 @@ async fn approval_flow(approved: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_request_then_the_approved_continuation() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     approval_flow(true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_approval() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     approval_flow(false).await;
 }
 
@@ -278,6 +299,9 @@ async fn a_denied_approval() {
 /// continuation on the data stream announces the continued call again first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn assistant_stream_reads_an_approval_continuation_on_the_data_stream() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     let live = start(write_then("Written."), Access::loopback).await;
     let first = check(
         "ai7",

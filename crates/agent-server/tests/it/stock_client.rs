@@ -59,6 +59,9 @@ fn tool_part<'a>(result: &'a Value, id: &str) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn editing_a_user_message_keeps_it_and_answers_it_again() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     for client in CLIENTS {
         let live = start(
             ScriptedModel::new([Turn::text("First answer."), Turn::text("Second answer.")]),
@@ -94,6 +97,9 @@ async fn editing_a_user_message_keeps_it_and_answers_it_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_never_sent_does_not_brick_the_chat() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     for client in CLIENTS {
         let live = start(
             ScriptedModel::new([write_k(), Turn::text("Fine, nothing written.")]),
@@ -133,6 +139,9 @@ async fn an_approval_never_sent_does_not_brick_the_chat() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_then_continue_continues_the_same_message() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     for client in CLIENTS {
         let live = start(
             ScriptedModel::new([
@@ -180,6 +189,9 @@ async fn stop_then_continue_continues_the_same_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_resumes_a_running_stream_and_finds_nothing_when_none_runs() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     for client in CLIENTS {
         let live = start(
             ScriptedModel::new([Turn::text(
@@ -231,6 +243,9 @@ async fn a_reload_resumes_a_running_stream_and_finds_nothing_when_none_runs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_tool_round_trip() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     for client in CLIENTS {
         let live = start(
             ScriptedModel::new([
@@ -311,6 +326,9 @@ async fn a_client_tool_output_for_a_call_never_handed_out_is_left_out_with_a_war
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ai_sdk_4_default_body_with_a_tool_call_and_a_follow_up() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     let live = start(
         ScriptedModel::new([
             Turn::new().tool_call("e1", "app__echo", json!({"text": "ping"})),
@@ -379,6 +397,9 @@ async fn the_driver_agrees_with_the_ai_sdks_own_server() {
 /// call that waited there, and the call runs once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_page_that_sends_only_its_last_message_continues_the_stored_thread() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     for client in CLIENTS {
         let (live, _dir) = crate::support::start_stored(ScriptedModel::new([
             Turn::new().tool_call("e1", "app__echo", json!({"text": "hi"})),
@@ -450,6 +471,9 @@ async fn a_page_that_sends_only_its_last_message_continues_the_stored_thread() {
 /// file part as the server returns them, and the chat goes on from there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_chat_with_a_denial_and_a_file_reloads_and_goes_on() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     for client in CLIENTS {
         let (live, _dir) = crate::support::start_stored(ScriptedModel::new([
             write_k(),

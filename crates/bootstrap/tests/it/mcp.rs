@@ -54,6 +54,9 @@ async fn server_pid(state: &Path) -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_calls_an_mcp_tool_and_no_server_outlives_the_run() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     let state = tempfile::tempdir().unwrap();
     let home = Home::new(KEY);
     let config = user_config(&home, state.path(), &[]);
@@ -125,6 +128,9 @@ async fn chat_calls_an_mcp_tool_and_no_server_outlives_the_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_during_an_mcp_call_cancels_it_and_ends_the_server() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     let state = tempfile::tempdir().unwrap();
     let home = Home::new(KEY);
     let config = user_config(&home, state.path(), &[]);
@@ -197,6 +203,9 @@ async fn ctrl_c_during_an_mcp_call_cancels_it_and_ends_the_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_list_tools_and_pin_show_and_accept_changed_definitions() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     let state = tempfile::tempdir().unwrap();
     let home = Home::new(KEY);
     let config = user_config(&home, state.path(), &[]);
@@ -291,6 +300,9 @@ fn find(listed: &[Value], id: &str) -> Value {
 /// wrote it to `agent.lock` and offered it to the model).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_a_pinned_server_starts_listing_is_withheld_in_every_later_process() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     let state = tempfile::tempdir().unwrap();
     let home = Home::new(KEY);
     let config = user_config(&home, state.path(), &[]);
@@ -368,6 +380,9 @@ async fn a_tool_a_pinned_server_starts_listing_is_withheld_in_every_later_proces
 /// annotations are part of the pin (before, the flip went through unseen).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_annotation_flip_after_pinning_is_withheld_until_pinned() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     let state = tempfile::tempdir().unwrap();
     let home = Home::new(KEY);
     let trusting = "trust_annotations = true";
@@ -404,6 +419,9 @@ async fn an_annotation_flip_after_pinning_is_withheld_until_pinned() {
 /// agent (before, only the server's process group was ended).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_a_server_starts_outlives_the_agent() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     let state = tempfile::tempdir().unwrap();
     let home = Home::new(KEY);
     let config = user_config(&home, state.path(), &["--spawn-escapee"]);

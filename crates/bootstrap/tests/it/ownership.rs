@@ -173,6 +173,9 @@ async fn done(store: &agent_store::Store, run_id: &str) -> agent_store::RunRecor
 /// `outcome_unknown`, not run again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_in_another_pid_namespace_never_takes_a_live_servers_run() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     if skipped_without_pid_namespaces(
         "a_server_in_another_pid_namespace_never_takes_a_live_servers_run",
     ) {
@@ -225,6 +228,9 @@ async fn a_server_in_another_pid_namespace_never_takes_a_live_servers_run() {
 /// once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_owner_that_resumes_runs_no_call_twice() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     let world = World::start(
         [
             // A's model call: answered while A is paused.
@@ -286,6 +292,9 @@ async fn a_paused_owner_that_resumes_runs_no_call_twice() {
 /// once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_restarted_as_pid_1_of_a_new_namespace_resumes_its_predecessors_run() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     if skipped_without_pid_namespaces(
         "a_server_restarted_as_pid_1_of_a_new_namespace_resumes_its_predecessors_run",
     ) {
@@ -326,6 +335,9 @@ async fn a_server_restarted_as_pid_1_of_a_new_namespace_resumes_its_predecessors
 /// nothing of A's alive), and the run goes on to its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgres_a_dead_servers_run_is_taken_over_within_the_lease_while_it_restarts() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Postgres) else {
         return;
     };

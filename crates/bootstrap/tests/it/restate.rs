@@ -192,6 +192,12 @@ async fn kill(mut worker: tokio::process::Child) {
 /// stream (served from the store) carries the whole answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_worker_is_replaced_and_the_run_goes_on_from_its_journal() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
+        return;
+    };
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     let deployment = Deployment::start(
         [
             Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
@@ -262,6 +268,12 @@ async fn a_killed_worker_is_replaced_and_the_run_goes_on_from_its_journal() {
 /// again; the model reads `outcome_unknown`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_cut_by_a_killed_worker_is_outcome_unknown() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
+        return;
+    };
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     let cut = bump_cut_by_a_killed_worker(false).await;
     assert!(cut.stored.contains("I will check first."), "{}", cut.stored);
     assert_eq!(cut.lines.len(), 1, "the call acted once: {:?}", cut.lines);
@@ -273,6 +285,12 @@ async fn a_call_cut_by_a_killed_worker_is_outcome_unknown() {
 /// the same idempotency key, and the server, which dedupes on it, acts once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idempotent_call_cut_by_a_killed_worker_runs_again_with_its_key() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
+        return;
+    };
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     let cut = bump_cut_by_a_killed_worker(true).await;
     let lines = &cut.lines;
     assert_eq!(lines.len(), 2, "the tool saw the call twice: {lines:?}");
@@ -342,6 +360,12 @@ async fn bump_cut_by_a_killed_worker(idempotent: bool) -> Cut {
 /// goes on, and ends once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_survives_its_restate_server_being_killed() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
+        return;
+    };
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     let mut deployment = Deployment::start(
         [
             Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 3}))]),
@@ -375,6 +399,12 @@ async fn a_run_survives_its_restate_server_being_killed() {
 /// submission not sealed with the store's key is refused before it runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_submitted_twice_runs_once() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
+        return;
+    };
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     let deployment = Deployment::start([Reply::text("Once."), Reply::text("Twice?")], false).await;
     let _worker = deployment.worker().await;
     let (restate, model, home) = (&deployment.restate, &deployment.model, &deployment.home);
@@ -449,6 +479,12 @@ async fn a_run_submitted_twice_runs_once() {
 /// in the same invocation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_waits_across_a_worker_restart() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
+        return;
+    };
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     let deployment = Deployment::start(
         [
             Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
@@ -565,6 +601,12 @@ fn sealed_payloads(text: &str) -> Vec<serde_json::Value> {
 /// nothing and leaves that run waiting for its own approval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_local_account_cannot_start_replay_approve_or_read_runs_on_restate() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
+        return;
+    };
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     if let Some(reason) = crate::serve::second_uid_unavailable() {
         eprintln!(
             "SKIPPED another_local_account_cannot_start_replay_approve_or_read_runs_on_restate: {reason}"
@@ -730,6 +772,12 @@ fn warnings_of(chunks: &[serde_json::Value]) -> Vec<String> {
 /// both streams end with the run's answer once Restate is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restate_down_for_ten_seconds_mid_run_keeps_its_followers_until_the_answer() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
+        return;
+    };
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     let mut deployment = Deployment::start(
         [
             Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 2}))]),
@@ -785,6 +833,12 @@ async fn restate_down_for_ten_seconds_mid_run_keeps_its_followers_until_the_answ
 /// completes once, its call acting once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_stored_but_never_acknowledged_is_submitted_again_and_runs_once() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
+        return;
+    };
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+        return;
+    };
     let mut deployment = Deployment::start(
         [
             Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),

@@ -529,6 +529,9 @@ fn check_race(
 /// across a SIGKILL and a restart between the request and the approvals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_tabs_answering_one_approval_run_the_command_once() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     const RACES: usize = 50;
     let world = World::start(counting_model(2 * RACES + 2), None).await;
     let (model, home) = (&world.model, &world.home);
@@ -686,6 +689,9 @@ fn assert_model_read_each_result_once(model: &OpenAiServer, calls: usize) {
 /// goes on, the model reads the output, and the next message works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_tool_waiting_across_a_restart_is_answered_with_whitespace_in_its_arguments() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     let config = format!(
         "[client_tools.ask]\ndescription = \"Asks the user a question.\"\neffect = \"read_only\"\n\
          parameters = {{ type = \"object\", properties = {{ question = {{ type = \"string\" }} }}, required = [\"question\"] }}\n\n\
@@ -816,6 +822,9 @@ fn slow_words() -> String {
 /// once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reload_and_a_second_tab_mid_answer_show_the_question() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     let answer = slow_words();
     let world = World::start(
         [Reply::text(&answer).paced(Duration::from_millis(50))],
@@ -962,6 +971,9 @@ async fn reload_and_a_second_tab_mid_answer_show_the_question() {
 /// plain answer and for a tool call continued by an approval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn message_ids_and_metadata_are_the_same_live_and_after_reload() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     let say_hi = json!({"command": "echo hi >> said.txt"});
     let replies = [
         Reply::text("Hello there."),
@@ -1053,6 +1065,9 @@ async fn message_ids_and_metadata_are_the_same_live_and_after_reload() {
 /// what the model read, not only on the tabs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_tabs_sending_at_once_lose_no_turn() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     let replies: Vec<Reply> = (0..3)
         .map(|_| {
             Reply::from_request(|request| {
@@ -1180,6 +1195,9 @@ fn processes_with(marker: &str) -> Vec<String> {
 /// its last line, and the run is not running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_from_a_second_server_stops_the_run() {
+    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Node) else {
+        return;
+    };
     const GRACE_MS: u64 = 3000;
     const MARKER: &str = "sleep 41.25";
     let slow = format!("echo started >> slow.txt; {MARKER}; echo finished >> slow.txt");

@@ -750,6 +750,9 @@ async fn serve_offers_every_graph_and_labels_the_offline_model() {
         Some(Value::from("TestModel (offline)")),
         "{chunks:?}"
     );
+    if !agent_testing::browser::available() {
+        return;
+    }
     agent_testing::browser::scenario(
         &format!("{}/#token={}", served.base, served.token),
         "model-label",

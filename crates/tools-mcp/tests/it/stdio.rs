@@ -13,7 +13,7 @@ use crate::support::{Events, State, call, call_with, eventually, runner, start, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discovery_maps_names_translates_schemas_and_keeps_out_what_cannot_be_translated() {
-    let state = State::new();
+    let Some(state) = State::new() else { return };
     let sources = start(stdio(&state, &["--pages", "3"]), &Pins::default()).await;
     let runner = runner(&sources);
     let ctx = RunContext::generate();
@@ -101,7 +101,7 @@ async fn discovery_maps_names_translates_schemas_and_keeps_out_what_cannot_be_tr
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_return_text_structured_content_placeholders_and_typed_errors() {
-    let state = State::new();
+    let Some(state) = State::new() else { return };
     let sources = start(stdio(&state, &[]), &Pins::default()).await;
     let runner = runner(&sources);
     let events = Events::default();
@@ -161,7 +161,7 @@ async fn calls_return_text_structured_content_placeholders_and_typed_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_sees_only_its_env_and_the_allowlist() {
-    let state = State::new();
+    let Some(state) = State::new() else { return };
     let mut config = stdio(&state, &[]);
     config.env.insert("LOG_LEVEL".into(), "warn".into());
     let sources = start(config, &Pins::default()).await;
@@ -184,7 +184,7 @@ async fn the_server_sees_only_its_env_and_the_allowlist() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_list_that_changes_at_run_time_never_enables_a_new_tool() {
-    let state = State::new();
+    let Some(state) = State::new() else { return };
     let sources = start(stdio(&state, &[]), &Pins::default()).await;
     let runner = runner(&sources);
     let ctx = RunContext::generate();
@@ -264,7 +264,7 @@ async fn a_tool_list_that_changes_at_run_time_never_enables_a_new_tool() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_in_flight_when_the_server_removes_its_tool_ends_typed() {
-    let state = State::new();
+    let Some(state) = State::new() else { return };
     let sources = start(stdio(&state, &[]), &Pins::default()).await;
     let runner = std::sync::Arc::new(runner(&sources));
     let in_flight = {
@@ -303,7 +303,7 @@ async fn a_call_in_flight_when_the_server_removes_its_tool_ends_typed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_definition_that_changed_since_it_was_pinned_is_disabled_until_pinned_again() {
-    let state = State::new();
+    let Some(state) = State::new() else { return };
     let first = start(stdio(&state, &[]), &Pins::default()).await;
     let pins = first
         .updated_pins(&Pins::default())
@@ -353,7 +353,7 @@ async fn a_definition_that_changed_since_it_was_pinned_is_disabled_until_pinned_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_killed_mid_call_is_a_typed_failure_and_is_restarted_on_the_next_use() {
-    let state = State::new();
+    let Some(state) = State::new() else { return };
     let sources = start(stdio(&state, &[]), &Pins::default()).await;
     let runner = runner(&sources);
     let first_pid = state.pid("stdio").await;
@@ -384,7 +384,7 @@ async fn a_server_killed_mid_call_is_a_typed_failure_and_is_restarted_on_the_nex
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_never_answers_times_out_and_is_told_to_cancel() {
-    let state = State::new();
+    let Some(state) = State::new() else { return };
     let mut config = stdio(&state, &[]);
     config.call_timeout_s = Some(1);
     let sources = start(config, &Pins::default()).await;
@@ -414,7 +414,7 @@ async fn a_server_that_never_answers_times_out_and_is_told_to_cancel() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_a_call_sends_notifications_cancelled() {
-    let state = State::new();
+    let Some(state) = State::new() else { return };
     let sources = start(stdio(&state, &[]), &Pins::default()).await;
     let runner = runner(&sources);
     let cancel = CancellationToken::new();
@@ -443,7 +443,7 @@ async fn cancelling_a_call_sends_notifications_cancelled() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_server_process_outlives_shutdown() {
-    let state = State::new();
+    let Some(state) = State::new() else { return };
     let sources = start(stdio(&state, &[]), &Pins::default()).await;
     let pid = state.pid("stdio").await;
     assert_eq!(sources.pid("t").await, Some(pid));
@@ -459,7 +459,7 @@ async fn no_server_process_outlives_shutdown() {
 /// group and its tree; it still ends with the server (it outlived it before).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_the_server_started_in_a_new_session_ends_with_it() {
-    let state = State::new();
+    let Some(state) = State::new() else { return };
     let sources = start(stdio(&state, &["--spawn-escapee"]), &Pins::default()).await;
     let escapee = state.pid("escapee").await;
     assert!(alive(escapee));
@@ -472,7 +472,7 @@ async fn a_process_the_server_started_in_a_new_session_ends_with_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_does_not_start_is_a_warning_and_offers_nothing() {
-    let state = State::new();
+    let Some(state) = State::new() else { return };
     let mut config = stdio(&state, &[]);
     config.command = Some("/nonexistent/mcp-server".into());
     let sources = start(config, &Pins::default()).await;

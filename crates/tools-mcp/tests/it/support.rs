@@ -19,8 +19,11 @@ pub(crate) use agent_testing::mcp_servers::{python, script};
 pub(crate) struct State(tempfile::TempDir);
 
 impl State {
-    pub(crate) fn new() -> Self {
-        Self(tempfile::tempdir().unwrap())
+    /// A fresh state folder; `None` (the test is skipped) on a machine without the
+    /// test servers' Python, unless peers are required.
+    pub(crate) fn new() -> Option<Self> {
+        agent_testing::peers::peer(agent_testing::peers::Peer::Python)?;
+        Some(Self(tempfile::tempdir().unwrap()))
     }
 
     pub(crate) fn path(&self) -> &Path {
