@@ -60,6 +60,11 @@ pub enum RunsError {
         /// The call.
         call_id: String,
     },
+    /// The thread changed since the turn was planned (a run that ended in
+    /// between stored its answer): nothing was written (the caller plans
+    /// again from the thread as it is).
+    #[error("the chat's thread changed since the turn was planned")]
+    Moved,
     /// The store refused.
     #[error("the run store failed: {0}")]
     Store(StoreError),
@@ -77,6 +82,7 @@ impl RunsError {
                 Some(Self::DecidedBefore { call_id, run_id })
             }
             agent_store::Opened::Replayed { call_id } => Some(Self::Replayed { call_id }),
+            agent_store::Opened::Moved => Some(Self::Moved),
             other => Some(Self::Store(StoreError::Corrupt(format!(
                 "the store answered a turn with {other:?}"
             )))),
@@ -165,6 +171,9 @@ pub struct ThreadTurn {
     pub kept: usize,
     /// What the turn adds (the history's messages past `kept`).
     pub messages: Vec<TurnMessage>,
+    /// How many messages the stored thread held when the turn was planned
+    /// ([`agent_store::NewTurn::seen`]); `None`: no check.
+    pub seen: Option<usize>,
 }
 
 impl ThreadTurn {
@@ -181,7 +190,16 @@ impl ThreadTurn {
             title: title.into(),
             kept,
             messages,
+            seen: None,
         }
+    }
+
+    /// The turn was planned on a stored thread of `seen` messages: it opens
+    /// only while the thread still holds that many ([`RunsError::Moved`]
+    /// otherwise).
+    pub fn with_seen(mut self, seen: usize) -> Self {
+        self.seen = Some(seen);
+        self
     }
 }
 
@@ -499,6 +517,9 @@ impl Runs {
                 updated_ms: now,
             },
             kept: u64::try_from(turn.kept).unwrap_or(u64::MAX),
+            seen: turn
+                .seen
+                .map(|seen| u64::try_from(seen).unwrap_or(u64::MAX)),
             messages: turn.messages.clone(),
             run: run.clone(),
             decisions: spec.decisions.clone(),

@@ -209,6 +209,9 @@ impl ChatService {
                 replayed.insert(call_id);
                 Ok(())
             }
+            // A run that ended since the plan stored its answer: plan again
+            // from the thread as it is now.
+            RunsError::Moved => Ok(()),
             RunsError::Store(error) => Err(Refused::Answer(store_failed(&error))),
             other => {
                 tracing::error!(error = %other, "the run could not start");
@@ -428,12 +431,12 @@ impl ChatService {
             .with_answer_id(answer_id)
             .with_decisions(plan.decisions);
         if let Some(kept) = plan.kept {
-            spec = spec.with_thread(ThreadTurn::new(
-                chat_ref.id.clone(),
-                chat_ref.title.clone(),
-                kept,
-                turn,
-            ));
+            let mut thread =
+                ThreadTurn::new(chat_ref.id.clone(), chat_ref.title.clone(), kept, turn);
+            if let Some(seen) = plan.seen {
+                thread = thread.with_seen(seen);
+            }
+            spec = spec.with_thread(thread);
         }
         if runs.engine().is_some() {
             if let Submitted::Queued(error) = runs.submit(&spec, start).await? {

@@ -23,6 +23,9 @@ pub(crate) struct Plan {
     /// How many of the run's first messages are the thread's as stored
     /// (`None` without a store).
     pub(crate) kept: Option<usize>,
+    /// How many messages the stored thread held when the plan read it
+    /// (`None` without a store): the turn opens only while it still does.
+    pub(crate) seen: Option<usize>,
     /// The calls it decides and its decisions (when it continues a paused
     /// run).
     pub(crate) redeemed: Option<Redeemed>,
@@ -58,6 +61,7 @@ impl ChatService {
             let redeemed = self.redeem_here(self.check_decisions(chat));
             return Ok(Plan {
                 kept: None,
+                seen: None,
                 redeemed,
                 decisions: Vec::new(),
                 warnings,
@@ -69,6 +73,7 @@ impl ChatService {
                 Ok(stored) => stored.into_iter().map(|m| (m.message, m.id)).unzip(),
                 Err(error) => return Err(crate::chat::store_failed(&error)),
             };
+        let seen = stored.len();
         let warnings = self.accept_client_outputs(chat, &stored);
         let continued = chat_protocol::thread::continue_thread(&stored, &stored_ids, chat);
         chat.history = continued.history;
@@ -77,6 +82,7 @@ impl ChatService {
         let (redeemed, decisions) = recorded(chat, checked, replayed);
         Ok(Plan {
             kept: Some(continued.kept),
+            seen: Some(seen),
             redeemed,
             decisions,
             warnings,

@@ -27,6 +27,12 @@ pub struct NewTurn {
     pub thread: Thread,
     /// How many of the thread's stored messages the turn keeps.
     pub kept: u64,
+    /// How many messages the thread held when the turn was planned: when it
+    /// holds another number at open (a run that ended in between stored its
+    /// answer), nothing is written and the turn is [`Opened::Moved`], so a
+    /// turn planned on an older thread never drops what came since. `None`:
+    /// no check.
+    pub seen: Option<u64>,
     /// What the turn adds (the user's messages), in order.
     pub messages: Vec<TurnMessage>,
     /// The run that answers.
@@ -82,6 +88,10 @@ pub enum Opened {
         /// The call.
         call_id: String,
     },
+    /// The thread holds another number of messages than the turn saw when it
+    /// was planned ([`NewTurn::seen`]): nothing was written (the caller plans
+    /// again from the thread as it is).
+    Moved,
 }
 
 impl AccountStore<'_> {
@@ -155,6 +165,12 @@ impl AccountStore<'_> {
         {
             tx.rollback().await?;
             return Ok(replayed);
+        }
+        if let Some(seen) = turn.seen
+            && stored_count(&mut tx, account, &thread.id).await? != seen
+        {
+            tx.rollback().await?;
+            return Ok(Opened::Moved);
         }
         let next = keep_first(&mut tx, account, &thread.id, turn.kept).await?;
         for (seq, message) in (next..).zip(&turn.messages) {
@@ -342,6 +358,23 @@ async fn record_decisions(
         .await?;
     }
     Ok(None)
+}
+
+/// How many messages thread `thread_id` holds.
+async fn stored_count(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    account: &str,
+    thread_id: &str,
+) -> Result<u64, StoreError> {
+    let count: i64 = sqlx::query(
+        "SELECT COUNT(*) AS stored FROM thread_messages WHERE account_id = $1 AND thread_id = $2",
+    )
+    .bind(account)
+    .bind(thread_id)
+    .fetch_one(&mut **tx)
+    .await?
+    .try_get("stored")?;
+    Ok(u64::try_from(count).unwrap_or(0))
 }
 
 /// Drops what thread `thread_id` holds from position `kept` on; returns where

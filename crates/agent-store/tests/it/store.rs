@@ -748,6 +748,7 @@ fn turn_of(thread_id: &str, run: &str, text: &str, kept: u64) -> agent_store::Ne
     agent_store::NewTurn {
         thread: thread(thread_id, T0),
         kept,
+        seen: None,
         messages: vec![agent_store::TurnMessage {
             id: Some(format!("client-{run}")),
             message: Message::user(text),
@@ -794,6 +795,19 @@ async fn turns_and_decisions(store: &Store) {
     assert_eq!(rows.stored_messages("t").await.unwrap().len(), 1);
     assert!(rows.run("t-r2").await.unwrap().is_none());
     assert_eq!(rows.running_run("t").await.unwrap().unwrap().run.id, "t-r1");
+    // A turn planned on an older thread (it saw no message; the thread holds
+    // one now) is refused once the first run ended, and drops nothing.
+    end(&rows, "t-r1").await;
+    let stale = agent_store::NewTurn {
+        seen: Some(0),
+        ..turn_of("t", "t-stale", "late", 0)
+    };
+    assert_eq!(rows.open_turn(&stale, T0).await.unwrap(), Opened::Moved);
+    assert_eq!(rows.stored_messages("t").await.unwrap().len(), 1);
+    assert!(rows.run("t-stale").await.unwrap().is_none());
+    rows.set_run_status("t-r1", RunStatus::Running, None, T0)
+        .await
+        .unwrap();
     // A Stop reaches whoever looks for it.
     assert!(rows.request_stop("t-r1").await.unwrap());
     let asked = store
