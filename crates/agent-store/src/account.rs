@@ -202,6 +202,16 @@ impl UsageRow {
 }
 
 /// The usage facts of `rows` summed in one row keyed `key`.
+/// Which usage facts of an account a query reads.
+enum Facts<'a> {
+    /// Those of one run.
+    Run(&'a str),
+    /// Those of one thread's runs.
+    Thread(&'a str),
+    /// Those recorded since a time (Unix ms).
+    Since(i64),
+}
+
 fn summed(key: &str, rows: &[AnyRow]) -> Result<UsageRow, StoreError> {
     let mut total = UsageRow {
         key: key.to_owned(),
@@ -761,13 +771,7 @@ impl<'a> AccountStore<'a> {
         since_ms: i64,
         grouping: UsageGrouping,
     ) -> Result<Vec<UsageRow>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms FROM usage_facts WHERE account_id = $1 AND at_ms >= $2",
-        )
-        .bind(&self.account)
-        .bind(since_ms)
-        .fetch_all(self.pool)
-        .await?;
+        let rows = self.usage_facts(Facts::Since(since_ms)).await?;
         let mut groups: std::collections::BTreeMap<String, UsageRow> = Default::default();
         for row in &rows {
             let fact = usage_of(row)?;
@@ -794,40 +798,38 @@ impl<'a> AccountStore<'a> {
     /// The usage of run `run_id` (its key the run id): every model call it
     /// made, zero when it made none or is not this account's.
     pub async fn usage_of_run(&self, run_id: &str) -> Result<UsageRow, StoreError> {
-        let rows = sqlx::query(
-            "SELECT run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms FROM usage_facts WHERE account_id = $1 AND run_id = $2",
-        )
-        .bind(&self.account)
-        .bind(run_id)
-        .fetch_all(self.pool)
-        .await?;
+        let rows = self.usage_facts(Facts::Run(run_id)).await?;
         summed(run_id, &rows)
     }
 
     /// The usage of thread `thread_id` (its key the thread id): every model
     /// call of its runs.
     pub async fn usage_of_thread(&self, thread_id: &str) -> Result<UsageRow, StoreError> {
-        let rows = sqlx::query(
-            "SELECT run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms FROM usage_facts WHERE account_id = $1 AND thread_id = $2",
-        )
-        .bind(&self.account)
-        .bind(thread_id)
-        .fetch_all(self.pool)
-        .await?;
+        let rows = self.usage_facts(Facts::Thread(thread_id)).await?;
         summed(thread_id, &rows)
     }
 
     /// The account's usage since `since_ms` (0: all of it), in one row keyed
     /// by the account's name.
     pub async fn usage_total(&self, since_ms: i64) -> Result<UsageRow, StoreError> {
-        let rows = sqlx::query(
-            "SELECT run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms FROM usage_facts WHERE account_id = $1 AND at_ms >= $2",
-        )
-        .bind(&self.account)
-        .bind(since_ms)
-        .fetch_all(self.pool)
-        .await?;
+        let rows = self.usage_facts(Facts::Since(since_ms)).await?;
         summed(&self.account, &rows)
+    }
+
+    /// The account's usage facts that `facts` selects.
+    async fn usage_facts(&self, facts: Facts<'_>) -> Result<Vec<AnyRow>, StoreError> {
+        let query = match facts {
+            Facts::Run(run_id) => sqlx::query("SELECT run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms FROM usage_facts WHERE account_id = $1 AND run_id = $2")
+                .bind(&self.account)
+                .bind(run_id),
+            Facts::Thread(thread_id) => sqlx::query("SELECT run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms FROM usage_facts WHERE account_id = $1 AND thread_id = $2")
+                .bind(&self.account)
+                .bind(thread_id),
+            Facts::Since(since_ms) => sqlx::query("SELECT run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms FROM usage_facts WHERE account_id = $1 AND at_ms >= $2")
+                .bind(&self.account)
+                .bind(since_ms),
+        };
+        Ok(query.fetch_all(self.pool).await?)
     }
 
     /// Stores (or replaces) the serialized state of a paused run.
