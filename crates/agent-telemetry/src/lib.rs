@@ -216,6 +216,22 @@ fn http_client(config: &TelemetryConfig) -> Result<reqwest::blocking::Client, Te
         .map_err(|e| TelemetryError::Exporter(e.to_string()))
 }
 
+/// An exporter builder (spans or metrics) set to send protobuf to `url` with
+/// the configured client, headers and timeout.
+fn over_http<B: WithExportConfig + WithHttpConfig>(
+    builder: B,
+    config: &TelemetryConfig,
+    url: String,
+) -> Result<B, TelemetryError> {
+    let headers: HashMap<String, String> = config.headers.iter().cloned().collect();
+    Ok(builder
+        .with_http_client(http_client(config)?)
+        .with_protocol(Protocol::HttpBinary)
+        .with_endpoint(url)
+        .with_headers(headers)
+        .with_timeout(config.export_timeout))
+}
+
 /// The tracer provider: spans to `url` in batches, through the bounded queue.
 fn span_provider(
     config: &TelemetryConfig,
@@ -223,16 +239,13 @@ fn span_provider(
     counts: &Arc<export::Counts>,
     resource: Resource,
 ) -> Result<SdkTracerProvider, TelemetryError> {
-    let headers: HashMap<String, String> = config.headers.iter().cloned().collect();
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .with_http_client(http_client(config)?)
-        .with_protocol(Protocol::HttpBinary)
-        .with_endpoint(url)
-        .with_headers(headers)
-        .with_timeout(config.export_timeout)
-        .build()
-        .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
+    let exporter = over_http(
+        opentelemetry_otlp::SpanExporter::builder().with_http(),
+        config,
+        url,
+    )?
+    .build()
+    .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
     let exporter = export::Counted {
         inner: exporter,
         counts: Arc::clone(counts),
@@ -262,16 +275,13 @@ fn meter_provider(
     url: String,
     resource: Resource,
 ) -> Result<SdkMeterProvider, TelemetryError> {
-    let headers: HashMap<String, String> = config.headers.iter().cloned().collect();
-    let exporter = opentelemetry_otlp::MetricExporter::builder()
-        .with_http()
-        .with_http_client(http_client(config)?)
-        .with_protocol(Protocol::HttpBinary)
-        .with_endpoint(url)
-        .with_headers(headers)
-        .with_timeout(config.export_timeout)
-        .build()
-        .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
+    let exporter = over_http(
+        opentelemetry_otlp::MetricExporter::builder().with_http(),
+        config,
+        url,
+    )?
+    .build()
+    .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
     Ok(SdkMeterProvider::builder()
         .with_reader(PeriodicReader::builder(exporter).build())
         .with_resource(resource)
