@@ -361,35 +361,11 @@ impl Runs {
     ) -> Result<RecordedRun, RunsError> {
         let lease = self.instance.new_run();
         let run_id = start.run_id().to_owned();
-        let new = self.new_run(&spec, &run_id, &lease);
         let now = agent_store::recorder::now_ms();
-        let rows = self.store().account(spec.account.clone());
-        let kept = match &spec.thread {
-            Some(turn) => {
-                let opened = rows
-                    .open_turn(&self.turn(&spec, turn, &new, now), now)
-                    .await?;
-                if let Some(refused) = RunsError::from_opened(opened) {
-                    return Err(refused);
-                }
-                Some(turn.kept + turn.messages.len())
-            }
-            None => {
-                rows.start_run(&new).await?;
-                None
-            }
-        };
+        let new = self.new_run(&spec, &run_id, lease.epoch.id(), now);
+        let kept = self.open_turn(&spec, &new, now).await?;
         let handle = if self.journal {
-            let saved = SavedStart::new(
-                start,
-                kept,
-                (
-                    spec.graph.clone(),
-                    spec.model.clone(),
-                    spec.prompt_hash.clone(),
-                ),
-            )
-            .with_answer_id(spec.answer_id.clone());
+            let saved = saved_start(&spec, start, kept);
             let text = serde_json::to_string(&saved).ok();
             let journal = StoreJournal::new(self.store().clone(), spec.account.clone(), text)
                 .with_lease(lease.clone());
@@ -419,43 +395,14 @@ impl Runs {
         owner: &str,
     ) -> Result<(), RunsError> {
         let now = agent_store::recorder::now_ms();
-        let new = NewRun {
-            id: start.run_id().to_owned(),
-            thread_id: spec.thread.as_ref().map(|t| t.id.clone()),
-            graph: spec.graph.clone(),
-            model: spec.model.clone(),
-            prompt_hash: spec.prompt_hash.clone(),
-            owner: owner.to_owned(),
-            started_ms: now,
-        };
-        let rows = self.store().account(spec.account.clone());
-        let kept = match &spec.thread {
-            Some(turn) => {
-                let opened = rows
-                    .open_turn(&self.turn(spec, turn, &new, now), now)
-                    .await?;
-                if let Some(refused) = RunsError::from_opened(opened) {
-                    return Err(refused);
-                }
-                Some(turn.kept + turn.messages.len())
-            }
-            None => {
-                rows.start_run(&new).await?;
-                None
-            }
-        };
-        let saved = SavedStart::new(
-            start.clone(),
-            kept,
-            (
-                spec.graph.clone(),
-                spec.model.clone(),
-                spec.prompt_hash.clone(),
-            ),
-        )
-        .with_answer_id(spec.answer_id.clone());
+        let new = self.new_run(spec, start.run_id(), owner, now);
+        let kept = self.open_turn(spec, &new, now).await?;
+        let saved = saved_start(spec, start.clone(), kept);
         if let Ok(text) = serde_json::to_string(&saved) {
-            rows.save_start(&new.id, &text, now).await?;
+            self.store()
+                .account(spec.account.clone())
+                .save_start(&new.id, &text, now)
+                .await?;
         }
         Ok(())
     }
@@ -495,15 +442,40 @@ impl Runs {
         Ok(asked)
     }
 
-    fn new_run(&self, spec: &RunSpec, run_id: &str, lease: &RunLease) -> NewRun {
+    /// The row of run `run_id` of `spec`, owned by `owner` (a lease's epoch, or
+    /// a durable engine's name), started at `started_ms`.
+    fn new_run(&self, spec: &RunSpec, run_id: &str, owner: &str, started_ms: i64) -> NewRun {
         NewRun {
             id: run_id.to_owned(),
             thread_id: spec.thread.as_ref().map(|t| t.id.clone()),
             graph: spec.graph.clone(),
             model: spec.model.clone(),
             prompt_hash: spec.prompt_hash.clone(),
-            owner: lease.epoch.id().to_owned(),
-            started_ms: agent_store::recorder::now_ms(),
+            owner: owner.to_owned(),
+            started_ms,
+        }
+    }
+
+    /// Opens `spec`'s turn with run `new` at `now` (a run with no thread: the
+    /// run alone). The number of the thread's messages before the run's own,
+    /// for a run with a thread; a turn the store refuses is an error.
+    async fn open_turn(
+        &self,
+        spec: &RunSpec,
+        new: &NewRun,
+        now: i64,
+    ) -> Result<Option<usize>, RunsError> {
+        let rows = self.store().account(spec.account.clone());
+        let Some(turn) = &spec.thread else {
+            rows.start_run(new).await?;
+            return Ok(None);
+        };
+        let opened = rows
+            .open_turn(&self.turn(spec, turn, new, now), now)
+            .await?;
+        match RunsError::from_opened(opened) {
+            Some(refused) => Err(refused),
+            None => Ok(Some(turn.kept + turn.messages.len())),
         }
     }
 
@@ -567,6 +539,21 @@ impl Runs {
             _registered: registered,
         }
     }
+}
+
+/// The saved start of run `start` of `spec`, whose thread held `kept` of its
+/// messages.
+fn saved_start(spec: &RunSpec, start: RunStart, kept: Option<usize>) -> SavedStart {
+    SavedStart::new(
+        start,
+        kept,
+        (
+            spec.graph.clone(),
+            spec.model.clone(),
+            spec.prompt_hash.clone(),
+        ),
+    )
+    .with_answer_id(spec.answer_id.clone())
 }
 
 /// Cancels the runs a Stop was asked of, every `every`, while the service

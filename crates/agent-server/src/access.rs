@@ -427,19 +427,15 @@ pub(crate) async fn cors_layer(
         let mut response = StatusCode::NO_CONTENT.into_response();
         let headers = response.headers_mut();
         headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
-        headers.insert(
-            header::ACCESS_CONTROL_ALLOW_METHODS,
-            HeaderValue::from_static("GET, POST"),
+        crate::page::insert_static(
+            headers,
+            &[
+                (header::ACCESS_CONTROL_ALLOW_METHODS, "GET, POST"),
+                (header::ACCESS_CONTROL_ALLOW_HEADERS, CORS_ALLOW_HEADERS),
+                (header::ACCESS_CONTROL_MAX_AGE, "600"),
+                (header::VARY, "Origin"),
+            ],
         );
-        headers.insert(
-            header::ACCESS_CONTROL_ALLOW_HEADERS,
-            HeaderValue::from_static(CORS_ALLOW_HEADERS),
-        );
-        headers.insert(
-            header::ACCESS_CONTROL_MAX_AGE,
-            HeaderValue::from_static("600"),
-        );
-        headers.insert(header::VARY, HeaderValue::from_static("Origin"));
         return response;
     }
     let mut response = next.run(request).await;

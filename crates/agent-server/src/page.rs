@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::sync::OnceLock;
 
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 /// `index.html`.
@@ -99,23 +99,25 @@ pub(crate) fn file(asset: Asset, request: &HeaderMap) -> Response {
     if gzip.is_some() {
         headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
     }
-    let content_type = asset.content_type();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    // Fixed asset names: revalidate instead of caching a stale build.
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-    );
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+    insert_static(
+        headers,
+        &[
+            (header::CONTENT_TYPE, asset.content_type()),
+            // Fixed asset names: revalidate instead of caching a stale build.
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
+            (header::REFERRER_POLICY, "no-referrer"),
+        ],
     );
     response
+}
+
+/// Sets each of the `fixed` headers, in order, replacing any value it had.
+pub(crate) fn insert_static(headers: &mut HeaderMap, fixed: &[(HeaderName, &'static str)]) {
+    for (name, value) in fixed {
+        headers.insert(name.clone(), HeaderValue::from_static(value));
+    }
 }
 
 #[cfg(test)]

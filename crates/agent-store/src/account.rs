@@ -5,6 +5,7 @@ use serde_json::Value;
 use sqlx::any::AnyRow;
 use sqlx::{AnyPool, Row};
 
+use crate::batch::Query;
 use crate::error::StoreError;
 
 /// A conversation.
@@ -500,19 +501,9 @@ impl<'a> AccountStore<'a> {
 
     /// Records a run as `running`; a repeat of the same start is a no-op.
     pub async fn start_run(&self, run: &NewRun) -> Result<(), StoreError> {
-        let done = sqlx::query(
-            "INSERT INTO runs (account_id, id, thread_id, graph, model, prompt_hash, status, owner, error, started_ms, updated_ms) VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, NULL, $8, $8) ON CONFLICT (account_id, id) DO NOTHING",
-        )
-        .bind(&self.account)
-        .bind(&run.id)
-        .bind(run.thread_id.as_deref())
-        .bind(&run.graph)
-        .bind(&run.model)
-        .bind(run.prompt_hash.as_deref())
-        .bind(&run.owner)
-        .bind(run.started_ms)
-        .execute(self.pool)
-        .await?;
+        let done = insert_run(&self.account, run, true)
+            .execute(self.pool)
+            .await?;
         if done.rows_affected() == 0 {
             let stored = self.run(&run.id).await?;
             if stored.as_ref().map(|r| &r.run) != Some(run) {
@@ -1053,6 +1044,26 @@ fn utc_day(ms: i64) -> String {
     jiff::Timestamp::from_millisecond(ms)
         .map(|t| t.strftime("%Y-%m-%d").to_string())
         .unwrap_or_else(|_| "-".into())
+}
+
+/// The insert of `run` of `account` as `running`; `once`: a run that exists
+/// already is left as it is (the insert then affects no row), else it is an
+/// error.
+pub(crate) fn insert_run<'q>(account: &'q str, run: &'q NewRun, once: bool) -> Query<'q> {
+    let sql = if once {
+        "INSERT INTO runs (account_id, id, thread_id, graph, model, prompt_hash, status, owner, error, started_ms, updated_ms) VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, NULL, $8, $8) ON CONFLICT (account_id, id) DO NOTHING"
+    } else {
+        "INSERT INTO runs (account_id, id, thread_id, graph, model, prompt_hash, status, owner, error, started_ms, updated_ms) VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, NULL, $8, $8)"
+    };
+    sqlx::query(sql)
+        .bind(account)
+        .bind(&run.id)
+        .bind(run.thread_id.as_deref())
+        .bind(&run.graph)
+        .bind(&run.model)
+        .bind(run.prompt_hash.as_deref())
+        .bind(&run.owner)
+        .bind(run.started_ms)
 }
 
 #[cfg(test)]

@@ -184,7 +184,7 @@ enum Value<'a> {
     MaybeInt(Option<i64>),
 }
 
-type Query<'q> = sqlx::query::Query<'q, Any, AnyArguments>;
+pub(crate) type Query<'q> = sqlx::query::Query<'q, Any, AnyArguments>;
 
 fn bind<'q>(query: Query<'q>, value: Value<'q>) -> Query<'q> {
     match value {

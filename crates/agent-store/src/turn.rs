@@ -6,7 +6,7 @@
 use ai_core::Message;
 use sqlx::Row;
 
-use crate::account::{AccountStore, NewRun, RunRecord, Thread};
+use crate::account::{AccountStore, NewRun, RunRecord, Thread, insert_run};
 use crate::error::StoreError;
 
 /// A message with the id a UI knows it by, when it has one.
@@ -176,7 +176,9 @@ impl AccountStore<'_> {
         for (seq, message) in (next..).zip(&turn.messages) {
             insert_message(&mut tx, account, &thread.id, seq, (&turn.run.id, message)).await?;
         }
-        insert_run(&mut tx, account, &turn.run).await?;
+        insert_run(account, &turn.run, false)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(Opened::Open)
     }
@@ -423,27 +425,6 @@ async fn insert_message(
     .bind(run_id)
     .bind(text)
     .bind(message.id.as_deref())
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
-async fn insert_run(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    account: &str,
-    run: &NewRun,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO runs (account_id, id, thread_id, graph, model, prompt_hash, status, owner, error, started_ms, updated_ms) VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, NULL, $8, $8)",
-    )
-    .bind(account)
-    .bind(&run.id)
-    .bind(run.thread_id.as_deref())
-    .bind(&run.graph)
-    .bind(&run.model)
-    .bind(run.prompt_hash.as_deref())
-    .bind(&run.owner)
-    .bind(run.started_ms)
     .execute(&mut **tx)
     .await?;
     Ok(())

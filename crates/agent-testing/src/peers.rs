@@ -13,9 +13,11 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Peer {
-    /// Node.js: the AI SDK's parsers, the page's browser driver.
+    /// Node.js with the test packages installed (`npm ci --prefix tests/js`):
+    /// the AI SDK's parsers, the stock clients, the page's browser driver.
     Node,
-    /// Chromium: the chat page's browser tests (`$CHROMIUM` names another binary).
+    /// Chromium, with `npm ci` in `web/` (its driver, `playwright-core`): the chat
+    /// page's browser tests (`$CHROMIUM` names another binary).
     Chromium,
     /// PostgreSQL's server binaries: the run store on Postgres.
     Postgres,
@@ -50,8 +52,10 @@ impl Peer {
     /// What it is and which suites need it.
     fn what(self) -> &'static str {
         match self {
-            Self::Node => "Node.js (the AI SDK parser checks, the browser tests)",
-            Self::Chromium => "Chromium (the chat page's browser tests)",
+            Self::Node => {
+                "Node.js and `npm ci --prefix tests/js` (the AI SDK parser checks, the stock clients, the browser tests)"
+            }
+            Self::Chromium => "Chromium and `npm ci` in web/ (the chat page's browser tests)",
             Self::Postgres => "PostgreSQL's server binaries (the run store on Postgres)",
             Self::Python => "the MCP test servers' Python venv (the MCP suites)",
             Self::Restate => "the Restate server (the durable-run suites)",
@@ -63,17 +67,26 @@ impl Peer {
     /// Where it is, if this machine has it.
     fn find(self) -> Option<PathBuf> {
         match self {
-            Self::Node => on_path("node"),
+            // Every Node suite runs the packages of tests/js: Node alone is not
+            // enough.
+            Self::Node => on_path("node")
+                .filter(|_| workspace_root().join("tests/js/node_modules/ai").is_dir()),
+            // The browser driver runs it through web/'s playwright-core.
             Self::Chromium => std::env::var_os("CHROMIUM")
                 .map(PathBuf::from)
                 .filter(|path| path.is_file())
-                .or_else(|| on_path("chromium")),
+                .or_else(|| on_path("chromium"))
+                .filter(|_| {
+                    workspace_root()
+                        .join("web/node_modules/playwright-core")
+                        .is_dir()
+                }),
             Self::Postgres => postgres_bindir(),
             Self::Python => std::env::var_os("AGENT_TEST_PYTHON")
                 .map(PathBuf::from)
                 .or_else(|| Some(workspace_root().join("target/test-venv/bin/python")))
                 .filter(|path| path.exists()),
-            Self::Restate => restate_server().filter(|path| path.exists()),
+            Self::Restate => Some(restate_server()).filter(|path| path.exists()),
             Self::LiteLlm => env_or(
                 "AGENT_TEST_LITELLM",
                 workspace_root().join("target/litellm-venv/bin/litellm"),
@@ -100,10 +113,11 @@ fn env_or(variable: &str, default: PathBuf) -> Option<PathBuf> {
 }
 
 /// `$AGENT_TEST_RESTATE_SERVER`, else the platform package's binary under
-/// `tests/restate/node_modules` (where `restate::TestRestate` finds it).
-fn restate_server() -> Option<PathBuf> {
+/// `tests/restate/node_modules` (where `restate::TestRestate` runs it from),
+/// whether or not it exists.
+pub(crate) fn restate_server() -> PathBuf {
     if let Some(path) = std::env::var_os("AGENT_TEST_RESTATE_SERVER") {
-        return Some(PathBuf::from(path));
+        return PathBuf::from(path);
     }
     let os = match std::env::consts::OS {
         "macos" => "darwin",
@@ -114,12 +128,10 @@ fn restate_server() -> Option<PathBuf> {
         "aarch64" => "arm64",
         other => other,
     };
-    Some(
-        workspace_root()
-            .join("tests/restate/node_modules/@restatedev")
-            .join(format!("restate-server-{os}-{arch}"))
-            .join("bin/restate-server"),
-    )
+    workspace_root()
+        .join("tests/restate/node_modules/@restatedev")
+        .join(format!("restate-server-{os}-{arch}"))
+        .join("bin/restate-server")
 }
 
 /// `$AGENT_TEST_PG_BINDIR`, else the newest of Debian's `/usr/lib/postgresql/*/bin`

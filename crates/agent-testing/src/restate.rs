@@ -75,23 +75,8 @@ impl std::fmt::Debug for TestRestate {
 
 /// The server binary (see the module docs).
 fn binary() -> Result<PathBuf, String> {
-    if let Some(path) = std::env::var_os("AGENT_TEST_RESTATE_SERVER") {
-        return Ok(PathBuf::from(path));
-    }
-    let os = match std::env::consts::OS {
-        "macos" => "darwin",
-        other => other,
-    };
-    let arch = match std::env::consts::ARCH {
-        "x86_64" => "x64",
-        "aarch64" => "arm64",
-        other => other,
-    };
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/restate/node_modules/@restatedev")
-        .join(format!("restate-server-{os}-{arch}"))
-        .join("bin/restate-server");
-    if path.exists() {
+    let path = crate::peers::restate_server();
+    if path.exists() || std::env::var_os("AGENT_TEST_RESTATE_SERVER").is_some() {
         Ok(path)
     } else {
         Err(format!(

@@ -122,6 +122,19 @@ impl Message {
             is_error: true,
         }
     }
+
+    /// A tool result's call id, content and whether the call failed (`None` for
+    /// any other message).
+    pub fn tool_result(&self) -> Option<(&str, &str, bool)> {
+        match self {
+            Self::Tool {
+                tool_call_id,
+                content,
+                is_error,
+            } => Some((tool_call_id, content, *is_error)),
+            Self::System { .. } | Self::User { .. } | Self::Assistant { .. } => None,
+        }
+    }
 }
 
 /// One block of an assistant turn, in the order the model produced it (see

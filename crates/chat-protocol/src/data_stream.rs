@@ -46,8 +46,8 @@
 //!     stream's chunk; both decoders accept `2:` with an array silently (AI SDK 4
 //!     appends it to `useChat`'s `data`, assistant-stream to the message's
 //!     `metadata.unstable_data`);
-//!   - a failed call, a refused call ([`DataStreamEncoder::tool_error`]) and a
-//!     denied one ([`DataStreamEncoder::denied`], result [`DENIED_RESULT`]) are an
+//!   - a failed call, a refused call ([`ChunkEncoder::tool_error`]) and a
+//!     denied one ([`ChunkEncoder::denied`], result [`DENIED_RESULT`]) are an
 //!     `a:` whose `result` is the error text, with `isError: true`: assistant-stream
 //!     reads `isError` into the result part, and AI SDK 4 validates only
 //!     `toolCallId` and `result` and keeps the extra field on the invocation.
@@ -62,15 +62,13 @@
 //!   assistant-stream decodes every response as a new message and rejects (strict
 //!   mode) or drops (lenient) a result whose call it has not seen in this response.
 
-use crate::stream::ApprovalIssuer;
 use std::collections::HashMap;
 
-use ai_core::AiEvent;
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use crate::parts::{PartMachine, TokenCounts, UiChunk};
-use crate::stream::StreamEncoder;
+use crate::stream::{ChunkEncoder, ChunkFormat};
 
 /// The response headers of a data stream.
 pub const HEADERS: &[(&str, &str)] = &[
@@ -83,14 +81,15 @@ pub const HEADERS: &[(&str, &str)] = &[
 /// The `result` of a denied call's `a:` line.
 pub const DENIED_RESULT: &str = "tool call denied";
 
-/// Encodes one response (one assistant message) as data stream lines.
-///
-/// Feed it the run's events in order with [`event`](Self::event); call
-/// [`finish`](Self::finish) if the response ends before `done` (it emits what
-/// `done` would; after either, the encoder emits nothing more).
-#[derive(Debug)]
-pub struct DataStreamEncoder {
-    machine: PartMachine,
+/// Encodes one response (one assistant message) as data stream lines (each
+/// ending in `\n`): a [`ChunkEncoder`] writing the [`DataStreamFormat`].
+pub type DataStreamEncoder = ChunkEncoder<DataStreamFormat>;
+
+/// The data stream's form of the chunks: lines (see the module docs). A
+/// continuation's known calls are not announced again, and tool input is not
+/// streamed (v1 has no chunk for it).
+#[derive(Debug, Default)]
+pub struct DataStreamFormat {
     /// Calls of the continued message to announce again before their results
     /// (for clients that read every response as a new message): id to tool and
     /// input.
@@ -98,32 +97,6 @@ pub struct DataStreamEncoder {
 }
 
 impl DataStreamEncoder {
-    /// An encoder for a new assistant message with id `message_id`.
-    pub fn new(message_id: impl Into<String>) -> Self {
-        Self::continuing(message_id, std::iter::empty())
-    }
-
-    /// An encoder for a continuation of the assistant message `message_id`, whose
-    /// earlier parts the client already has, among them the tool calls
-    /// `known_tool_call_ids`: they are not announced again (their results may still
-    /// arrive).
-    ///
-    /// AI SDK 4's `useChat` merges a response into its last message when that is an
-    /// assistant message, whatever the `f:` lines' `messageId`; pass the id the
-    /// client has for it all the same, so other clients see one message.
-    pub fn continuing(
-        message_id: impl Into<String>,
-        known_tool_call_ids: impl IntoIterator<Item = String>,
-    ) -> Self {
-        let machine = PartMachine::new(message_id)
-            .without_tool_input_streaming()
-            .with_known_calls(known_tool_call_ids);
-        Self {
-            machine,
-            announce: HashMap::new(),
-        }
-    }
-
     /// An encoder for a continuation read as a new message (assistant-stream's
     /// decoder, assistant-ui): the continued message's `calls` (id, tool, input)
     /// are announced again (`b:`/`c:`/`9:`) before their first result in this
@@ -134,67 +107,37 @@ impl DataStreamEncoder {
         message_id: impl Into<String>,
         calls: impl IntoIterator<Item = (String, String, Value)>,
     ) -> Self {
-        let mut encoder = Self::new(message_id);
-        encoder.announce = calls
+        let announce = calls
             .into_iter()
             .map(|(id, tool, input)| (id, (tool, input)))
             .collect();
-        encoder
+        Self::new(message_id).with_format(DataStreamFormat { announce })
+    }
+}
+
+impl ChunkFormat for DataStreamFormat {
+    type Piece = String;
+
+    const HEADERS: &'static [(&'static str, &'static str)] = HEADERS;
+
+    /// A data stream has no comments.
+    const HEARTBEAT: Option<&'static [u8]> = None;
+
+    /// The `d:` line is the last: no end marker.
+    const TERMINATOR: Option<&'static [u8]> = None;
+
+    fn continuing(machine: PartMachine, known: Vec<String>) -> PartMachine {
+        machine
+            .without_tool_input_streaming()
+            .with_known_calls(known)
     }
 
-    /// The lines for `event`, in order, each ending in `\n` (none for a subagent's
-    /// event or after the finish). `approval_id` names the approval of a
-    /// `tool_approval_requested` from its call id, tool name and `args_hash`.
-    pub fn event(&mut self, event: &AiEvent, approval_id: ApprovalIssuer<'_>) -> Vec<String> {
-        let mut out = Vec::new();
-        let Self { machine, announce } = self;
-        machine.event(event, approval_id, &mut |chunk| {
-            write_lines(&chunk, announce, &mut out);
-        });
-        out
+    fn write(&self, chunk: &UiChunk<'_>, out: &mut Vec<String>) {
+        write_lines(chunk, &self.announce, out);
     }
 
-    /// The `a:` line of a denied call `tool_call_id` (result [`DENIED_RESULT`],
-    /// `isError: true`; e.g. the user denied its approval before this continuation
-    /// started), within a step. The call must be one the client has: a known call
-    /// of a continuation, or one started in this response.
-    pub fn denied(&mut self, tool_call_id: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        let Self { machine, announce } = self;
-        machine.denied(tool_call_id, &mut |chunk| {
-            write_lines(&chunk, announce, &mut out)
-        });
-        out
-    }
-
-    /// The `a:` line of the call `tool_call_id` failed with `error_text`
-    /// (`isError: true`; e.g. a call the server refuses before the run starts),
-    /// within a step. The call must be one the client has, as for
-    /// [`denied`](Self::denied).
-    pub fn tool_error(&mut self, tool_call_id: &str, error_text: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        let Self { machine, announce } = self;
-        machine.tool_error(tool_call_id, error_text, &mut |chunk| {
-            write_lines(&chunk, announce, &mut out);
-        });
-        out
-    }
-
-    /// What `done` emits, for a response that ends without it: `e:` for the open
-    /// step, then `d:`. Emits nothing when the response already finished.
-    pub fn finish(&mut self) -> Vec<String> {
-        let mut out = Vec::new();
-        let Self { machine, announce } = self;
-        machine.finish(&mut |chunk| write_lines(&chunk, announce, &mut out));
-        out
-    }
-
-    /// The queued warnings as `2:` data parts.
-    fn warnings(&mut self) -> Vec<String> {
-        let mut out = Vec::new();
-        let Self { machine, announce } = self;
-        machine.warnings(&mut |chunk| write_lines(&chunk, announce, &mut out));
-        out
+    fn frame(line: String) -> Bytes {
+        Bytes::from(line)
     }
 }
 
@@ -316,42 +259,13 @@ fn usage_json(usage: TokenCounts) -> Value {
     json!({"promptTokens": usage.prompt_tokens, "completionTokens": usage.completion_tokens})
 }
 
-impl StreamEncoder for DataStreamEncoder {
-    fn headers(&self) -> &'static [(&'static str, &'static str)] {
-        HEADERS
-    }
-
-    fn frames(&mut self, event: &AiEvent, approval_id: ApprovalIssuer<'_>) -> Vec<Bytes> {
-        let mut lines = self.warnings();
-        lines.extend(self.event(event, approval_id));
-        crate::stream::frames(lines)
-    }
-
-    fn end(&mut self) -> Vec<Bytes> {
-        let mut lines = self.warnings();
-        lines.extend(self.finish());
-        crate::stream::frames(lines)
-    }
-
-    fn heartbeat(&self) -> Option<Bytes> {
-        None
-    }
-
-    fn warn(&mut self, message: String) {
-        self.machine.warn(message);
-    }
-
-    fn flush_warnings(&mut self) -> Vec<Bytes> {
-        crate::stream::frames(self.warnings())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashSet;
 
     use super::*;
     use crate::test_events::*;
+    use ai_core::AiEvent;
     use ai_core::event::AiEventKind;
 
     fn encode(encoder: &mut DataStreamEncoder, events: &[AiEvent]) -> Vec<String> {
@@ -460,18 +374,8 @@ mod tests {
     #[test]
     fn steps_carry_their_own_usage() {
         let mut encoder = DataStreamEncoder::new("m1");
-        let lines = encode(
-            &mut encoder,
-            &[
-                text("a"),
-                usage_of(5),
-                call("c1"),
-                result("c1"),
-                text("b"),
-                usage_of(7),
-                done(),
-            ],
-        );
+        let mut lines = encode(&mut encoder, &two_steps_with_usage());
+        lines.extend(encode(&mut encoder, &[done()]));
         check(&lines, &[]);
         assert_eq!(codes(&lines), "f 0 b c 9 a e f 0 e d");
         let usage = |i: usize| parse(&lines[i]).1["usage"]["promptTokens"].clone();
@@ -513,11 +417,7 @@ mod tests {
     #[test]
     fn an_error_ends_the_last_step_as_error() {
         let mut encoder = DataStreamEncoder::new("m1");
-        let error = ev(AiEventKind::Error {
-            code: "provider_error".into(),
-            message: "boom".into(),
-        });
-        let lines = encode(&mut encoder, &[text("a"), error, done()]);
+        let lines = encode(&mut encoder, &[text("a"), error("boom"), done()]);
         check(&lines, &[]);
         assert_eq!(codes(&lines), "f 0 3 e d");
         assert_eq!(parse(&lines[2]).1, json!("boom"));

@@ -52,7 +52,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::LazyLock;
 
-use ai_core::{AiEvent, event::AiEventKind};
+use ai_core::{AiEvent, event::AiEventKind, tool::ToolErrorCode};
 use serde_json::{Map, Value};
 
 use crate::stream::{FailureView, UsageTotals, failure_view, map_finish_reason, shown};
@@ -253,6 +253,132 @@ pub type ChunkSink<'s> = dyn FnMut(UiChunk<'_>) + 's;
 
 /// `null`, for an output the result did not carry.
 static NULL: Value = Value::Null;
+
+/// An event of a tool call that a message shows: its start, its result, an
+/// approval it waits for, or a call the client runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CallEvent<'e> {
+    /// `tool_call_start`: the call is about to run.
+    Start {
+        /// The call id.
+        tool_call_id: &'e str,
+        /// The tool.
+        tool_name: &'e str,
+        /// The (redacted) arguments.
+        args: &'e Value,
+    },
+    /// `tool_call_result`: the call finished.
+    Result {
+        /// The call id.
+        tool_call_id: &'e str,
+        /// The tool.
+        tool_name: &'e str,
+        /// Its value, or how it failed.
+        outcome: CallOutcome<'e>,
+    },
+    /// `tool_approval_requested`: the call waits for the user's approval.
+    ApprovalRequested {
+        /// The call id.
+        tool_call_id: &'e str,
+        /// The tool.
+        tool_name: &'e str,
+        /// The arguments, whole.
+        args: &'e Value,
+        /// `sha256:` of the arguments.
+        args_hash: &'e str,
+    },
+    /// `client_tool_call`: the client runs the call.
+    Client {
+        /// The call id.
+        tool_call_id: &'e str,
+        /// The tool.
+        tool_name: &'e str,
+        /// The arguments, whole.
+        args: &'e Value,
+    },
+}
+
+/// How a finished call ended.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum CallOutcome<'e> {
+    /// It produced a value (its redacted result, when it has one).
+    Ok(Option<&'e Value>),
+    /// It failed.
+    Failed {
+        /// The error code, when the event has one.
+        code: Option<ToolErrorCode>,
+        /// The safe message, when the event has one.
+        message: Option<&'e str>,
+    },
+}
+
+impl<'e> CallEvent<'e> {
+    /// The call event `kind` is, if it is one.
+    pub(crate) fn of(kind: &'e AiEventKind) -> Option<Self> {
+        match kind {
+            AiEventKind::ToolCallStart {
+                tool_call_id,
+                tool_name,
+                args,
+            } => Some(Self::Start {
+                tool_call_id,
+                tool_name,
+                args,
+            }),
+            AiEventKind::ToolCallResult {
+                tool_call_id,
+                tool_name,
+                ok,
+                result,
+                error_code,
+                message,
+                ..
+            } => Some(Self::Result {
+                tool_call_id,
+                tool_name,
+                outcome: if *ok {
+                    CallOutcome::Ok(result.as_ref())
+                } else {
+                    CallOutcome::Failed {
+                        code: *error_code,
+                        message: message.as_deref(),
+                    }
+                },
+            }),
+            AiEventKind::ToolApprovalRequested {
+                tool_call_id,
+                tool_name,
+                args,
+                args_hash,
+            } => Some(Self::ApprovalRequested {
+                tool_call_id,
+                tool_name,
+                args,
+                args_hash,
+            }),
+            AiEventKind::ClientToolCall {
+                tool_call_id,
+                tool_name,
+                args,
+            } => Some(Self::Client {
+                tool_call_id,
+                tool_name,
+                args,
+            }),
+            AiEventKind::TextDelta { .. }
+            | AiEventKind::ReasoningDelta { .. }
+            | AiEventKind::ToolInputDelta { .. }
+            | AiEventKind::UsageReport { .. }
+            | AiEventKind::ToolCallsNotExecuted { .. }
+            | AiEventKind::AssistantFinal { .. }
+            | AiEventKind::ToolWithheld { .. }
+            | AiEventKind::Error { .. }
+            | AiEventKind::Done => None,
+            #[cfg(not(agent_workspace))]
+            _ => None,
+        }
+    }
+}
 /// `{}`, the input of a call whose start was never seen.
 static EMPTY_INPUT: LazyLock<Value> = LazyLock::new(|| Value::Object(Map::new()));
 
@@ -487,30 +613,29 @@ impl PartMachine {
         approval_id: ApprovalIssuer<'_>,
         sink: &mut ChunkSink<'_>,
     ) {
-        match kind {
-            AiEventKind::ToolCallStart { tool_call_id, .. }
+        let Some(event) = CallEvent::of(kind) else {
+            return;
+        };
+        match event {
+            CallEvent::Start { tool_call_id, .. }
                 if self.step.is_none() && self.continued.contains(tool_call_id) => {}
-            AiEventKind::ToolCallStart {
+            CallEvent::Start {
                 tool_call_id,
                 tool_name,
                 args,
             } => self.call(tool_call_id, tool_name, args, sink),
-            AiEventKind::ToolCallResult {
+            CallEvent::Result {
                 tool_call_id,
                 tool_name,
-                ok,
-                result,
-                error_code,
-                message,
-                ..
+                outcome,
             } => {
-                let output = match (*ok, result) {
-                    (true, result) => Ok(result.as_ref().unwrap_or(&NULL)),
-                    (false, _) => Err(failure_view(*error_code, message.as_deref())),
+                let output = match outcome {
+                    CallOutcome::Ok(result) => Ok(result.unwrap_or(&NULL)),
+                    CallOutcome::Failed { code, message } => Err(failure_view(code, message)),
                 };
                 self.call_result(tool_call_id, tool_name, output, sink);
             }
-            AiEventKind::ToolApprovalRequested {
+            CallEvent::ApprovalRequested {
                 tool_call_id,
                 tool_name,
                 args,
@@ -523,7 +648,7 @@ impl PartMachine {
                 });
                 self.outcome.paused = true;
             }
-            AiEventKind::ClientToolCall {
+            CallEvent::Client {
                 tool_call_id,
                 tool_name,
                 args,
@@ -531,17 +656,6 @@ impl PartMachine {
                 self.call(tool_call_id, tool_name, args, sink);
                 self.outcome.paused = true;
             }
-            AiEventKind::TextDelta { .. }
-            | AiEventKind::ReasoningDelta { .. }
-            | AiEventKind::ToolInputDelta { .. }
-            | AiEventKind::UsageReport { .. }
-            | AiEventKind::ToolCallsNotExecuted { .. }
-            | AiEventKind::AssistantFinal { .. }
-            | AiEventKind::ToolWithheld { .. }
-            | AiEventKind::Error { .. }
-            | AiEventKind::Done => {}
-            #[cfg(not(agent_workspace))]
-            _ => {}
         }
     }
 
@@ -1001,14 +1115,7 @@ mod tests {
     fn steps_end_with_their_own_reason_and_usage() {
         let mut machine = PartMachine::new("m1");
         let mut ends = Vec::new();
-        for event in [
-            text("a"),
-            usage_of(5),
-            call("c1"),
-            result("c1"),
-            text("b"),
-            usage_of(7),
-        ] {
+        for event in two_steps_with_usage() {
             machine.event(&event, APR, &mut |chunk| {
                 if let UiChunk::FinishStep {
                     finish_reason,

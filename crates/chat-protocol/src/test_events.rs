@@ -55,6 +55,27 @@ pub(crate) fn usage_of(prompt: u64) -> AiEvent {
     })
 }
 
+/// Two steps, each with its own usage: text and the call `c1` with its result
+/// (5 prompt tokens), then text (7).
+pub(crate) fn two_steps_with_usage() -> [AiEvent; 6] {
+    [
+        text("a"),
+        usage_of(5),
+        call("c1"),
+        result("c1"),
+        text("b"),
+        usage_of(7),
+    ]
+}
+
+/// The run's error, `provider_error` with `message`.
+pub(crate) fn error(message: &str) -> AiEvent {
+    ev(AiEventKind::Error {
+        code: "provider_error".into(),
+        message: message.into(),
+    })
+}
+
 pub(crate) fn done() -> AiEvent {
     ev(AiEventKind::Done)
 }

@@ -13,9 +13,11 @@
 
 use std::collections::HashMap;
 
-use ai_core::event::AiEventKind;
+use ai_core::tool::ToolErrorCode;
 use ai_core::{AiEvent, Message};
 use serde_json::{Map, Value, json};
+
+use crate::parts::{CallEvent, CallOutcome};
 
 /// One message of a stored thread, as the model saw it: its position, its UI
 /// id and the run that wrote it (the run store's row, without the store).
@@ -47,54 +49,48 @@ pub struct CallView {
 pub fn call_views<'a>(events: impl IntoIterator<Item = &'a AiEvent>) -> HashMap<String, CallView> {
     let mut views: HashMap<String, CallView> = HashMap::new();
     for event in events {
-        match &event.kind {
-            AiEventKind::ToolCallStart {
+        let Some(call) = CallEvent::of(&event.kind) else {
+            continue;
+        };
+        match call {
+            CallEvent::Start {
                 tool_call_id, args, ..
             }
-            | AiEventKind::ClientToolCall {
+            | CallEvent::Client {
                 tool_call_id, args, ..
             } => {
-                views.entry(tool_call_id.clone()).or_default().input = Some(args.clone());
+                views.entry(tool_call_id.to_owned()).or_default().input = Some(args.clone());
             }
-            AiEventKind::ToolApprovalRequested {
+            CallEvent::ApprovalRequested {
                 tool_call_id,
                 args,
                 args_hash,
                 ..
             } => {
-                let view = views.entry(tool_call_id.clone()).or_default();
+                let view = views.entry(tool_call_id.to_owned()).or_default();
                 view.input = Some(args.clone());
-                view.approval_hash = Some(args_hash.clone());
+                view.approval_hash = Some(args_hash.to_owned());
             }
-            AiEventKind::ToolCallResult {
+            CallEvent::Result {
                 tool_call_id,
-                ok,
-                result,
-                message,
-                error_code,
+                outcome,
                 ..
             } => {
-                let view = views.entry(tool_call_id.clone()).or_default();
-                view.denied = *error_code == Some(ai_core::tool::ToolErrorCode::ApprovalDenied);
-                if *ok {
-                    view.output = Some(result.clone().unwrap_or_else(empty));
-                } else {
-                    view.error = Some(message.clone().unwrap_or_else(|| {
-                        error_code.map_or_else(|| "failed".to_owned(), |c| format!("{c:?}"))
-                    }));
+                let view = views.entry(tool_call_id.to_owned()).or_default();
+                match outcome {
+                    CallOutcome::Ok(result) => {
+                        view.denied = false;
+                        view.output = Some(result.cloned().unwrap_or_else(empty));
+                    }
+                    CallOutcome::Failed { code, message } => {
+                        view.denied = code == Some(ToolErrorCode::ApprovalDenied);
+                        view.error = Some(message.map_or_else(
+                            || code.map_or_else(|| "failed".to_owned(), |c| format!("{c:?}")),
+                            str::to_owned,
+                        ));
+                    }
                 }
             }
-            AiEventKind::TextDelta { .. }
-            | AiEventKind::ReasoningDelta { .. }
-            | AiEventKind::ToolInputDelta { .. }
-            | AiEventKind::UsageReport { .. }
-            | AiEventKind::ToolCallsNotExecuted { .. }
-            | AiEventKind::AssistantFinal { .. }
-            | AiEventKind::ToolWithheld { .. }
-            | AiEventKind::Error { .. }
-            | AiEventKind::Done => {}
-            #[cfg(not(agent_workspace))]
-            _ => {}
         }
     }
     views
@@ -230,14 +226,8 @@ pub fn with_running_answer(
 fn results_of(messages: &[Message]) -> HashMap<&str, (&str, bool)> {
     messages
         .iter()
-        .filter_map(|m| match m {
-            Message::Tool {
-                tool_call_id,
-                content,
-                is_error,
-            } => Some((tool_call_id.as_str(), (content.as_str(), *is_error))),
-            _ => None,
-        })
+        .filter_map(Message::tool_result)
+        .map(|(tool_call_id, content, is_error)| (tool_call_id, (content, is_error)))
         .collect()
 }
 
@@ -310,6 +300,7 @@ mod tests {
     use super::*;
     use crate::stream::ApprovalIssuer;
     use ai_core::approval::ApprovalBinding;
+    use ai_core::event::AiEventKind;
 
     /// Approval ids that are all empty (for tests that do not look at them).
     const NO_IDS: ApprovalIssuer<'static> = ApprovalIssuer {

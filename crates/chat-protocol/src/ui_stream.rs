@@ -7,7 +7,7 @@
 //! finish, steps, open text and reasoning parts, which tool calls the client
 //! knows; see [`crate::parts`]): each [`UiChunk`] becomes one JSON chunk
 //! ([`chunk_json`]). The caller writes them out with [`UiStreamEncoder::sse`],
-//! then [`DONE`], with [`HEADERS`]; [`StreamEncoder::frames`] does it all, and
+//! then [`DONE`], with [`HEADERS`]; [`crate::StreamEncoder::frames`] does it all, and
 //! writes a delta that continues the open part straight into its frame.
 //!
 //! # The response
@@ -75,7 +75,6 @@
 //!   provider maps a refusal), a run that failed to `error`, one paused for
 //!   approval to `tool-calls`, anything else (e.g. a response cut short) to `other`.
 
-use crate::stream::ApprovalIssuer;
 use std::io::Write as _;
 
 use ai_core::AiEvent;
@@ -83,7 +82,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::parts::{PartId, PartKind, PartMachine, UiChunk};
-use crate::stream::StreamEncoder;
+use crate::stream::{ChunkEncoder, ChunkFormat};
 
 /// The response headers of a UI message stream (as the AI SDK sends them).
 pub const HEADERS: &[(&str, &str)] = &[
@@ -97,99 +96,53 @@ pub const HEADERS: &[(&str, &str)] = &[
 /// The server-sent event that ends the stream, after the `finish` chunk.
 pub const DONE: &str = "data: [DONE]\n\n";
 
-/// Encodes one response (one assistant message) as UI message stream chunks.
-///
-/// Feed it the run's events in order with [`event`](Self::event); call
-/// [`finish`](Self::finish) if the response ends before `done` (it emits what
-/// `done` would; after either, the encoder emits nothing more).
-#[derive(Debug)]
-pub struct UiStreamEncoder {
-    machine: PartMachine,
-}
+/// Encodes one response (one assistant message) as UI message stream chunks:
+/// a [`ChunkEncoder`] writing the [`UiStreamFormat`].
+pub type UiStreamEncoder = ChunkEncoder<UiStreamFormat>;
+
+/// The UI message stream's form of the chunks: one JSON chunk each
+/// ([`chunk_json`]), framed as a server-sent event
+/// ([`UiStreamEncoder::sse`]). A continuation's known calls do not repeat
+/// their input chunks, and their outcomes before the response's first step are
+/// sent outside any step.
+#[derive(Debug, Default)]
+pub struct UiStreamFormat;
 
 impl UiStreamEncoder {
-    /// An encoder for a new assistant message with id `message_id`.
-    pub fn new(message_id: impl Into<String>) -> Self {
-        Self::continuing(message_id, std::iter::empty())
-    }
-
-    /// An encoder for a continuation of the assistant message `message_id`, whose
-    /// earlier parts the client already has, among them the tool calls
-    /// `known_tool_call_ids`: their input chunks are not repeated (their outputs,
-    /// approvals and denials may still arrive), and their outcomes before the
-    /// response's first step are sent outside any step.
-    ///
-    /// `message_id` must be the id the client has for that message: `useChat`
-    /// continues (replaces) its last message only when `start` names its id, and
-    /// otherwise adds a second assistant message.
-    pub fn continuing(
-        message_id: impl Into<String>,
-        known_tool_call_ids: impl IntoIterator<Item = String>,
-    ) -> Self {
-        let known: Vec<String> = known_tool_call_ids.into_iter().collect();
-        let machine = PartMachine::new(message_id)
-            .with_continued_calls(known.iter().cloned())
-            .with_known_calls(known);
-        Self { machine }
-    }
-
-    /// The chunks for `event`, in order (none for a subagent's event or after the
-    /// finish). `approval_id` names the approval of a `tool_approval_requested`
-    /// from its call id, tool name and `args_hash`.
-    pub fn event(&mut self, event: &AiEvent, approval_id: ApprovalIssuer<'_>) -> Vec<Value> {
-        let mut out = Vec::new();
-        self.machine.event(event, approval_id, &mut |chunk| {
-            out.push(chunk_json(&chunk))
-        });
-        out
-    }
-
-    /// `tool-output-denied` for the call `tool_call_id` (e.g. the user denied its
-    /// approval before this continuation started), within a step (after `start`
-    /// when nothing was sent yet). The call must be one the client has: a known
-    /// call of a continuation, or one started in this response.
-    pub fn denied(&mut self, tool_call_id: &str) -> Vec<Value> {
-        let mut out = Vec::new();
-        self.machine
-            .denied(tool_call_id, &mut |chunk| out.push(chunk_json(&chunk)));
-        out
-    }
-
-    /// `tool-output-error` with `error_text` for the call `tool_call_id` (e.g. a
-    /// call the server refuses before the run starts), within a step (after
-    /// `start` when nothing was sent yet). The call must be one the client has, as
-    /// for [`denied`](Self::denied).
-    pub fn tool_error(&mut self, tool_call_id: &str, error_text: &str) -> Vec<Value> {
-        let mut out = Vec::new();
-        self.machine
-            .tool_error(tool_call_id, error_text, &mut |chunk| {
-                out.push(chunk_json(&chunk));
-            });
-        out
-    }
-
-    /// What `done` emits, for a response that ends without it: closes the open
-    /// part and step, then `message-metadata` (when usage was reported) and
-    /// `finish`. Emits nothing when the response already finished.
-    pub fn finish(&mut self) -> Vec<Value> {
-        let mut out = Vec::new();
-        self.machine
-            .finish(&mut |chunk| out.push(chunk_json(&chunk)));
-        out
-    }
-
     /// The server-sent event for `chunk`: `data: <compact JSON>\n\n`.
     pub fn sse(chunk: &Value) -> String {
         format!("data: {chunk}\n\n")
     }
 
-    /// The queued warnings' frames (after `start`): transient data parts, which
-    /// a client hands to its `onData` and keeps out of the message.
-    fn warnings(&mut self) -> Vec<Bytes> {
-        let mut frames = Vec::new();
-        self.machine
-            .warnings(&mut |chunk| frames.push(Bytes::from(Self::sse(&chunk_json(&chunk)))));
-        frames
+    /// [`UiStreamFormat::direct_frame`] of this encoder's machine.
+    #[cfg(test)]
+    fn next_delta_frame(&self, event: &AiEvent) -> Option<Bytes> {
+        UiStreamFormat::direct_frame(self.machine(), event)
+    }
+}
+
+impl ChunkFormat for UiStreamFormat {
+    type Piece = Value;
+
+    const HEADERS: &'static [(&'static str, &'static str)] = HEADERS;
+
+    /// An SSE comment.
+    const HEARTBEAT: Option<&'static [u8]> = Some(b": keep-alive\n\n");
+
+    const TERMINATOR: Option<&'static [u8]> = Some(DONE.as_bytes());
+
+    fn continuing(machine: PartMachine, known: Vec<String>) -> PartMachine {
+        machine
+            .with_continued_calls(known.iter().cloned())
+            .with_known_calls(known)
+    }
+
+    fn write(&self, chunk: &UiChunk<'_>, out: &mut Vec<Value>) {
+        out.push(chunk_json(chunk));
+    }
+
+    fn frame(chunk: Value) -> Bytes {
+        Bytes::from(UiStreamEncoder::sse(&chunk))
     }
 
     /// The frame of a text or reasoning delta that continues the open part of
@@ -198,8 +151,8 @@ impl UiStreamEncoder {
     /// bytes [`chunk_json`] and [`UiStreamEncoder::sse`] give (keys in
     /// serde_json's order), without a JSON value per delta. `None` for any other
     /// event: the general path.
-    fn next_delta_frame(&self, event: &AiEvent) -> Option<Bytes> {
-        let (id, delta) = self.machine.open_delta(event)?;
+    fn direct_frame(machine: &PartMachine, event: &AiEvent) -> Option<Bytes> {
+        let (id, delta) = machine.open_delta(event)?;
         let mut frame = Vec::with_capacity(delta.len() + 64);
         frame.extend_from_slice(b"data: {\"delta\":");
         serde_json::to_writer(&mut frame, delta).ok()?;
@@ -287,44 +240,6 @@ fn part_type(id: PartId, text: &'static str, reasoning: &'static str) -> &'stati
     match id.kind() {
         PartKind::Text => text,
         PartKind::Reasoning => reasoning,
-    }
-}
-
-impl StreamEncoder for UiStreamEncoder {
-    fn headers(&self) -> &'static [(&'static str, &'static str)] {
-        HEADERS
-    }
-
-    fn frames(&mut self, event: &AiEvent, approval_id: ApprovalIssuer<'_>) -> Vec<Bytes> {
-        let mut frames = self.warnings();
-        if let Some(frame) = self.next_delta_frame(event) {
-            frames.push(frame);
-            return frames;
-        }
-        self.machine.event(event, approval_id, &mut |chunk| {
-            frames.push(Bytes::from(Self::sse(&chunk_json(&chunk))));
-        });
-        frames
-    }
-
-    fn end(&mut self) -> Vec<Bytes> {
-        let mut frames = self.warnings();
-        self.machine
-            .finish(&mut |chunk| frames.push(Bytes::from(Self::sse(&chunk_json(&chunk)))));
-        frames.push(Bytes::from_static(DONE.as_bytes()));
-        frames
-    }
-
-    fn heartbeat(&self) -> Option<Bytes> {
-        Some(Bytes::from_static(b": keep-alive\n\n"))
-    }
-
-    fn warn(&mut self, message: String) {
-        self.machine.warn(message);
-    }
-
-    fn flush_warnings(&mut self) -> Vec<Bytes> {
-        self.warnings()
     }
 }
 
@@ -464,6 +379,7 @@ mod tests {
     use ai_core::event::AiEventKind;
 
     use super::*;
+    use crate::StreamEncoder;
     use crate::test_events::*;
 
     /// The delta frames written straight into their buffer are byte for byte
@@ -735,11 +651,7 @@ mod tests {
     #[test]
     fn an_error_closes_the_open_part_first() {
         let mut encoder = UiStreamEncoder::new("m1");
-        let error = ev(AiEventKind::Error {
-            code: "provider_error".into(),
-            message: "boom".into(),
-        });
-        let chunks = encode(&mut encoder, &[text("a"), error, done()]);
+        let chunks = encode(&mut encoder, &[text("a"), error("boom"), done()]);
         check(&chunks);
         let t = types(&chunks);
         assert_eq!(t[4..], ["text-end", "error", "finish-step", "finish"]);

@@ -242,23 +242,19 @@ mod tests {
     fn states_at_startup() {
         let mut pins = Pins::default();
         pins.set("s", "t", "sha256:1");
-        assert_eq!(
-            pins.state_at_startup("s", "t", "sha256:1"),
-            PinState::Pinned
-        );
-        assert_eq!(
-            pins.state_at_startup("s", "t", "sha256:2"),
-            PinState::Changed
-        );
-        // A server with pins gets no trust on first use for a tool it adds.
-        assert_eq!(
-            pins.state_at_startup("s", "u", "sha256:2"),
-            PinState::Unpinned
-        );
-        assert_eq!(
-            pins.state_at_startup("other", "u", "sha256:2"),
-            PinState::FirstSight
-        );
+        for (server, tool, hash, state) in [
+            ("s", "t", "sha256:1", PinState::Pinned),
+            ("s", "t", "sha256:2", PinState::Changed),
+            // A server with pins gets no trust on first use for a tool it adds.
+            ("s", "u", "sha256:2", PinState::Unpinned),
+            ("other", "u", "sha256:2", PinState::FirstSight),
+        ] {
+            assert_eq!(
+                pins.state_at_startup(server, tool, hash),
+                state,
+                "{server} {tool} {hash}"
+            );
+        }
         assert!(!PinState::Changed.enabled() && !PinState::New.enabled());
         assert!(!PinState::Unpinned.enabled());
     }

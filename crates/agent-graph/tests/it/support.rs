@@ -588,14 +588,8 @@ pub(crate) fn assert_balanced(messages: &[Message]) {
 pub(crate) fn tool_messages(messages: &[Message]) -> Vec<(String, String)> {
     messages
         .iter()
-        .filter_map(|m| match m {
-            Message::Tool {
-                tool_call_id,
-                content,
-                ..
-            } => Some((tool_call_id.clone(), content.clone())),
-            _ => None,
-        })
+        .filter_map(Message::tool_result)
+        .map(|(tool_call_id, content, _)| (tool_call_id.to_owned(), content.to_owned()))
         .collect()
 }
 

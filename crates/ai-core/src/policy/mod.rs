@@ -183,31 +183,24 @@ mod tests {
         let ctx = RunContext::new("r", "t");
         let mut policy = ToolPolicy::allowing(["core__*", "mcp__gh__list"]);
         policy.deny.insert("core__exec_shell".into());
-        let decide = |s: &str, e| policy.decide(&ctx, &id(s), e);
-        assert_eq!(
-            decide("core__read", ToolEffect::ReadOnly),
-            PolicyDecision::Allow
-        );
-        assert_eq!(
-            decide("core__write", ToolEffect::StateChange),
-            PolicyDecision::RequireApproval
-        );
-        assert_eq!(
-            decide("core__exec_shell", ToolEffect::ReadOnly),
-            PolicyDecision::Deny
-        );
-        assert_eq!(
-            decide("mcp__gh__list", ToolEffect::ReadOnly),
-            PolicyDecision::Allow
-        );
-        assert_eq!(
-            decide("mcp__gh__listx", ToolEffect::ReadOnly),
-            PolicyDecision::Deny
-        );
-        assert_eq!(
-            decide("mcp__other__a", ToolEffect::ReadOnly),
-            PolicyDecision::Deny
-        );
+        for (tool, effect, expected) in [
+            ("core__read", ToolEffect::ReadOnly, PolicyDecision::Allow),
+            (
+                "core__write",
+                ToolEffect::StateChange,
+                PolicyDecision::RequireApproval,
+            ),
+            (
+                "core__exec_shell",
+                ToolEffect::ReadOnly,
+                PolicyDecision::Deny,
+            ),
+            ("mcp__gh__list", ToolEffect::ReadOnly, PolicyDecision::Allow),
+            ("mcp__gh__listx", ToolEffect::ReadOnly, PolicyDecision::Deny),
+            ("mcp__other__a", ToolEffect::ReadOnly, PolicyDecision::Deny),
+        ] {
+            assert_eq!(policy.decide(&ctx, &id(tool), effect), expected, "{tool}");
+        }
     }
 
     #[test]
