@@ -28,20 +28,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         json!({"seconds": 60}),
     )])])
     .await?;
-    let started = Arc::new(AtomicBool::new(false));
-    let running = Arc::clone(&started);
+    let (started, observed) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let (running, seen) = (Arc::clone(&started), Arc::clone(&observed));
     let wait = tool_fn_with_context(
         "wait",
         "Wait a while.",
         ToolEffect::ReadOnly,
         move |args: Wait, cx: ToolCallContext| {
-            let running = Arc::clone(&running);
+            let (running, seen) = (Arc::clone(&running), Arc::clone(&seen));
             async move {
                 running.store(true, Ordering::SeqCst);
                 tokio::select! {
                     _ = tokio::time::sleep(Duration::from_secs(args.seconds)) => Ok("waited"),
                     _ = cx.cancel.cancelled() => {
                         println!("the tool saw the cancellation");
+                        seen.store(true, Ordering::SeqCst);
                         Err(ToolFailure::failed("stopped"))
                     }
                 }
@@ -59,5 +63,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let outcome = run.into_outcome().await;
     println!("{outcome:?}");
     assert!(matches!(outcome, Err(agent::run::RunError::Cancelled)));
+    assert!(observed.load(Ordering::SeqCst), "the tool saw its token");
     Ok(())
 }

@@ -35,6 +35,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .as_array()
         .map_or(0, |m| m.iter().filter(|m| m["role"] == "user").count());
     assert_eq!(users, 3);
+    // The system prompt goes once per request, however long the history.
+    for request in &requests {
+        let messages = request.body["messages"].as_array().ok_or("no messages")?;
+        let systems = messages.iter().filter(|m| m["role"] == "system").count();
+        assert_eq!(systems, 1, "{messages:?}");
+    }
     assert_eq!(conversation.len(), 6, "three turns of two messages");
     Ok(())
 }

@@ -36,6 +36,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("{}", output.content);
     assert_eq!(output.records[0].error, None);
+    // The file's text reached the model as the tool message answering f1.
+    let requests = server.requests();
+    let second = &requests.get(1).ok_or("no second request")?.body;
+    assert!(second.to_string().contains("Buy milk."));
     assert_eq!(
         output.records[1].error,
         Some(ToolErrorCode::PermissionDenied)

@@ -14,6 +14,7 @@ use agent::openai::{ClientConfig, OpenAiClient};
 use agent::prelude::*;
 use agent::serde_json::json;
 use agent::testing::{OpenAiServer, Reply};
+use agent::tools::ToolErrorCode;
 
 #[derive(Deserialize, JsonSchema)]
 struct Refund {
@@ -54,16 +55,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ => ApprovalDecision::deny("refunds over 100 need a manager"),
         }))
         .build()?;
-    let output = agent.prompt_output("Refund orders 1 and 2.").await?;
+    // Stream the run: each event is what a UI would show. The tool lets events
+    // show `order` and `amount` (`show_args`); anything else would be redacted.
+    let mut run = agent.run("Refund orders 1 and 2.");
+    while let Some(event) = run.next().await {
+        if let AiEventKind::ToolCallStart {
+            tool_call_id, args, ..
+        } = &event.kind
+        {
+            println!("{tool_call_id}: {args}");
+            if tool_call_id == "r2" {
+                assert_eq!(*args, json!({"order": 2, "amount": 250}));
+            }
+        }
+    }
+    let output = run.into_outcome().await?;
     for record in &output.records {
         println!("{} -> {:?}", record.tool_call_id, record.error);
     }
     println!("refunded in total: {}", refunded.load(Ordering::SeqCst));
     println!("answer: {}", output.content);
+    let errors: Vec<_> = output.records.iter().map(|r| r.error).collect();
+    assert_eq!(errors, [None, Some(ToolErrorCode::ApprovalDenied)]);
     assert_eq!(
         refunded.load(Ordering::SeqCst),
         40,
         "only the small refund ran"
     );
+    // The model was told why: the denial is the tool message answering r2.
+    let requests = server.requests();
+    let second = &requests.get(1).ok_or("no second request")?.body;
+    let denial = second["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["tool_call_id"] == "r2"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default();
+    assert!(denial.contains("approval_denied"), "{denial}");
     Ok(())
 }

@@ -28,8 +28,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let agent = Agent::builder(client).build()?;
     let order: Order = agent.prompt_typed("Where is order 7?").await?;
     println!("{order:?}");
-    assert_eq!(order.status, "shipped");
-    let format = &server.requests()[0].body["response_format"];
+    assert_eq!(
+        order,
+        Order {
+            id: 7,
+            status: "shipped".into(),
+            note: None
+        }
+    );
+    // The schema went out strict: every field required, nothing else allowed.
+    let requests = server.requests();
+    let format = &requests.first().ok_or("no request")?.body["response_format"];
+    assert_eq!(format["type"], "json_schema");
     assert_eq!(format["json_schema"]["strict"], true);
+    assert_eq!(
+        format["json_schema"]["schema"]["additionalProperties"],
+        false
+    );
     Ok(())
 }
