@@ -24,6 +24,12 @@
 //!     run recorded in a run store (a SQLite file in a new temporary folder), as
 //!     `agent serve` records by default: the thread, the run's row and status,
 //!     its event log (deltas merged per 250 ms) and usage.
+//!   - `agent-server-otel`: the same as `relay --serve-agent-otel <url>`, with
+//!     span and metric export on (the `agent-telemetry` layer beside the log, as
+//!     `agent serve` installs it) towards a collector that never answers: a
+//!     listener in the load generator that accepts and reads every export
+//!     request and never writes a byte back, so every export waits out its
+//!     timeout and the bounded queue drops (and counts) what does not fit.
 //!   - `node-ai7`: `node tests/js/bench-node.mjs`: `streamText({ model, messages:
 //!     await convertToModelMessages(messages) }).toUIMessageStreamResponse()` of
 //!     `ai` 7.0.173, the Web `Response` written to `node:http` chunk by chunk (what
@@ -63,13 +69,14 @@
 //!
 //! Then the targets: agent-server ≥ 5× `node-ai7`'s deltas per CPU-second,
 //! ≤ 64 KiB per open stream, p99 ≤ 1 ms at 1,000 streams, `agent-server-store`
-//! ≥ 0.9× `agent-server`'s deltas per CPU-second; and one JSON line
+//! ≥ 0.9× `agent-server`'s deltas per CPU-second, `agent-server-otel` the same
+//! (export towards a dead collector costs a run at most 10%); and one JSON line
 //! (`relay-json: {...}`) with every figure.
 //!
 //! # Options (after `--`)
 //!
 //! `--clients 100,1000` `--deltas 200` `--interval-ms 20` `--ramp-ms 1000`
-//! `--warmup 50` `--servers agent-server,agent-server-store,node-ai7,node-ai7-pipe`
+//! `--warmup 50` `--servers agent-server,agent-server-store,agent-server-otel,node-ai7,node-ai7-pipe`
 //! `--pin` (the load generator on CPU 0 and each server under test on CPU 1,
 //! with `taskset`, so neither waits for the other's core); `RELAY_NODE` names
 //! the node binary (default `node`).
@@ -126,9 +133,9 @@ const DELTA_TEXT_LEN: usize = 22;
 const TARGET_RATIO: f64 = 5.0;
 const TARGET_KIB_PER_STREAM: f64 = 64.0;
 const TARGET_P99_MS: f64 = 1.0;
-/// With the run store on, at least this share of the deltas per CPU-second
-/// without it (within 10%).
-const TARGET_STORE_SHARE: f64 = 0.9;
+/// With the run store on, or with export towards a dead collector, at least
+/// this share of the deltas per CPU-second without it (within 10%).
+const TARGET_SHARE: f64 = 0.9;
 /// How long one client may take before it counts as failed.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(180);
 
@@ -199,21 +206,49 @@ impl CompletionPort for PacedModel {
     }
 }
 
+/// What the server under test adds to the bare chat service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Extra {
+    /// Nothing.
+    None,
+    /// Every run recorded in a run store (a SQLite file in a new temporary
+    /// folder, removed at the end), as `agent serve` does by default.
+    Store,
+    /// Spans and metrics exported over OTLP to this collector URL.
+    Otel(String),
+}
+
+/// As `agent serve` logs by default (warnings and errors to stderr), with the
+/// exporting layer beside the log when `telemetry` runs.
+fn init_logging(telemetry: Option<&agent_telemetry::Telemetry>) {
+    use tracing_subscriber::{EnvFilter, Layer as _, layer::SubscriberExt as _};
+    let log = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_filter(EnvFilter::new("warn"));
+    let subscriber = tracing_subscriber::registry()
+        .with(log)
+        .with(telemetry.map(agent_telemetry::Telemetry::layer));
+    let _ = tracing::subscriber::set_global_default(subscriber);
+}
+
 /// `relay --serve-agent`: serves until stdin closes; prints `listening <port> <ns>`.
-/// With `stored`, every run is recorded in a run store (a SQLite file in a new
-/// temporary folder, removed at the end), as `agent serve` does by default.
-fn serve_agent(deltas: usize, interval: Duration, stored: bool) {
+fn serve_agent(deltas: usize, interval: Duration, extra: Extra) {
+    let telemetry = match &extra {
+        Extra::Otel(url) => agent_telemetry::Telemetry::start(&agent_telemetry::TelemetryConfig {
+            endpoint: Some(url.clone()),
+            ..Default::default()
+        })
+        .expect("the span exporter"),
+        Extra::None | Extra::Store => None,
+    };
+    init_logging(telemetry.as_ref());
+    let stored = extra == Extra::Store;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a tokio runtime for the server");
     runtime.block_on(async move {
-        // As `agent serve` logs by default: warnings and errors to stderr.
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
-            .with_writer(std::io::stderr)
-            .with_ansi(false)
-            .try_init();
         let service = ChatService::new(ChatSetup {
             model: Arc::new(PacedModel { deltas, interval }),
             model_id: "paced".into(),
@@ -281,6 +316,29 @@ fn serve_agent(deltas: usize, interval: Duration, stored: bool) {
             let _ = std::fs::remove_dir_all(&folder);
         }
     });
+    if let Some(telemetry) = telemetry {
+        let lost = telemetry.lost_spans();
+        drop(telemetry);
+        eprintln!("relay: the dead collector cost {lost} spans");
+    }
+}
+
+/// A collector that never answers: accepts every connection and reads what
+/// comes, never writing back. Ends with the returned task.
+async fn dead_collector() -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .await
+        .expect("bind the collector");
+    let url = format!("http://{}", listener.local_addr().expect("its address"));
+    let task = tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut sink = vec![0u8; 64 * 1024];
+                while matches!(socket.read(&mut sink).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    (url, task)
 }
 
 /// The bearer token of the benchmark's server.
@@ -594,6 +652,7 @@ fn rss_kib(pid: &str) -> Option<u64> {
 enum Kind {
     Agent,
     AgentStore,
+    AgentOtel,
     Node,
     NodePipe,
 }
@@ -603,15 +662,22 @@ impl Kind {
         match self {
             Self::Agent => "agent-server",
             Self::AgentStore => "agent-server-store",
+            Self::AgentOtel => "agent-server-otel",
             Self::Node => "node-ai7",
             Self::NodePipe => "node-ai7-pipe",
         }
     }
 
     fn parse(name: &str) -> Option<Self> {
-        [Self::Agent, Self::AgentStore, Self::Node, Self::NodePipe]
-            .into_iter()
-            .find(|k| k.name() == name)
+        [
+            Self::Agent,
+            Self::AgentStore,
+            Self::AgentOtel,
+            Self::Node,
+            Self::NodePipe,
+        ]
+        .into_iter()
+        .find(|k| k.name() == name)
     }
 }
 
@@ -633,6 +699,16 @@ struct Server {
     _stdout: BufReader<tokio::process::ChildStdout>,
     pid: String,
     addr: SocketAddr,
+    /// The dead collector of `agent-server-otel`, stopped with the server.
+    collector: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(collector) = self.collector.take() {
+            collector.abort();
+        }
+    }
 }
 
 fn bench_node_script() -> PathBuf {
@@ -687,15 +763,20 @@ fn node_missing(config: &Config) -> Option<String> {
 }
 
 async fn start_server(kind: Kind, config: &Config) -> Server {
+    let mut collector = None;
     let mut command = match kind {
-        Kind::Agent | Kind::AgentStore => {
+        Kind::Agent | Kind::AgentStore | Kind::AgentOtel => {
             let exe = std::env::current_exe().expect("this binary");
             let mut c = pinned(config.pin, exe.as_os_str());
-            c.arg(if kind == Kind::Agent {
-                "--serve-agent"
-            } else {
-                "--serve-agent-store"
-            });
+            match kind {
+                Kind::AgentStore => c.arg("--serve-agent-store"),
+                Kind::AgentOtel => {
+                    let (url, task) = dead_collector().await;
+                    collector = Some(task);
+                    c.args(["--serve-agent-otel", &url])
+                }
+                _ => c.arg("--serve-agent"),
+            };
             c
         }
         Kind::Node | Kind::NodePipe => {
@@ -747,6 +828,7 @@ async fn start_server(kind: Kind, config: &Config) -> Server {
         _stdout: stdout,
         pid,
         addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        collector,
     }
 }
 
@@ -1007,19 +1089,31 @@ fn targets(rows: &[Row], clients: &[usize]) -> Value {
                 );
             }
         }
-        if let Some(stored) = row("agent-server-store", c) {
-            let share = stored.per_cpu_s() / agent.per_cpu_s();
-            let ok = share.is_finite().then_some(share >= TARGET_STORE_SHARE);
+        for (server, what, target) in [
+            (
+                "agent-server-store",
+                "the run store",
+                "store_deltas_per_cpu_s_share",
+            ),
+            (
+                "agent-server-otel",
+                "export to a dead collector",
+                "otel_deltas_per_cpu_s_share",
+            ),
+        ] {
+            let Some(with) = row(server, c) else {
+                continue;
+            };
+            let share = with.per_cpu_s() / agent.per_cpu_s();
+            let ok = share.is_finite().then_some(share >= TARGET_SHARE);
             println!(
-                "  C={c:>4}: deltas/CPU-s with the run store / without = {:.0} / {:.0} = {share:.3} (target >= {TARGET_STORE_SHARE}): {}",
-                stored.per_cpu_s(),
+                "  C={c:>4}: deltas/CPU-s with {what} / without = {:.0} / {:.0} = {share:.3} (target >= {TARGET_SHARE}): {}",
+                with.per_cpu_s(),
                 agent.per_cpu_s(),
                 verdict(ok)
             );
-            out.push(
-                json!({"target": "store_deltas_per_cpu_s_share", "clients": c,
-                            "value": share, "limit": TARGET_STORE_SHARE, "pass": ok}),
-            );
+            out.push(json!({"target": target, "clients": c,
+                            "value": share, "limit": TARGET_SHARE, "pass": ok}));
         }
         let kib = agent.kib_per_stream();
         let ok = kib.map(|k| k <= TARGET_KIB_PER_STREAM);
@@ -1053,7 +1147,13 @@ fn parse_args() -> Result<Option<Config>, String> {
         interval_ms: 20,
         ramp: Duration::from_millis(1000),
         warmup: 50,
-        servers: vec![Kind::Agent, Kind::AgentStore, Kind::Node, Kind::NodePipe],
+        servers: vec![
+            Kind::Agent,
+            Kind::AgentStore,
+            Kind::AgentOtel,
+            Kind::Node,
+            Kind::NodePipe,
+        ],
         node: std::env::var("RELAY_NODE").unwrap_or_else(|_| "node".into()),
         pin: false,
     };
@@ -1068,9 +1168,13 @@ fn parse_args() -> Result<Option<Config>, String> {
         match arg.as_str() {
             // cargo bench passes --bench to harness = false targets.
             "--bench" => {}
-            "--serve-agent" => serve_agent_mode = Some(false),
+            "--serve-agent" => serve_agent_mode = Some(Extra::None),
             "--pin" => config.pin = true,
-            "--serve-agent-store" => serve_agent_mode = Some(true),
+            "--serve-agent-store" => serve_agent_mode = Some(Extra::Store),
+            "--serve-agent-otel" => {
+                let url = args.next().ok_or("--serve-agent-otel needs a URL")?;
+                serve_agent_mode = Some(Extra::Otel(url));
+            }
             "--deltas" => config.deltas = number(&arg, args.next())?.max(1) as usize,
             "--interval-ms" => config.interval_ms = number(&arg, args.next())?,
             "--ramp-ms" => config.ramp = Duration::from_millis(number(&arg, args.next())?),
@@ -1092,17 +1196,17 @@ fn parse_args() -> Result<Option<Config>, String> {
                     .map(|s| Kind::parse(s.trim()))
                     .collect::<Option<Vec<_>>>()
                     .ok_or(
-                        "--servers takes agent-server,agent-server-store,node-ai7,node-ai7-pipe",
+                        "--servers takes agent-server,agent-server-store,agent-server-otel,node-ai7,node-ai7-pipe",
                     )?;
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    if let Some(stored) = serve_agent_mode {
+    if let Some(extra) = serve_agent_mode {
         serve_agent(
             config.deltas,
             Duration::from_millis(config.interval_ms),
-            stored,
+            extra,
         );
         return Ok(None);
     }

@@ -225,10 +225,12 @@ impl ChatService {
     }
 }
 
-/// The caller's W3C trace context (the `traceparent` header): the run continues
-/// it; a new trace starts when there is none or it is malformed.
-fn traceparent(headers: &axum::http::HeaderMap) -> Option<&str> {
-    headers.get("traceparent")?.to_str().ok()
+/// The caller's W3C trace context (the `traceparent` and `tracestate`
+/// headers): the run continues it; a new trace starts when there is none or it
+/// is malformed (and a `tracestate` goes with its `traceparent` only).
+fn trace_context(headers: &axum::http::HeaderMap) -> RunContext {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    RunContext::from_traceparent(header("traceparent")).with_trace_state(header("tracestate"))
 }
 
 /// The request in `bytes`, checked, of `account`'s chat, with the graph it
@@ -254,8 +256,7 @@ async fn checked(
         .graph_for(&chat_ref, chat.graph.as_deref())
         .await
         .map_err(|refusal| refusal.response())?;
-    let context = RunContext::from_traceparent(traceparent(headers))
-        .with_conversation_id(chat_ref.id.clone());
+    let context = trace_context(headers).with_conversation_id(chat_ref.id.clone());
     let encoder = encoder(protocol, &chat, &context.run_id).map_err(|e| invalid(&e))?;
     Ok(Request {
         chat,

@@ -74,6 +74,7 @@ mod plan;
 mod relay;
 pub mod resume;
 mod server;
+pub mod traffic;
 
 pub use chat_protocol::{body_format, contract, data_stream, stream, transcript, ui_stream};
 

@@ -108,6 +108,8 @@ pub(crate) struct ClientSlots {
 pub(crate) struct Slot {
     slots: Arc<ClientSlots>,
     client: Option<ClientKey>,
+    /// Open while the slot is held (see [`crate::traffic`]).
+    _span: tracing::Span,
 }
 
 impl ClientSlots {
@@ -138,6 +140,7 @@ impl ClientSlots {
         Some(Slot {
             slots: Arc::clone(self),
             client,
+            _span: crate::traffic::stream_span(),
         })
     }
 }

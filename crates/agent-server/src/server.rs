@@ -479,7 +479,9 @@ impl ChatService {
                 access,
                 crate::access::cors_layer,
             ));
-        page.merge(api).with_state(state)
+        page.merge(api)
+            .route_layer(middleware::from_fn(crate::traffic::request_span))
+            .with_state(state)
     }
 }
 

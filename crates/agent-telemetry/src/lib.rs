@@ -141,19 +141,19 @@ impl Telemetry {
     where
         S: Subscriber + for<'span> LookupSpan<'span>,
     {
-        let metrics = self
-            .meters
-            .as_ref()
-            .map(|(_, instruments)| metrics::MetricsLayer {
+        let metrics = self.meters.as_ref().map(|(_, instruments)| {
+            metrics::MetricsLayer {
                 instruments: instruments.clone(),
-            });
+            }
+            .with_filter(FilterFn::new(measured))
+        });
         tracing_opentelemetry::layer()
             .with_tracer(self.tracer.clone())
             .with_location(false)
             .with_threads(false)
             .with_target(false)
-            .and_then(metrics)
             .with_filter(FilterFn::new(exported))
+            .and_then(metrics)
     }
 
     /// Spans dropped (the queue was full) or lost (an export failed) so far.
@@ -301,6 +301,20 @@ fn exported(metadata: &tracing::Metadata<'_>) -> bool {
         return EXPORTED_SPANS.contains(&metadata.name());
     }
     *metadata.level() <= tracing::Level::INFO
+}
+
+/// The chat server's traffic spans' target (agent-server's `traffic::TARGET`).
+const TRAFFIC_TARGET: &str = "agent_server::traffic";
+
+/// Whether a span is measured: the run's model and tool call spans, and the
+/// chat server's traffic spans.
+fn measured(metadata: &tracing::Metadata<'_>) -> bool {
+    let target = metadata.target();
+    let ours = target == TRAFFIC_TARGET
+        || EXPORTED_TARGETS
+            .iter()
+            .any(|prefix| target.starts_with(prefix));
+    ours && metadata.is_span() && metrics::MEASURED_SPANS.contains(&metadata.name())
 }
 
 /// `subscriber` with the exporting layer of `telemetry` added (for a library

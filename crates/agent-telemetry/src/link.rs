@@ -11,7 +11,7 @@
 use std::cell::Cell;
 
 use ai_core::RunContext;
-use ai_core::trace::{parse_span_id, parse_trace_id};
+use ai_core::trace::{TraceParent, parse_span_id, parse_trace_id};
 use opentelemetry::Context;
 use opentelemetry::trace::{
     SpanBuilder, SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer,
@@ -77,22 +77,37 @@ impl ai_core::trace::SpanLinker for Linker {
             tracing::debug!(%error, "a run span could not join its trace");
         }
     }
+
+    fn current(&self) -> Option<TraceParent> {
+        let context = tracing::Span::current().context();
+        let span = context.span();
+        let current = span.span_context();
+        current.is_valid().then(|| TraceParent {
+            trace_id: current.trace_id().to_bytes(),
+            parent_id: current.span_id().to_bytes(),
+            flags: current.trace_flags().to_u8(),
+        })
+    }
 }
 
-/// The OpenTelemetry parent of a run's span: the caller's span, or a new trace
-/// with the run's trace id; none when the trace id is not a W3C trace id.
+/// The OpenTelemetry parent of a run's span: the caller's span (with its trace
+/// flags and `tracestate`), or a new trace with the run's trace id; none when
+/// the trace id is not a W3C trace id.
 pub(crate) fn parent_context(context: &RunContext) -> Option<Context> {
     let trace_id = TraceId::from_bytes(parse_trace_id(&context.trace_id)?);
     let parent = context.parent_span_id.as_deref().and_then(parse_span_id);
     Some(match parent {
         Some(span_id) => {
-            let remote = SpanContext::new(
-                trace_id,
-                SpanId::from_bytes(span_id),
-                TraceFlags::SAMPLED,
-                true,
-                TraceState::default(),
-            );
+            let flags = context
+                .trace_flags
+                .map_or(TraceFlags::SAMPLED, TraceFlags::new);
+            let state = context
+                .trace_state
+                .as_deref()
+                .and_then(|state| state.parse::<TraceState>().ok())
+                .unwrap_or_default();
+            let remote =
+                SpanContext::new(trace_id, SpanId::from_bytes(span_id), flags, true, state);
             Context::new().with_remote_span_context(remote)
         }
         None => Context::new().with_value(NewTrace(trace_id)),

@@ -4,6 +4,9 @@
 //! token counts to `gen_ai.client.token.usage` (the GenAI conventions'
 //! histograms); when a `tool_call` span closes, its duration goes to
 //! `agent.tool.duration` and one call to `agent.tool.calls`, by tool and outcome.
+//! The chat server's traffic spans (agent-server's `traffic` module) give
+//! `http.server.request.duration` (by method, route pattern and status) and
+//! `agent.server.open_streams` (response streams open now).
 //!
 //! Attributes are low-cardinality names only (operation, models, tool, outcome,
 //! error type): no ids, no content, no argument.
@@ -13,7 +16,7 @@ use std::fmt;
 use std::time::Instant;
 
 use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Histogram, Meter};
+use opentelemetry::metrics::{Counter, Histogram, Meter, UpDownCounter};
 use tracing::Subscriber;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -25,9 +28,15 @@ use tracing_subscriber::registry::LookupSpan;
 const MODEL_SPAN: &str = "model_call";
 /// The span of one tool call.
 const TOOL_SPAN: &str = "tool_call";
+/// The chat server's span of one routed request.
+const REQUEST_SPAN: &str = "http_request";
+/// The chat server's span of one open response stream.
+const STREAM_SPAN: &str = "chat_stream";
+/// The spans measured.
+pub(crate) const MEASURED_SPANS: [&str; 4] = [MODEL_SPAN, TOOL_SPAN, REQUEST_SPAN, STREAM_SPAN];
 
 /// The span fields metrics read.
-const FIELDS: [&str; 7] = [
+const FIELDS: [&str; 10] = [
     "gen_ai.request.model",
     "gen_ai.response.model",
     "gen_ai.usage.input_tokens",
@@ -35,6 +44,9 @@ const FIELDS: [&str; 7] = [
     "gen_ai.tool.name",
     "agent.tool.outcome",
     "error.type",
+    "http.request.method",
+    "http.route",
+    "http.response.status_code",
 ];
 
 /// Boundaries of the duration histograms, in seconds (the conventions' advice).
@@ -55,6 +67,8 @@ pub(crate) struct Instruments {
     token_usage: Histogram<u64>,
     tool_duration: Histogram<f64>,
     tool_calls: Counter<u64>,
+    request_duration: Histogram<f64>,
+    open_streams: UpDownCounter<i64>,
 }
 
 impl Instruments {
@@ -83,6 +97,19 @@ impl Instruments {
                 .u64_counter("agent.tool.calls")
                 .with_unit("{call}")
                 .with_description("Tool calls, by tool and outcome")
+                .build(),
+            request_duration: meter
+                .f64_histogram("http.server.request.duration")
+                .with_unit("s")
+                .with_description(
+                    "Duration of the chat server's HTTP requests, to the response's headers",
+                )
+                .with_boundaries(DURATION_BUCKETS.to_vec())
+                .build(),
+            open_streams: meter
+                .i64_up_down_counter("agent.server.open_streams")
+                .with_unit("{stream}")
+                .with_description("The chat server's response streams open now")
                 .build(),
         }
     }
@@ -132,10 +159,10 @@ impl Measured {
         }
     }
 
-    fn text(&self, name: &str) -> Option<&str> {
+    fn text(&self, name: &str) -> Option<String> {
         match self.fields.get(name)? {
-            Value::Text(text) => Some(text),
-            Value::Number(_) => None,
+            Value::Text(text) => Some(text.clone()),
+            Value::Number(n) => Some(n.to_string()),
         }
     }
 
@@ -152,7 +179,7 @@ impl Measured {
             .iter()
             .filter_map(|(key, field)| {
                 let value = self.text(field)?;
-                Some(KeyValue::new(*key, value.to_owned()))
+                Some(KeyValue::new(*key, value))
             })
             .collect()
     }
@@ -189,6 +216,22 @@ impl MetricsLayer {
         self.instruments.tool_duration.record(seconds, &attributes);
         self.instruments.tool_calls.add(1, &attributes);
     }
+
+    fn record_request(&self, measured: &Measured, seconds: f64) {
+        let mut attributes = measured.attributes(&[
+            ("http.request.method", "http.request.method"),
+            ("http.route", "http.route"),
+        ]);
+        if let Some(status) = measured.number("http.response.status_code") {
+            attributes.push(KeyValue::new(
+                "http.response.status_code",
+                i64::try_from(status).unwrap_or(0),
+            ));
+        }
+        self.instruments
+            .request_duration
+            .record(seconds, &attributes);
+    }
 }
 
 impl<S> Layer<S> for MetricsLayer
@@ -196,8 +239,12 @@ where
     S: Subscriber + for<'span> LookupSpan<'span>,
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        if ![MODEL_SPAN, TOOL_SPAN].contains(&attrs.metadata().name()) {
+        let name = attrs.metadata().name();
+        if !MEASURED_SPANS.contains(&name) {
             return;
+        }
+        if name == STREAM_SPAN {
+            self.instruments.open_streams.add(1, &[]);
         }
         let Some(span) = ctx.span(id) else {
             return;
@@ -229,7 +276,9 @@ where
         let seconds = measured.started.elapsed().as_secs_f64();
         match span.name() {
             MODEL_SPAN => self.record_model_call(&measured, seconds),
-            _ => self.record_tool_call(&measured, seconds),
+            TOOL_SPAN => self.record_tool_call(&measured, seconds),
+            REQUEST_SPAN => self.record_request(&measured, seconds),
+            _ => self.instruments.open_streams.add(-1, &[]),
         }
     }
 }

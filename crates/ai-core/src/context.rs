@@ -24,6 +24,14 @@ pub struct RunContext {
     /// Id of the conversation (a chat's thread) the run belongs to, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation_id: Option<String>,
+    /// The caller's W3C trace flags, when the run continues a caller's trace
+    /// (bit 0: the caller sampled it); `None` for a trace started here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_flags: Option<u8>,
+    /// The caller's W3C `tracestate` (vendor entries), carried unchanged to the
+    /// run's span and to the requests the run makes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_state: Option<String>,
 }
 
 impl RunContext {
@@ -35,6 +43,8 @@ impl RunContext {
             parent_span_id: None,
             ingress_request_id: None,
             conversation_id: None,
+            trace_flags: None,
+            trace_state: None,
         }
     }
 
@@ -52,6 +62,7 @@ impl RunContext {
         let mut context = Self::generate();
         context.trace_id = parent.trace_id_hex();
         context.parent_span_id = Some(parent.parent_id_hex());
+        context.trace_flags = Some(parent.flags);
         context
     }
 
@@ -67,6 +78,19 @@ impl RunContext {
             }
             None => Self::generate(),
         }
+    }
+
+    /// Sets the caller's `tracestate` when it is a valid W3C value (at most 512
+    /// bytes of printable ASCII, at most 32 `key=value` members) and the run
+    /// continues a caller's trace; a state without a parent, or a malformed one,
+    /// is dropped, as the W3C rules say.
+    pub fn with_trace_state(mut self, state: Option<&str>) -> Self {
+        self.trace_state = state
+            .map(str::trim)
+            .filter(|_| self.parent_span_id.is_some())
+            .filter(|s| crate::trace::valid_trace_state(s))
+            .map(str::to_owned);
+        self
     }
 
     /// Sets the conversation (thread) id.
@@ -102,8 +126,23 @@ mod tests {
         assert_eq!(context.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
         assert_eq!(context.parent_span_id.as_deref(), Some("00f067aa0ba902b7"));
         assert_ne!(context.run_id, context.trace_id);
+        assert_eq!(context.trace_flags, Some(1));
         let fresh = RunContext::from_traceparent(Some("00-zz"));
         assert_eq!(fresh.parent_span_id, None);
         assert_eq!(fresh.trace_id.len(), 32);
+        assert_eq!(fresh.trace_flags, None);
+    }
+
+    #[test]
+    fn a_trace_state_is_kept_only_beside_a_parent_and_only_when_valid() {
+        let value = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+        let continued =
+            RunContext::from_traceparent(Some(value)).with_trace_state(Some("ro=1,x@y=z"));
+        assert_eq!(continued.trace_flags, Some(0));
+        assert_eq!(continued.trace_state.as_deref(), Some("ro=1,x@y=z"));
+        let bad = RunContext::from_traceparent(Some(value)).with_trace_state(Some("no equals"));
+        assert_eq!(bad.trace_state, None);
+        let orphan = RunContext::generate().with_trace_state(Some("ro=1"));
+        assert_eq!(orphan.trace_state, None);
     }
 }

@@ -158,11 +158,51 @@ pub fn parse_span_id(text: &str) -> Option<[u8; 8]> {
         .filter(|id| *id != [0; 8])
 }
 
+/// Whether `state` is a W3C `tracestate` value a run may carry on: at most 512
+/// bytes, at most 32 comma-separated `key=value` members, keys of lower-case
+/// letters, digits and `_-*/@`, values of printable ASCII without `,` and `=`.
+pub fn valid_trace_state(state: &str) -> bool {
+    let members: Vec<&str> = state
+        .split(',')
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .collect();
+    let key_ok = |key: &str| {
+        !key.is_empty()
+            && key.len() <= 256
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_-*/@".contains(&b))
+    };
+    let value_ok = |value: &str| {
+        !value.is_empty()
+            && value.len() <= 256
+            && value
+                .bytes()
+                .all(|b| (0x20..=0x7e).contains(&b) && b != b',' && b != b'=')
+            && !value.ends_with(' ')
+    };
+    state.len() <= 512
+        && !members.is_empty()
+        && members.len() <= 32
+        && members.iter().all(|m| {
+            m.split_once('=')
+                .is_some_and(|(key, value)| key_ok(key) && value_ok(value))
+        })
+}
+
 /// What an exporter does with a run's span right after it is created: links it to
 /// the trace (and the caller's span) its [`RunContext`] names.
 pub trait SpanLinker: Send + Sync {
     /// Links `span`, the span of the run `context` describes.
     fn link(&self, span: &tracing::Span, context: &RunContext);
+
+    /// The trace context of the current span (the model call's or the tool
+    /// call's, when an outgoing request is made inside it), as the exporter
+    /// knows it; `None` when there is no exported span to name.
+    fn current(&self) -> Option<TraceParent> {
+        None
+    }
 }
 
 static LINKER: OnceLock<Box<dyn SpanLinker>> = OnceLock::new();
@@ -180,6 +220,25 @@ pub fn link_run_span(span: &tracing::Span, context: &RunContext) {
     if let Some(linker) = LINKER.get() {
         linker.link(span, context);
     }
+}
+
+/// The W3C trace headers of an outgoing request a run makes (to a model
+/// provider, an MCP server): `traceparent` names the current exported span
+/// (through the installed [`SpanLinker`]) or, with no exporter, the run's trace
+/// and the caller's span, so the provider's side still joins the caller's trace;
+/// `tracestate` is the caller's, unchanged. `None` when the run's trace id is
+/// not a W3C trace id, or when no span can be named.
+pub fn outgoing_headers(context: &RunContext) -> Option<(String, Option<String>)> {
+    let exported = LINKER.get().and_then(|linker| linker.current());
+    let parent = match exported {
+        Some(current) => current,
+        None => TraceParent {
+            trace_id: parse_trace_id(&context.trace_id)?,
+            parent_id: parse_span_id(context.parent_span_id.as_deref()?)?,
+            flags: context.trace_flags.unwrap_or(FLAG_SAMPLED),
+        },
+    };
+    Some((parent.to_string(), context.trace_state.clone()))
 }
 
 /// Turns on (or off) content in spans: prompts and model text, and the redacted
@@ -246,6 +305,35 @@ mod tests {
         for (value, want) in cases {
             assert_eq!(TraceParent::parse(value), Err(want), "{value:?}");
         }
+    }
+
+    #[test]
+    fn trace_states_follow_the_w3c_rules() {
+        for good in [
+            "ro=1",
+            "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7",
+            "a@b=x y",
+            "k_1-*/=v",
+        ] {
+            assert!(valid_trace_state(good), "{good:?}");
+        }
+        let long = vec!["k=v"; 33].join(",");
+        for bad in ["", "k", "=v", "K=v", "k=", "k=a,b", "k=v=w", ",", &long] {
+            assert!(!valid_trace_state(bad), "{bad:?}");
+        }
+        assert!(!valid_trace_state(&format!("k={}", "v".repeat(600))));
+    }
+
+    #[test]
+    fn without_an_exporter_outgoing_requests_continue_the_caller_span() {
+        let caller = TraceParent::parse(SAMPLE).unwrap();
+        let context = RunContext::continuing(&caller).with_trace_state(Some("ro=1"));
+        let (parent, state) = outgoing_headers(&context).unwrap();
+        assert_eq!(parent, SAMPLE);
+        assert_eq!(state.as_deref(), Some("ro=1"));
+        // A trace started here has no span to name without an exporter.
+        assert_eq!(outgoing_headers(&RunContext::generate()), None);
+        assert_eq!(outgoing_headers(&RunContext::new("r", "not-w3c")), None);
     }
 
     proptest! {

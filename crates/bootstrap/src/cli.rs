@@ -445,11 +445,17 @@ fn load_config(global: &GlobalArgs) -> Result<AgentConfig, config::ConfigError> 
 /// convention's environment carrier of a W3C `traceparent`).
 pub const TRACEPARENT_ENV: &str = "TRACEPARENT";
 
+/// The environment variable that carries the caller's `tracestate` beside
+/// [`TRACEPARENT_ENV`].
+pub const TRACESTATE_ENV: &str = "TRACESTATE";
+
 /// A run context for a run the CLI starts: continuing the trace `TRACEPARENT`
-/// names, or a new one.
+/// names (with `TRACESTATE`), or a new one.
 pub(crate) fn run_context_from_env() -> RunContext {
-    let traceparent = std::env::var(TRACEPARENT_ENV).ok();
-    RunContext::from_traceparent(traceparent.as_deref().filter(|v| !v.trim().is_empty()))
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let traceparent = var(TRACEPARENT_ENV);
+    let tracestate = var(TRACESTATE_ENV);
+    RunContext::from_traceparent(traceparent.as_deref()).with_trace_state(tracestate.as_deref())
 }
 
 /// Installs the process's subscriber: the log on stderr (filtered by `RUST_LOG`

@@ -102,10 +102,19 @@ impl Drop for InFlight {
 pub const IDEMPOTENCY_META_KEY: &str = "agent/idempotency-key";
 
 /// The `_meta` of a `tools/call`: the call's idempotency key (the same when a
-/// durable run runs the call again), for servers that dedupe on it.
-fn idempotency_meta(key: &str) -> rmcp::model::RequestMetaObject {
+/// durable run runs the call again), for servers that dedupe on it, and, when
+/// the run has a W3C trace, `traceparent` and `tracestate` (how the
+/// OpenTelemetry conventions for MCP carry trace context: in the request's
+/// `_meta`, whatever the transport).
+fn call_meta(key: &str, run: &ai_core::RunContext) -> rmcp::model::RequestMetaObject {
     let mut meta = serde_json::Map::new();
     meta.insert(IDEMPOTENCY_META_KEY.into(), Value::String(key.to_owned()));
+    if let Some((parent, state)) = ai_core::trace::outgoing_headers(run) {
+        meta.insert("traceparent".into(), Value::String(parent));
+        if let Some(state) = state {
+            meta.insert("tracestate".into(), Value::String(state));
+        }
+    }
     rmcp::model::RequestMetaObject(rmcp::model::MetaObject(meta))
 }
 
@@ -127,6 +136,8 @@ impl ToolExecutor for McpTool {
         let available = self.check();
         let hash = self.hash.clone();
         let key = cx.idempotency_key();
+        // Read here, inside the tool call's span, not in the spawned send.
+        let meta = call_meta(&key, &cx.run);
         Box::pin(async move {
             available.map_err(|reason| failure(ToolErrorCode::ExecutionFailed, reason))?;
             if !input.is_valid(&args) {
@@ -144,7 +155,7 @@ impl ToolExecutor for McpTool {
             let peer = server.peer().await?;
             let mut changes = server.watch();
             let mut params = CallToolRequestParams::new(name.clone()).with_arguments(arguments);
-            params.meta = Some(idempotency_meta(&key));
+            params.meta = Some(meta);
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
             let handle = match peer
                 .send_request_with_option(request, PeerRequestOptions::no_options())
@@ -246,5 +257,26 @@ impl ToolExecutor for McpTool {
                 )),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_carries_its_key_and_the_trace_it_continues() {
+        let caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let run =
+            ai_core::RunContext::from_traceparent(Some(caller)).with_trace_state(Some("ro=1"));
+        let meta = call_meta("k-1", &run).0.0;
+        assert_eq!(meta[IDEMPOTENCY_META_KEY], "k-1");
+        // No exporter in this process: the caller's span is the parent named.
+        assert_eq!(meta["traceparent"], caller);
+        assert_eq!(meta["tracestate"], "ro=1");
+        let fresh = call_meta("k-2", &ai_core::RunContext::new("r", "not-a-w3c-id"))
+            .0
+            .0;
+        assert_eq!(fresh.get("traceparent"), None);
     }
 }

@@ -31,7 +31,10 @@ const MAX_CONTENT_BYTES: usize = 16 * 1024;
 /// caller's trace the context names.
 pub(super) fn run_span(context: &RunContext, graph: Option<&str>, nested: bool) -> tracing::Span {
     let agent = log_field(graph.unwrap_or("agent"));
-    let conversation = log_field(context.conversation_id.as_deref().unwrap_or(""));
+    // Ids the run does not have are left out (`None` records nothing), not
+    // recorded as empty text.
+    let ingress = context.ingress_request_id.as_deref().map(log_field);
+    let conversation = context.conversation_id.as_deref().map(log_field);
     let span = if nested {
         tracing::info_span!(
             "subagent_run",
@@ -47,16 +50,17 @@ pub(super) fn run_span(context: &RunContext, graph: Option<&str>, nested: bool) 
             "run",
             run_id = %log_field(&context.run_id),
             trace_id = %log_field(&context.trace_id),
-            ingress_request_id = %log_field(context.ingress_request_id.as_deref().unwrap_or("")),
+            ingress_request_id = ingress.as_deref(),
             otel.name = %format_args!("invoke_agent {agent}"),
             otel.status_code = Empty,
             gen_ai.operation.name = "invoke_agent",
             gen_ai.agent.name = %agent,
-            gen_ai.conversation.id = %conversation,
+            gen_ai.conversation.id = conversation.as_deref(),
             agent.run.id = %log_field(&context.run_id),
             error.type = Empty,
         )
     };
+
     if !nested {
         ai_core::trace::link_run_span(&span, context);
     }

@@ -424,11 +424,13 @@ impl ToolRunner {
         let started = Instant::now();
         let started_at_ms = unix_ms();
         let tool_call_id = self.settle_call_id(call.id.as_deref());
+        // Left out when the run has none (`None` records nothing).
+        let ingress = run.ingress_request_id.as_deref().map(log_field);
         let span = tracing::info_span!(
             "tool_call",
             run_id = %log_field(&run.run_id),
             trace_id = %log_field(&run.trace_id),
-            ingress_request_id = %log_field(run.ingress_request_id.as_deref().unwrap_or("")),
+            ingress_request_id = ingress.as_deref(),
             tool_call_id = %log_field(&tool_call_id),
             tool = %log_field(&call.name),
             otel.name = %format_args!("execute_tool {}", log_field(&call.name)),
