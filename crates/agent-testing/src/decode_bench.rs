@@ -34,6 +34,13 @@ pub use stats_alloc::INSTRUMENTED_SYSTEM as COUNTING;
 #[derive(Debug, Clone)]
 pub struct Rng(pub u64);
 
+impl Default for Rng {
+    /// The generator every bench's stream is drawn from.
+    fn default() -> Self {
+        Self(0x2545_f491_4f6c_dd1d)
+    }
+}
+
 impl Rng {
     /// The next number.
     pub fn next_u64(&mut self) -> u64 {
@@ -51,6 +58,57 @@ impl Rng {
     /// One of `words`.
     pub fn pick<'w>(&mut self, words: &[&'w str]) -> &'w str {
         words[self.range(0, words.len() - 1)]
+    }
+
+    /// A piece of a streamed delta: `words` drawn until it is at least 4 to 16
+    /// bytes long.
+    pub fn piece(&mut self, words: &[&str]) -> String {
+        let mut piece = String::new();
+        let want = self.range(4, 16);
+        while piece.len() < want {
+            piece.push_str(self.pick(words));
+        }
+        piece
+    }
+}
+
+/// A synthetic stream of server-sent events being written, and how many events
+/// it holds.
+#[derive(Debug, Default)]
+pub struct SseWriter {
+    out: String,
+    events: usize,
+}
+
+impl SseWriter {
+    /// An empty stream.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends one event of type `kind` carrying `data`.
+    pub fn event(&mut self, kind: &str, data: &str) {
+        sse_event(&mut self.out, kind, data);
+        self.events += 1;
+    }
+
+    /// The stream's length so far, in bytes.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Whether nothing was written yet.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.out.is_empty()
+    }
+
+    /// The stream's bytes and its event count.
+    #[must_use]
+    pub fn finish(self) -> (Vec<u8>, usize) {
+        (self.out.into_bytes(), self.events)
     }
 }
 
@@ -79,6 +137,59 @@ pub fn sse_event(out: &mut String, kind: &str, data: &str) {
     out.push_str("\n\n");
 }
 
+/// How a wire writes the events of [`reasoning_then_calls`]: a stream's start,
+/// reasoning text streamed in pieces, three tool calls whose arguments stream in
+/// pieces, the stream's end. Pieces are JSON string content.
+pub trait ReasoningThenCalls {
+    /// The events before the reasoning text (the response's, the reasoning
+    /// block's start).
+    fn start(&self, out: &mut SseWriter);
+    /// One piece of reasoning text.
+    fn reasoning(&self, out: &mut SseWriter, piece: &str);
+    /// The end of the reasoning (its signature or encrypted content).
+    fn reasoning_end(&self, out: &mut SseWriter);
+    /// The start of call `call` (0, 1 or 2), before its arguments.
+    fn call_start(&self, out: &mut SseWriter, call: usize);
+    /// One piece of call `call`'s arguments.
+    fn arguments(&self, out: &mut SseWriter, call: usize, piece: &str);
+    /// The end of call `call`, after its arguments; nothing by default.
+    fn call_end(&self, _out: &mut SseWriter, _call: usize) {}
+    /// The events after the calls (the stop reason, usage, the end).
+    fn end(&self, out: &mut SseWriter);
+}
+
+/// The stream of about `target_bytes` a wire with streamed reasoning and
+/// streamed call arguments is benched on, written by `wire`: reasoning in 4-16
+/// byte pieces of [`TEXT_WORDS`] for half of it, then three `core__write_file`
+/// calls whose `content` arrives in 4-16 byte pieces of [`ARGUMENT_PARTS`], a
+/// sixth of it each. Returns the stream and its event count.
+pub fn reasoning_then_calls(
+    wire: &impl ReasoningThenCalls,
+    target_bytes: usize,
+) -> (Vec<u8>, usize) {
+    let mut rng = Rng::default();
+    let mut out = SseWriter::new();
+    wire.start(&mut out);
+    let budget = target_bytes / 2;
+    while out.len() < budget {
+        wire.reasoning(&mut out, &rng.piece(&TEXT_WORDS));
+    }
+    wire.reasoning_end(&mut out);
+    for call in 0..3 {
+        wire.call_start(&mut out, call);
+        let head = format!(r#"{{\"path\": \"f{call}.txt\", \"content\": \""#);
+        wire.arguments(&mut out, call, &head);
+        let until = budget + (call + 1) * budget / 3;
+        while out.len() < until {
+            wire.arguments(&mut out, call, &rng.piece(&ARGUMENT_PARTS));
+        }
+        wire.arguments(&mut out, call, r#"\"}"#);
+        wire.call_end(&mut out, call);
+    }
+    wire.end(&mut out);
+    out.finish()
+}
+
 /// Feeds every chunk to `decoder`, taking its deltas owned into one reused buffer,
 /// and finishes it: the turn and how many deltas were emitted.
 ///
@@ -98,6 +209,31 @@ pub fn decode_owned<D, E: std::fmt::Debug>(
         deltas.clear();
     }
     (finish(decoder).unwrap(), count)
+}
+
+/// The bench of a wire whose decoder is fed owned deltas: the stream `body` of
+/// `events` events, cut into [`network_chunks`], decoded by a decoder from `new`
+/// through `feed` and `finish` (the turn must hold `tool_calls` calls), compared
+/// against [`value_baseline`] in criterion group `group` (see [`compare`]).
+///
+/// # Panics
+/// When the stream fails to decode or the turn holds another number of calls.
+pub fn bench_decoder<D, E: std::fmt::Debug>(
+    counter: &'static CountingAllocator,
+    group: &str,
+    (body, events): (Vec<u8>, usize),
+    new: impl Fn() -> D,
+    feed: impl Fn(&mut D, &[u8], &mut Vec<CompletionDelta>) -> Result<(), E>,
+    finish: impl Fn(D) -> Result<CompletionFinal, CompletionError>,
+    tool_calls: usize,
+) {
+    let chunks = network_chunks(&body, 7);
+    let ours = |chunks: &[&[u8]]| {
+        let (turn, deltas) = decode_owned(new(), chunks, &feed, &finish);
+        assert_eq!(turn.tool_calls.len(), tool_calls);
+        deltas
+    };
+    compare(counter, group, &body, &chunks, events, ours);
 }
 
 /// `body` cut into network-sized chunks of 1.4 to 16 KiB, drawn from `Rng(seed)`.

@@ -36,6 +36,24 @@ pub fn data(json: &str) -> String {
     format!("data: {json}\n\n")
 }
 
+/// Writes all of `bytes` to `stream`, waiting while its send buffer is full: how
+/// a hand-written server or client in a test sends a raw HTTP message.
+///
+/// # Errors
+/// The write's error, but for the wait on a full buffer.
+pub async fn write_all(stream: &tokio::net::TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        stream.writable().await?;
+        match stream.try_write(rest) {
+            Ok(n) => rest = &rest[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Computes a reply from the request it answers.
 type Compute = Arc<dyn Fn(&Recorded) -> Reply + Send + Sync>;
 
@@ -642,15 +660,7 @@ mod tests {
             request.push_str("\r\n");
             request.push_str(body);
             let stream = TcpStream::connect(server.addr()).await.unwrap();
-            let mut rest = request.as_bytes();
-            while !rest.is_empty() {
-                stream.writable().await.unwrap();
-                match stream.try_write(rest) {
-                    Ok(n) => rest = &rest[n..],
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(e) => panic!("write: {e}"),
-                }
-            }
+            write_all(&stream, request.as_bytes()).await.unwrap();
             Self {
                 stream,
                 buf: Vec::new(),

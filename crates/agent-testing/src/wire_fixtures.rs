@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use ai_core::completion::{
     CompletionDelta, CompletionError, CompletionFinal, CompletionRequest, ModelSettings, ToolChoice,
 };
+use ai_core::message::MessageToolCall;
 use ai_core::{Message, RunContext, ToolEffect, ToolId, ToolSpec};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -217,6 +218,33 @@ impl Fixtures {
     }
 }
 
+impl Fixtures {
+    /// Every encoder golden's input, encoded by `encode` (the snapshot value:
+    /// see [`body_or_error`]), is its snapshot, described as
+    /// `<shown_as>/<case><suffix>`; no snapshot is stale.
+    ///
+    /// # Panics
+    /// When an input is no [`EncodeInput`], a case does not match its snapshot or
+    /// a snapshot is stale.
+    pub fn assert_encode_snapshots<O: DeserializeOwned>(
+        &self,
+        shown_as: &str,
+        encode: impl Fn(EncodeInput<O>) -> Value,
+    ) {
+        self.check_each(|case, path| {
+            self.assert_snapshot(
+                case,
+                &format!(
+                    "{shown_as}/{case}{}: the request body (or the error)",
+                    self.suffix
+                ),
+                None,
+                &encode(read_input(case, path)),
+            );
+        });
+    }
+}
+
 /// Runs `check` on every case and fails with all failing cases, not just the first.
 /// (insta panics on a mismatch; locally it also writes `<case>.snap.new`, on CI
 /// nothing.)
@@ -289,6 +317,62 @@ pub fn decode_in_pieces<D, E: Into<CompletionError>>(
     }
     let result = finish(decoder, &mut deltas);
     (deltas, result)
+}
+
+/// Whether `decode` makes the same of `body` whole and cut at `cuts`: the same
+/// result as `rendering` shows it, and deltas that carry the same text (with
+/// `exact_deltas`, the same deltas).
+///
+/// # Errors
+/// What differs, for a property test to report.
+pub fn check_cuts(
+    rendering: StreamRendering,
+    decode: impl Fn(&[u8], &[usize]) -> Decoded,
+    body: &[u8],
+    cuts: &[usize],
+    exact_deltas: bool,
+) -> Result<(), String> {
+    let (whole_deltas, whole) = decode(body, &[]);
+    let (cut_deltas, cut) = decode(body, cuts);
+    let (whole, cut) = (rendering.result_json(&whole), rendering.result_json(&cut));
+    if whole != cut {
+        return Err(format!(
+            "cut at {cuts:?}, the result differs: {whole} != {cut}"
+        ));
+    }
+    let same = if exact_deltas {
+        whole_deltas == cut_deltas
+    } else {
+        joined(&whole_deltas) == joined(&cut_deltas)
+    };
+    if !same {
+        return Err(format!(
+            "cut at {cuts:?}, the deltas differ: {whole_deltas:?} != {cut_deltas:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// The assistant message the loop makes of a decoded turn: its text (when there
+/// is any), reasoning, calls (with what the provider needs back on them) and
+/// blocks.
+#[must_use]
+pub fn assistant_message(turn: &CompletionFinal) -> Message {
+    Message::Assistant {
+        content: Some(turn.text.clone()).filter(|t| !t.is_empty()),
+        reasoning: turn.reasoning.clone(),
+        tool_calls: turn
+            .tool_calls
+            .iter()
+            .map(|call| MessageToolCall {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+                raw: call.raw.clone(),
+            })
+            .collect(),
+        blocks: turn.blocks.clone(),
+    }
 }
 
 /// The text, reasoning, refusal and argument deltas each joined: equal for two

@@ -16,6 +16,12 @@
 //! - [`HttpTransport`]: the HTTP half of every call; [`HttpTransport::complete`]
 //!   turns an encoded request into a [`ai_core::completion::CompletionStream`]
 //!   through a [`Wire`] and its [`StreamDecoder`].
+//! - [`TurnBuilder`]: the assembled turn an assembler builds at the end of a
+//!   stream, part by part.
+//! - Request pieces the JSON wires write alike: [`encode_body`] (the frame of
+//!   an encoder: checks, extra keys), [`system_prompt`],
+//!   [`user_parts`], [`RoleTurns`], [`object_arguments`], [`add_extra_body`], and
+//!   [`EncodeError`] for an encoder with no rules of its own.
 //! - [`StrictTools`]: the arguments of tools sent with a strict schema, given back
 //!   without the `null`s strict mode added.
 //!
@@ -66,14 +72,21 @@
 
 mod call;
 mod config;
+mod encode;
 mod stream;
 mod transport;
+mod turn;
 mod wire;
 
 pub use call::{StreamDecoder, Wire};
 pub use config::{
     ApiKey, Backoff, ErrorBody, Timeouts, TransportConfig, WireConfig, redact_userinfo,
 };
+pub use encode::{
+    EncodeError, RoleTurns, Unsupported, add_extra_body, encode_body, object_arguments,
+    system_prompt, user_parts,
+};
 pub use stream::{Assembler, SimpleAssembler, SseDecoder, StreamError, settle_arguments};
 pub use transport::HttpTransport;
+pub use turn::TurnBuilder;
 pub use wire::{StrictTools, WireClient, WireSpec};

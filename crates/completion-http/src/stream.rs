@@ -278,6 +278,18 @@ impl<A: Assembler> SseDecoder<A> {
         self.finish_with(A::owned(out))
     }
 
+    /// Decodes a whole body at once (tests, fixtures): every delta, the ones of a
+    /// last event with no blank line after it included, and the turn.
+    pub fn decode_whole(
+        mut self,
+        body: &[u8],
+    ) -> Result<(Vec<CompletionDelta>, CompletionFinal), CompletionError> {
+        let mut deltas = Vec::new();
+        self.feed(body, &mut deltas).map_err(Into::into)?;
+        let turn = self.finish_into(&mut deltas)?;
+        Ok((deltas, turn))
+    }
+
     /// [`SseDecoder::finish_into`] handing the deltas to the assembler's own sink.
     pub fn finish_with(self, out: &mut A::Sink<'_>) -> Result<CompletionFinal, CompletionError> {
         let Self {

@@ -30,7 +30,7 @@ use ai_core::completion::{
 };
 use ai_core::event::UsageFact;
 use ai_core::message::AssistantBlock;
-use completion_http::{SimpleAssembler, SseDecoder, StreamError, settle_arguments};
+use completion_http::{SimpleAssembler, SseDecoder, StreamError, TurnBuilder, settle_arguments};
 use serde_json::Value;
 use sse::RawSseEvent;
 
@@ -483,10 +483,7 @@ impl AnthropicAssembler {
         let finish_reason = self.finish_reason();
         let raw_finish_reason = self.raw_finish_reason();
         let usage = self.usage_fact();
-        let mut text = String::new();
-        let mut reasoning: Option<String> = None;
-        let mut tool_calls = Vec::new();
-        let mut blocks = Vec::new();
+        let mut turn = TurnBuilder::new();
         for block in self.blocks.into_iter().flatten() {
             match block {
                 Block::Text {
@@ -494,24 +491,16 @@ impl AnthropicAssembler {
                     citations,
                 } => {
                     if !citations.is_empty() || !piece.is_empty() {
-                        text.push_str(&piece);
-                        blocks.push(text_block(piece, citations));
+                        turn.text_block(text_block(piece, citations));
                     }
                 }
-                Block::Server { block, input } => blocks.push(server_block(block, &input)),
+                Block::Server { block, input } => turn.block(server_block(block, &input)),
                 Block::Thinking {
                     text: thought,
                     signature,
                     ..
-                } => {
-                    reasoning.get_or_insert_with(String::new).push_str(&thought);
-                    blocks.push(AssistantBlock::Reasoning {
-                        text: thought,
-                        signature,
-                        item_id: None,
-                    });
-                }
-                Block::Redacted(data) => blocks.push(AssistantBlock::RedactedReasoning { data }),
+                } => turn.reasoning(thought, signature, None),
+                Block::Redacted(data) => turn.block(AssistantBlock::RedactedReasoning { data }),
                 Block::ToolUse {
                     id,
                     name,
@@ -521,8 +510,7 @@ impl AnthropicAssembler {
                 } => {
                     let cut = finish_reason == FinishReason::Length || !complete;
                     let (arguments, outcome) = settle_arguments(input, !closed && cut);
-                    blocks.push(AssistantBlock::ToolCall { id: id.clone() });
-                    tool_calls.push(AssembledToolCall {
+                    turn.tool_call(AssembledToolCall {
                         index: call,
                         id,
                         name,
@@ -533,16 +521,7 @@ impl AnthropicAssembler {
                 }
             }
         }
-        CompletionFinal {
-            text,
-            reasoning,
-            refusal: None,
-            tool_calls,
-            finish_reason,
-            raw_finish_reason,
-            usage,
-            blocks,
-        }
+        turn.finish(finish_reason, raw_finish_reason, usage)
     }
 }
 

@@ -27,9 +27,15 @@
 //!   `temperature` is sent then, as the API accepts none with thinking.
 
 use ai_core::Message;
-use ai_core::completion::{CompletionRequest, CompletionRequestError, ResponseFormat, ToolChoice};
+use ai_core::completion::{CompletionRequest, ResponseFormat, ToolChoice};
 use ai_core::message::{AssistantBlock, Attachment, MessageToolCall};
+use completion_http::{
+    EncodeError, RoleTurns, Unsupported, encode_body, object_arguments, system_prompt, user_parts,
+};
 use serde_json::{Map, Value, json};
+
+/// This wire in [`EncodeError::Unsupported`].
+const API: &str = "Messages API";
 
 /// `max_tokens` when the settings give none.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
@@ -58,79 +64,61 @@ impl Default for AnthropicEncodeOptions {
     }
 }
 
-/// Why a request cannot be encoded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum AnthropicEncodeError {
-    /// The request breaks a rule every wire shares ([`CompletionRequest::validate`]).
-    #[error(transparent)]
-    Request(#[from] CompletionRequestError),
-    /// Something this wire cannot send.
-    #[error("the Messages API wire cannot send {0}")]
-    Unsupported(&'static str),
-}
+/// Why a request cannot be encoded: it breaks a rule every wire shares, or
+/// holds something this wire cannot send.
+pub type AnthropicEncodeError = EncodeError;
 
 /// The request body.
 pub fn encode_request(
     request: &CompletionRequest,
     options: &AnthropicEncodeOptions,
 ) -> Result<Value, AnthropicEncodeError> {
-    request.validate()?;
-    let mut body = Map::new();
-    body.insert("model".into(), json!(request.model));
-    let settings = &request.settings;
-    let mut max_tokens = settings.max_tokens.unwrap_or(options.default_max_tokens);
-    if let Some(budget) = options.thinking_budget_tokens {
-        max_tokens = max_tokens.max(budget.saturating_add(1024));
-        body.insert(
-            "thinking".into(),
-            json!({"type": "enabled", "budget_tokens": budget}),
-        );
-    }
-    body.insert("max_tokens".into(), json!(max_tokens));
-    if options.stream {
-        body.insert("stream".into(), json!(true));
-    }
-    // The API refuses a temperature other than 1 with thinking on: none is sent.
-    if let Some(temperature) = settings
-        .temperature
-        .filter(|_| options.thinking_budget_tokens.is_none())
-    {
-        body.insert("temperature".into(), json!(temperature));
-    }
-    if matches!(
-        settings.response_format,
-        Some(ResponseFormat::JsonSchema { .. })
-    ) {
-        return Err(AnthropicEncodeError::Unsupported(
-            "a JSON Schema response format",
-        ));
-    }
-    let system: Vec<&str> = request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::System { content } => Some(content.as_str()),
-            _ => None,
-        })
-        .collect();
-    if !system.is_empty() {
-        let mut block = json!({"type": "text", "text": system.join("\n\n")});
-        if options.cache {
-            block["cache_control"] = json!({"type": "ephemeral"});
+    encode_body(request, |body| {
+        body.insert("model".into(), json!(request.model));
+        let settings = &request.settings;
+        let mut max_tokens = settings.max_tokens.unwrap_or(options.default_max_tokens);
+        if let Some(budget) = options.thinking_budget_tokens {
+            max_tokens = max_tokens.max(budget.saturating_add(1024));
+            body.insert(
+                "thinking".into(),
+                json!({"type": "enabled", "budget_tokens": budget}),
+            );
         }
-        body.insert("system".into(), json!([block]));
-    }
-    let mut messages = messages(&request.messages)?;
-    if options.cache {
-        mark_last_user_block(&mut messages);
-    }
-    body.insert("messages".into(), Value::Array(messages));
-    tools(request, options, &mut body)?;
-    for (key, value) in &settings.extra_body {
-        body.entry(key.clone()).or_insert_with(|| value.clone());
-    }
-    Ok(Value::Object(body))
+        body.insert("max_tokens".into(), json!(max_tokens));
+        if options.stream {
+            body.insert("stream".into(), json!(true));
+        }
+        // The API refuses a temperature other than 1 with thinking on: none is sent.
+        if let Some(temperature) = settings
+            .temperature
+            .filter(|_| options.thinking_budget_tokens.is_none())
+        {
+            body.insert("temperature".into(), json!(temperature));
+        }
+        if matches!(
+            settings.response_format,
+            Some(ResponseFormat::JsonSchema { .. })
+        ) {
+            return Err(EncodeError::unsupported(
+                API,
+                "a JSON Schema response format",
+            ));
+        }
+        if let Some(system) = system_prompt(&request.messages) {
+            let mut block = json!({"type": "text", "text": system});
+            if options.cache {
+                block["cache_control"] = json!({"type": "ephemeral"});
+            }
+            body.insert("system".into(), json!([block]));
+        }
+        let mut messages = messages(&request.messages)?;
+        if options.cache {
+            mark_last_user_block(&mut messages);
+        }
+        body.insert("messages".into(), Value::Array(messages));
+        tools(request, options, body)?;
+        Ok(())
+    })
 }
 
 fn tools(
@@ -163,7 +151,7 @@ fn tools(
         ToolChoice::None => json!({"type": "none"}),
         ToolChoice::Required => json!({"type": "any"}),
         ToolChoice::Tool(id) => json!({"type": "tool", "name": id.as_str()}),
-        _ => return Err(AnthropicEncodeError::Unsupported("this tool choice")),
+        _ => return Err(EncodeError::unsupported(API, "this tool choice")),
     };
     body.insert("tool_choice".into(), choice);
     Ok(())
@@ -171,29 +159,20 @@ fn tools(
 
 /// The conversation as alternating user and assistant messages.
 fn messages(history: &[Message]) -> Result<Vec<Value>, AnthropicEncodeError> {
-    let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    let mut push = |role: &'static str, blocks: Vec<Value>| {
-        if blocks.is_empty() {
-            return;
-        }
-        match out.last_mut() {
-            Some((last, content)) if *last == role => content.extend(blocks),
-            _ => out.push((role, blocks)),
-        }
-    };
+    let mut turns = RoleTurns::new();
     for message in history {
         match message {
             Message::System { .. } => {}
             Message::User {
                 content,
                 attachments,
-            } => push("user", user_blocks(content, attachments)?),
+            } => turns.push("user", user_blocks(content, attachments)?),
             Message::Assistant {
                 content,
                 tool_calls,
                 blocks,
                 ..
-            } => push(
+            } => turns.push(
                 "assistant",
                 assistant_blocks(content.as_deref(), tool_calls, blocks),
             ),
@@ -210,48 +189,34 @@ fn messages(history: &[Message]) -> Result<Vec<Value>, AnthropicEncodeError> {
                 if *is_error {
                     result["is_error"] = json!(true);
                 }
-                push("user", vec![result]);
+                turns.push("user", vec![result]);
             }
-            _ => return Err(AnthropicEncodeError::Unsupported("this kind of message")),
+            _ => return Err(EncodeError::unsupported(API, "this kind of message")),
         }
     }
-    Ok(out
-        .into_iter()
-        .map(|(role, content)| json!({"role": role, "content": content}))
-        .collect())
+    Ok(turns.into_json("content"))
 }
 
 fn user_blocks(
     content: &str,
     attachments: &[Attachment],
 ) -> Result<Vec<Value>, AnthropicEncodeError> {
-    let mut blocks = Vec::new();
-    if !content.is_empty() {
-        blocks.push(json!({"type": "text", "text": content}));
-    }
-    for attachment in attachments {
-        blocks.push(match attachment {
-            Attachment::Image {
-                media_type, data, ..
-            } => json!({
+    user_parts(
+        content,
+        attachments,
+        |text| json!({"type": "text", "text": text}),
+        |media_type, data| {
+            json!({
                 "type": "image",
                 "source": {"type": "base64", "media_type": media_type, "data": data},
-            }),
-            Attachment::Text { name, text, .. } => json!({
-                "type": "text",
-                "text": format!("<file name={}>\n{text}\n</file>", json!(name)),
-            }),
-            _ => return Err(AnthropicEncodeError::Unsupported("this kind of attachment")),
-        });
-    }
-    Ok(blocks)
+            })
+        },
+    )
+    .map_err(|Unsupported(what)| EncodeError::unsupported(API, what))
 }
 
 fn tool_use(call: &MessageToolCall) -> Value {
-    let input = serde_json::from_str::<Value>(&call.arguments)
-        .ok()
-        .filter(Value::is_object)
-        .unwrap_or_else(|| json!({}));
+    let input = object_arguments(call);
     json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input})
 }
 

@@ -32,22 +32,13 @@ fn chunk(out: &mut String, parts: &str, finish: bool) {
     out.push_str("\r\n\r\n");
 }
 
-fn piece(rng: &mut Rng, words: &[&str]) -> String {
-    let mut piece = String::new();
-    let want = rng.range(4, 16);
-    while piece.len() < want {
-        piece.push_str(rng.pick(words));
-    }
-    piece
-}
-
 /// The stream and its event count.
 fn build_stream(target_bytes: usize) -> (Vec<u8>, usize) {
-    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut rng = Rng::default();
     let mut out = String::new();
     let mut events = 0;
     while out.len() < target_bytes / 3 {
-        let text = piece(&mut rng, &TEXT_WORDS);
+        let text = rng.piece(&TEXT_WORDS);
         chunk(
             &mut out,
             &format!(r#"{{"text":"{text}","thought":true}}"#),
@@ -56,14 +47,14 @@ fn build_stream(target_bytes: usize) -> (Vec<u8>, usize) {
         events += 1;
     }
     while out.len() < target_bytes / 2 {
-        let text = piece(&mut rng, &TEXT_WORDS);
+        let text = rng.piece(&TEXT_WORDS);
         chunk(&mut out, &format!(r#"{{"text":"{text}"}}"#), false);
         events += 1;
     }
     for call in 0..3 {
         let mut content = String::new();
         while content.len() < target_bytes / 6 {
-            content.push_str(&piece(&mut rng, &ARGUMENT_PARTS));
+            content.push_str(&rng.piece(&ARGUMENT_PARTS));
         }
         chunk(
             &mut out,
@@ -77,19 +68,14 @@ fn build_stream(target_bytes: usize) -> (Vec<u8>, usize) {
     (out.into_bytes(), events)
 }
 
-fn ours(chunks: &[&[u8]]) -> usize {
-    let (turn, deltas) = decode_bench::decode_owned(
-        GeminiDecoder::with_options("gemini-bench".to_owned()),
-        chunks,
-        |decoder, chunk, deltas| decoder.feed(chunk, deltas),
-        |decoder| decoder.finish(),
-    );
-    assert_eq!(turn.tool_calls.len(), 3);
-    deltas
-}
-
 fn main() {
-    let (body, events) = build_stream(4 * 1024 * 1024);
-    let chunks = decode_bench::network_chunks(&body, 7);
-    decode_bench::compare(GLOBAL, "gemini_decode", &body, &chunks, events, ours);
+    decode_bench::bench_decoder(
+        GLOBAL,
+        "gemini_decode",
+        build_stream(4 * 1024 * 1024),
+        || GeminiDecoder::with_options("gemini-bench".to_owned()),
+        GeminiDecoder::feed,
+        GeminiDecoder::finish,
+        3,
+    );
 }

@@ -38,7 +38,7 @@ use ai_core::completion::{
 };
 use ai_core::event::UsageFact;
 use ai_core::message::AssistantBlock;
-use completion_http::{Assembler, SseDecoder, StreamError, settle_arguments};
+use completion_http::{Assembler, SseDecoder, StreamError, TurnBuilder, settle_arguments};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use sse::RawSseEvent;
@@ -439,10 +439,7 @@ impl GeminiAssembler {
         let raw_finish_reason = self.raw_finish_reason();
         let usage = self.usage_fact();
         let mut calls: Vec<Option<Call>> = self.calls.into_iter().map(Some).collect();
-        let mut text = String::new();
-        let mut reasoning: Option<String> = None;
-        let mut tool_calls = Vec::new();
-        let mut blocks = Vec::new();
+        let mut turn = TurnBuilder::new();
         for part in self.parts {
             match part {
                 Part::Text {
@@ -454,18 +451,12 @@ impl GeminiAssembler {
                         continue;
                     }
                     if thought {
-                        reasoning.get_or_insert_with(String::new).push_str(&piece);
-                        blocks.push(AssistantBlock::Reasoning {
-                            text: piece,
-                            signature: None,
-                            item_id: None,
-                        });
+                        turn.reasoning(piece, None, None);
                     } else {
-                        text.push_str(&piece);
-                        blocks.push(AssistantBlock::Text { text: piece });
+                        turn.text(piece);
                     }
                     if let Some(fields) = fields {
-                        blocks.push(AssistantBlock::WireFields {
+                        turn.block(AssistantBlock::WireFields {
                             wire: WIRE.into(),
                             fields: Value::Object(fields),
                         });
@@ -476,11 +467,8 @@ impl GeminiAssembler {
                         continue;
                     };
                     let (arguments, outcome) = settle_arguments(call.arguments, false);
-                    blocks.push(AssistantBlock::ToolCall {
-                        id: call.id.clone(),
-                    });
-                    tool_calls.push(AssembledToolCall {
-                        index: u32::try_from(tool_calls.len()).unwrap_or(u32::MAX),
+                    turn.tool_call(AssembledToolCall {
+                        index: u32::try_from(turn.tool_calls().len()).unwrap_or(u32::MAX),
                         id: call.id,
                         name: call.name,
                         arguments,
@@ -493,16 +481,7 @@ impl GeminiAssembler {
         if !complete {
             tracing::debug!("gemini stream ended before a finish reason");
         }
-        CompletionFinal {
-            text,
-            reasoning,
-            refusal: None,
-            tool_calls,
-            finish_reason,
-            raw_finish_reason,
-            usage,
-            blocks,
-        }
+        turn.finish(finish_reason, raw_finish_reason, usage)
     }
 }
 
@@ -512,11 +491,7 @@ pub fn decode_stream(
     body: &[u8],
     model: &str,
 ) -> Result<(Vec<CompletionDelta>, CompletionFinal), CompletionError> {
-    let mut decoder = GeminiDecoder::with_options(model.to_owned());
-    let mut deltas = Vec::new();
-    decoder.feed(body, &mut deltas)?;
-    let turn = decoder.finish_into(&mut deltas)?;
-    Ok((deltas, turn))
+    GeminiDecoder::with_options(model.to_owned()).decode_whole(body)
 }
 
 /// Decodes a whole (non-streamed) `generateContent` response into the turn it

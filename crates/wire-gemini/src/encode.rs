@@ -34,6 +34,7 @@ use std::collections::HashMap;
 use ai_core::Message;
 use ai_core::completion::{CompletionRequest, CompletionRequestError, ResponseFormat, ToolChoice};
 use ai_core::message::{AssistantBlock, Attachment, MessageToolCall};
+use completion_http::{RoleTurns, Unsupported, encode_body, object_arguments, system_prompt};
 use serde_json::{Map, Value, json};
 
 use crate::WIRE;
@@ -108,35 +109,24 @@ pub fn encode_request(
     request: &CompletionRequest,
     options: &GeminiOptions,
 ) -> Result<Value, GeminiEncodeError> {
-    request.validate()?;
-    let mut body = Map::new();
-    let system: Vec<&str> = request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::System { content } => Some(content.as_str()),
-            _ => None,
-        })
-        .collect();
-    if !system.is_empty() {
+    encode_body(request, |body| {
+        if let Some(system) = system_prompt(&request.messages) {
+            body.insert(
+                "systemInstruction".into(),
+                json!({"parts": [{"text": system}]}),
+            );
+        }
         body.insert(
-            "systemInstruction".into(),
-            json!({"parts": [{"text": system.join("\n\n")}]}),
+            "contents".into(),
+            Value::Array(contents(&request.messages)?),
         );
-    }
-    body.insert(
-        "contents".into(),
-        Value::Array(contents(&request.messages)?),
-    );
-    tools(request, &mut body);
-    let config = generation_config(request, options)?;
-    if !config.is_empty() {
-        body.insert("generationConfig".into(), Value::Object(config));
-    }
-    for (key, value) in &request.settings.extra_body {
-        body.entry(key.clone()).or_insert_with(|| value.clone());
-    }
-    Ok(Value::Object(body))
+        tools(request, body);
+        let config = generation_config(request, options)?;
+        if !config.is_empty() {
+            body.insert("generationConfig".into(), Value::Object(config));
+        }
+        Ok(())
+    })
 }
 
 fn generation_config(
@@ -237,16 +227,7 @@ fn provider_id(call: &MessageToolCall) -> Option<&str> {
 
 /// The conversation as alternating `user` and `model` contents.
 fn contents(history: &[Message]) -> Result<Vec<Value>, GeminiEncodeError> {
-    let mut out: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    let mut push = |role: &'static str, parts: Vec<Value>| {
-        if parts.is_empty() {
-            return;
-        }
-        match out.last_mut() {
-            Some((last, content)) if *last == role => content.extend(parts),
-            _ => out.push((role, parts)),
-        }
-    };
+    let mut turns = RoleTurns::new();
     // Each call's name and provider id by call id, for the results that answer it.
     let mut calls: HashMap<&str, (&str, Option<&str>)> = HashMap::new();
     for message in history {
@@ -255,7 +236,7 @@ fn contents(history: &[Message]) -> Result<Vec<Value>, GeminiEncodeError> {
             Message::User {
                 content,
                 attachments,
-            } => push("user", user_parts(content, attachments)?),
+            } => turns.push("user", user_parts(content, attachments)?),
             Message::Assistant {
                 content,
                 tool_calls,
@@ -265,7 +246,7 @@ fn contents(history: &[Message]) -> Result<Vec<Value>, GeminiEncodeError> {
                 for call in tool_calls {
                     calls.insert(&call.id, (&call.name, provider_id(call)));
                 }
-                push("model", model_parts(content.as_deref(), tool_calls, blocks));
+                turns.push("model", model_parts(content.as_deref(), tool_calls, blocks));
             }
             Message::Tool {
                 tool_call_id,
@@ -281,41 +262,26 @@ fn contents(history: &[Message]) -> Result<Vec<Value>, GeminiEncodeError> {
                 if let Some(id) = id {
                     response["id"] = json!(id);
                 }
-                push("user", vec![json!({ "functionResponse": response })]);
+                turns.push("user", vec![json!({ "functionResponse": response })]);
             }
             _ => return Err(GeminiEncodeError::Unsupported("this kind of message")),
         }
     }
-    Ok(out
-        .into_iter()
-        .map(|(role, parts)| json!({"role": role, "parts": parts}))
-        .collect())
+    Ok(turns.into_json("parts"))
 }
 
 fn user_parts(content: &str, attachments: &[Attachment]) -> Result<Vec<Value>, GeminiEncodeError> {
-    let mut parts = Vec::new();
-    if !content.is_empty() {
-        parts.push(json!({ "text": content }));
-    }
-    for attachment in attachments {
-        parts.push(match attachment {
-            Attachment::Image {
-                media_type, data, ..
-            } => json!({"inlineData": {"mimeType": media_type, "data": data}}),
-            Attachment::Text { name, text, .. } => json!({
-                "text": format!("<file name={}>\n{text}\n</file>", json!(name)),
-            }),
-            _ => return Err(GeminiEncodeError::Unsupported("this kind of attachment")),
-        });
-    }
-    Ok(parts)
+    completion_http::user_parts(
+        content,
+        attachments,
+        |text| json!({ "text": text }),
+        |media_type, data| json!({"inlineData": {"mimeType": media_type, "data": data}}),
+    )
+    .map_err(|Unsupported(what)| GeminiEncodeError::Unsupported(what))
 }
 
 fn function_call(call: &MessageToolCall) -> Value {
-    let args = serde_json::from_str::<Value>(&call.arguments)
-        .ok()
-        .filter(Value::is_object)
-        .unwrap_or_else(|| json!({}));
+    let args = object_arguments(call);
     let mut inner = json!({"name": call.name, "args": args});
     if let Some(id) = provider_id(call) {
         inner["id"] = json!(id);

@@ -43,7 +43,7 @@ static GLOBAL: &CountingAllocator = &decode_bench::COUNTING;
 
 /// The stream and its SSE event count.
 fn build_stream(target_bytes: usize) -> (Vec<u8>, usize) {
-    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut rng = Rng::default();
     let head = r#"{"id":"chatcmpl-BqT8x2LhW1nZ9cVfK3","object":"chat.completion.chunk","created":1731418260,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_831e067d82","choices":[{"index":0,"delta":"#;
     let tail = r#","logprobs":null,"finish_reason":null}],"usage":null}"#;
     let mut out = String::new();

@@ -12,6 +12,7 @@ use ai_core::{
     completion::{CompletionRequest, CompletionRequestError, ResponseFormat, ToolChoice},
     message::Attachment,
 };
+use completion_http::add_extra_body;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -421,11 +422,8 @@ pub fn encode_request(
         body.insert("stream_options".into(), json!({"include_usage": true}));
     }
     // The request's extras before the endpoint's; neither replaces a set field.
-    for (key, value) in settings.extra_body.iter().chain(&options.extra_body) {
-        if !body.contains_key(key) {
-            body.insert(key.clone(), value.clone());
-        }
-    }
+    add_extra_body(&mut body, &settings.extra_body);
+    add_extra_body(&mut body, &options.extra_body);
     Ok(EncodedRequest {
         body: Value::Object(body),
         strict: strict_reports,
@@ -620,9 +618,9 @@ mod tests {
                 NotStrictReason::OpenObject,
             ),
             (
-                json!({"type": "object", "properties": {"s": {"type": "string", "minLength": 1}}}),
+                json!({"type": "object", "properties": {"s": {"oneOf": [{"type": "string"}, {"type": "integer"}]}}}),
                 "#/properties/s",
-                NotStrictReason::UnsupportedKeyword("minLength".into()),
+                NotStrictReason::UnsupportedKeyword("oneOf".into()),
             ),
             (
                 json!({"type": "object", "properties": {"s": {"$ref": "https://x/y"}}}),
@@ -651,6 +649,25 @@ mod tests {
             strict_schema(&deep).unwrap_err().reason,
             NotStrictReason::TooDeep(10)
         );
+    }
+
+    #[test]
+    fn validation_keywords_strict_mode_refuses_are_removed_not_fatal() {
+        let schema = json!({"type": "object", "properties": {
+            "s": {"type": "string", "minLength": 1, "maxLength": 9},
+            "n": {"type": "integer", "format": "uint32", "minimum": 0},
+            "when": {"type": "string", "format": "date-time"},
+            "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": true}
+        }, "required": ["s"]});
+        let strict = strict_schema(&schema).unwrap();
+        assert_eq!(strict["properties"]["s"], json!({"type": "string"}));
+        // Bounds strict mode takes stay; a format it does not know goes.
+        assert_eq!(
+            strict["properties"]["n"],
+            json!({"type": ["integer", "null"], "minimum": 0})
+        );
+        assert_eq!(strict["properties"]["when"]["format"], "date-time");
+        assert_eq!(strict["properties"]["tags"].get("uniqueItems"), None);
     }
 
     #[test]

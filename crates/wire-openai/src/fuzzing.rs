@@ -41,13 +41,7 @@ pub fn decode_arbitrary(data: &[u8]) {
         "framing depends on how the bytes are cut"
     );
 
-    let _ = decode_response(
-        data,
-        DecoderOptions {
-            id_minting: IdMinting::Sequential,
-            ..DecoderOptions::default()
-        },
-    );
+    let _ = decode_response(data, fuzz_options());
 }
 
 type Decoded = (
@@ -90,27 +84,26 @@ fn cut<'a>(data: &'a [u8], sizes: &[usize]) -> Vec<&'a [u8]> {
 }
 
 fn decode_in_chunks(data: &[u8], sizes: &[usize]) -> Decoded {
-    let mut decoder = Decoder::with_options(DecoderOptions {
-        id_minting: IdMinting::Sequential,
-        ..DecoderOptions::default()
-    });
-    let mut deltas = Vec::new();
-    for chunk in cut(data, sizes) {
-        if let Err(error) = decoder.feed(chunk, &mut deltas) {
-            return (deltas, Err(error.into()));
-        }
-    }
-    let result = decoder.finish_into(&mut deltas);
-    (deltas, result)
+    feed_in_chunks(Decoder::with_options(fuzz_options()), data, sizes)
 }
 
 /// Like [`decode_in_chunks`] with the reference decoder, which parses every chunk
 /// whole.
 fn decode_whole_chunks(data: &[u8], sizes: &[usize]) -> Decoded {
-    let mut decoder = parsing_whole_chunks(DecoderOptions {
+    feed_in_chunks(parsing_whole_chunks(fuzz_options()), data, sizes)
+}
+
+/// The options of every decoder here: ids minted in sequence, so two decodes of
+/// one stream compare equal.
+fn fuzz_options() -> DecoderOptions {
+    DecoderOptions {
         id_minting: IdMinting::Sequential,
         ..DecoderOptions::default()
-    });
+    }
+}
+
+/// `data` cut at `sizes` and fed to `decoder`, taking the deltas owned.
+fn feed_in_chunks(mut decoder: Decoder, data: &[u8], sizes: &[usize]) -> Decoded {
     let mut deltas = Vec::new();
     for chunk in cut(data, sizes) {
         if let Err(error) = decoder.feed(chunk, &mut deltas) {
@@ -123,10 +116,7 @@ fn decode_whole_chunks(data: &[u8], sizes: &[usize]) -> Decoded {
 
 /// Like [`decode_in_chunks`], taking the deltas borrowed and copying them only here.
 fn decode_borrowed_in_chunks(data: &[u8], sizes: &[usize]) -> Decoded {
-    let mut decoder = Decoder::with_options(DecoderOptions {
-        id_minting: IdMinting::Sequential,
-        ..DecoderOptions::default()
-    });
+    let mut decoder = Decoder::with_options(fuzz_options());
     let mut deltas = Vec::new();
     let mut sink = |delta: DeltaRef<'_>| deltas.push(delta.into_owned());
     for chunk in cut(data, sizes) {

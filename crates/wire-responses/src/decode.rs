@@ -33,7 +33,7 @@ use ai_core::completion::{
 };
 use ai_core::event::UsageFact;
 use ai_core::message::AssistantBlock;
-use completion_http::{SimpleAssembler, SseDecoder, StreamError, settle_arguments};
+use completion_http::{SimpleAssembler, SseDecoder, StreamError, TurnBuilder, settle_arguments};
 use serde_json::Value;
 use sse::RawSseEvent;
 
@@ -598,11 +598,8 @@ impl ResponsesAssembler {
         let finish_reason = self.finish_reason(has_calls);
         let raw_finish_reason = self.raw_finish_reason();
         let cut = self.end != Some(End::Completed);
-        let mut text = String::new();
-        let mut refusal: Option<String> = None;
-        let mut reasoning: Option<String> = None;
-        let mut tool_calls = Vec::new();
-        let mut blocks = Vec::new();
+        let usage = self.usage;
+        let mut turn = TurnBuilder::new();
         for item in self.items.into_iter().flatten() {
             match item {
                 Item::Message {
@@ -611,11 +608,10 @@ impl ResponsesAssembler {
                     ..
                 } => {
                     if !piece.is_empty() {
-                        text.push_str(&piece);
-                        blocks.push(AssistantBlock::Text { text: piece });
+                        turn.text(piece);
                     }
                     if !refused.is_empty() {
-                        refusal.get_or_insert_with(String::new).push_str(&refused);
+                        turn.refusal(&refused);
                     }
                 }
                 Item::Reasoning {
@@ -624,14 +620,16 @@ impl ResponsesAssembler {
                     encrypted,
                     ..
                 } => {
-                    if !summary.is_empty() {
-                        reasoning.get_or_insert_with(String::new).push_str(&summary);
+                    let item_id = Some(item_id).filter(|id| !id.is_empty());
+                    if summary.is_empty() {
+                        turn.block(AssistantBlock::Reasoning {
+                            text: summary,
+                            signature: encrypted,
+                            item_id,
+                        });
+                    } else {
+                        turn.reasoning(summary, encrypted, item_id);
                     }
-                    blocks.push(AssistantBlock::Reasoning {
-                        text: summary,
-                        signature: encrypted,
-                        item_id: Some(item_id).filter(|id| !id.is_empty()),
-                    });
                 }
                 Item::Call {
                     call_id,
@@ -642,10 +640,7 @@ impl ResponsesAssembler {
                     ..
                 } => {
                     let (arguments, outcome) = settle_arguments(arguments, !done && cut);
-                    blocks.push(AssistantBlock::ToolCall {
-                        id: call_id.clone(),
-                    });
-                    tool_calls.push(AssembledToolCall {
+                    turn.tool_call(AssembledToolCall {
                         index: call,
                         id: call_id,
                         name,
@@ -656,17 +651,9 @@ impl ResponsesAssembler {
                 }
             }
         }
-        tool_calls.sort_by_key(|call| call.index);
-        CompletionFinal {
-            text,
-            reasoning,
-            refusal,
-            tool_calls,
-            finish_reason,
-            raw_finish_reason,
-            usage: self.usage,
-            blocks,
-        }
+        let mut turn = turn.finish(finish_reason, raw_finish_reason, usage);
+        turn.tool_calls.sort_by_key(|call| call.index);
+        turn
     }
 }
 
@@ -713,11 +700,7 @@ fn summary_text(item: &Value) -> String {
 pub fn decode_stream(
     body: &[u8],
 ) -> Result<(Vec<CompletionDelta>, CompletionFinal), CompletionError> {
-    let mut decoder = ResponsesDecoder::new();
-    let mut deltas = Vec::new();
-    decoder.feed(body, &mut deltas)?;
-    let turn = decoder.finish_into(&mut deltas)?;
-    Ok((deltas, turn))
+    ResponsesDecoder::new().decode_whole(body)
 }
 
 /// Decodes a whole (non-streamed) response, `{object: "response", output: [...],

@@ -27,9 +27,13 @@
 //!   `max_output_tokens`, `temperature`, structured output as `text.format`.
 
 use ai_core::Message;
-use ai_core::completion::{CompletionRequest, CompletionRequestError, ResponseFormat, ToolChoice};
+use ai_core::completion::{CompletionRequest, ResponseFormat, ToolChoice};
 use ai_core::message::{AssistantBlock, Attachment, MessageToolCall};
+use completion_http::{EncodeError, Unsupported, encode_body, system_prompt, user_parts};
 use serde_json::{Map, Value, json};
+
+/// This wire in [`EncodeError::Unsupported`].
+const API: &str = "Responses API";
 
 /// How to encode (build it with `..ResponsesEncodeOptions::default()`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,77 +54,58 @@ impl Default for ResponsesEncodeOptions {
     }
 }
 
-/// Why a request cannot be encoded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ResponsesEncodeError {
-    /// The request breaks a rule every wire shares ([`CompletionRequest::validate`]).
-    #[error(transparent)]
-    Request(#[from] CompletionRequestError),
-    /// Something this wire cannot send.
-    #[error("the Responses API wire cannot send {0}")]
-    Unsupported(&'static str),
-}
+/// Why a request cannot be encoded: it breaks a rule every wire shares, or
+/// holds something this wire cannot send.
+pub type ResponsesEncodeError = EncodeError;
 
 /// The request body.
 pub fn encode_request(
     request: &CompletionRequest,
     options: &ResponsesEncodeOptions,
 ) -> Result<Value, ResponsesEncodeError> {
-    request.validate()?;
-    let mut body = Map::new();
-    body.insert("model".into(), json!(request.model));
-    body.insert("store".into(), json!(false));
-    body.insert("include".into(), json!(["reasoning.encrypted_content"]));
-    if options.stream {
-        body.insert("stream".into(), json!(true));
-    }
-    let settings = &request.settings;
-    if let Some(temperature) = settings.temperature {
-        body.insert("temperature".into(), json!(temperature));
-    }
-    if let Some(max) = settings.max_tokens {
-        body.insert("max_output_tokens".into(), json!(max));
-    }
-    if let Some(effort) = &settings.reasoning_effort {
-        body.insert(
-            "reasoning".into(),
-            json!({"effort": effort, "summary": "auto"}),
-        );
-    }
-    match &settings.response_format {
-        Some(ResponseFormat::JsonSchema {
-            name,
-            schema,
-            strict,
-        }) => {
+    encode_body(request, |body| {
+        body.insert("model".into(), json!(request.model));
+        body.insert("store".into(), json!(false));
+        body.insert("include".into(), json!(["reasoning.encrypted_content"]));
+        if options.stream {
+            body.insert("stream".into(), json!(true));
+        }
+        let settings = &request.settings;
+        if let Some(temperature) = settings.temperature {
+            body.insert("temperature".into(), json!(temperature));
+        }
+        if let Some(max) = settings.max_tokens {
+            body.insert("max_output_tokens".into(), json!(max));
+        }
+        if let Some(effort) = &settings.reasoning_effort {
             body.insert(
-                "text".into(),
-                json!({"format": {"type": "json_schema", "name": name, "schema": schema, "strict": strict}}),
+                "reasoning".into(),
+                json!({"effort": effort, "summary": "auto"}),
             );
         }
-        Some(ResponseFormat::JsonObject) => {
-            body.insert("text".into(), json!({"format": {"type": "json_object"}}));
+        match &settings.response_format {
+            Some(ResponseFormat::JsonSchema {
+                name,
+                schema,
+                strict,
+            }) => {
+                body.insert(
+                    "text".into(),
+                    json!({"format": {"type": "json_schema", "name": name, "schema": schema, "strict": strict}}),
+                );
+            }
+            Some(ResponseFormat::JsonObject) => {
+                body.insert("text".into(), json!({"format": {"type": "json_object"}}));
+            }
+            _ => {}
         }
-        _ => {}
-    }
-    let system: Vec<&str> = request
-        .messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::System { content } => Some(content.as_str()),
-            _ => None,
-        })
-        .collect();
-    if !system.is_empty() {
-        body.insert("instructions".into(), json!(system.join("\n\n")));
-    }
-    body.insert("input".into(), Value::Array(input(&request.messages)?));
-    tools(request, options.strict_tools, &mut body)?;
-    for (key, value) in &settings.extra_body {
-        body.entry(key.clone()).or_insert_with(|| value.clone());
-    }
-    Ok(Value::Object(body))
+        if let Some(system) = system_prompt(&request.messages) {
+            body.insert("instructions".into(), json!(system));
+        }
+        body.insert("input".into(), Value::Array(input(&request.messages)?));
+        tools(request, options.strict_tools, body)?;
+        Ok(())
+    })
 }
 
 fn tools(
@@ -153,7 +138,7 @@ fn tools(
         ToolChoice::None => json!("none"),
         ToolChoice::Required => json!("required"),
         ToolChoice::Tool(id) => json!({"type": "function", "name": id.as_str()}),
-        _ => return Err(ResponsesEncodeError::Unsupported("this tool choice")),
+        _ => return Err(EncodeError::unsupported(API, "this tool choice")),
     };
     body.insert("tool_choice".into(), choice);
     Ok(())
@@ -187,7 +172,7 @@ fn input(history: &[Message]) -> Result<Vec<Value>, ResponsesEncodeError> {
                 "call_id": tool_call_id,
                 "output": content,
             })),
-            _ => return Err(ResponsesEncodeError::Unsupported("this kind of message")),
+            _ => return Err(EncodeError::unsupported(API, "this kind of message")),
         }
     }
     Ok(items)
@@ -197,26 +182,18 @@ fn user_content(
     content: &str,
     attachments: &[Attachment],
 ) -> Result<Vec<Value>, ResponsesEncodeError> {
-    let mut parts = Vec::new();
-    if !content.is_empty() {
-        parts.push(json!({"type": "input_text", "text": content}));
-    }
-    for attachment in attachments {
-        parts.push(match attachment {
-            Attachment::Image {
-                media_type, data, ..
-            } => json!({
+    user_parts(
+        content,
+        attachments,
+        |text| json!({"type": "input_text", "text": text}),
+        |media_type, data| {
+            json!({
                 "type": "input_image",
                 "image_url": format!("data:{media_type};base64,{data}"),
-            }),
-            Attachment::Text { name, text, .. } => json!({
-                "type": "input_text",
-                "text": format!("<file name={}>\n{text}\n</file>", json!(name)),
-            }),
-            _ => return Err(ResponsesEncodeError::Unsupported("this kind of attachment")),
-        });
-    }
-    Ok(parts)
+            })
+        },
+    )
+    .map_err(|Unsupported(what)| EncodeError::unsupported(API, what))
 }
 
 /// An assistant turn's items, in the order the model produced them.

@@ -1,10 +1,19 @@
 //! OpenAI's strict JSON-schema rules, shared by the wires that send them (chat
 //! completions' `strict` tools and structured output, the Responses API's
-//! function tools): [`strict_schema`] rewrites a schema to them (every property
-//! required, optional ones nullable, no additional properties), and
+//! function tools and structured output): [`strict_schema`] rewrites a schema to
+//! them (every property required, optional ones nullable, no additional
+//! properties, validation keywords strict mode does not take removed), and
 //! [`relax_strict_arguments`] undoes that on a model's arguments (the `null`s
 //! of optional properties removed), so they validate against the schema as
 //! written.
+//!
+//! Removing a validation keyword (`minLength`, `uniqueItems`, a `format` the
+//! provider does not know, ...) widens what the provider's grammar allows, never
+//! what the run accepts: tool arguments and typed answers are still checked
+//! against the schema as written. The removal is logged at warn, once per
+//! distinct set of removed keywords in a process. Keywords that change a
+//! schema's structure (`allOf`, `oneOf`, `not`, conditionals, tuples) cannot be
+//! removed that way: such a schema is not made strict.
 
 use serde_json::{Map, Value, json};
 
@@ -49,8 +58,8 @@ pub enum NotStrictReason {
 /// Deepest object nesting OpenAI accepts in strict mode.
 const STRICT_MAX_DEPTH: usize = 10;
 
-/// Keywords strict mode rejects. (Validation keywords it does support, like
-/// `pattern`, `minimum` or `minItems`, are kept.)
+/// Keywords strict mode rejects that shape the schema: a schema holding one is
+/// not made strict.
 const STRICT_UNSUPPORTED: &[&str] = &[
     "allOf",
     "oneOf",
@@ -58,10 +67,17 @@ const STRICT_UNSUPPORTED: &[&str] = &[
     "if",
     "then",
     "else",
-    "dependentRequired",
     "dependentSchemas",
-    "dependencies",
     "patternProperties",
+    "prefixItems",
+];
+
+/// Validation keywords strict mode rejects: removed (and logged) when a schema
+/// is made strict. (Validation keywords it does support, like `pattern`,
+/// `minimum` or `minItems`, are kept.)
+const STRICT_DROPPED: &[&str] = &[
+    "dependentRequired",
+    "dependencies",
     "unevaluatedProperties",
     "unevaluatedItems",
     "propertyNames",
@@ -73,7 +89,20 @@ const STRICT_UNSUPPORTED: &[&str] = &[
     "uniqueItems",
     "minLength",
     "maxLength",
-    "prefixItems",
+];
+
+/// The string `format`s strict mode knows; any other `format` (schemars' `uint32`,
+/// `int64`, `double`, ...) is removed.
+const STRICT_FORMATS: &[&str] = &[
+    "date-time",
+    "time",
+    "date",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uuid",
 ];
 
 /// Rewrites a schema to OpenAI's strict rules: every object lists all its
@@ -103,11 +132,61 @@ pub fn strict_schema(schema: &Value) -> Result<Value, NotStrict> {
         });
     }
     let mut out = schema.clone();
-    strictify(&mut out, "#", 0)?;
+    let mut dropped = Vec::new();
+    strictify(&mut out, "#", 0, &mut dropped)?;
+    warn_dropped_once("OpenAI strict mode", &dropped);
     Ok(out)
 }
 
-fn strictify(node: &mut Value, path: &str, depth: usize) -> Result<(), NotStrict> {
+/// Logs at warn that `dropped` (paths of removed keywords) were removed before
+/// a schema went to `provider`, once per distinct list in this process.
+pub fn warn_dropped_once(provider: &str, dropped: &[String]) {
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    if dropped.is_empty() {
+        return;
+    }
+    let key = format!("{provider}: {}", dropped.join(", "));
+    let mut seen = SEEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if seen.contains(&key) || seen.len() >= 1024 {
+        return;
+    }
+    tracing::warn!(
+        removed = %dropped.join(", "),
+        "schema keywords {provider} does not take were removed from the request; \
+         the arguments or answer are still checked against the schema as written"
+    );
+    seen.push(key);
+}
+
+/// Removes from `map` the `keywords` it holds and a `format` outside `formats`,
+/// recording each as `{path}/{keyword}` in `dropped`.
+pub fn drop_keywords(
+    map: &mut Map<String, Value>,
+    path: &str,
+    keywords: &[&str],
+    formats: &[&str],
+    dropped: &mut Vec<String>,
+) {
+    for keyword in keywords {
+        if map.remove(*keyword).is_some() {
+            dropped.push(format!("{path}/{keyword}"));
+        }
+    }
+    let known = |f: &Value| f.as_str().is_some_and(|f| formats.contains(&f));
+    if map.get("format").is_some_and(|f| !known(f)) {
+        map.remove("format");
+        dropped.push(format!("{path}/format"));
+    }
+}
+
+fn strictify(
+    node: &mut Value,
+    path: &str,
+    depth: usize,
+    dropped: &mut Vec<String>,
+) -> Result<(), NotStrict> {
     let fail = |reason| NotStrict {
         path: path.to_owned(),
         reason,
@@ -123,6 +202,7 @@ fn strictify(node: &mut Value, path: &str, depth: usize) -> Result<(), NotStrict
             (*keyword).to_owned(),
         )));
     }
+    drop_keywords(map, path, STRICT_DROPPED, STRICT_FORMATS, dropped);
     if let Some(reference) = map.get("$ref") {
         let local = reference.as_str().is_some_and(|r| {
             r.starts_with("#/$defs/") || r.starts_with("#/definitions/") || r == "#"
@@ -140,17 +220,19 @@ fn strictify(node: &mut Value, path: &str, depth: usize) -> Result<(), NotStrict
     for defs in ["$defs", "definitions"] {
         if let Some(Value::Object(entries)) = map.get_mut(defs) {
             for (name, def) in entries.iter_mut() {
-                strictify(def, &format!("{path}/{defs}/{name}"), depth + 1)?;
+                strictify(def, &format!("{path}/{defs}/{name}"), depth + 1, dropped)?;
             }
         }
     }
     if let Some(Value::Array(branches)) = map.get_mut("anyOf") {
         for (i, branch) in branches.iter_mut().enumerate() {
-            strictify(branch, &format!("{path}/anyOf/{i}"), depth + 1)?;
+            strictify(branch, &format!("{path}/anyOf/{i}"), depth + 1, dropped)?;
         }
     }
     match map.get_mut("items") {
-        Some(items @ Value::Object(_)) => strictify(items, &format!("{path}/items"), depth + 1)?,
+        Some(items @ Value::Object(_)) => {
+            strictify(items, &format!("{path}/items"), depth + 1, dropped)?;
+        }
         Some(Value::Array(_)) => {
             return Err(fail(NotStrictReason::UnsupportedKeyword(
                 "items (tuple form)".into(),
@@ -172,7 +254,12 @@ fn strictify(node: &mut Value, path: &str, depth: usize) -> Result<(), NotStrict
     };
     let mut all = Vec::with_capacity(properties.len());
     for (name, property) in properties.iter_mut() {
-        strictify(property, &format!("{path}/properties/{name}"), depth + 1)?;
+        strictify(
+            property,
+            &format!("{path}/properties/{name}"),
+            depth + 1,
+            dropped,
+        )?;
         if !required.iter().any(|r| r == name) {
             make_nullable(property);
         }
@@ -269,11 +356,17 @@ fn make_nullable(node: &mut Value) {
 /// ```
 pub fn relax_strict_arguments(arguments: &str, original_schema: &Value) -> Option<String> {
     let mut value: Value = serde_json::from_str(arguments).ok()?;
-    if relax(&mut value, original_schema, original_schema, 0) {
+    if relax_strict_value(&mut value, original_schema) {
         serde_json::to_string(&value).ok()
     } else {
         None
     }
+}
+
+/// [`relax_strict_arguments`] on a parsed value, in place; whether anything
+/// changed.
+pub fn relax_strict_value(value: &mut Value, original_schema: &Value) -> bool {
+    relax(value, original_schema, original_schema, 0)
 }
 
 fn resolve<'s>(node: &'s Value, root: &'s Value) -> &'s Value {

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use agent_testing::wire_fixtures::assistant_message;
 use ai_core::completion::{
     CompletionFinal, CompletionRequest, ModelSettings, ResponseFormat, ToolChoice,
 };
@@ -35,29 +36,10 @@ fn request(messages: Vec<Message>) -> CompletionRequest {
     }
 }
 
-/// The assistant message the loop makes of a decoded turn.
-fn assistant(turn: &CompletionFinal) -> Message {
-    Message::Assistant {
-        content: Some(turn.text.clone()).filter(|t| !t.is_empty()),
-        reasoning: turn.reasoning.clone(),
-        tool_calls: turn
-            .tool_calls
-            .iter()
-            .map(|call| MessageToolCall {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                arguments: call.arguments.clone(),
-                raw: call.raw.clone(),
-            })
-            .collect(),
-        blocks: turn.blocks.clone(),
-    }
-}
-
 /// The request body of the next call: `turn` sent back after the user's message,
 /// with an `ok` result for each of its calls.
 fn sent_back(turn: &CompletionFinal) -> Value {
-    let mut messages = vec![Message::user("Go."), assistant(turn)];
+    let mut messages = vec![Message::user("Go."), assistant_message(turn)];
     for call in &turn.tool_calls {
         messages.push(Message::Tool {
             tool_call_id: call.id.clone(),

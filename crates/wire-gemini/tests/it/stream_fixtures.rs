@@ -1,7 +1,9 @@
 //! Every stream fixture of `tests/fixtures/stream` decodes to its snapshot,
 //! whole, cut at every byte boundary, and cut at random byte positions.
 
-use agent_testing::wire_fixtures::{Decoded, Fixtures, StreamRendering, decode_in_pieces};
+use agent_testing::wire_fixtures::{
+    Decoded, Fixtures, StreamRendering, check_cuts, decode_in_pieces,
+};
 use ai_core::completion::{CompletionDelta, CompletionError, FinishReason};
 use proptest::prelude::*;
 use wire_gemini::GeminiDecoder;
@@ -62,11 +64,7 @@ fn every_byte_boundary_yields_the_same_events() {
 fn random_cuts_yield_the_same_events() {
     let cases = fixtures().bodies();
     proptest!(ProptestConfig::with_cases(128), |(index in 0..cases.len(), cuts in proptest::collection::vec(0usize..100_000, 0..32))| {
-        let (_, body) = &cases[index];
-        let (whole_deltas, whole) = decode(body, &[]);
-        let (cut_deltas, cut) = decode(body, &cuts);
-        prop_assert_eq!(RENDERING.result_json(&whole), RENDERING.result_json(&cut));
-        prop_assert_eq!(whole_deltas, cut_deltas);
+        check_cuts(RENDERING, decode, &cases[index].1, &cuts, true).map_err(TestCaseError::fail)?;
     });
 }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use agent_testing::server::{OpenAiServer, Reply, data};
+use agent_testing::server::{OpenAiServer, Reply, data, write_all};
 use ai_core::{
     CancellationToken, CompletionPort, Message, RunContext, ToolEffect, ToolId, ToolSpec,
     completion::{
@@ -881,15 +881,7 @@ async fn a_connect_timeout_is_retried() {
             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
             body.len()
         );
-        let mut rest = response.as_bytes();
-        while !rest.is_empty() {
-            stream.writable().await.unwrap();
-            match stream.try_write(rest) {
-                Ok(n) => rest = &rest[n..],
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => panic!("write: {e}"),
-            }
-        }
+        write_all(&stream, response.as_bytes()).await.unwrap();
         // Keep the connection until the client has read the answer.
         let _ = stream.readable().await;
     });

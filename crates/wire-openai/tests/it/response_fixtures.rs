@@ -34,30 +34,16 @@ fn every_response_fixture_matches_its_snapshot() {
 /// The next request built from a decoded turn the way the loop builds history (the
 /// assistant message carries the turn's reasoning and each call's `raw`).
 fn next_request_messages(fixture: &str) -> Vec<serde_json::Value> {
+    use agent_testing::wire_fixtures::assistant_message;
     use ai_core::{
         Message, RunContext,
         completion::{CompletionRequest, ModelSettings},
-        message::MessageToolCall,
     };
     use wire_openai::encode::{EncodeOptions, encode_request};
 
     let bytes = fs::read(crate::common::fixture_dir("response").join(fixture)).unwrap();
     let turn = wire_openai::decode::decode_response(&bytes, DecoderOptions::default()).unwrap();
-    let assistant = Message::Assistant {
-        blocks: Vec::new(),
-        content: (!turn.text.is_empty()).then(|| turn.text.clone()),
-        reasoning: turn.reasoning.clone(),
-        tool_calls: turn
-            .tool_calls
-            .iter()
-            .map(|call| MessageToolCall {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                arguments: call.arguments.clone(),
-                raw: call.raw.clone(),
-            })
-            .collect(),
-    };
+    let assistant = assistant_message(&turn);
     let mut messages = vec![Message::user("What time is it in Tokyo?"), assistant];
     for call in &turn.tool_calls {
         messages.push(Message::tool(call.id.clone(), r#"{"now":"12:00"}"#));

@@ -3,7 +3,7 @@
 //! `snapshots/<case>.snap` (pretty JSON, sorted keys). A snapshot without its input
 //! fails the test, so a removed case leaves no stale golden behind.
 
-use agent_testing::wire_fixtures::{EncodeInput, Fixtures, body_or_error, read_input};
+use agent_testing::wire_fixtures::{EncodeInput, Fixtures, body_or_error};
 use serde::Deserialize;
 use serde_json::Value;
 use wire_responses::{ResponsesEncodeOptions, encode_request};
@@ -35,15 +35,5 @@ fn encode_case(input: Input) -> Value {
 
 #[test]
 fn every_encode_fixture_matches_its_snapshot() {
-    let fixtures = fixtures();
-    fixtures.check_each(|case, path| {
-        fixtures.assert_snapshot(
-            case,
-            &format!(
-                "fixtures/responses/encode/{case}.input.json: the request body (or the error)"
-            ),
-            None,
-            &encode_case(read_input(case, path)),
-        );
-    });
+    fixtures().assert_encode_snapshots("fixtures/responses/encode", encode_case);
 }

@@ -3,7 +3,9 @@
 
 use std::fs;
 
-use agent_testing::wire_fixtures::{Decoded, Fixtures, StreamRendering, decode_in_pieces, joined};
+use agent_testing::wire_fixtures::{
+    Decoded, Fixtures, StreamRendering, check_cuts, decode_in_pieces,
+};
 use ai_core::completion::{CompletionError, CompletionFinal};
 use proptest::prelude::*;
 use serde_json::Value;
@@ -50,11 +52,7 @@ fn every_fixture_decodes_to_its_snapshot() {
 fn the_turn_does_not_depend_on_where_the_bytes_are_cut() {
     let cases = fixtures().bodies();
     proptest!(ProptestConfig::with_cases(64), |(index in 0..cases.len(), cuts in proptest::collection::vec(0usize..100_000, 0..24))| {
-        let (_, body) = &cases[index];
-        let (whole_deltas, whole) = decode(body, &[]);
-        let (cut_deltas, cut) = decode(body, &cuts);
-        prop_assert_eq!(RENDERING.result_json(&whole), RENDERING.result_json(&cut));
-        prop_assert_eq!(joined(&whole_deltas), joined(&cut_deltas));
+        check_cuts(RENDERING, decode, &cases[index].1, &cuts, false).map_err(TestCaseError::fail)?;
     });
 }
 
