@@ -69,8 +69,11 @@ impl Peer {
         match self {
             // Every Node suite runs the packages of tests/js: Node alone is not
             // enough.
-            Self::Node => on_path("node")
-                .filter(|_| workspace_root().join("tests/js/node_modules/ai").is_dir()),
+            Self::Node => on_path("node").filter(|_| {
+                workspace_root()
+                    .join("tests/js/node_modules/.package-lock.json")
+                    .is_file()
+            }),
             // The browser driver runs it through web/'s playwright-core.
             Self::Chromium => std::env::var_os("CHROMIUM")
                 .map(PathBuf::from)

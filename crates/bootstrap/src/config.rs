@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use agent_graph::{graph::SubagentBudget, run::RunLimits};
 use ai_core::policy::{Budgets, ToolPattern};
 use ai_core::{ToolEffect, ToolId, ToolPolicy};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use wire_openai::encode::{MaxTokensField, NamedToolChoice};
 
@@ -286,7 +286,7 @@ impl PolicyConfig {
 
 /// Limits of a graph's runs (`[graphs.NAME.limits]`); a key not set takes the
 /// value of `[limits]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GraphLimits {
     /// Model turns before a run of the graph gives up.
@@ -601,7 +601,7 @@ fn empty_object_schema() -> serde_json::Value {
 
 /// `[server]`: the chat endpoint of `agent serve`. Raising a limit above its
 /// default needs `agent trust` in a project config.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServeConfig {
     /// Address to bind (default `127.0.0.1`).
@@ -655,7 +655,7 @@ pub struct ServeConfig {
 }
 
 /// `[server.accounts.NAME]`: one account of `agent serve`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AccountConfig {
     /// Hex SHA-256 of the account's bearer token (the token is not stored).
@@ -696,65 +696,70 @@ fn millis(duration: std::time::Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The keys of `[server]` that are limits: raising one above its default
+/// needs trust.
+const SERVER_LIMITS: [&str; 14] = [
+    "max_body_bytes",
+    "body_timeout_ms",
+    "max_streams",
+    "client_stream_share",
+    "max_connections",
+    "max_connections_per_client",
+    "max_unauthenticated",
+    "unauthenticated_timeout_ms",
+    "header_read_timeout_ms",
+    "write_timeout_ms",
+    "detach_grace_ms",
+    "allowed_origins",
+    "max_file_bytes",
+    "max_request_file_bytes",
+];
+
 impl ServeConfig {
     /// The limits that are above their defaults, as `server.<key>`.
-    pub fn raised_limits(&self) -> Vec<&'static str> {
-        let d = Self::default();
-        [
-            (
-                "server.max_body_bytes",
-                self.max_body_bytes > d.max_body_bytes,
-            ),
-            (
-                "server.body_timeout_ms",
-                self.body_timeout_ms > d.body_timeout_ms,
-            ),
-            ("server.max_streams", self.max_streams > d.max_streams),
-            (
-                "server.client_stream_share",
-                self.client_stream_share > d.client_stream_share,
-            ),
-            (
-                "server.max_connections",
-                self.max_connections > d.max_connections,
-            ),
-            (
-                "server.max_connections_per_client",
-                self.max_connections_per_client > d.max_connections_per_client,
-            ),
-            (
-                "server.max_unauthenticated",
-                self.max_unauthenticated > d.max_unauthenticated,
-            ),
-            (
-                "server.unauthenticated_timeout_ms",
-                self.unauthenticated_timeout_ms > d.unauthenticated_timeout_ms,
-            ),
-            (
-                "server.header_read_timeout_ms",
-                self.header_read_timeout_ms > d.header_read_timeout_ms,
-            ),
-            (
-                "server.write_timeout_ms",
-                self.write_timeout_ms > d.write_timeout_ms,
-            ),
-            (
-                "server.detach_grace_ms",
-                self.detach_grace_ms > d.detach_grace_ms,
-            ),
-            ("server.allowed_origins", !self.allowed_origins.is_empty()),
-            (
-                "server.max_file_bytes",
-                self.max_file_bytes > d.max_file_bytes,
-            ),
-            (
-                "server.max_request_file_bytes",
-                self.max_request_file_bytes > d.max_request_file_bytes,
-            ),
-        ]
-        .into_iter()
-        .filter_map(|(key, raised)| raised.then_some(key))
+    pub fn raised_limits(&self) -> Vec<String> {
+        raised_keys(self, &Self::default(), &SERVER_LIMITS)
+            .into_iter()
+            .map(|key| format!("server.{key}"))
+            .collect()
+    }
+}
+
+/// The keys among `keys` whose value in `current` is above the one in
+/// `defaults`, both read as tables of their serialized fields (see [`above`]).
+/// A key either table lacks counts as raised, as does every key when either
+/// cannot be serialized: a key misspelled here asks for trust rather than
+/// letting a raised limit through.
+pub(crate) fn raised_keys<'k>(
+    current: &impl Serialize,
+    defaults: &impl Serialize,
+    keys: &[&'k str],
+) -> Vec<&'k str> {
+    let current = serde_json::to_value(current).unwrap_or_default();
+    let defaults = serde_json::to_value(defaults).unwrap_or_default();
+    keys.iter()
+        .copied()
+        .filter(|key| match (current.get(key), defaults.get(key)) {
+            (Some(value), Some(default)) => above(value, default),
+            _ => true,
+        })
         .collect()
+}
+
+/// Whether a limit's `value` is above its `default`: a larger number, or a
+/// list with more entries. A value not set (null) never is; values of any
+/// other kind always are (they are not limits).
+fn above(value: &Value, default: &Value) -> bool {
+    match (value, default) {
+        (Value::Null, _) => false,
+        (Value::Number(value), Value::Number(default)) => {
+            match (value.as_u64(), default.as_u64()) {
+                (Some(value), Some(default)) => value > default,
+                _ => value.as_f64() > default.as_f64(),
+            }
+        }
+        (Value::Array(value), Value::Array(default)) => value.len() > default.len(),
+        _ => true,
     }
 }
 
@@ -1763,5 +1768,53 @@ allow = ["core__*", "mcp__everything__echo", "mcp__notes__*"]
         )
         .unwrap();
         assert!(validate_pricing(&bad.pricing).is_err());
+    }
+
+    #[test]
+    fn raised_limits_name_every_server_limit_above_its_default_and_nothing_else() {
+        let defaults = ServeConfig::default();
+        assert!(defaults.raised_limits().is_empty());
+        let raised = ServeConfig {
+            host: "0.0.0.0".into(),
+            max_body_bytes: defaults.max_body_bytes + 1,
+            body_timeout_ms: defaults.body_timeout_ms + 1,
+            max_streams: defaults.max_streams + 1,
+            client_stream_share: defaults.client_stream_share + 1,
+            max_connections: defaults.max_connections + 1,
+            max_connections_per_client: defaults.max_connections_per_client + 1,
+            max_unauthenticated: defaults.max_unauthenticated + 1,
+            unauthenticated_timeout_ms: defaults.unauthenticated_timeout_ms + 1,
+            header_read_timeout_ms: defaults.header_read_timeout_ms + 1,
+            write_timeout_ms: defaults.write_timeout_ms + 1,
+            detach_grace_ms: defaults.detach_grace_ms + 1,
+            allowed_origins: vec!["https://app.example".into()],
+            max_file_bytes: defaults.max_file_bytes + 1,
+            max_request_file_bytes: defaults.max_request_file_bytes + 1,
+            ..defaults.clone()
+        };
+        let every: Vec<String> = SERVER_LIMITS
+            .iter()
+            .map(|key| format!("server.{key}"))
+            .collect();
+        assert_eq!(raised.raised_limits(), every);
+        let lowered = ServeConfig {
+            max_body_bytes: 1,
+            body_timeout_ms: 1,
+            ..defaults
+        };
+        assert!(lowered.raised_limits().is_empty());
+    }
+
+    #[test]
+    fn raised_keys_compare_numbers_and_lists_and_never_count_an_unset_value() {
+        let current = serde_json::json!({"n": 3, "list": ["a"], "unset": null, "same": 2});
+        let defaults = serde_json::json!({"n": 2, "list": [], "unset": 5, "same": 2});
+        let keys = ["n", "list", "unset", "same"];
+        assert_eq!(raised_keys(&current, &defaults, &keys), ["n", "list"]);
+        // A key either side lacks counts as raised.
+        assert_eq!(
+            raised_keys(&current, &defaults, &["misspelled"]),
+            ["misspelled"]
+        );
     }
 }

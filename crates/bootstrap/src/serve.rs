@@ -198,6 +198,34 @@ fn connection_limits(config: &AgentConfig) -> ConnectionLimits {
     }
 }
 
+/// Why a server could not start listening.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ListenError {
+    /// The address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why binding failed.
+        source: std::io::Error,
+    },
+    /// The bound listener's address could not be read.
+    #[error("{0}")]
+    Address(std::io::Error),
+}
+
+/// A listener bound to `addr`, and the address it got (a free port when
+/// `addr`'s is 0).
+pub(crate) async fn listen(
+    addr: SocketAddr,
+) -> Result<(tokio::net::TcpListener, SocketAddr), ListenError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ListenError::Bind { addr, source })?;
+    let bound = listener.local_addr().map_err(ListenError::Address)?;
+    Ok((listener, bound))
+}
+
 /// The address to print: the bound one, or loopback for an unspecified bind.
 fn page_authority(bound: SocketAddr) -> String {
     let ip = match bound.ip() {
@@ -353,15 +381,8 @@ async fn serve_with(
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let listener = match tokio::net::TcpListener::bind(SocketAddr::new(ip, port)).await {
-        Ok(listener) => listener,
-        Err(e) => {
-            eprintln!("agent: cannot listen on {ip}:{port}: {e}");
-            return ExitCode::from(EXIT_RUN_ERROR);
-        }
-    };
-    let bound = match listener.local_addr() {
-        Ok(addr) => addr,
+    let (listener, bound) = match listen(SocketAddr::new(ip, port)).await {
+        Ok(bound) => bound,
         Err(e) => {
             eprintln!("agent: {e}");
             return ExitCode::from(EXIT_RUN_ERROR);

@@ -42,7 +42,29 @@ use ai_core::ToolEffect;
 use ai_core::policy::ToolPattern;
 use sha2::{Digest, Sha256};
 
-use crate::config::{FileConfig, ModelConfig, PolicyConfig};
+use crate::config::{FileConfig, ModelConfig, PolicyConfig, raised_keys};
+
+/// The keys of `[policy.budgets]` that need trust when raised above their
+/// defaults.
+const POLICY_BUDGETS: [&str; 4] = [
+    "max_runtime_ms",
+    "max_result_bytes",
+    "max_argument_bytes",
+    "max_tool_call_id_len",
+];
+
+/// The keys of `[limits]` (and a graph's `[graphs.NAME.limits]`) that need
+/// trust when raised above their defaults.
+const RUN_LIMITS: [&str; 2] = ["max_iterations", "tool_concurrency"];
+
+/// The keys of a graph's `[graphs.NAME.budget]` that need trust when raised
+/// above their defaults.
+const SUBAGENT_BUDGETS: [&str; 4] = [
+    "max_wall_ms",
+    "max_model_requests",
+    "max_total_tokens",
+    "max_result_bytes",
+];
 
 /// The name of the trust store inside the user's agent config folder.
 pub const TRUST_STORE_FILE: &str = "trusted.toml";
@@ -115,8 +137,17 @@ pub fn workspace_key(workspace: &Path) -> String {
 /// The keys of `file` that need the user's trust (empty: the file loosens nothing).
 pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
     let mut keys = Vec::new();
+    destination_keys(file, &mut keys);
+    policy_keys(file, &mut keys);
+    workspace_keys(file, &mut keys);
+    server_keys(file, &mut keys);
+    keys
+}
+
+/// Adds to `keys` those of `file` that pick where requests, conversations,
+/// runs and spans go, and with which secret.
+fn destination_keys(file: &FileConfig, keys: &mut Vec<String>) {
     let model_defaults = ModelConfig::default();
-    let policy_defaults = PolicyConfig::default();
     if file.model.base_url.is_some() {
         keys.push("model.base_url (where requests and the API key go)".to_owned());
     }
@@ -167,6 +198,12 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
             "model.extra_body (fields sent to the provider with every request: {names:?})"
         ));
     }
+}
+
+/// Adds to `keys` those of `file` that loosen the tool policy or raise a
+/// limit or budget of its runs and graphs.
+fn policy_keys(file: &FileConfig, keys: &mut Vec<String>) {
+    let policy_defaults = PolicyConfig::default();
     let beyond: Vec<&str> = file
         .policy
         .allow
@@ -191,35 +228,13 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
             dropped.join(", ")
         ));
     }
-    let (budgets, defaults) = (&file.policy.budgets, &policy_defaults.budgets);
-    for (name, raised) in [
-        (
-            "max_runtime_ms",
-            budgets.max_runtime_ms > defaults.max_runtime_ms,
-        ),
-        (
-            "max_result_bytes",
-            budgets.max_result_bytes > defaults.max_result_bytes,
-        ),
-        (
-            "max_argument_bytes",
-            budgets.max_argument_bytes > defaults.max_argument_bytes,
-        ),
-        (
-            "max_tool_call_id_len",
-            budgets.max_tool_call_id_len > defaults.max_tool_call_id_len,
-        ),
-    ] {
-        if raised {
-            keys.push(format!("policy.budgets.{name} (raised above the default)"));
-        }
+    let budgets = (&file.policy.budgets, &policy_defaults.budgets);
+    for name in raised_keys(budgets.0, budgets.1, &POLICY_BUDGETS) {
+        keys.push(format!("policy.budgets.{name} (raised above the default)"));
     }
     let run_defaults = agent_graph::run::RunLimits::default();
-    if file.limits.max_iterations > run_defaults.max_iterations {
-        keys.push("limits.max_iterations (raised above the default)".to_owned());
-    }
-    if file.limits.tool_concurrency > run_defaults.tool_concurrency {
-        keys.push("limits.tool_concurrency (raised above the default)".to_owned());
+    for name in raised_keys(&file.limits, &run_defaults, &RUN_LIMITS) {
+        keys.push(format!("limits.{name} (raised above the default)"));
     }
     // The built-in graph is what `agent chat` and `agent serve` run unless told
     // otherwise: a project file that rewrites its instructions speaks for the user.
@@ -238,50 +253,21 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
     // raising a graph's turn limit or a subagent's budget does, as `[limits]` does.
     let budget_defaults = agent_graph::graph::SubagentBudget::default();
     for (name, graph) in &file.graphs {
-        if graph
-            .limits
-            .max_iterations
-            .is_some_and(|n| n > run_defaults.max_iterations)
-        {
+        for key in raised_keys(&graph.limits, &run_defaults, &RUN_LIMITS) {
             keys.push(format!(
-                "graphs.{name}.limits.max_iterations (raised above the default)"
+                "graphs.{name}.limits.{key} (raised above the default)"
             ));
         }
-        if graph
-            .limits
-            .tool_concurrency
-            .is_some_and(|n| n > run_defaults.tool_concurrency)
-        {
+        for key in raised_keys(&graph.budget, &budget_defaults, &SUBAGENT_BUDGETS) {
             keys.push(format!(
-                "graphs.{name}.limits.tool_concurrency (raised above the default)"
+                "graphs.{name}.budget.{key} (raised above the default)"
             ));
-        }
-        let budget = &graph.budget;
-        for (key, raised) in [
-            (
-                "max_wall_ms",
-                budget.max_wall_ms > budget_defaults.max_wall_ms,
-            ),
-            (
-                "max_model_requests",
-                budget.max_model_requests > budget_defaults.max_model_requests,
-            ),
-            (
-                "max_total_tokens",
-                budget.max_total_tokens > budget_defaults.max_total_tokens,
-            ),
-            (
-                "max_result_bytes",
-                budget.max_result_bytes > budget_defaults.max_result_bytes,
-            ),
-        ] {
-            if raised {
-                keys.push(format!(
-                    "graphs.{name}.budget.{key} (raised above the default)"
-                ));
-            }
         }
     }
+}
+
+/// Adds to `keys` those of `file` that widen what the tools may reach.
+fn workspace_keys(file: &FileConfig, keys: &mut Vec<String>) {
     if !file.workspace.web_allow.is_empty() {
         keys.push("workspace.web_allow (private addresses web_fetch may reach)".to_owned());
     }
@@ -322,6 +308,11 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
         what.push(')');
         keys.push(what);
     }
+}
+
+/// Adds to `keys` those of `file` that change who may use `agent serve`, and
+/// the tool servers the agent starts or calls.
+fn server_keys(file: &FileConfig, keys: &mut Vec<String>) {
     // Serving beyond loopback, or accepting tokens, changes who may run tools.
     let default_server = crate::config::ServeConfig::default();
     if file.server.host != default_server.host {
@@ -348,7 +339,6 @@ pub fn loosened_keys(file: &FileConfig) -> Vec<String> {
             "connections.{name} (which secret is sent to an MCP server)"
         ));
     }
-    keys
 }
 
 /// Why a config file may not be used, or trust could not be recorded.

@@ -97,14 +97,7 @@ async fn serve(
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let listener = match tokio::net::TcpListener::bind(addr).await {
-        Ok(listener) => listener,
-        Err(e) => {
-            eprintln!("agent: cannot listen on {addr}: {e}");
-            return ExitCode::from(EXIT_RUN_ERROR);
-        }
-    };
-    let bound = match listener.local_addr() {
+    let (listener, bound) = match crate::serve::listen(addr).await {
         Ok(bound) => bound,
         Err(e) => {
             eprintln!("agent: {e}");

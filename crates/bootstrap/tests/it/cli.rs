@@ -4,14 +4,14 @@ use serde_json::{Value, json};
 
 use agent_testing::server::{OpenAiServer, Reply, data};
 
-use crate::support::{Home, json_lines, result_event, tool_message};
+use crate::support::{Home, json_lines, result_event, tool_message, turn_end};
 
 const SECRET_KEY: &str = "sk-e2e-secret-key-0123456789";
 
 /// First turn: an OpenAI-style stream with a tool call whose arguments arrive in
 /// fragments, then the usage chunk and `[DONE]`.
 fn tool_call_turn() -> Vec<String> {
-    vec![
+    let mut chunks = vec![
         data(
             r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_e2e_1","type":"function","function":{"name":"core__get_current_time","arguments":""}}]},"finish_reason":null}]}"#,
         ),
@@ -24,33 +24,23 @@ fn tool_call_turn() -> Vec<String> {
         data(
             r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"yo\"}"}}]},"finish_reason":null}]}"#,
         ),
-        data(
-            r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
-        ),
-        data(
-            r#"{"id":"c1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":50,"completion_tokens":12,"total_tokens":62}}"#,
-        ),
-        "data: [DONE]\n\n".into(),
-    ]
+    ];
+    chunks.extend(turn_end("c1", "tool_calls", (50, 12)));
+    chunks
 }
 
 /// Second turn: text in pieces, a stop, usage, `[DONE]`.
 fn answer_turn() -> Vec<String> {
-    vec![
+    let mut chunks = vec![
         data(
             r#"{"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"It is "},"finish_reason":null}]}"#,
         ),
         data(
             r#"{"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"evening in Tokyo."},"finish_reason":null}]}"#,
         ),
-        data(
-            r#"{"id":"c2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
-        ),
-        data(
-            r#"{"id":"c2","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":80,"completion_tokens":6,"total_tokens":86}}"#,
-        ),
-        "data: [DONE]\n\n".into(),
-    ]
+    ];
+    chunks.extend(turn_end("c2", "stop", (80, 6)));
+    chunks
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use agent_testing::server::{OpenAiServer, Reply};
 use expectrl::{ControlCode, Expect as _};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::support::Home;
 
@@ -197,26 +197,13 @@ async fn the_tools_table_fits_80_columns_with_a_60_character_id() {
     let (server, tool) = ("tablewidthserver", "search_notes_and_documents_everywhere");
     let id = format!("mcp__{server}__{tool}");
     assert_eq!(id.len(), 60);
-    let dir = home.config_home.join("agent");
-    std::fs::create_dir_all(&dir).unwrap();
     let state = tempfile::tempdir().unwrap();
-    let config = dir.join("agent.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[mcp.servers.{server}]\ncommand = {}\nargs = {}\nstartup_timeout_s = 60\n\n\
-             [policy]\nallow = [\"core__*\", \"mcp__*\"]\n",
-            json!(crate::mcp::python().display().to_string()),
-            json!([
-                crate::mcp::script(),
-                "--state-dir",
-                state.path().display().to_string(),
-                "--extra-tool",
-                tool
-            ]),
-        ),
-    )
-    .unwrap();
+    let state_dir = state.path().display().to_string();
+    let args = ["--state-dir", &state_dir, "--extra-tool", tool];
+    let config = home.write_user_config(&format!(
+        "{}\n[policy]\nallow = [\"core__*\", \"mcp__*\"]\n",
+        crate::mcp::server_table(server, &args),
+    ));
     let mut command = home.command(None, &["--config", config.to_str().unwrap(), "tools"]);
     command.env("COLUMNS", "80");
     let output = command.output().await.unwrap();

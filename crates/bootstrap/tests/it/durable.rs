@@ -12,7 +12,7 @@ use std::time::Duration;
 use agent_testing::server::{OpenAiServer, Reply};
 use serde_json::json;
 
-use crate::mcp::{python, script};
+use crate::mcp::server_table;
 use crate::served::{Api, Served, chat_body, stream_text};
 use crate::support::{Home, SHORT_LEASE, eventually, messages_of, sigkill};
 use crate::threads::endless_words;
@@ -23,21 +23,15 @@ const KEY: &str = "sk-e2e-durable";
 /// without approval (a crash test, not an approval test), `bump` idempotent or
 /// not. Returns its path.
 fn config(home: &Home, ledger: &Path, idempotent: bool) -> PathBuf {
-    let dir = home.config_home.join("agent");
-    std::fs::create_dir_all(&dir).unwrap();
-    let args = vec![script(), "--ledger".into(), ledger.display().to_string()];
-    let text = format!(
-        "[mcp.servers.fx]\ncommand = {}\nargs = {}\nstartup_timeout_s = 60\n\n\
+    let ledger = ledger.display().to_string();
+    home.write_user_config(&format!(
+        "{}\n\
          [mcp.servers.fx.tools.slow]\neffect = \"read_only\"\n\n\
          [mcp.servers.fx.tools.bump]\nidempotent = {idempotent}\n\n\
          [policy]\nallow = [\"mcp__fx__*\"]\nrequire_approval = []\n\n\
          [durable]\nlease_ms = 2000\n",
-        json!(python().display().to_string()),
-        json!(args),
-    );
-    let path = dir.join("agent.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+        server_table("fx", &["--ledger", &ledger]),
+    ))
 }
 
 /// The MCP test server's ledger, in a folder of its own removed on drop: a

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::support::{Home, json_lines};
+use crate::support::{Home, json_lines, succeeded};
 
 const GEMINI_KEY: &str = "AIza-e2e-gemini-0123456789";
 const SIGNATURE: &str =
@@ -141,13 +141,7 @@ async fn gemini_two_turn_tool_loop_returns_the_thought_signature_unchanged() {
         .output()
         .await
         .unwrap();
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "stderr: {stderr}\nstdout: {stdout}"
-    );
+    let (stdout, _) = succeeded(output);
     let events = json_lines(&stdout);
     let result = events
         .iter()

@@ -31,7 +31,7 @@ const CHILD_CALL: &str = "call_child_1";
 /// A fresh home whose workspace holds `config` as its `agent.toml`.
 fn home(config: &str) -> Home {
     let home = Home::new("sk-graphs-e2e");
-    std::fs::write(home.workspace.join("agent.toml"), config).unwrap();
+    home.write_config(config);
     home
 }
 

@@ -54,11 +54,7 @@ impl Proxy {
     /// Starts the proxy in `dir` and waits until it answers (at most 120 s: a cold
     /// start imports a lot of Python).
     async fn start(dir: &Path) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = crate::support::free_port();
         let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/litellm/config.yaml");
         let log = dir.join("provider.jsonl");
         let output = dir.join("proxy.log");

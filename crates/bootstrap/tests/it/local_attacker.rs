@@ -71,11 +71,7 @@ async fn an_untrusted_retention_setting_deletes_nothing() {
         .run(None, &["chat", "--thread", "keep-me", "What time is it?"])
         .await;
     assert_eq!(code, 0, "{stderr}");
-    std::fs::write(
-        h.workspace.join("agent.toml"),
-        "[store]\nretention_days = 0\nusage_retention_days = 0\n",
-    )
-    .unwrap();
+    h.write_config("[store]\nretention_days = 0\nusage_retention_days = 0\n");
     let (code, _, stderr) = h.run(None, &["threads"]).await;
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("store.retention_days"), "{stderr}");

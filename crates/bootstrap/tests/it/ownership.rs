@@ -14,13 +14,14 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use agent_testing::peers::Peer;
 use agent_testing::server::{OpenAiServer, Reply};
 use serde_json::json;
 
 use crate::durable::Ledger;
-use crate::mcp::{python, script};
+use crate::mcp::server_table;
 use crate::served::{Served, chat_body};
-use crate::support::{Home, eventually};
+use crate::support::{Home, eventually, peers, signal};
 
 const KEY: &str = "sk-e2e-ownership";
 
@@ -31,28 +32,26 @@ const LEASE_MS: u64 = 2_000;
 /// without approval, a 2 s lease, and the store `store` names (none: the
 /// default SQLite file).
 fn config(home: &Home, ledger: &Path, store: Option<&str>) -> PathBuf {
-    let dir = home.config_home.join("agent");
-    std::fs::create_dir_all(&dir).unwrap();
-    let args = vec![script(), "--ledger".into(), ledger.display().to_string()];
+    let ledger = ledger.display().to_string();
     let store = store
         .map(|url| format!("[store]\nurl = {}\n\n", json!(url)))
         .unwrap_or_default();
-    let text = format!(
-        "{store}[mcp.servers.fx]\ncommand = {}\nargs = {}\nstartup_timeout_s = 60\n\n\
+    home.write_user_config(&format!(
+        "{store}{}\n\
          [mcp.servers.fx.tools.slow]\neffect = \"read_only\"\n\n\
          [policy]\nallow = [\"mcp__fx__*\"]\nrequire_approval = []\n\n\
          [durable]\nlease_ms = {LEASE_MS}\n",
-        json!(python().display().to_string()),
-        json!(args),
-    );
-    let path = dir.join("agent.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+        server_table("fx", &["--ledger", &ledger]),
+    ))
 }
 
-/// Whether `test` is skipped here, for a server cannot be started in a PID
-/// namespace of its own (the reason printed).
+/// Whether `test`, which runs servers in PID namespaces of their own, is
+/// skipped here: without the MCP servers' Python, or for a server cannot be
+/// started in a PID namespace of its own (the reason printed).
 fn skipped_without_pid_namespaces(test: &str) -> bool {
+    if !peers(&[Peer::Python]) {
+        return true;
+    }
     let reason = pid_namespaces_unavailable();
     if let Some(reason) = &reason {
         eprintln!("SKIPPED {test}: {reason}");
@@ -173,9 +172,6 @@ async fn done(store: &agent_store::Store, run_id: &str) -> agent_store::RunRecor
 /// `outcome_unknown`, not run again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_in_another_pid_namespace_never_takes_a_live_servers_run() {
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
-        return;
-    };
     if skipped_without_pid_namespaces(
         "a_server_in_another_pid_namespace_never_takes_a_live_servers_run",
     ) {
@@ -228,9 +224,9 @@ async fn a_server_in_another_pid_namespace_never_takes_a_live_servers_run() {
 /// once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_owner_that_resumes_runs_no_call_twice() {
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+    if !peers(&[Peer::Python]) {
         return;
-    };
+    }
     let world = World::start(
         [
             // A's model call: answered while A is paused.
@@ -253,23 +249,13 @@ async fn a_paused_owner_that_resumes_runs_no_call_twice() {
         }
     });
     world.asked(1).await;
-    let pid = a.child.id().unwrap().to_string();
-    let signal = |sig: &str| {
-        assert!(
-            std::process::Command::new("kill")
-                .args([sig, &pid])
-                .status()
-                .unwrap()
-                .success()
-        );
-    };
-    signal("-STOP");
+    signal(&a.child, "STOP");
     let run = run_of(&store, "chat-stop").await;
     let done = done(&store, &run.run.id).await;
     assert_eq!(done.status, agent_store::RunStatus::Done, "{done:?}");
     let ledger = &world.ledger;
     assert_eq!(ledger.lines().len(), 1, "B ran the call");
-    signal("-CONT");
+    signal(&a.child, "CONT");
     // A's model answer arrives now; it must not run the call.
     tokio::time::sleep(Duration::from_millis(LEASE_MS * 2)).await;
     assert_eq!(
@@ -292,9 +278,6 @@ async fn a_paused_owner_that_resumes_runs_no_call_twice() {
 /// once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_restarted_as_pid_1_of_a_new_namespace_resumes_its_predecessors_run() {
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
-        return;
-    };
     if skipped_without_pid_namespaces(
         "a_server_restarted_as_pid_1_of_a_new_namespace_resumes_its_predecessors_run",
     ) {
@@ -335,12 +318,9 @@ async fn a_server_restarted_as_pid_1_of_a_new_namespace_resumes_its_predecessors
 /// nothing of A's alive), and the run goes on to its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_postgres_a_dead_servers_run_is_taken_over_within_the_lease_while_it_restarts() {
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
+    if !peers(&[Peer::Python, Peer::Postgres]) {
         return;
-    };
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Postgres) else {
-        return;
-    };
+    }
     let postgres = agent_testing::postgres::TestPostgres::start().unwrap();
     postgres.create_database("own").unwrap();
     let world = World::start(

@@ -23,17 +23,13 @@ const GONE: Duration = Duration::from_secs(1);
 /// The user's config: built-in tools without approval (a crash test), a short
 /// lease, and shell commands in their own PID namespace or not.
 fn config(home: &Home, isolation: bool) -> PathBuf {
-    let dir = home.config_home.join("agent");
-    std::fs::create_dir_all(&dir).unwrap();
     let mut text = String::from(
         "[policy]\nallow = [\"core__*\"]\nrequire_approval = []\n\n[durable]\nlease_ms = 2000\n",
     );
     if !isolation {
         text.push_str("\n[workspace]\nshell_process_isolation = false\n");
     }
-    let path = dir.join("agent.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+    home.write_user_config(&text)
 }
 
 /// A `sleep` argument of about three seconds, unique to this test: every process

@@ -9,14 +9,15 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use agent_testing::peers::Peer;
 use agent_testing::restate::TestRestate;
 use agent_testing::server::{OpenAiServer, Reply};
 use serde_json::json;
 
 use crate::durable::{Ledger, serve, tool_results};
-use crate::mcp::{python, script};
+use crate::mcp::server_table;
 use crate::served::{Served, chat_body, text_of, ui_chunks};
-use crate::support::{Home, curl_as_nobody, eventually, first_line, sigkill};
+use crate::support::{Home, curl_as_nobody, eventually, first_line, free_port, peers, sigkill};
 use crate::threads::endless_words;
 
 const KEY: &str = "sk-e2e-restate";
@@ -62,44 +63,29 @@ fn config(
     approval: bool,
     idempotent: bool,
 ) -> PathBuf {
-    let dir = home.config_home.join("agent");
-    std::fs::create_dir_all(&dir).unwrap();
-    let args = vec![script(), "--ledger".into(), ledger.display().to_string()];
+    let ledger = ledger.display().to_string();
     let approval = if approval {
         "[\"external_side_effect\"]"
     } else {
         "[]"
     };
-    let text = format!(
+    home.write_user_config(&format!(
         "[durable]\nengine = \"restate\"\nrestate_ingress = {}\nrestate_admin = {}\nrestate_identity_keys = [{}]\n\n\
-         [mcp.servers.fx]\ncommand = {}\nargs = {}\nstartup_timeout_s = 60\n\n\
+         {}\n\
          [mcp.servers.fx.tools.slow]\neffect = \"read_only\"\n\n\
          [mcp.servers.fx.tools.bump]\nidempotent = {idempotent}\n\n\
          [policy]\nallow = [\"mcp__fx__*\"]\nrequire_approval = {approval}\n",
         json!(restate.ingress_url()),
         json!(restate.admin_url()),
         json!(restate.public_key),
-        json!(python().display().to_string()),
-        json!(args),
-    );
-    let path = dir.join("agent.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-/// A free loopback port (a worker started again listens where Restate pinned
-/// its invocations: the same address).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+        server_table("fx", &["--ledger", &ledger]),
+    ))
 }
 
 /// What a test here runs against: a signed Restate server, the ledger, the
 /// model server, a home with its config (see [`config`]), and the port its
-/// workers listen on.
+/// workers listen on (free when it started: a worker started again listens
+/// where Restate pinned its invocations, the same address).
 struct Deployment {
     restate: Signed,
     ledger: Ledger,
@@ -111,8 +97,9 @@ struct Deployment {
 
 impl Deployment {
     /// A fresh Restate server and a model playing `replies`; `bump` behind an
-    /// approval or not.
-    async fn start(replies: impl IntoIterator<Item = Reply>, approval: bool) -> Self {
+    /// approval or not. `None` (the test is skipped) without Restate or the
+    /// MCP servers' Python.
+    async fn start(replies: impl IntoIterator<Item = Reply>, approval: bool) -> Option<Self> {
         Self::start_with(replies, approval, false).await
     }
 
@@ -121,20 +108,29 @@ impl Deployment {
         replies: impl IntoIterator<Item = Reply>,
         approval: bool,
         idempotent: bool,
-    ) -> Self {
+    ) -> Option<Self> {
+        if !peers(&[Peer::Restate, Peer::Python]) {
+            return None;
+        }
         let restate = signed_restate();
         let ledger = Ledger::new();
         let model = OpenAiServer::start(replies).await.unwrap();
         let home = Home::new(KEY);
         let config = config(&home, &restate, &ledger.path, approval, idempotent);
-        Self {
+        Some(Self {
             restate,
             ledger,
             model,
             home,
             config,
             port: free_port(),
-        }
+        })
+    }
+
+    /// A worker (see [`Deployment::worker`]), then `agent serve`.
+    async fn up(&self) -> (tokio::process::Child, Served) {
+        let worker = self.worker().await;
+        (worker, self.serve().await)
     }
 
     /// `agent worker` on the deployment's port, once it says it is registered.
@@ -192,13 +188,7 @@ async fn kill(mut worker: tokio::process::Child) {
 /// stream (served from the store) carries the whole answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_worker_is_replaced_and_the_run_goes_on_from_its_journal() {
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
-        return;
-    };
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
-        return;
-    };
-    let deployment = Deployment::start(
+    let Some(deployment) = Deployment::start(
         [
             Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
             Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 3}))]),
@@ -207,9 +197,11 @@ async fn a_killed_worker_is_replaced_and_the_run_goes_on_from_its_journal() {
         ],
         false,
     )
-    .await;
-    let first = deployment.worker().await;
-    let served = deployment.serve().await;
+    .await
+    else {
+        return;
+    };
+    let (first, served) = deployment.up().await;
     let chat = tokio::spawn({
         let api = served.api.clone();
         async move { api.say("chat-r", "Bump, then talk.").await }
@@ -268,13 +260,9 @@ async fn a_killed_worker_is_replaced_and_the_run_goes_on_from_its_journal() {
 /// again; the model reads `outcome_unknown`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_cut_by_a_killed_worker_is_outcome_unknown() {
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
+    let Some(cut) = bump_cut_by_a_killed_worker(false).await else {
         return;
     };
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
-        return;
-    };
-    let cut = bump_cut_by_a_killed_worker(false).await;
     assert!(cut.stored.contains("I will check first."), "{}", cut.stored);
     assert_eq!(cut.lines.len(), 1, "the call acted once: {:?}", cut.lines);
     let results = tool_results(&cut.model, 1);
@@ -285,13 +273,9 @@ async fn a_call_cut_by_a_killed_worker_is_outcome_unknown() {
 /// the same idempotency key, and the server, which dedupes on it, acts once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idempotent_call_cut_by_a_killed_worker_runs_again_with_its_key() {
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
+    let Some(cut) = bump_cut_by_a_killed_worker(true).await else {
         return;
     };
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
-        return;
-    };
-    let cut = bump_cut_by_a_killed_worker(true).await;
     let lines = &cut.lines;
     assert_eq!(lines.len(), 2, "the tool saw the call twice: {lines:?}");
     assert!(
@@ -319,7 +303,8 @@ struct Cut {
 
 /// A chat calls `bump` (acts, then blocks; deduped on its key); the worker is
 /// killed once the ledger shows it acted and replaced at the same address.
-async fn bump_cut_by_a_killed_worker(idempotent: bool) -> Cut {
+/// `None` when the test is skipped (see [`Deployment::start`]).
+async fn bump_cut_by_a_killed_worker(idempotent: bool) -> Option<Cut> {
     let deployment = Deployment::start_with(
         [
             Reply::tool_calls(&[(
@@ -332,9 +317,8 @@ async fn bump_cut_by_a_killed_worker(idempotent: bool) -> Cut {
         false,
         idempotent,
     )
-    .await;
-    let first = deployment.worker().await;
-    let served = deployment.serve().await;
+    .await?;
+    let (first, served) = deployment.up().await;
     let chat = tokio::spawn({
         let api = served.api.clone();
         async move { api.say("chat-b", "Bump it.").await }
@@ -349,33 +333,29 @@ async fn bump_cut_by_a_killed_worker(idempotent: bool) -> Cut {
     let run = deployment.ended_run("chat-b").await;
     assert_eq!(run.status, agent_store::RunStatus::Done, "{run:?}");
     let stored = served.text("/api/chats/chat-b").await;
-    Cut {
+    Some(Cut {
         stored,
         lines: deployment.ledger.lines(),
         model: deployment.model,
-    }
+    })
 }
 
 /// The Restate server itself killed during a run and started again: the run
 /// goes on, and ends once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_survives_its_restate_server_being_killed() {
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
-        return;
-    };
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
-        return;
-    };
-    let mut deployment = Deployment::start(
+    let Some(mut deployment) = Deployment::start(
         [
             Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 3}))]),
             Reply::text("Slept."),
         ],
         false,
     )
-    .await;
-    let _worker = deployment.worker().await;
-    let served = deployment.serve().await;
+    .await
+    else {
+        return;
+    };
+    let (_worker, served) = deployment.up().await;
     let body = chat_body("chat-s", "Sleep.");
     let response = served.post_chat(&body).send().await.unwrap();
     assert_eq!(response.status().as_u16(), 200);
@@ -399,13 +379,10 @@ async fn a_run_survives_its_restate_server_being_killed() {
 /// submission not sealed with the store's key is refused before it runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_submitted_twice_runs_once() {
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
+    let replies = [Reply::text("Once."), Reply::text("Twice?")];
+    let Some(deployment) = Deployment::start(replies, false).await else {
         return;
     };
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
-        return;
-    };
-    let deployment = Deployment::start([Reply::text("Once."), Reply::text("Twice?")], false).await;
     let _worker = deployment.worker().await;
     let (restate, model, home) = (&deployment.restate, &deployment.model, &deployment.home);
     let mut request = agent_graph::run::RunRequest::new(
@@ -479,22 +456,18 @@ async fn a_run_submitted_twice_runs_once() {
 /// in the same invocation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_waits_across_a_worker_restart() {
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
-        return;
-    };
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
-        return;
-    };
-    let deployment = Deployment::start(
+    let Some(deployment) = Deployment::start(
         [
             Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
             Reply::text("Bumped."),
         ],
         true,
     )
-    .await;
-    let first = deployment.worker().await;
-    let served = deployment.serve().await;
+    .await
+    else {
+        return;
+    };
+    let (first, served) = deployment.up().await;
     let asked = served.say("chat-a", "Bump it.").await;
     assert!(
         asked.iter().any(|c| c["type"] == "tool-approval-request"),
@@ -601,20 +574,8 @@ fn sealed_payloads(text: &str) -> Vec<serde_json::Value> {
 /// nothing and leaves that run waiting for its own approval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_local_account_cannot_start_replay_approve_or_read_runs_on_restate() {
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
-        return;
-    };
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
-        return;
-    };
-    if let Some(reason) = crate::serve::second_uid_unavailable() {
-        eprintln!(
-            "SKIPPED another_local_account_cannot_start_replay_approve_or_read_runs_on_restate: {reason}"
-        );
-        return;
-    }
     const SECRET: &str = "TOP-SECRET-PROMPT-7731";
-    let deployment = Deployment::start(
+    let Some(deployment) = Deployment::start(
         [
             Reply::tool_calls(&[("call_a", "mcp__fx__bump", json!({}))]),
             Reply::text("Bumped the SECRET-ANSWER-88."),
@@ -623,9 +584,17 @@ async fn another_local_account_cannot_start_replay_approve_or_read_runs_on_resta
         ],
         true,
     )
-    .await;
-    let _worker = deployment.worker().await;
-    let served = deployment.serve().await;
+    .await
+    else {
+        return;
+    };
+    if let Some(reason) = crate::serve::second_uid_unavailable() {
+        eprintln!(
+            "SKIPPED another_local_account_cannot_start_replay_approve_or_read_runs_on_restate: {reason}"
+        );
+        return;
+    }
+    let (_worker, served) = deployment.up().await;
     let (restate, ledger, model) = (&deployment.restate, &deployment.ledger, &deployment.model);
     // The victim's turn: a secret prompt, an approval, the call runs once.
     let prompt = format!("{SECRET}: bump it");
@@ -772,22 +741,18 @@ fn warnings_of(chunks: &[serde_json::Value]) -> Vec<String> {
 /// both streams end with the run's answer once Restate is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restate_down_for_ten_seconds_mid_run_keeps_its_followers_until_the_answer() {
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
-        return;
-    };
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
-        return;
-    };
-    let mut deployment = Deployment::start(
+    let Some(mut deployment) = Deployment::start(
         [
             Reply::tool_calls(&[("call_s", "mcp__fx__slow", json!({"seconds": 2}))]),
             Reply::text("Slept through it."),
         ],
         false,
     )
-    .await;
-    let _worker = deployment.worker().await;
-    let served = deployment.serve().await;
+    .await
+    else {
+        return;
+    };
+    let (_worker, served) = deployment.up().await;
     let sent = tokio::spawn({
         let api = served.api.clone();
         async move { api.say("chat-down", "Sleep.").await }
@@ -833,22 +798,18 @@ async fn restate_down_for_ten_seconds_mid_run_keeps_its_followers_until_the_answ
 /// completes once, its call acting once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_stored_but_never_acknowledged_is_submitted_again_and_runs_once() {
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Restate) else {
-        return;
-    };
-    let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::Python) else {
-        return;
-    };
-    let mut deployment = Deployment::start(
+    let Some(mut deployment) = Deployment::start(
         [
             Reply::tool_calls(&[("call_b", "mcp__fx__bump", json!({}))]),
             Reply::text("Bumped once."),
         ],
         false,
     )
-    .await;
-    let worker_first = deployment.worker().await;
-    let mut first = deployment.serve().await;
+    .await
+    else {
+        return;
+    };
+    let (worker_first, mut first) = deployment.up().await;
     deployment.restate.kill();
     let queued = chat_body("chat-queued", "Bump it.");
     let mut response = first.post_chat(&queued).send().await.unwrap();

@@ -60,10 +60,7 @@ impl Home {
     /// The user's own config (trusted as theirs) with shell commands sharing the
     /// machine's process view: for the tests of what holds without a namespace.
     fn without_process_isolation(&self) -> String {
-        let dir = self.config_home.join("agent");
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("agent.toml");
-        std::fs::write(&path, "[workspace]\nshell_process_isolation = false\n").unwrap();
+        let path = self.write_user_config("[workspace]\nshell_process_isolation = false\n");
         path.display().to_string()
     }
 }
@@ -397,11 +394,7 @@ fn an_untrusted_project_config_may_not_redirect_requests_or_loosen_policy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_untrusted_project_config_exits_2_naming_the_keys() {
     let h = home();
-    std::fs::write(
-        h.workspace.join("agent.toml"),
-        "[model]\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"HOME\"\n",
-    )
-    .unwrap();
+    h.write_config("[model]\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"HOME\"\n");
     let (code, _, stderr) = h.run(None, &["tools"]).await;
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("model.base_url"), "{stderr}");

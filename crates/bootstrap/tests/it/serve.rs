@@ -6,7 +6,7 @@ use agent_testing::server::{OpenAiServer, Reply};
 use serde_json::{Value, json};
 
 use crate::served::{Served, http};
-use crate::support::{Home, curl_as_nobody, first_message};
+use crate::support::{Home, curl_as_nobody, first_message, signal};
 
 const KEY: &str = "sk-e2e-serve";
 
@@ -70,14 +70,7 @@ async fn serve_streams_a_tool_run_to_a_web_client_and_stops_on_ctrl_c() {
     let refused = served.get("/api/tools").header("host", "rebind.example:80");
     assert_eq!(refused.send().await.unwrap().status().as_u16(), 403);
 
-    let pid = served.child.id().unwrap().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    signal(&served.child, "INT");
     let status = tokio::time::timeout(Duration::from_secs(30), served.child.wait())
         .await
         .expect("agent serve stops on ctrl-c")

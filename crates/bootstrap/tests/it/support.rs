@@ -3,10 +3,10 @@
 //! and reading its JSON-lines output.
 
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use agent_testing::server::Recorded;
+use agent_testing::server::{Recorded, data};
 use serde_json::Value;
 
 /// The model name passed with `--base-url`.
@@ -18,21 +18,63 @@ const MODEL: &str = "e2e-model";
 /// two-core machine, and the runs stop, as they must).
 pub(crate) const SHORT_LEASE: &str = "[durable]\nlease_ms = 2000\n";
 
+/// Whether this machine has every peer in `needed` (checked in order; the
+/// first missing one skips the test, see [`agent_testing::peers::peer`]).
+pub(crate) fn peers(needed: &[agent_testing::peers::Peer]) -> bool {
+    needed
+        .iter()
+        .all(|peer| agent_testing::peers::peer(*peer).is_some())
+}
+
+/// A loopback port free just now.
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Runs `command` to its end, within 60 s.
+pub(crate) async fn finish(command: &mut tokio::process::Command) -> Output {
+    tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("the agent hung")
+        .unwrap()
+}
+
+/// The stdout and stderr of `output`, once it is known to have exited 0.
+pub(crate) fn succeeded(output: Output) -> (String, String) {
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stderr: {stderr}\nstdout: {stdout}"
+    );
+    (stdout, stderr)
+}
+
 /// Waits until the lease of a process killed just now has run out.
 pub(crate) async fn lease_runs_out() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
 }
 
-/// Kills `child` with SIGKILL.
-pub(crate) fn sigkill(child: &tokio::process::Child) {
+/// Sends `child` the signal `name`, as `kill` names it (`KILL`, `INT`, ...).
+pub(crate) fn signal(child: &tokio::process::Child, name: &str) {
     let pid = child.id().unwrap().to_string();
     assert!(
         std::process::Command::new("kill")
-            .args(["-KILL", &pid])
+            .args([&format!("-{name}"), &pid])
             .status()
             .unwrap()
             .success()
     );
+}
+
+/// Kills `child` with SIGKILL.
+pub(crate) fn sigkill(child: &tokio::process::Child) {
+    signal(child, "KILL");
 }
 
 /// The first line `child` writes on its (piped) stdout, within `within`;
@@ -120,6 +162,16 @@ impl Home {
         std::fs::write(self.workspace.join("agent.toml"), text).unwrap();
     }
 
+    /// Writes `text` as the user's own config (trusted by being theirs); its
+    /// path.
+    pub(crate) fn write_user_config(&self, text: &str) -> PathBuf {
+        let dir = self.config_home.join("agent");
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("agent.toml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
     /// Writes `text` as the workspace's `agent.toml` and trusts it (a config
     /// that redirects requests or loosens the policy needs `agent trust`).
     pub(crate) async fn trust_config(&self, text: &str) {
@@ -182,19 +234,32 @@ impl Home {
 
     /// Runs [`Home::command`] to its end (within 60 s): exit code, stdout, stderr.
     pub(crate) async fn run(&self, base_url: Option<&str>, args: &[&str]) -> (i32, String, String) {
-        let output = tokio::time::timeout(
-            Duration::from_secs(60),
-            self.command(base_url, args).output(),
-        )
-        .await
-        .expect("the agent hung")
-        .unwrap();
+        let output = finish(&mut self.command(base_url, args)).await;
         (
             output.status.code().unwrap_or(-1),
             String::from_utf8(output.stdout).expect("stdout is UTF-8"),
             String::from_utf8(output.stderr).expect("stderr is UTF-8"),
         )
     }
+}
+
+/// The end of the streamed OpenAI turn `id`: its `finish_reason`, its usage
+/// (`prompt` and `completion` tokens), then `[DONE]`.
+pub(crate) fn turn_end(
+    id: &str,
+    finish_reason: &str,
+    (prompt, completion): (u32, u32),
+) -> [String; 3] {
+    let total = prompt + completion;
+    [
+        data(&format!(
+            r#"{{"id":"{id}","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{}},"finish_reason":"{finish_reason}"}}]}}"#
+        )),
+        data(&format!(
+            r#"{{"id":"{id}","object":"chat.completion.chunk","choices":[],"usage":{{"prompt_tokens":{prompt},"completion_tokens":{completion},"total_tokens":{total}}}}}"#
+        )),
+        "data: [DONE]\n\n".into(),
+    ]
 }
 
 /// Each line of `stdout` as one JSON value.
@@ -225,6 +290,15 @@ pub(crate) fn first_message(request: &Recorded, role: &str) -> Value {
     found
         .unwrap_or_else(|| panic!("no {role} message in {}", request.body))
         .clone()
+}
+
+/// The names of the tools the model was offered in `request`, in order.
+pub(crate) fn offered_tools(request: &Recorded) -> Vec<String> {
+    let tools = request.body["tools"].as_array().unwrap();
+    tools
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 /// The first `tool` message the model was sent in `request`.

@@ -22,12 +22,11 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::metrics::v1::{Metric, metric::Data};
 use opentelemetry_proto::tonic::trace::v1::Span;
-use prost::Message as _;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 
 use crate::served::{Served, chat_body, stream_text};
-use crate::support::{Home, eventually, json_lines};
+use crate::support::{Home, eventually, finish, json_lines, succeeded, turn_end};
 
 const SECRET_KEY: &str = "sk-e2e-telemetry-key-0123456789";
 /// A value the model puts in an argument the tool's allowlist leaves out.
@@ -68,30 +67,45 @@ impl Receiver {
             .collect()
     }
 
-    fn spans(&self) -> Vec<Span> {
-        self.bodies("/v1/traces")
+    /// Each body sent to `path` decoded as an `E` export (`what` names it in
+    /// the failure), and what `items` takes from it, in order.
+    fn decoded<E, T>(&self, path: &str, what: &str, items: impl Fn(E) -> Vec<T>) -> Vec<T>
+    where
+        E: prost::Message + Default,
+    {
+        self.bodies(path)
             .iter()
             .flat_map(|body| {
-                ExportTraceServiceRequest::decode(body.as_slice())
-                    .expect("an OTLP protobuf export")
-                    .resource_spans
+                let export = E::decode(body.as_slice());
+                items(export.unwrap_or_else(|e| panic!("{what}: {e:?}")))
             })
-            .flat_map(|resource| resource.scope_spans)
-            .flat_map(|scope| scope.spans)
             .collect()
     }
 
+    fn spans(&self) -> Vec<Span> {
+        let what = "an OTLP protobuf export";
+        self.decoded("/v1/traces", what, |export: ExportTraceServiceRequest| {
+            let scopes = export
+                .resource_spans
+                .into_iter()
+                .flat_map(|r| r.scope_spans);
+            scopes.flat_map(|scope| scope.spans).collect()
+        })
+    }
+
     fn metrics(&self) -> Vec<Metric> {
-        self.bodies("/v1/metrics")
-            .iter()
-            .flat_map(|body| {
-                ExportMetricsServiceRequest::decode(body.as_slice())
-                    .expect("an OTLP protobuf metrics export")
+        let what = "an OTLP protobuf metrics export";
+        self.decoded(
+            "/v1/metrics",
+            what,
+            |export: ExportMetricsServiceRequest| {
+                let scopes = export
                     .resource_metrics
-            })
-            .flat_map(|resource| resource.scope_metrics)
-            .flat_map(|scope| scope.metrics)
-            .collect()
+                    .into_iter()
+                    .flat_map(|r| r.scope_metrics);
+                scopes.flat_map(|scope| scope.metrics).collect()
+            },
+        )
     }
 
     fn all_bytes(&self) -> Vec<u8> {
@@ -151,33 +165,21 @@ async fn serve_connection(stream: tokio::net::TcpStream, bodies: Bodies) {
 /// argument allowlist) holds the secret.
 fn tool_call_turn() -> Vec<String> {
     let arguments = serde_json::to_string(&format!(r#"{{"query":"{SECRET_ARG}"}}"#)).unwrap();
-    vec![
-        data(&format!(
-            r#"{{"id":"t1","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"role":"assistant","tool_calls":[{{"index":0,"id":"call_tel_1","type":"function","function":{{"name":"core__memory_read","arguments":{arguments}}}}}]}},"finish_reason":null}}]}}"#
-        )),
-        data(
-            r#"{"id":"t1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
-        ),
-        data(
-            r#"{"id":"t1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":41,"completion_tokens":9,"total_tokens":50}}"#,
-        ),
-        "data: [DONE]\n\n".into(),
-    ]
+    let call = data(&format!(
+        r#"{{"id":"t1","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"role":"assistant","tool_calls":[{{"index":0,"id":"call_tel_1","type":"function","function":{{"name":"core__memory_read","arguments":{arguments}}}}}]}},"finish_reason":null}}]}}"#
+    ));
+    std::iter::once(call)
+        .chain(turn_end("t1", "tool_calls", (41, 9)))
+        .collect()
 }
 
 fn answer_turn() -> Vec<String> {
-    vec![
-        data(
-            r#"{"id":"t2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Nothing is stored."},"finish_reason":null}]}"#,
-        ),
-        data(
-            r#"{"id":"t2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
-        ),
-        data(
-            r#"{"id":"t2","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":77,"completion_tokens":5,"total_tokens":82}}"#,
-        ),
-        "data: [DONE]\n\n".into(),
-    ]
+    let text = data(
+        r#"{"id":"t2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Nothing is stored."},"finish_reason":null}]}"#,
+    );
+    std::iter::once(text)
+        .chain(turn_end("t2", "stop", (77, 5)))
+        .collect()
 }
 
 fn attribute<'a>(span: &'a Span, key: &str) -> Option<&'a AnyValue> {
@@ -216,35 +218,50 @@ async fn exported_run(content: bool) -> (Receiver, Vec<serde_json::Value>) {
 /// `TRACEPARENT` names, with `env` set and `config` (trusted) as its
 /// `agent.toml`; the run's events.
 async fn traced_tool_run(env: &[(&str, &str)], config: Option<&str>) -> Vec<serde_json::Value> {
-    let server = OpenAiServer::start([Reply::sse(tool_call_turn()), Reply::sse(answer_turn())])
-        .await
-        .unwrap();
     let home = Home::new(SECRET_KEY);
     if let Some(config) = config {
         home.trust_config(config).await;
     }
+    let traceparent = format!("00-{TRACE_ID}-{PARENT_ID}-01");
+    let mut env = env.to_vec();
+    env.extend([
+        ("OTEL_SERVICE_NAME", "agent-e2e"),
+        ("TRACEPARENT", &traceparent),
+    ]);
+    let finished = tool_run(&home, &env).await;
+    let stderr = finished.stderr;
+    assert!(!stderr.contains("could not be exported"), "{stderr}");
+    json_lines(&finished.stdout)
+}
+
+/// What one `agent chat --json` of the two-turn tool run gave.
+struct Finished {
+    stdout: String,
+    stderr: String,
+    took: Duration,
+}
+
+/// The two-turn tool run through `agent chat --json` in `home`, with `env`
+/// set; it exits 0.
+async fn tool_run(home: &Home, env: &[(&str, &str)]) -> Finished {
+    let server = OpenAiServer::start([Reply::sse(tool_call_turn()), Reply::sse(answer_turn())])
+        .await
+        .unwrap();
     let base_url = server.base_url();
     let mut command = home.command(
         Some(&base_url),
         &["chat", "--json", "What do you remember?"],
     );
-    command
-        .envs(env.iter().copied())
-        .env("OTEL_SERVICE_NAME", "agent-e2e")
-        .env("TRACEPARENT", format!("00-{TRACE_ID}-{PARENT_ID}-01"));
-    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
-        .await
-        .expect("the agent hung")
-        .unwrap();
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "stderr: {stderr}\nstdout: {stdout}"
-    );
-    assert!(!stderr.contains("could not be exported"), "{stderr}");
-    json_lines(&stdout)
+    command.envs(env.iter().copied());
+    let started = Instant::now();
+    let output = finish(&mut command).await;
+    let took = started.elapsed();
+    let (stdout, stderr) = succeeded(output);
+    Finished {
+        stdout,
+        stderr,
+        took,
+    }
 }
 
 /// The (input, output) tokens of each usage event, in order.
@@ -368,10 +385,11 @@ fn hex_of(text: &str) -> Vec<u8> {
 }
 
 /// Polls `receiver` (every 100 ms, at most 30 s: the batch goes out on its
-/// schedule) until its spans hold one named `name`; all its spans.
-async fn spans_once(receiver: &Receiver, name: &str) -> Vec<Span> {
+/// schedule) until its spans past the first `after` hold one named `name`;
+/// those spans.
+async fn spans_once(receiver: &Receiver, after: usize, name: &str) -> Vec<Span> {
     for _ in 0..300 {
-        let spans = receiver.spans();
+        let spans = receiver.spans().split_off(after);
         if spans.iter().any(|span| span.name == name) {
             return spans;
         }
@@ -379,7 +397,7 @@ async fn spans_once(receiver: &Receiver, name: &str) -> Vec<Span> {
     }
     panic!(
         "no {name} span was exported: {:?}",
-        names(&receiver.spans())
+        names(&receiver.spans().split_off(after))
     );
 }
 
@@ -456,7 +474,7 @@ async fn telemetry_serve_continues_the_requests_traceparent_or_starts_the_runs_t
         .header("traceparent", format!("00-{TRACE_ID}-{PARENT_ID}-01"));
     let answer = crate::served::body_text(traced).await;
     assert_eq!(stream_text(&answer), "Nothing is stored.", "{answer}");
-    let spans = spans_once(&receiver, "invoke_agent chat").await;
+    let spans = spans_once(&receiver, 0, "invoke_agent chat").await;
     let run = spans
         .iter()
         .find(|span| span.name == "invoke_agent chat")
@@ -482,14 +500,7 @@ async fn telemetry_serve_continues_the_requests_traceparent_or_starts_the_runs_t
     assert_eq!(stream_text(&answer), "A new trace.", "{answer}");
     let trace_id = events_trace_id(&home, "chat-new").await;
     assert_ne!(trace_id, TRACE_ID);
-    let mut fresh = Vec::new();
-    for _ in 0..300 {
-        fresh = receiver.spans().split_off(before);
-        if fresh.iter().any(|span| span.name == "invoke_agent chat") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let fresh = spans_once(&receiver, before, "invoke_agent chat").await;
     let run = fresh
         .iter()
         .find(|span| span.name == "invoke_agent chat")
@@ -517,59 +528,29 @@ async fn black_hole() -> String {
 
 /// A loopback address nothing listens on.
 fn nobody_listening() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
-    format!("http://{addr}")
-}
-
-/// What one `agent chat` of the two-turn tool run gave.
-struct Finished {
-    answer: String,
-    stderr: String,
-    took: Duration,
+    format!("http://127.0.0.1:{}", crate::support::free_port())
 }
 
 /// The two-turn tool run through `agent chat`, exporting to `endpoint` (none:
 /// export off) with a two-second export timeout.
 async fn run_with_collector(endpoint: Option<&str>) -> Finished {
-    let server = OpenAiServer::start([Reply::sse(tool_call_turn()), Reply::sse(answer_turn())])
-        .await
-        .unwrap();
-    let home = Home::new(SECRET_KEY);
-    let base_url = server.base_url();
-    let mut command = home.command(
-        Some(&base_url),
-        &["chat", "--json", "What do you remember?"],
-    );
-    if let Some(endpoint) = endpoint {
-        command
-            .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
-            .env("OTEL_EXPORTER_OTLP_TIMEOUT", "2000");
-    }
-    let started = Instant::now();
-    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
-        .await
-        .expect("the agent hung")
-        .unwrap();
-    let took = started.elapsed();
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "stderr: {stderr}\nstdout: {stdout}"
-    );
-    let answer = json_lines(&stdout)
+    let env = match endpoint {
+        Some(endpoint) => vec![
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "2000"),
+        ],
+        None => Vec::new(),
+    };
+    tool_run(&Home::new(SECRET_KEY), &env).await
+}
+
+/// The answer's text in the events `stdout` holds.
+fn answer_of(stdout: &str) -> String {
+    json_lines(stdout)
         .iter()
         .filter(|e| e["type"] == "text_delta")
         .filter_map(|e| e["delta"].as_str().map(str::to_owned))
-        .collect();
-    Finished {
-        answer,
-        stderr,
-        took,
-    }
+        .collect()
 }
 
 /// The count in `agent: warning: N spans could not be exported` (or the
@@ -591,11 +572,12 @@ fn reported_lost(stderr: &str) -> Option<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn telemetry_a_collector_that_never_answers_or_is_not_there_leaves_the_run_as_it_is() {
     let off = run_with_collector(None).await;
-    assert_eq!(off.answer, "Nothing is stored.", "{}", off.stderr);
+    let answer = answer_of(&off.stdout);
+    assert_eq!(answer, "Nothing is stored.", "{}", off.stderr);
     assert_eq!(reported_lost(&off.stderr), None, "{}", off.stderr);
     for endpoint in [black_hole().await, nobody_listening()] {
         let on = run_with_collector(Some(&endpoint)).await;
-        assert_eq!(on.answer, off.answer, "{endpoint}: {}", on.stderr);
+        assert_eq!(answer_of(&on.stdout), answer, "{endpoint}: {}", on.stderr);
         let lost = reported_lost(&on.stderr)
             .unwrap_or_else(|| panic!("{endpoint}: no lost spans reported: {}", on.stderr));
         assert_eq!(

@@ -72,22 +72,15 @@ impl FakeBrave {
     /// The user's own config (trusted as theirs) pointing web_search at this
     /// server, allowlisted or not; its path.
     fn config(&self, home: &Home, allowlisted: bool) -> String {
-        let dir = home.config_home.join("agent");
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("agent.toml");
         let allow = if allowlisted {
             format!("allow_private = [\"{}\"]\n", self.addr)
         } else {
             String::new()
         };
-        std::fs::write(
-            &path,
-            format!(
-                "[tools.web_search]\nprovider = \"brave\"\nurl = \"http://{}/res/v1/web/search\"\napi_key_env = \"{KEY_ENV}\"\n{allow}",
-                self.addr
-            ),
-        )
-        .unwrap();
+        let path = home.write_user_config(&format!(
+            "[tools.web_search]\nprovider = \"brave\"\nurl = \"http://{}/res/v1/web/search\"\napi_key_env = \"{KEY_ENV}\"\n{allow}",
+            self.addr
+        ));
         path.display().to_string()
     }
 }
@@ -140,13 +133,7 @@ async fn search_chat(
         Some(key) => command.env(KEY_ENV, key),
         None => command.env_remove(KEY_ENV),
     };
-    let output = tokio::time::timeout(std::time::Duration::from_secs(60), command.output())
-        .await
-        .expect("the agent hung")
-        .unwrap();
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let (stdout, stderr) = crate::support::succeeded(crate::support::finish(&mut command).await);
     let told = crate::support::tool_text(&model.requests()[1]);
     (result_event(&stdout), told, stdout, stderr)
 }
@@ -163,11 +150,9 @@ async fn web_search_is_listed_only_when_configured_and_a_project_file_needs_trus
     assert!(!ids.contains(&"core__web_search".to_owned()), "{ids:?}");
 
     // A project file that configures a search provider is refused until trusted.
-    std::fs::write(
-        home.workspace.join("agent.toml"),
+    home.write_config(
         "[tools.web_search]\nprovider = \"searxng\"\nurl = \"http://127.0.0.1:8888\"\nallow_private = [\"127.0.0.1:8888\"]\n",
-    )
-    .unwrap();
+    );
     let (code, _, stderr) = home
         .run(Some("http://127.0.0.1:9/v1"), &["tools", "--json"])
         .await;

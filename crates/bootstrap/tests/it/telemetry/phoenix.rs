@@ -21,7 +21,7 @@ use super::{
     tool_call_turn, traced_tool_run, usage_of,
 };
 use crate::served::{body_text, chat_body, http, stream_text};
-use crate::support::Home;
+use crate::support::{Home, free_port};
 
 /// How long Phoenix may take to answer after it starts (a cold start imports a
 /// lot of Python and migrates its database).
@@ -47,15 +47,6 @@ fn phoenix_command() -> PathBuf {
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// A loopback port free just now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A running `phoenix serve`, killed when dropped.
