@@ -152,6 +152,9 @@ impl Telemetry {
             .with_location(false)
             .with_threads(false)
             .with_target(false)
+            // No busy/idle timing on every enter and exit of a span (a run's
+            // futures enter theirs at every poll, once per delta or more).
+            .with_tracked_inactivity(false)
             .with_filter(FilterFn::new(exported))
             .and_then(metrics)
     }

@@ -36,7 +36,8 @@ const STREAM_SPAN: &str = "chat_stream";
 pub(crate) const MEASURED_SPANS: [&str; 4] = [MODEL_SPAN, TOOL_SPAN, REQUEST_SPAN, STREAM_SPAN];
 
 /// The span fields metrics read.
-const FIELDS: [&str; 10] = [
+const FIELDS: [&str; 11] = [
+    "gen_ai.provider.name",
     "gen_ai.request.model",
     "gen_ai.response.model",
     "gen_ai.usage.input_tokens",
@@ -188,6 +189,7 @@ impl Measured {
 impl MetricsLayer {
     fn record_model_call(&self, measured: &Measured, seconds: f64) {
         let mut attributes = measured.attributes(&[
+            ("gen_ai.provider.name", "gen_ai.provider.name"),
             ("gen_ai.request.model", "gen_ai.request.model"),
             ("gen_ai.response.model", "gen_ai.response.model"),
             ("error.type", "error.type"),

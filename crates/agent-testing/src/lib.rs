@@ -63,6 +63,8 @@ pub mod restate;
 pub mod server;
 #[cfg(feature = "wire-fixtures")]
 pub mod wire_fixtures;
+#[cfg(feature = "server")]
+mod wire_replies;
 
 pub use scripted::{ScriptedModel, Turn};
 pub use snapshots::refuse_snapshot_updates_on_ci;

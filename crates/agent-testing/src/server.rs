@@ -1,9 +1,13 @@
 //! A loopback OpenAI-compatible chat-completions server that plays scripted replies
 //! and records every request (feature `server`).
 //!
-//! It plays the Anthropic Messages API too (`POST .../v1/messages`, replies
-//! from [`Reply::anthropic_text`] and [`Reply::anthropic_tool_uses`], base URL
-//! [`OpenAiServer::anthropic_base_url`]).
+//! It plays the other wires' APIs too: the Anthropic Messages API (`POST
+//! .../v1/messages`, replies from [`Reply::anthropic_text`] and
+//! [`Reply::anthropic_tool_uses`], base URL [`OpenAiServer::anthropic_base_url`]),
+//! the Responses API (`POST .../responses`, [`Reply::responses_text`] and
+//! [`Reply::responses_function_calls`]) and Gemini's (`POST
+//! .../models/{model}:streamGenerateContent`, [`Reply::gemini_text`] and
+//! [`Reply::gemini_function_calls`], base URL [`OpenAiServer::gemini_base_url`]).
 //!
 //! Each `POST .../chat/completions` is recorded, then takes the next [`Reply`] of the
 //! script: an SSE stream or any other body written piece by piece (with pauses, a
@@ -450,6 +454,13 @@ impl OpenAiServer {
         format!("http://{}/v1", self.addr)
     }
 
+    /// The base URL to configure a Gemini client with (`http://127.0.0.1:<port>`:
+    /// it adds `/v1beta/models/{model}:streamGenerateContent`); script its
+    /// replies with [`Reply::gemini_text`] and [`Reply::gemini_function_calls`].
+    pub fn gemini_base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
     /// The base URL to configure an Anthropic Messages API client with
     /// (`http://127.0.0.1:<port>`: it adds `/v1/messages`); script its
     /// replies with [`Reply::anthropic_text`] and [`Reply::anthropic_tool_uses`].
@@ -517,7 +528,11 @@ fn anthropic_end(stop_reason: &str) -> [String; 2] {
 async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path();
-    let served = path.ends_with("/chat/completions") || path.ends_with("/v1/messages");
+    let served = path.ends_with("/chat/completions")
+        || path.ends_with("/v1/messages")
+        || path.ends_with("/responses")
+        || path.ends_with(":streamGenerateContent")
+        || path.ends_with(":generateContent");
     if parts.method != Method::POST || !served {
         return plain(StatusCode::NOT_FOUND, "not found");
     }

@@ -21,6 +21,7 @@ const EXAMPLES: &[&str] = &[
     "own_axum_app",
     "recorded_runs",
     "claude",
+    "other_wires",
     "mcp_stdio",
 ];
 

@@ -73,6 +73,18 @@ pub struct ModelSettings {
     pub seed: Option<i64>,
     /// Reasoning effort for reasoning models (`low`, `medium`, `high`, ...).
     pub reasoning_effort: Option<String>,
+    /// A token budget for the model's thinking, on the wires whose provider
+    /// takes one: Anthropic's extended thinking (`thinking.budget_tokens`) and
+    /// Gemini's `thinkingBudget`. The OpenAI wires take `reasoning_effort`
+    /// instead and leave it out. A wire's own thinking option wins over it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
+    /// Mark the request's stable prefix for the provider's prompt cache where
+    /// the provider wants marks (Anthropic's `cache_control` on the system
+    /// prompt, the last tool and the last user message). OpenAI and Gemini
+    /// cache long prefixes on their own and need nothing.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub prompt_cache: bool,
     /// The shape of the answer (structured output).
     pub response_format: Option<ResponseFormat>,
     /// Further top-level request fields, sent as given (provider-specific options).
@@ -382,11 +394,22 @@ pub type CompletionStream = BoxStream<'static, Result<CompletionItem, Completion
 pub trait CompletionPort: Send + Sync {
     /// Starts one model call.
     fn complete(&self, request: CompletionRequest, cancel: CancellationToken) -> CompletionStream;
+
+    /// The provider, in the OpenTelemetry GenAI conventions' words
+    /// (`gen_ai.provider.name`: `openai`, `anthropic`, `gcp.gemini`, ...), when
+    /// the port knows it; `None` by default.
+    fn provider_name(&self) -> Option<&str> {
+        None
+    }
 }
 
 impl<T: CompletionPort + ?Sized> CompletionPort for std::sync::Arc<T> {
     fn complete(&self, request: CompletionRequest, cancel: CancellationToken) -> CompletionStream {
         (**self).complete(request, cancel)
+    }
+
+    fn provider_name(&self) -> Option<&str> {
+        (**self).provider_name()
     }
 }
 

@@ -366,6 +366,13 @@ where
 /// A closure that needs the call's context (its cancellation token, run id, graph)
 /// is made with [`tool_fn_with_context`].
 ///
+/// **Errors.** The closure returns `Result<O, ToolFailure>`, and `?` converts:
+/// a `String` or `&str` becomes `execution_failed` with that text (the model
+/// reads it: keep secrets out), and a `std::io::Error` becomes `not_found`,
+/// `permission_denied` or `execution_failed` by its kind only (its text, which
+/// may hold a path, is not passed on). For another error type, map it:
+/// `.map_err(|e| ToolFailure::failed(e.to_string()))?`.
+///
 /// ```
 /// use ai_core::ToolEffect;
 /// use schemars::JsonSchema;
@@ -381,6 +388,13 @@ where
 ///     .show_args(["a", "b"])?
 ///     .show_output(["sum"])?;
 /// assert_eq!(add.spec().id.as_str(), "app__add");
+///
+/// // `?` on an I/O error inside a tool: a missing file is `not_found` to the model.
+/// #[derive(Deserialize, JsonSchema)]
+/// struct NoArgs {}
+/// let read = ai_tools::tool_fn("read_notes", "Read the notes.", ToolEffect::ReadOnly,
+///     |_: NoArgs| async move { Ok(std::fs::read_to_string("notes.txt")?) })?;
+/// # let _ = read;
 /// # Ok::<(), ai_tools::ContractError>(())
 /// ```
 pub fn tool_fn<A, O, F, Fut>(

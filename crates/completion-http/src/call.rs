@@ -52,6 +52,20 @@ pub trait Wire: Send + 'static {
     fn path(&self) -> Option<&str> {
         None
     }
+    /// The W3C trace headers the request carries (`traceparent`, and
+    /// `tracestate` when the caller sent one); none by default.
+    fn trace(&self) -> Option<&TraceHeaders> {
+        None
+    }
+}
+
+/// A request's W3C trace context: `traceparent` and the caller's `tracestate`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceHeaders {
+    /// The `traceparent` value.
+    pub parent: String,
+    /// The `tracestate` value, when there is one.
+    pub state: Option<String>,
 }
 
 /// The response header in which LiteLLM's proxy reports what a call cost, in
@@ -209,7 +223,12 @@ impl<W: Wire> Call<W> {
         let transport = Arc::clone(&self.transport);
         self.deadline = transport.config.timeouts.total.map(after);
         let response = transport
-            .send(&self.cancel, body, self.deadline, wire.path())
+            .send(
+                &self.cancel,
+                body,
+                self.deadline,
+                (wire.path(), wire.trace()),
+            )
             .await?;
         self.reported_cost = response
             .headers()

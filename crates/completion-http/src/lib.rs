@@ -78,7 +78,7 @@ mod transport;
 mod turn;
 mod wire;
 
-pub use call::{StreamDecoder, Wire};
+pub use call::{StreamDecoder, TraceHeaders, Wire};
 pub use config::{
     ApiKey, Backoff, ErrorBody, Timeouts, TransportConfig, WireConfig, redact_userinfo,
 };

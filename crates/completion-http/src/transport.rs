@@ -18,6 +18,27 @@ pub(crate) const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 /// Largest error body read.
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 
+impl HttpTransport {
+    /// The configured headers, with the call's trace headers (a value that is
+    /// not a valid header is left out).
+    fn headers_with(&self, trace: Option<&crate::call::TraceHeaders>) -> HeaderMap {
+        let mut headers = self.headers.clone();
+        let Some(trace) = trace else {
+            return headers;
+        };
+        let values = [
+            ("traceparent", Some(trace.parent.as_str())),
+            ("tracestate", trace.state.as_deref()),
+        ];
+        for (name, value) in values {
+            if let Some(Ok(value)) = value.map(HeaderValue::from_str) {
+                headers.insert(name, value);
+            }
+        }
+        headers
+    }
+}
+
 /// An endpoint with its HTTP client, headers and retry rules. Cheap to share
 /// (`Arc`); one per configured model endpoint.
 pub struct HttpTransport {
@@ -96,18 +117,20 @@ impl HttpTransport {
 
     /// Sends the request, retrying before the first byte where the rules allow.
     /// `path`, when given, is the call's own path (and query), in place of
-    /// [`TransportConfig::path`] (see [`HttpTransport::endpoint_at`]).
+    /// [`TransportConfig::path`] (see [`HttpTransport::endpoint_at`]); `trace`,
+    /// when given, goes out as the `traceparent` and `tracestate` headers.
     pub(crate) async fn send(
         &self,
         cancel: &CancellationToken,
         body: Bytes,
         deadline: Option<Instant>,
-        path: Option<&str>,
+        (path, trace): (Option<&str>, Option<&crate::call::TraceHeaders>),
     ) -> Result<reqwest::Response, CompletionError> {
         let endpoint = match path {
             Some(path) => self.endpoint_at(path)?,
             None => self.endpoint.clone(),
         };
+        let headers = self.headers_with(trace);
         let mut attempt: u32 = 0;
         loop {
             tracing::debug!(
@@ -119,7 +142,7 @@ impl HttpTransport {
             let request = self
                 .http
                 .post(endpoint.clone())
-                .headers(self.headers.clone())
+                .headers(headers.clone())
                 .body(body.clone())
                 .send();
             let (limit, phase) = within(

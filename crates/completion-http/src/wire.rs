@@ -12,7 +12,7 @@ use ai_core::{CancellationToken, CompletionPort};
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::call::Wire;
+use crate::call::{TraceHeaders, Wire};
 use crate::config::{ApiKey, ErrorBody, TransportConfig, WireConfig};
 use crate::stream::{Assembler, SseDecoder};
 use crate::transport::HttpTransport;
@@ -24,6 +24,9 @@ use crate::transport::HttpTransport;
 pub trait WireSpec: Send + Sync + 'static {
     /// The wire's name, in logs (`openai`, `anthropic`, `responses`).
     const NAME: &'static str;
+    /// The provider whose API this is, as the OpenTelemetry GenAI conventions
+    /// name it (`gen_ai.provider.name`); the wire's name by default.
+    const PROVIDER: &'static str = Self::NAME;
     /// The path appended to the base URL's path, e.g. `/chat/completions`.
     const PATH: &'static str;
     /// The base URL when the configuration gives none (`None`: one is required).
@@ -146,13 +149,20 @@ impl<S: WireSpec> CompletionPort for WireClient<S> {
                     serde_json::to_vec(&body).map_err(|e| CompletionError::InvalidRequest {
                         message: format!("cannot serialize the request: {e}"),
                     })?;
+                let trace = ai_core::trace::outgoing_headers(&request.context)
+                    .map(|(parent, state)| TraceHeaders { parent, state });
                 let call = Prepared::<S> {
                     streams: S::streams(options),
                     call,
+                    trace,
                 };
                 Ok((Bytes::from(body), call))
             });
         self.transport.complete(prepared, cancel, span)
+    }
+
+    fn provider_name(&self) -> Option<&str> {
+        Some(S::PROVIDER)
     }
 }
 
@@ -190,6 +200,8 @@ fn transport_config<S: WireSpec>(config: &WireConfig<S::Options>) -> TransportCo
 struct Prepared<S: WireSpec> {
     streams: bool,
     call: S::Call,
+    /// Read when the call is made, inside the model call's span.
+    trace: Option<TraceHeaders>,
 }
 
 impl<S: WireSpec> Wire for Prepared<S> {
@@ -217,6 +229,10 @@ impl<S: WireSpec> Wire for Prepared<S> {
 
     fn path(&self) -> Option<&str> {
         S::call_path(&self.call)
+    }
+
+    fn trace(&self) -> Option<&TraceHeaders> {
+        self.trace.as_ref()
     }
 }
 

@@ -17,13 +17,16 @@
 //!   are merged, as the API alternates roles.
 //! - Tools carry `input_schema`; `tool_choice` is `auto`, `any` (required), `tool`
 //!   (named) or `none`.
+//! - A JSON-schema response format goes out as `output_config.format` (see
+//!   [`crate::output`]); one the grammar cannot express, or a bare JSON-object
+//!   format, is asked for at the end of the system prompt.
 //! - `max_tokens` is always sent (the API requires it): the settings' value, else
 //!   [`AnthropicEncodeOptions::default_max_tokens`].
-//! - With [`AnthropicEncodeOptions::cache`], `cache_control: {type: "ephemeral"}` marks the
-//!   system prompt, the last tool and the last user message's last block: the
+//! - With [`AnthropicEncodeOptions::cache`] (or the settings' `prompt_cache`),
+//!   `cache_control: {type: "ephemeral"}` marks the system prompt, the last tool and the last user message's last block: the
 //!   prefix up to each mark is cached.
-//! - With [`AnthropicEncodeOptions::thinking_budget_tokens`], `thinking: {type: "enabled",
-//!   budget_tokens}` (and `max_tokens` raised above the budget when needed); no
+//! - With [`AnthropicEncodeOptions::thinking_budget_tokens`] (or else the
+//!   settings' `thinking_budget`), `thinking: {type: "enabled", budget_tokens}` (and `max_tokens` raised above the budget when needed); no
 //!   `temperature` is sent then, as the API accepts none with thinking.
 
 use ai_core::Message;
@@ -33,6 +36,8 @@ use completion_http::{
     EncodeError, RoleTurns, Unsupported, encode_body, object_arguments, system_prompt, user_parts,
 };
 use serde_json::{Map, Value, json};
+
+use crate::output::{OutputSchema, output_config, output_schema, prompted};
 
 /// This wire in [`EncodeError::Unsupported`].
 const API: &str = "Messages API";
@@ -73,6 +78,7 @@ pub fn encode_request(
     request: &CompletionRequest,
     options: &AnthropicEncodeOptions,
 ) -> Result<Value, AnthropicEncodeError> {
+    let options = &with_settings(options, &request.settings);
     encode_body(request, |body| {
         body.insert("model".into(), json!(request.model));
         let settings = &request.settings;
@@ -95,16 +101,13 @@ pub fn encode_request(
         {
             body.insert("temperature".into(), json!(temperature));
         }
-        if matches!(
-            settings.response_format,
-            Some(ResponseFormat::JsonSchema { .. })
-        ) {
-            return Err(EncodeError::unsupported(
-                API,
-                "a JSON Schema response format",
-            ));
-        }
-        if let Some(system) = system_prompt(&request.messages) {
+        let asked = answer_format(settings.response_format.as_ref(), body)?;
+        let system = system_prompt(&request.messages);
+        let system = match (system, asked) {
+            (Some(system), Some(asked)) => Some(format!("{system}\n\n{asked}")),
+            (system, asked) => system.or(asked),
+        };
+        if let Some(system) = system {
             let mut block = json!({"type": "text", "text": system});
             if options.cache {
                 block["cache_control"] = json!({"type": "ephemeral"});
@@ -118,6 +121,42 @@ pub fn encode_request(
         body.insert("messages".into(), Value::Array(messages));
         tools(request, options, body)?;
         Ok(())
+    })
+}
+
+/// `options` with what the request's settings ask for where the options leave
+/// it open: a thinking budget, prompt-cache marks.
+fn with_settings(
+    options: &AnthropicEncodeOptions,
+    settings: &ai_core::completion::ModelSettings,
+) -> AnthropicEncodeOptions {
+    AnthropicEncodeOptions {
+        thinking_budget_tokens: options.thinking_budget_tokens.or(settings.thinking_budget),
+        cache: options.cache || settings.prompt_cache,
+        ..options.clone()
+    }
+}
+
+/// The answer's shape: a JSON schema as `output_config.format` (see
+/// [`crate::output`]); what the grammar cannot express, and a bare JSON
+/// object, asked for in the system prompt (the text returned).
+fn answer_format(
+    format: Option<&ResponseFormat>,
+    body: &mut Map<String, Value>,
+) -> Result<Option<String>, AnthropicEncodeError> {
+    Ok(match format {
+        None | Some(ResponseFormat::Text) => None,
+        Some(ResponseFormat::JsonObject) => {
+            Some("Answer with only a JSON object, no prose and no code fence.".to_owned())
+        }
+        Some(ResponseFormat::JsonSchema { schema, .. }) => match output_schema(schema) {
+            OutputSchema::Native(reduced) => {
+                body.insert("output_config".into(), output_config(reduced));
+                None
+            }
+            OutputSchema::Prompted(_) => Some(prompted(schema)),
+        },
+        Some(_) => return Err(EncodeError::unsupported(API, "this response format")),
     })
 }
 

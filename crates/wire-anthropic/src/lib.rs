@@ -24,6 +24,7 @@
 pub mod client;
 pub mod decode;
 pub mod encode;
+pub mod output;
 
 /// The seam this wire is written on (the shared client, its config, the stream
 /// decoder), for code generic over wires.

@@ -52,6 +52,7 @@ pub struct GeminiSpec;
 
 impl WireSpec for GeminiSpec {
     const NAME: &'static str = crate::WIRE;
+    const PROVIDER: &'static str = "gcp.gemini";
     /// The common prefix of every call's path ([`WireSpec::call_path`] gives the
     /// whole one).
     const PATH: &'static str = "/v1beta/models";

@@ -56,7 +56,8 @@ pub struct GeminiOptions {
     /// Ask for a stream (`:streamGenerateContent?alt=sse`); else
     /// `:generateContent`.
     pub stream: bool,
-    /// `generationConfig.thinkingConfig`, when set.
+    /// `generationConfig.thinkingConfig`, when set; else the settings'
+    /// `thinking_budget`, with thought summaries on.
     pub thinking: Option<Thinking>,
 }
 
@@ -155,7 +156,11 @@ fn generation_config(
         }
         Some(_) => return Err(GeminiEncodeError::Unsupported("this response format")),
     }
-    if let Some(thinking) = options.thinking {
+    let from_settings = settings.thinking_budget.map(|budget| Thinking {
+        include_thoughts: true,
+        budget_tokens: Some(i32::try_from(budget).unwrap_or(i32::MAX)),
+    });
+    if let Some(thinking) = options.thinking.or(from_settings) {
         let mut thinking_config = Map::new();
         thinking_config.insert("includeThoughts".into(), json!(thinking.include_thoughts));
         if let Some(budget) = thinking.budget_tokens {

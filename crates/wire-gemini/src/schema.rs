@@ -15,6 +15,9 @@
 //!   of them changes which arguments are valid enough to be worth that. The tool
 //!   runner still validates the arguments against the schema as written.
 //! - `required` keeps only names that are properties, as the API checks.
+//! - `format` stays only where Gemini knows it (`enum` and `date-time` on
+//!   strings, `int32` and `int64` on integers, `float` and `double` on numbers):
+//!   the API refuses a request with another (`uri`, `email`, `uint32`).
 
 use serde_json::{Map, Value, json};
 
@@ -66,6 +69,7 @@ fn reduce_at(root: &Value, schema: &Value, depth: usize) -> Value {
     if let Some(value) = map.get("const") {
         out.insert("enum".into(), json!([value]));
     }
+    keep_known_format(&mut out);
     if let Some(Value::Object(properties)) = map.get("properties") {
         let reduced: Map<String, Value> = properties
             .iter()
@@ -96,6 +100,29 @@ fn reduce_at(root: &Value, schema: &Value, depth: usize) -> Value {
     Value::Object(out)
 }
 
+/// The `format`s Gemini's `Schema` knows, by type; it refuses a request with
+/// another (`uri`, `email`, schemars' `uint32`).
+const FORMATS: &[(&str, &[&str])] = &[
+    ("string", &["enum", "date-time"]),
+    ("integer", &["int32", "int64"]),
+    ("number", &["float", "double"]),
+];
+
+/// Drops a `format` Gemini does not know for the node's type.
+fn keep_known_format(out: &mut Map<String, Value>) {
+    let Some(format) = out.get("format").and_then(Value::as_str) else {
+        out.remove("format");
+        return;
+    };
+    let kind = out.get("type").and_then(Value::as_str).unwrap_or_default();
+    let known = FORMATS
+        .iter()
+        .any(|(t, formats)| *t == kind && formats.contains(&format));
+    if !known {
+        out.remove("format");
+    }
+}
+
 /// `type`, with a `null` member of a type list read as `nullable`.
 fn type_of(map: &Map<String, Value>, out: &mut Map<String, Value>) {
     match map.get("type") {
@@ -121,6 +148,21 @@ fn type_of(map: &Map<String, Value>, out: &mut Map<String, Value>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_formats_gemini_knows_for_a_type_stay() {
+        for (node, kept) in [
+            (json!({"type": "string", "format": "date-time"}), true),
+            (json!({"type": "string", "format": "uri"}), false),
+            (json!({"type": "string", "format": "email"}), false),
+            (json!({"type": "integer", "format": "int64"}), true),
+            (json!({"type": "integer", "format": "uint32"}), false),
+            (json!({"type": "number", "format": "double"}), true),
+            (json!({"type": "number", "format": "int32"}), false),
+        ] {
+            assert_eq!(reduce(&node).get("format").is_some(), kept, "{node}");
+        }
+    }
 
     #[test]
     fn refs_are_resolved_and_unknown_keywords_dropped() {

@@ -46,6 +46,7 @@ pub struct ResponsesSpec;
 
 impl WireSpec for ResponsesSpec {
     const NAME: &'static str = "responses";
+    const PROVIDER: &'static str = "openai";
     const PATH: &'static str = "/responses";
     const DEFAULT_BASE_URL: Option<&'static str> = Some(DEFAULT_BASE_URL);
 

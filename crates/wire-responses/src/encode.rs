@@ -24,7 +24,9 @@
 //!   nothing is kept on the provider's side, and reasoning comes back encrypted
 //!   so the next request can carry it.
 //! - `reasoning.effort` (and a `summary: "auto"` so summaries stream),
-//!   `max_output_tokens`, `temperature`, structured output as `text.format`.
+//!   `max_output_tokens`, `temperature`, structured output as `text.format` (a
+//!   strict JSON schema rewritten to the same strict rules as the tools, or
+//!   sent as written with `strict: false` when it cannot be).
 
 use ai_core::Message;
 use ai_core::completion::{CompletionRequest, ResponseFormat, ToolChoice};
@@ -89,6 +91,7 @@ pub fn encode_request(
                 schema,
                 strict,
             }) => {
+                let (schema, strict) = answer_schema(name, schema, *strict);
                 body.insert(
                     "text".into(),
                     json!({"format": {"type": "json_schema", "name": name, "schema": schema, "strict": strict}}),
@@ -106,6 +109,23 @@ pub fn encode_request(
         tools(request, options.strict_tools, body)?;
         Ok(())
     })
+}
+
+/// A JSON-schema answer's schema and strictness: asked strict, the schema goes
+/// out rewritten to OpenAI's strict rules (the same as chat completions'); one
+/// that cannot be is sent as written, not strict, with a warning (the answer is
+/// still checked by whoever asked for it).
+fn answer_schema(name: &str, schema: &Value, strict: bool) -> (Value, bool) {
+    if !strict {
+        return (schema.clone(), false);
+    }
+    match ai_core::schema::strict::strict_schema(schema) {
+        Ok(rewritten) => (rewritten, true),
+        Err(why) => {
+            tracing::warn!(schema = %name, %why, "answer schema sent without strict");
+            (schema.clone(), false)
+        }
+    }
 }
 
 fn tools(

@@ -64,6 +64,7 @@ pub struct AgentBuilder {
     approver: Option<Arc<dyn Approver>>,
     defer_approvals: bool,
     output_retries: u32,
+    stop_grace: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for AgentBuilder {
@@ -147,6 +148,32 @@ impl AgentBuilder {
         self
     }
 
+    /// A token budget for the model's thinking (Anthropic's extended thinking,
+    /// Gemini's `thinkingBudget`; the OpenAI wires take
+    /// `ModelSettings::reasoning_effort` instead): the same as setting
+    /// `ModelSettings::thinking_budget`.
+    pub fn thinking_budget(mut self, tokens: u32) -> Self {
+        self.graph.settings.thinking_budget = Some(tokens);
+        self
+    }
+
+    /// Marks the stable prefix of every request (system prompt, tools, the
+    /// conversation so far) for the provider's prompt cache where the provider
+    /// wants marks (Anthropic); OpenAI and Gemini cache on their own. The same
+    /// as setting `ModelSettings::prompt_cache`.
+    pub fn prompt_caching(mut self, on: bool) -> Self {
+        self.graph.settings.prompt_cache = on;
+        self
+    }
+
+    /// How long a running tool may take to finish once its run is cancelled,
+    /// before it is dropped (the policy's `stop_grace_ms`, default 500 ms; a
+    /// subagent gets twice that). Set on whichever policy the agent runs with.
+    pub fn stop_grace(mut self, grace: std::time::Duration) -> Self {
+        self.stop_grace = Some(grace);
+        self
+    }
+
     /// How many times a typed call ([`Agent::prompt_typed`]) asks again, telling
     /// the model what was wrong, when an answer does not match the type (default
     /// [`DEFAULT_OUTPUT_RETRIES`]).
@@ -180,9 +207,12 @@ impl AgentBuilder {
     /// Checks the tools and the policy and builds the agent.
     pub fn build(self) -> Result<Agent, AgentError> {
         let explicit = self.policy.is_some();
-        let policy = self.policy.unwrap_or_else(|| {
+        let mut policy = self.policy.unwrap_or_else(|| {
             ToolPolicy::allowing(self.tools.iter().map(|t| t.spec.id.as_str().to_owned()))
         });
+        if let Some(grace) = self.stop_grace {
+            policy.budgets.stop_grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+        }
         if !explicit && self.approver.is_none() && !self.defer_approvals {
             let ctx = RunContext::new("build", "build");
             if let Some(spec) = self.tools.iter().map(|t| &t.spec).find(|spec| {
@@ -275,6 +305,7 @@ impl Agent {
             approver: None,
             defer_approvals: false,
             output_retries: DEFAULT_OUTPUT_RETRIES,
+            stop_grace: None,
         }
     }
 
@@ -451,6 +482,8 @@ impl Agent {
     /// # Ok(())
     /// # }
     /// ```
+    ///
+    #[doc = include_str!("../../docs/typed-answers.md")]
     pub async fn prompt_typed<T>(&self, prompt: impl Into<String>) -> Result<T, RunError>
     where
         T: JsonSchema + DeserializeOwned,

@@ -1,8 +1,14 @@
 //! Typed answers: a JSON schema derived from a Rust type, asked for as a strict
 //! response format, the answer checked against it, and asked for again with the
 //! mismatch when it does not match.
+//!
+//! Providers take an object at the root of a response schema only, so a type
+//! whose schema is anything else (a list, a number, a string enum, a tagged
+//! union) is asked for wrapped, as `{"value": <the type>}`, and unwrapped when
+//! read.
 
 use ai_core::completion::ResponseFormat;
+use ai_core::schema::strict::relax_strict_value;
 use ai_core::schema::{ValueSchema, normalize_derived};
 use schemars::JsonSchema;
 use schemars::generate::{Contract, SchemaSettings};
@@ -28,11 +34,20 @@ pub struct Typed<T> {
     pub rejected: Vec<RunOutput>,
 }
 
+/// The property a non-object answer is wrapped in.
+const WRAPPED: &str = "value";
+
 /// The schema an answer must match, compiled once per typed call.
 pub(crate) struct AnswerSchema {
     name: String,
+    /// What is asked for: the type's schema, or it wrapped in an object.
     schema: Value,
+    /// The type's own schema, as derived.
+    own: Value,
+    /// The type's own schema, compiled.
     check: ValueSchema,
+    /// Whether the type's schema is wrapped (`{"value": ...}`).
+    wrapped: bool,
 }
 
 impl AnswerSchema {
@@ -56,10 +71,18 @@ impl AnswerSchema {
             )
         })?;
         let check = ValueSchema::compile(&schema).map_err(|v| unusable(v.to_string()))?;
+        let wrapped = !is_object_schema(&schema);
+        let asked = if wrapped {
+            wrap(schema.clone())
+        } else {
+            schema.clone()
+        };
         Ok(Self {
             name: format_name(&T::schema_name()),
-            schema,
+            schema: asked,
+            own: schema,
             check,
+            wrapped,
         })
     }
 
@@ -77,11 +100,59 @@ impl AnswerSchema {
     /// repeating the answer.
     pub(crate) fn read<T: DeserializeOwned>(&self, text: &str) -> Result<T, String> {
         let json = unfence(text);
-        let value: Value =
+        let mut value: Value =
             serde_json::from_str(json).map_err(|e| format!("the answer is not JSON ({e})"))?;
+        if self.wrapped {
+            value = unwrap(value);
+        }
+        // A provider's strict mode made optional properties required and
+        // nullable: their `null`s go, as the type was written.
+        relax_strict_value(&mut value, &self.own);
         self.check.check(&value)?;
         serde_json::from_value(value)
             .map_err(|e| format!("the answer does not fit the requested type ({e})"))
+    }
+}
+
+/// Whether `schema` describes an object at its root (and nothing else): what
+/// providers accept as a response schema as it is.
+fn is_object_schema(schema: &Value) -> bool {
+    let Some(map) = schema.as_object() else {
+        return false;
+    };
+    let alternatives = ["anyOf", "oneOf", "allOf", "enum", "const"];
+    map.get("type") == Some(&Value::String("object".into()))
+        && !alternatives.iter().any(|k| map.contains_key(*k))
+}
+
+/// `schema` as the one required property of an object; its `$defs`, if any,
+/// stay at the root, where its local references point.
+fn wrap(mut schema: Value) -> Value {
+    let defs = schema.as_object_mut().and_then(|m| {
+        ["$defs", "definitions"]
+            .into_iter()
+            .find_map(|k| m.remove(k).map(|d| (k, d)))
+    });
+    let mut wrapper = serde_json::json!({
+        "type": "object",
+        "properties": {WRAPPED: schema},
+        "required": [WRAPPED],
+        "additionalProperties": false,
+    });
+    if let (Some((key, defs)), Some(map)) = (defs, wrapper.as_object_mut()) {
+        map.insert(key.to_owned(), defs);
+    }
+    wrapper
+}
+
+/// The answer inside its wrapper; an answer the model gave unwrapped (the bare
+/// value) is taken as it is.
+fn unwrap(value: Value) -> Value {
+    match value {
+        Value::Object(mut map) if map.len() == 1 && map.contains_key(WRAPPED) => {
+            map.remove(WRAPPED).unwrap_or(Value::Null)
+        }
+        other => other,
     }
 }
 
@@ -158,6 +229,45 @@ mod tests {
         assert!(!wrong.contains("seven"), "{wrong}");
         let prose = schema.read::<Order>("Sure! Order 7.").unwrap_err();
         assert!(prose.starts_with("the answer is not JSON"), "{prose}");
+    }
+
+    #[test]
+    fn a_non_object_type_is_asked_for_wrapped_and_read_unwrapped() {
+        #[derive(Debug, PartialEq, serde::Deserialize, JsonSchema)]
+        #[serde(rename_all = "snake_case")]
+        enum Mood {
+            Calm,
+            Busy,
+        }
+        let list = AnswerSchema::of::<Vec<Order>>().unwrap();
+        let ResponseFormat::JsonSchema { schema, .. } = list.format() else {
+            panic!("a JSON schema format");
+        };
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["required"], serde_json::json!(["value"]));
+        assert_eq!(schema["properties"]["value"]["type"], "array");
+        let read: Vec<Order> = list
+            .read(r#"{"value": [{"id": 1, "note": null}]}"#)
+            .unwrap();
+        assert_eq!(read, vec![Order { id: 1, note: None }]);
+        // The bare value, as a model may still answer, is read too.
+        let bare: Vec<Order> = list.read(r#"[{"id": 2}]"#).unwrap();
+        assert_eq!(bare, vec![Order { id: 2, note: None }]);
+        let mood = AnswerSchema::of::<Mood>().unwrap();
+        assert_eq!(mood.read::<Mood>(r#"{"value": "busy"}"#), Ok(Mood::Busy));
+        let wrong = mood.read::<Mood>(r#"{"value": "angry"}"#).unwrap_err();
+        assert!(
+            wrong.contains("enum") || wrong.contains("one of"),
+            "{wrong}"
+        );
+        let number = AnswerSchema::of::<u32>().unwrap();
+        assert_eq!(number.read::<u32>(r#"{"value": 7}"#), Ok(7));
+        // An object type is asked for as it is.
+        let order = AnswerSchema::of::<Order>().unwrap();
+        let ResponseFormat::JsonSchema { schema, .. } = order.format() else {
+            panic!("a JSON schema format");
+        };
+        assert!(schema["properties"].get("id").is_some(), "{schema}");
     }
 
     #[test]

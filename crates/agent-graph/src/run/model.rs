@@ -191,7 +191,7 @@ pub(super) async fn turn_step(
         },
         None => None,
     };
-    let span = spans::model_span(&completion);
+    let span = spans::model_span(&completion, deps.model.provider_name());
     let mut failed_usage = None;
     let mut turn = match model_turn(deps, completion, emitter, cancel, &mut failed_usage)
         .instrument(span.clone())

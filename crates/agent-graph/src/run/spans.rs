@@ -73,8 +73,9 @@ pub(super) fn record_run_error(span: &tracing::Span, code: &str) {
     span.record("error.type", code);
 }
 
-/// The span of one model call.
-pub(super) fn model_span(request: &CompletionRequest) -> tracing::Span {
+/// The span of one model call to `provider` (the port's
+/// [`ai_core::CompletionPort::provider_name`], left out when it has none).
+pub(super) fn model_span(request: &CompletionRequest, provider: Option<&str>) -> tracing::Span {
     let model = log_field(&request.model);
     let span = tracing::info_span!(
         "model_call",
@@ -82,6 +83,7 @@ pub(super) fn model_span(request: &CompletionRequest) -> tracing::Span {
         otel.kind = "client",
         otel.status_code = Empty,
         gen_ai.operation.name = "chat",
+        gen_ai.provider.name = provider,
         gen_ai.request.model = %model,
         gen_ai.response.model = Empty,
         gen_ai.response.finish_reasons = Empty,

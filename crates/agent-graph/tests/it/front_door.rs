@@ -90,6 +90,22 @@ async fn passing_a_run_s_messages_back_sends_no_second_system_prompt() {
 }
 
 #[tokio::test]
+async fn thinking_budget_prompt_caching_and_stop_grace_are_set_on_the_builder() {
+    let model = ScriptedModel::new([Turn::text("a")]);
+    let agent = Agent::builder(model.clone())
+        .thinking_budget(2048)
+        .prompt_caching(true)
+        .stop_grace(std::time::Duration::from_millis(1500))
+        .build()
+        .unwrap();
+    agent.prompt("x").await.unwrap();
+    let settings = &model.requests()[0].settings;
+    assert_eq!(settings.thinking_budget, Some(2048));
+    assert!(settings.prompt_cache);
+    assert_eq!(agent.runner().policy().budgets.stop_grace_ms, 1500);
+}
+
+#[tokio::test]
 async fn settings_apply_per_agent_and_with_settings_per_run() {
     let model = ScriptedModel::new([Turn::text("a"), Turn::text("b"), Turn::text("c")]);
     let agent = Agent::builder(model.clone())

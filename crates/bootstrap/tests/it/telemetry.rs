@@ -26,7 +26,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 
 use crate::served::{Served, chat_body, stream_text};
-use crate::support::{Home, eventually, finish, json_lines, succeeded, turn_end};
+use crate::support::{Home, eventually, finish, json_lines, signal, succeeded, turn_end};
 
 const SECRET_KEY: &str = "sk-e2e-telemetry-key-0123456789";
 /// A value the model puts in an argument the tool's allowlist leaves out.
@@ -307,6 +307,9 @@ async fn telemetry_a_tool_run_is_one_trace_continuing_the_callers() {
 
     let models = &by_name["chat e2e-model"];
     assert_eq!(models.len(), 2, "two model calls");
+    for model in models {
+        assert_eq!(str_attribute(model, "gen_ai.provider.name"), Some("openai"));
+    }
     let tools = &by_name["execute_tool core__memory_read"];
     assert_eq!(tools.len(), 1, "one tool call");
     for child in models.iter().chain(tools.iter()) {
@@ -467,11 +470,12 @@ async fn telemetry_serve_continues_the_requests_traceparent_or_starts_the_runs_t
     .await
     .unwrap();
     let home = Home::new(SECRET_KEY);
-    let served = serve_exporting(&home, &model.base_url(), &endpoint, "").await;
+    let mut served = serve_exporting(&home, &model.base_url(), &endpoint, "").await;
 
     let traced = served
         .post_chat(&chat_body("chat-traced", "What do you remember?"))
-        .header("traceparent", format!("00-{TRACE_ID}-{PARENT_ID}-01"));
+        .header("traceparent", format!("00-{TRACE_ID}-{PARENT_ID}-01"))
+        .header("tracestate", "vendor=abc");
     let answer = crate::served::body_text(traced).await;
     assert_eq!(stream_text(&answer), "Nothing is stored.", "{answer}");
     let spans = spans_once(&receiver, 0, "invoke_agent chat").await;
@@ -481,6 +485,25 @@ async fn telemetry_serve_continues_the_requests_traceparent_or_starts_the_runs_t
         .unwrap();
     assert_eq!(run.trace_id, hex_of(TRACE_ID), "the caller's trace");
     assert_eq!(run.parent_span_id, hex_of(PARENT_ID), "the caller's span");
+    assert_eq!(run.trace_state, "vendor=abc", "the caller's tracestate");
+    // The model server was told which span called it, and the caller's state.
+    let calls = model.requests();
+    let model_spans: Vec<&Span> = spans
+        .iter()
+        .filter(|span| span.name.starts_with("chat "))
+        .collect();
+    for call in &calls[..2] {
+        let parent = call.header("traceparent").expect("a traceparent");
+        let span_id = parent.split('-').nth(2).unwrap();
+        assert!(parent.starts_with(&format!("00-{TRACE_ID}-")), "{parent}");
+        assert!(
+            model_spans
+                .iter()
+                .any(|span| span.span_id == hex_of(span_id)),
+            "{parent} names a model call's span"
+        );
+        assert_eq!(call.header("tracestate"), Some("vendor=abc"));
+    }
     let children: Vec<&Span> = spans
         .iter()
         .filter(|span| span.parent_span_id == run.span_id)
@@ -511,6 +534,41 @@ async fn telemetry_serve_continues_the_requests_traceparent_or_starts_the_runs_t
         !contains(&receiver.all_bytes(), SECRET_ARG.as_bytes()),
         "the secret reached an exported span"
     );
+
+    // Stopped as an operator stops it, the server flushes its metrics: its
+    // requests by route and status, and no stream left open.
+    signal(&served.child, "INT");
+    let stopped = tokio::time::timeout(Duration::from_secs(30), served.child.wait()).await;
+    assert!(stopped.is_ok(), "agent serve stops on SIGINT");
+    let metrics = eventually(
+        || async { receiver.metrics() },
+        |metrics| {
+            metrics
+                .iter()
+                .any(|m| m.name == "http.server.request.duration")
+        },
+    )
+    .await;
+    let (chats, _) = histogram(
+        &metrics,
+        "http.server.request.duration",
+        ("http.route", "/api/chat"),
+    );
+    assert_eq!(chats, 2, "two chat requests measured");
+    let open: Vec<i64> = metrics
+        .iter()
+        .filter(|metric| metric.name == "agent.server.open_streams")
+        .filter_map(|metric| match &metric.data {
+            Some(Data::Sum(sum)) => sum.data_points.last().map(|point| match point.value {
+                Some(opentelemetry_proto::tonic::metrics::v1::number_data_point::Value::AsInt(
+                    n,
+                )) => n,
+                _ => -1,
+            }),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(open.last(), Some(&0), "every stream closed: {open:?}");
 }
 
 /// A loopback port that accepts connections and never answers on them.
@@ -655,6 +713,12 @@ async fn telemetry_metrics_count_tokens_durations_and_tool_outcomes() {
         ("gen_ai.request.model", "e2e-model"),
     );
     assert_eq!(calls, 2, "two model calls timed: {names:?}");
+    let by_provider = histogram(
+        &metrics,
+        "gen_ai.client.operation.duration",
+        ("gen_ai.provider.name", "openai"),
+    );
+    assert_eq!(by_provider.0, 2, "by provider: {names:?}");
     assert!(seconds > 0.0);
     let tool = ("gen_ai.tool.name", "core__memory_read");
     assert_eq!(histogram(&metrics, "agent.tool.duration", tool).0, 1);

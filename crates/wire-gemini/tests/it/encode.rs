@@ -174,6 +174,43 @@ fn images_results_and_json_answers() {
 }
 
 #[test]
+fn a_typed_answer_goes_out_as_a_response_schema_in_gemini_s_subset() {
+    let mut req = request(vec![Message::user("Where is order 7?")]);
+    req.settings.response_format = Some(ResponseFormat::JsonSchema {
+        name: "Order".into(),
+        schema: json!({
+            "type": "object",
+            "properties": {
+                "id": {"type": "integer", "format": "uint32", "minimum": 0},
+                "note": {"type": ["string", "null"]},
+                "lines": {"type": "array", "items": {"$ref": "#/$defs/Line"}}
+            },
+            "required": ["id", "lines"],
+            "additionalProperties": false,
+            "$defs": {"Line": {"type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]}}
+        }),
+        strict: true,
+    });
+    let body = encode_request(&req, &GeminiOptions::default()).unwrap();
+    let config = &body["generationConfig"];
+    assert_eq!(config["responseMimeType"], "application/json");
+    assert_eq!(
+        config["responseSchema"],
+        json!({
+            "type": "object",
+            "properties": {
+                "id": {"type": "integer", "minimum": 0},
+                "note": {"type": "string", "nullable": true},
+                "lines": {"type": "array", "items": {
+                    "type": "object", "properties": {"sku": {"type": "string"}}, "required": ["sku"]
+                }}
+            },
+            "required": ["id", "lines"]
+        })
+    );
+}
+
+#[test]
 fn a_decoded_turn_goes_back_with_every_signature_on_its_part() {
     for name in [
         "captured_tool_call_signature.sse",

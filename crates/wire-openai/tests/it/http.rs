@@ -211,6 +211,25 @@ async fn streams_a_fixture_over_chunked_http_like_the_sans_io_decoder() {
 }
 
 #[tokio::test]
+async fn a_request_carries_the_trace_the_run_continues() {
+    let caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let (server, client) = served([Reply::text("ok")]).await;
+    let mut traced = request();
+    traced.context = RunContext::from_traceparent(Some(caller)).with_trace_state(Some("ro=1"));
+    let mut stream = client.complete(traced, CancellationToken::new());
+    while stream.next().await.is_some() {}
+    let requests = server.requests();
+    // No exporter in this process: the caller's span is the parent it names.
+    assert_eq!(requests[0].header("traceparent"), Some(caller));
+    assert_eq!(requests[0].header("tracestate"), Some("ro=1"));
+    // A run whose trace id is not a W3C id sends none.
+    let (server, client) = served([Reply::text("ok")]).await;
+    let mut stream = client.complete(request(), CancellationToken::new());
+    while stream.next().await.is_some() {}
+    assert_eq!(server.requests()[0].header("traceparent"), None);
+}
+
+#[tokio::test]
 async fn retries_429_after_retry_after_then_succeeds() {
     let server = server([
         Reply::new(429)
@@ -763,6 +782,7 @@ async fn model_settings_reach_the_request_body() {
         ]
         .into_iter()
         .collect(),
+        ..Default::default()
     };
     let mut stream = client.complete(request, CancellationToken::new());
     while let Some(item) = stream.next().await {
