@@ -152,9 +152,13 @@ impl Telemetry {
             .with_location(false)
             .with_threads(false)
             .with_target(false)
-            // No busy/idle timing on every enter and exit of a span (a run's
-            // futures enter theirs at every poll, once per delta or more).
+            // Nothing on every enter and exit of a span (a run's futures enter
+            // theirs at every poll, once per delta or more): no busy/idle
+            // timing, and no OpenTelemetry context made current (nothing here
+            // reads it: outgoing requests name their span through the span
+            // itself). With both on, entering cost about 7% of the relay's CPU.
             .with_tracked_inactivity(false)
+            .with_context_activation(false)
             .with_filter(FilterFn::new(exported))
             .and_then(metrics)
     }

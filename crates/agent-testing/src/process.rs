@@ -59,3 +59,29 @@ pub(crate) fn log_file(path: &Path) -> Result<std::fs::File, String> {
         .open(path)
         .map_err(|e| format!("cannot open {}: {e}", path.display()))
 }
+
+/// Runs the example program `binary` offline: without the environment that
+/// would point it at a real provider (`OPENAI_BASE_URL`, `OPENAI_API_KEY`,
+/// `ANTHROPIC_API_KEY`, `GEMINI_API_KEY`, `AGENT_MODEL`), so it plays against
+/// its loopback server. `Err` with its exit status and output when it does not
+/// exit 0 (or cannot start).
+pub fn run_offline(binary: &Path) -> Result<(), String> {
+    let output = std::process::Command::new(binary)
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("GEMINI_API_KEY")
+        .env_remove("AGENT_MODEL")
+        .output()
+        .map_err(|e| format!("{}: cannot run: {e}", binary.display()))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(format!(
+        "{}: {}\n--- stdout\n{}\n--- stderr\n{}",
+        binary.display(),
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    ))
+}

@@ -353,6 +353,35 @@ pub fn check_cuts(
     Ok(())
 }
 
+impl Fixtures {
+    /// Checks, over `cases` random draws (a fixture and up to `max_cuts` cut
+    /// points), that `decode` gives a body cut in pieces the same result as
+    /// the whole body ([`check_cuts`]), panicking with the smallest failing
+    /// draw proptest finds.
+    pub fn assert_cuts_do_not_matter(
+        &self,
+        rendering: StreamRendering,
+        decode: impl Fn(&[u8], &[usize]) -> Decoded,
+        exact_deltas: bool,
+        (cases, max_cuts): (u32, usize),
+    ) {
+        use proptest::test_runner::{Config, TestCaseError, TestRunner};
+        let bodies = self.bodies();
+        let mut runner = TestRunner::new(Config::with_cases(cases));
+        let draw = (
+            0..bodies.len(),
+            proptest::collection::vec(0usize..100_000, 0..max_cuts),
+        );
+        let result = runner.run(&draw, |(index, cuts)| {
+            check_cuts(rendering, &decode, &bodies[index].1, &cuts, exact_deltas)
+                .map_err(|why| TestCaseError::fail(format!("{}: {why}", bodies[index].0)))
+        });
+        if let Err(failure) = result {
+            panic!("{failure}");
+        }
+    }
+}
+
 /// The assistant message the loop makes of a decoded turn: its text (when there
 /// is any), reasoning, calls (with what the provider needs back on them) and
 /// blocks.

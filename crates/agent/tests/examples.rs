@@ -5,7 +5,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
-use std::process::Command;
 
 /// The examples, as `[[example]]` names them.
 const EXAMPLES: &[&str] = &[
@@ -42,20 +41,8 @@ fn every_example_runs_offline_and_exits_0() {
             "example {name} is not built at {}",
             binary.display()
         );
-        let output = Command::new(&binary)
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("ANTHROPIC_API_KEY")
-            .env_remove("AGENT_MODEL")
-            .output()
-            .unwrap();
-        if !output.status.success() {
-            failed.push(format!(
-                "{name}: {}\n--- stdout\n{}\n--- stderr\n{}",
-                output.status,
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ));
+        if let Err(failure) = agent_testing::process::run_offline(&binary) {
+            failed.push(failure);
         }
     }
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));

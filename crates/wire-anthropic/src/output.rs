@@ -11,56 +11,21 @@
 //!   property counts, a `format` outside its list) are removed and the removal
 //!   logged at warn: the answer is still checked against the schema as written.
 
-use ai_core::schema::strict::{NotStrict, NotStrictReason, drop_keywords, warn_dropped_once};
+use ai_core::schema::strict::{
+    Grammar, NotStrict, NotStrictReason, SHAPING_KEYWORDS, STRICT_FORMATS, VALIDATION_KEYWORDS,
+    each_subschema, warn_dropped_once,
+};
 use serde_json::{Map, Value, json};
 
-/// Keywords that shape a schema and that the grammar does not take.
-const UNSUPPORTED: &[&str] = &[
-    "oneOf",
-    "not",
-    "if",
-    "then",
-    "else",
-    "dependentSchemas",
-    "patternProperties",
-    "prefixItems",
-];
-
-/// Validation keywords the grammar does not take: removed.
+/// Validation keywords the grammar does not take beyond the common ones
+/// (numeric bounds, `maxItems`): removed.
 const DROPPED: &[&str] = &[
     "minimum",
     "maximum",
     "exclusiveMinimum",
     "exclusiveMaximum",
     "multipleOf",
-    "minLength",
-    "maxLength",
     "maxItems",
-    "uniqueItems",
-    "minProperties",
-    "maxProperties",
-    "propertyNames",
-    "contains",
-    "minContains",
-    "maxContains",
-    "dependentRequired",
-    "dependencies",
-    "unevaluatedProperties",
-    "unevaluatedItems",
-];
-
-/// The string `format`s the grammar knows.
-const FORMATS: &[&str] = &[
-    "date-time",
-    "time",
-    "date",
-    "duration",
-    "email",
-    "hostname",
-    "uri",
-    "ipv4",
-    "ipv6",
-    "uuid",
 ];
 
 /// Deepest nesting followed.
@@ -104,28 +69,22 @@ pub(crate) fn prompted(schema: &Value) -> String {
     )
 }
 
+/// Anthropic's structured outputs.
+const GRAMMAR: Grammar = Grammar {
+    max_depth: MAX_DEPTH,
+    unsupported: &[SHAPING_KEYWORDS],
+    dropped: &[VALIDATION_KEYWORDS, DROPPED],
+    // OpenAI's strict formats and `uri`.
+    formats: &[STRICT_FORMATS, &["uri"]],
+};
+
 fn reduce(
     node: &mut Value,
     path: &str,
     depth: usize,
     dropped: &mut Vec<String>,
 ) -> Result<(), NotStrict> {
-    let fail = |reason| NotStrict {
-        path: path.to_owned(),
-        reason,
-    };
-    if depth > MAX_DEPTH {
-        return Err(fail(NotStrictReason::TooDeep(MAX_DEPTH)));
-    }
-    let Value::Object(map) = node else {
-        return Err(fail(NotStrictReason::NotAnObject));
-    };
-    if let Some(keyword) = UNSUPPORTED.iter().find(|k| map.contains_key(**k)) {
-        return Err(fail(NotStrictReason::UnsupportedKeyword(
-            (*keyword).to_owned(),
-        )));
-    }
-    drop_keywords(map, path, DROPPED, FORMATS, dropped);
+    let map = GRAMMAR.node(node, path, depth, dropped)?;
     if map
         .get("minItems")
         .and_then(Value::as_u64)
@@ -134,32 +93,14 @@ fn reduce(
         map.remove("minItems");
         dropped.push(format!("{path}/minItems"));
     }
-    for key in ["$defs", "definitions", "properties"] {
-        if let Some(Value::Object(entries)) = map.get_mut(key) {
-            for (name, sub) in entries.iter_mut() {
-                reduce(sub, &format!("{path}/{key}/{name}"), depth + 1, dropped)?;
-            }
-        }
-    }
-    for key in ["anyOf", "allOf"] {
-        if let Some(Value::Array(branches)) = map.get_mut(key) {
-            for (i, branch) in branches.iter_mut().enumerate() {
-                reduce(branch, &format!("{path}/{key}/{i}"), depth + 1, dropped)?;
-            }
-        }
-    }
-    match map.get_mut("items") {
-        Some(items @ Value::Object(_)) => {
-            reduce(items, &format!("{path}/items"), depth + 1, dropped)?;
-        }
-        Some(Value::Array(_)) => {
-            return Err(fail(NotStrictReason::UnsupportedKeyword(
-                "items (tuple form)".into(),
-            )));
-        }
-        _ => {}
-    }
-    close_object(map).map_err(fail)
+    let keys = ["$defs", "definitions", "properties", "anyOf", "allOf"];
+    each_subschema(map, path, &keys, |sub, at| {
+        reduce(sub, &at, depth + 1, dropped)
+    })?;
+    close_object(map).map_err(|reason| NotStrict {
+        path: path.to_owned(),
+        reason,
+    })
 }
 
 /// An object node with `properties` gets `additionalProperties: false` (what

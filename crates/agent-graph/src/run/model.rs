@@ -11,7 +11,6 @@ use ai_core::{
     event::{AiEventKind, UsageFact},
 };
 use futures::StreamExt;
-use tracing::Instrument;
 
 use super::driver::StepCounter;
 use super::emitter::Emitter;
@@ -39,14 +38,19 @@ fn usage_event(fact: UsageFact, prompt_hash: Option<&str>) -> AiEventKind {
 /// from the assembled final. A call that fails leaves in `usage` what the
 /// stream reported of its usage (a usage delta, or a cut stream's partial
 /// turn), so it is billed too.
+///
+/// The call starts inside `span` (the model call's: the port reads it, as an
+/// outgoing request's trace parent), but the stream is not polled inside it:
+/// entering and leaving an exported span on every delta is what the export
+/// would cost (see [`spans::end_model_span`]).
 pub(super) async fn model_turn(
     deps: &RunDeps,
-    request: CompletionRequest,
+    (request, span): (CompletionRequest, &tracing::Span),
     emitter: &Emitter,
     cancel: &CancellationToken,
     usage: &mut Option<UsageFact>,
 ) -> Result<CompletionFinal, RunError> {
-    let mut stream = deps.model.complete(request, cancel.child_token());
+    let mut stream = span.in_scope(|| deps.model.complete(request, cancel.child_token()));
     let mut arguments = ArgumentStreams::default();
     // One waiter for the whole turn, not one registered and dropped per delta.
     let cancelled = cancel.cancelled();
@@ -193,10 +197,16 @@ pub(super) async fn turn_step(
     };
     let span = spans::model_span(&completion, deps.model.provider_name());
     let mut failed_usage = None;
-    let mut turn = match model_turn(deps, completion, emitter, cancel, &mut failed_usage)
-        .instrument(span.clone())
-        .await
-    {
+    let turned = model_turn(
+        deps,
+        (completion, &span),
+        emitter,
+        cancel,
+        &mut failed_usage,
+    )
+    .await;
+    spans::end_model_span(&span);
+    let mut turn = match turned {
         Ok(turn) => turn,
         Err(error) => {
             spans::record_model_error(&span, error.code());

@@ -141,6 +141,12 @@ pub(super) fn record_turn(span: &tracing::Span, turn: &CompletionFinal) {
     }
 }
 
+/// Marks the end of a model call's span: it was entered only to start the
+/// call, and an exporter takes a span's end from its last exit.
+pub(super) fn end_model_span(span: &tracing::Span) {
+    span.in_scope(|| {});
+}
+
 /// Records a failed model call on its span.
 pub(super) fn record_model_error(span: &tracing::Span, code: &str) {
     span.record("otel.status_code", "ERROR");

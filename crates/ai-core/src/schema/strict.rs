@@ -58,10 +58,10 @@ pub enum NotStrictReason {
 /// Deepest object nesting OpenAI accepts in strict mode.
 const STRICT_MAX_DEPTH: usize = 10;
 
-/// Keywords strict mode rejects that shape the schema: a schema holding one is
-/// not made strict.
-const STRICT_UNSUPPORTED: &[&str] = &[
-    "allOf",
+/// Keywords that shape a schema and that no provider grammar here takes
+/// (OpenAI's strict mode refuses `allOf` too): a schema holding one cannot be
+/// sent under the grammar.
+pub const SHAPING_KEYWORDS: &[&str] = &[
     "oneOf",
     "not",
     "if",
@@ -72,10 +72,11 @@ const STRICT_UNSUPPORTED: &[&str] = &[
     "prefixItems",
 ];
 
-/// Validation keywords strict mode rejects: removed (and logged) when a schema
-/// is made strict. (Validation keywords it does support, like `pattern`,
-/// `minimum` or `minItems`, are kept.)
-const STRICT_DROPPED: &[&str] = &[
+/// Validation keywords that no provider grammar here takes: removed (and
+/// logged) when a schema is sent under one. (Validation keywords OpenAI's
+/// strict mode does take, like `pattern`, `minimum` or `minItems`, are kept
+/// there.)
+pub const VALIDATION_KEYWORDS: &[&str] = &[
     "dependentRequired",
     "dependencies",
     "unevaluatedProperties",
@@ -93,7 +94,7 @@ const STRICT_DROPPED: &[&str] = &[
 
 /// The string `format`s strict mode knows; any other `format` (schemars' `uint32`,
 /// `int64`, `double`, ...) is removed.
-const STRICT_FORMATS: &[&str] = &[
+pub const STRICT_FORMATS: &[&str] = &[
     "date-time",
     "time",
     "date",
@@ -162,11 +163,10 @@ pub fn warn_dropped_once(provider: &str, dropped: &[String]) {
 
 /// Removes from `map` the `keywords` it holds and a `format` outside `formats`,
 /// recording each as `{path}/{keyword}` in `dropped`.
-pub fn drop_keywords(
+fn drop_keywords(
     map: &mut Map<String, Value>,
     path: &str,
     keywords: &[&str],
-    formats: &[&str],
     dropped: &mut Vec<String>,
 ) {
     for keyword in keywords {
@@ -174,10 +174,116 @@ pub fn drop_keywords(
             dropped.push(format!("{path}/{keyword}"));
         }
     }
-    let known = |f: &Value| f.as_str().is_some_and(|f| formats.contains(&f));
+}
+
+/// Removes from `map` a `format` outside `formats`, recording it in `dropped`.
+fn drop_unknown_format(
+    map: &mut Map<String, Value>,
+    path: &str,
+    formats: &[&[&str]],
+    dropped: &mut Vec<String>,
+) {
+    let known = |f: &Value| {
+        f.as_str()
+            .is_some_and(|f| formats.iter().any(|list| list.contains(&f)))
+    };
     if map.get("format").is_some_and(|f| !known(f)) {
         map.remove("format");
         dropped.push(format!("{path}/format"));
+    }
+}
+
+/// A provider's schema grammar: what each node of a schema sent under it may
+/// hold (OpenAI's strict mode here, Anthropic's structured outputs in its wire).
+#[derive(Debug, Clone, Copy)]
+pub struct Grammar {
+    /// Deepest nesting.
+    pub max_depth: usize,
+    /// Lists of keywords that shape a schema: one that holds any cannot be
+    /// sent under it.
+    pub unsupported: &'static [&'static [&'static str]],
+    /// Lists of validation keywords it does not take: removed.
+    pub dropped: &'static [&'static [&'static str]],
+    /// Lists of the string `format`s it knows; another is removed.
+    pub formats: &'static [&'static [&'static str]],
+}
+
+/// OpenAI's strict mode.
+const STRICT: Grammar = Grammar {
+    max_depth: STRICT_MAX_DEPTH,
+    unsupported: &[SHAPING_KEYWORDS, &["allOf"]],
+    dropped: &[VALIDATION_KEYWORDS],
+    formats: &[STRICT_FORMATS],
+};
+
+impl Grammar {
+    /// The object of the schema node `node` at `path` (`depth` levels down),
+    /// checked (not too deep, an object, no keyword the grammar cannot take)
+    /// and with what the grammar drops removed, each removal recorded in
+    /// `dropped`.
+    pub fn node<'n>(
+        &self,
+        node: &'n mut Value,
+        path: &str,
+        depth: usize,
+        dropped: &mut Vec<String>,
+    ) -> Result<&'n mut Map<String, Value>, NotStrict> {
+        let fail = |reason| NotStrict {
+            path: path.to_owned(),
+            reason,
+        };
+        if depth > self.max_depth {
+            return Err(fail(NotStrictReason::TooDeep(self.max_depth)));
+        }
+        let Value::Object(map) = node else {
+            return Err(fail(NotStrictReason::NotAnObject));
+        };
+        let unsupported = self.unsupported.iter().flat_map(|list| list.iter());
+        if let Some(keyword) = unsupported.into_iter().find(|k| map.contains_key(**k)) {
+            return Err(fail(NotStrictReason::UnsupportedKeyword(
+                (*keyword).to_owned(),
+            )));
+        }
+        for list in self.dropped {
+            drop_keywords(map, path, list, dropped);
+        }
+        drop_unknown_format(map, path, self.formats, dropped);
+        Ok(map)
+    }
+}
+
+/// Calls `each` with every subschema of `map` (at `path`) under `keys` (maps of
+/// named subschemas such as `$defs` or `properties`, lists such as `anyOf`),
+/// then with `items`, each with its path; a tuple `items` fails, as no grammar
+/// here takes it.
+pub fn each_subschema(
+    map: &mut Map<String, Value>,
+    path: &str,
+    keys: &[&str],
+    mut each: impl FnMut(&mut Value, String) -> Result<(), NotStrict>,
+) -> Result<(), NotStrict> {
+    for key in keys {
+        match map.get_mut(*key) {
+            Some(Value::Object(entries)) => {
+                for (name, sub) in entries.iter_mut() {
+                    each(sub, format!("{path}/{key}/{name}"))?;
+                }
+            }
+            Some(Value::Array(branches)) => {
+                for (i, branch) in branches.iter_mut().enumerate() {
+                    each(branch, format!("{path}/{key}/{i}"))?;
+                }
+            }
+            _ => {}
+        }
+    }
+    match map.get_mut("items") {
+        Some(items @ Value::Object(_)) => each(items, format!("{path}/items")),
+        Some(Value::Array(_)) => Err(NotStrict {
+            path: path.to_owned(),
+            reason: NotStrictReason::UnsupportedKeyword("items (tuple form)".into()),
+        }),
+        _ => Ok(()),
     }
 }
 
@@ -191,18 +297,7 @@ fn strictify(
         path: path.to_owned(),
         reason,
     };
-    if depth > STRICT_MAX_DEPTH {
-        return Err(fail(NotStrictReason::TooDeep(STRICT_MAX_DEPTH)));
-    }
-    let Value::Object(map) = node else {
-        return Err(fail(NotStrictReason::NotAnObject));
-    };
-    if let Some(keyword) = STRICT_UNSUPPORTED.iter().find(|k| map.contains_key(**k)) {
-        return Err(fail(NotStrictReason::UnsupportedKeyword(
-            (*keyword).to_owned(),
-        )));
-    }
-    drop_keywords(map, path, STRICT_DROPPED, STRICT_FORMATS, dropped);
+    let map = STRICT.node(node, path, depth, dropped)?;
     if let Some(reference) = map.get("$ref") {
         let local = reference.as_str().is_some_and(|r| {
             r.starts_with("#/$defs/") || r.starts_with("#/definitions/") || r == "#"
@@ -217,29 +312,9 @@ fn strictify(
     if !typed {
         return Err(fail(NotStrictReason::Untyped));
     }
-    for defs in ["$defs", "definitions"] {
-        if let Some(Value::Object(entries)) = map.get_mut(defs) {
-            for (name, def) in entries.iter_mut() {
-                strictify(def, &format!("{path}/{defs}/{name}"), depth + 1, dropped)?;
-            }
-        }
-    }
-    if let Some(Value::Array(branches)) = map.get_mut("anyOf") {
-        for (i, branch) in branches.iter_mut().enumerate() {
-            strictify(branch, &format!("{path}/anyOf/{i}"), depth + 1, dropped)?;
-        }
-    }
-    match map.get_mut("items") {
-        Some(items @ Value::Object(_)) => {
-            strictify(items, &format!("{path}/items"), depth + 1, dropped)?;
-        }
-        Some(Value::Array(_)) => {
-            return Err(fail(NotStrictReason::UnsupportedKeyword(
-                "items (tuple form)".into(),
-            )));
-        }
-        _ => {}
-    }
+    each_subschema(map, path, &["$defs", "definitions", "anyOf"], |sub, at| {
+        strictify(sub, &at, depth + 1, dropped)
+    })?;
     let is_object = type_includes(map.get("type"), "object") || map.contains_key("properties");
     if !is_object {
         return Ok(());

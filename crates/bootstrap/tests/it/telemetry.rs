@@ -173,6 +173,9 @@ fn tool_call_turn() -> Vec<String> {
         .collect()
 }
 
+/// How long the answer turn takes to stream, at least.
+const ANSWER_STREAM: Duration = Duration::from_millis(200);
+
 fn answer_turn() -> Vec<String> {
     let text = data(
         r#"{"id":"t2","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Nothing is stored."},"finish_reason":null}]}"#,
@@ -244,7 +247,10 @@ struct Finished {
 /// The two-turn tool run through `agent chat --json` in `home`, with `env`
 /// set; it exits 0.
 async fn tool_run(home: &Home, env: &[(&str, &str)]) -> Finished {
-    let server = OpenAiServer::start([Reply::sse(tool_call_turn()), Reply::sse(answer_turn())])
+    // The answer streams for at least ANSWER_STREAM (a pause before each of
+    // its four chunks), so a model span that ends when its stream does shows it.
+    let answer = Reply::sse(answer_turn()).paced(ANSWER_STREAM / 4);
+    let server = OpenAiServer::start([Reply::sse(tool_call_turn()), answer])
         .await
         .unwrap();
     let base_url = server.base_url();
@@ -346,6 +352,13 @@ async fn telemetry_a_tool_run_is_one_trace_continuing_the_callers() {
         .collect();
     assert_eq!(exported, usage);
     assert_eq!(usage, [(41, 9), (77, 5)]);
+    // A model span lasts until its stream ends, not just until the call starts.
+    let answering = models[1];
+    let lasted = answering.end_time_unix_nano - answering.start_time_unix_nano;
+    assert!(
+        lasted >= ANSWER_STREAM.as_nanos() as u64,
+        "the answer's span lasted {lasted} ns"
+    );
     assert!(!contains(&receiver.all_bytes(), SECRET_ARG.as_bytes()));
 }
 

@@ -1,10 +1,7 @@
 //! Every stream fixture of `fixtures/anthropic/stream` decodes to its snapshot,
 //! whole and cut at random byte positions.
 
-use agent_testing::wire_fixtures::{
-    Decoded, Fixtures, StreamRendering, check_cuts, decode_in_pieces,
-};
-use proptest::prelude::*;
+use agent_testing::wire_fixtures::{Decoded, Fixtures, StreamRendering, decode_in_pieces};
 use wire_anthropic::AnthropicDecoder;
 
 /// Signatures by name; refusals and usage as their `Debug` text, provider errors as
@@ -45,10 +42,7 @@ fn every_fixture_decodes_to_its_snapshot() {
 
 #[test]
 fn the_turn_does_not_depend_on_where_the_bytes_are_cut() {
-    let cases = fixtures().bodies();
-    proptest!(ProptestConfig::with_cases(64), |(index in 0..cases.len(), cuts in proptest::collection::vec(0usize..100_000, 0..24))| {
-        check_cuts(RENDERING, decode, &cases[index].1, &cuts, false).map_err(TestCaseError::fail)?;
-    });
+    fixtures().assert_cuts_do_not_matter(RENDERING, decode, false, (64, 24));
 }
 
 #[test]

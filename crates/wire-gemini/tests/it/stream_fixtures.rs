@@ -1,9 +1,7 @@
 //! Every stream fixture of `tests/fixtures/stream` decodes to its snapshot,
 //! whole, cut at every byte boundary, and cut at random byte positions.
 
-use agent_testing::wire_fixtures::{
-    Decoded, Fixtures, StreamRendering, check_cuts, decode_in_pieces,
-};
+use agent_testing::wire_fixtures::{Decoded, Fixtures, StreamRendering, decode_in_pieces};
 use ai_core::completion::{CompletionDelta, CompletionError, FinishReason};
 use proptest::prelude::*;
 use wire_gemini::GeminiDecoder;
@@ -62,10 +60,7 @@ fn every_byte_boundary_yields_the_same_events() {
 
 #[test]
 fn random_cuts_yield_the_same_events() {
-    let cases = fixtures().bodies();
-    proptest!(ProptestConfig::with_cases(128), |(index in 0..cases.len(), cuts in proptest::collection::vec(0usize..100_000, 0..32))| {
-        check_cuts(RENDERING, decode, &cases[index].1, &cuts, true).map_err(TestCaseError::fail)?;
-    });
+    fixtures().assert_cuts_do_not_matter(RENDERING, decode, true, (128, 32));
 }
 
 #[test]

@@ -3,11 +3,8 @@
 
 use std::fs;
 
-use agent_testing::wire_fixtures::{
-    Decoded, Fixtures, StreamRendering, check_cuts, decode_in_pieces,
-};
+use agent_testing::wire_fixtures::{Decoded, Fixtures, StreamRendering, decode_in_pieces};
 use ai_core::completion::{CompletionError, CompletionFinal};
-use proptest::prelude::*;
 use serde_json::Value;
 use wire_responses::ResponsesDecoder;
 
@@ -50,10 +47,7 @@ fn every_fixture_decodes_to_its_snapshot() {
 
 #[test]
 fn the_turn_does_not_depend_on_where_the_bytes_are_cut() {
-    let cases = fixtures().bodies();
-    proptest!(ProptestConfig::with_cases(64), |(index in 0..cases.len(), cuts in proptest::collection::vec(0usize..100_000, 0..24))| {
-        check_cuts(RENDERING, decode, &cases[index].1, &cuts, false).map_err(TestCaseError::fail)?;
-    });
+    fixtures().assert_cuts_do_not_matter(RENDERING, decode, false, (64, 24));
 }
 
 /// The turn of fixture `case`.
