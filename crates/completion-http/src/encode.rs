@@ -16,7 +16,7 @@ pub struct Unsupported(pub &'static str);
 /// every wire shares and what it cannot send.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum EncodeError {
+pub enum WireEncodeError {
     /// The request breaks a rule every wire shares ([`ai_core::completion::CompletionRequest::validate`]).
     #[error(transparent)]
     Request(#[from] CompletionRequestError),
@@ -30,7 +30,7 @@ pub enum EncodeError {
     },
 }
 
-impl EncodeError {
+impl WireEncodeError {
     /// The error of `wire` for `what` it cannot send.
     pub fn unsupported(wire: &'static str, what: &'static str) -> Self {
         Self::Unsupported { wire, what }

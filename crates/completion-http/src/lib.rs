@@ -21,7 +21,7 @@
 //! - Request pieces the JSON wires write alike: [`encode_body`] (the frame of
 //!   an encoder: checks, extra keys), [`system_prompt`],
 //!   [`user_parts`], [`RoleTurns`], [`object_arguments`], [`add_extra_body`], and
-//!   [`EncodeError`] for an encoder with no rules of its own.
+//!   [`WireEncodeError`] for an encoder with no rules of its own.
 //! - [`StrictTools`]: the arguments of tools sent with a strict schema, given back
 //!   without the `null`s strict mode added.
 //!
@@ -83,7 +83,7 @@ pub use config::{
     ApiKey, Backoff, ErrorBody, Timeouts, TransportConfig, WireConfig, redact_userinfo,
 };
 pub use encode::{
-    EncodeError, RoleTurns, Unsupported, add_extra_body, encode_body, object_arguments,
+    RoleTurns, Unsupported, WireEncodeError, add_extra_body, encode_body, object_arguments,
     system_prompt, user_parts,
 };
 pub use stream::{Assembler, SimpleAssembler, SseDecoder, StreamError, settle_arguments};

@@ -33,13 +33,14 @@ use ai_core::Message;
 use ai_core::completion::{CompletionRequest, ResponseFormat, ToolChoice};
 use ai_core::message::{AssistantBlock, Attachment, MessageToolCall};
 use completion_http::{
-    EncodeError, RoleTurns, Unsupported, encode_body, object_arguments, system_prompt, user_parts,
+    RoleTurns, Unsupported, WireEncodeError, encode_body, object_arguments, system_prompt,
+    user_parts,
 };
 use serde_json::{Map, Value, json};
 
 use crate::output::{OutputSchema, output_config, output_schema, prompted};
 
-/// This wire in [`EncodeError::Unsupported`].
+/// This wire in [`WireEncodeError::Unsupported`].
 const API: &str = "Messages API";
 
 /// `max_tokens` when the settings give none.
@@ -71,7 +72,7 @@ impl Default for AnthropicEncodeOptions {
 
 /// Why a request cannot be encoded: it breaks a rule every wire shares, or
 /// holds something this wire cannot send.
-pub type AnthropicEncodeError = EncodeError;
+pub type AnthropicEncodeError = WireEncodeError;
 
 /// The request body.
 pub fn encode_request(
@@ -156,7 +157,7 @@ fn answer_format(
             }
             OutputSchema::Prompted(_) => Some(prompted(schema)),
         },
-        Some(_) => return Err(EncodeError::unsupported(API, "this response format")),
+        Some(_) => return Err(WireEncodeError::unsupported(API, "this response format")),
     })
 }
 
@@ -190,7 +191,7 @@ fn tools(
         ToolChoice::None => json!({"type": "none"}),
         ToolChoice::Required => json!({"type": "any"}),
         ToolChoice::Tool(id) => json!({"type": "tool", "name": id.as_str()}),
-        _ => return Err(EncodeError::unsupported(API, "this tool choice")),
+        _ => return Err(WireEncodeError::unsupported(API, "this tool choice")),
     };
     body.insert("tool_choice".into(), choice);
     Ok(())
@@ -230,7 +231,7 @@ fn messages(history: &[Message]) -> Result<Vec<Value>, AnthropicEncodeError> {
                 }
                 turns.push("user", vec![result]);
             }
-            _ => return Err(EncodeError::unsupported(API, "this kind of message")),
+            _ => return Err(WireEncodeError::unsupported(API, "this kind of message")),
         }
     }
     Ok(turns.into_json("content"))
@@ -251,7 +252,7 @@ fn user_blocks(
             })
         },
     )
-    .map_err(|Unsupported(what)| EncodeError::unsupported(API, what))
+    .map_err(|Unsupported(what)| WireEncodeError::unsupported(API, what))
 }
 
 fn tool_use(call: &MessageToolCall) -> Value {

@@ -33,6 +33,7 @@ const MAX_DEPTH: usize = 32;
 
 /// What a JSON-schema response format becomes on this wire.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum OutputSchema {
     /// Sent as `output_config.format` with this (reduced) schema.
     Native(Value),

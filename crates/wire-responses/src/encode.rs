@@ -31,10 +31,10 @@
 use ai_core::Message;
 use ai_core::completion::{CompletionRequest, ResponseFormat, ToolChoice};
 use ai_core::message::{AssistantBlock, Attachment, MessageToolCall};
-use completion_http::{EncodeError, Unsupported, encode_body, system_prompt, user_parts};
+use completion_http::{Unsupported, WireEncodeError, encode_body, system_prompt, user_parts};
 use serde_json::{Map, Value, json};
 
-/// This wire in [`EncodeError::Unsupported`].
+/// This wire in [`WireEncodeError::Unsupported`].
 const API: &str = "Responses API";
 
 /// How to encode (build it with `..ResponsesEncodeOptions::default()`).
@@ -58,7 +58,7 @@ impl Default for ResponsesEncodeOptions {
 
 /// Why a request cannot be encoded: it breaks a rule every wire shares, or
 /// holds something this wire cannot send.
-pub type ResponsesEncodeError = EncodeError;
+pub type ResponsesEncodeError = WireEncodeError;
 
 /// The request body.
 pub fn encode_request(
@@ -158,7 +158,7 @@ fn tools(
         ToolChoice::None => json!("none"),
         ToolChoice::Required => json!("required"),
         ToolChoice::Tool(id) => json!({"type": "function", "name": id.as_str()}),
-        _ => return Err(EncodeError::unsupported(API, "this tool choice")),
+        _ => return Err(WireEncodeError::unsupported(API, "this tool choice")),
     };
     body.insert("tool_choice".into(), choice);
     Ok(())
@@ -192,7 +192,7 @@ fn input(history: &[Message]) -> Result<Vec<Value>, ResponsesEncodeError> {
                 "call_id": tool_call_id,
                 "output": content,
             })),
-            _ => return Err(EncodeError::unsupported(API, "this kind of message")),
+            _ => return Err(WireEncodeError::unsupported(API, "this kind of message")),
         }
     }
     Ok(items)
@@ -213,7 +213,7 @@ fn user_content(
             })
         },
     )
-    .map_err(|Unsupported(what)| EncodeError::unsupported(API, what))
+    .map_err(|Unsupported(what)| WireEncodeError::unsupported(API, what))
 }
 
 /// An assistant turn's items, in the order the model produced them.
