@@ -57,7 +57,8 @@
 //!
 //! "The repository's files" are `git ls-files --cached --others --exclude-standard`
 //! (tracked plus untracked-but-not-ignored files that exist), or, outside a git work
-//! tree, every file except under `.git` and `target` directories.
+//! tree (or without `git`), every file except under `.git`, `target` and
+//! `node_modules` directories.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::fmt;
@@ -204,7 +205,8 @@ pub(crate) fn check(root: &Path) -> io::Result<Report> {
 
 /// The repository's files under `root` (relative, `/`-separated, sorted): git's
 /// tracked and untracked-but-not-ignored files that exist, or, when `root` is not in
-/// a git work tree, every file outside `.git` and `target` directories.
+/// a git work tree (or there is no `git`), every file outside
+/// [`NOT_THE_REPOSITORY`].
 fn repo_files(root: &Path) -> io::Result<Vec<String>> {
     let output = Command::new("git")
         .arg("-C")
@@ -234,14 +236,17 @@ fn repo_files(root: &Path) -> io::Result<Vec<String>> {
     Ok(files)
 }
 
-/// Appends every file under `dir` (outside `.git` and `target`) to `files`, relative
-/// to `root`.
+/// Directories that hold no file of the repository (git's, cargo's, npm's).
+const NOT_THE_REPOSITORY: [&str; 3] = [".git", "target", "node_modules"];
+
+/// Appends every file under `dir` (outside [`NOT_THE_REPOSITORY`]) to `files`,
+/// relative to `root`.
 fn walk(root: &Path, dir: &Path, files: &mut Vec<String>) -> io::Result<()> {
     for path in sorted_entries(dir)? {
         if path.is_dir() {
             if !path
                 .file_name()
-                .is_some_and(|name| name == ".git" || name == "target")
+                .is_some_and(|name| NOT_THE_REPOSITORY.iter().any(|n| name == *n))
             {
                 walk(root, &path, files)?;
             }
