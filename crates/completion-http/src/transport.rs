@@ -18,27 +18,6 @@ pub(crate) const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
 /// Largest error body read.
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 
-impl HttpTransport {
-    /// The configured headers, with the call's trace headers (a value that is
-    /// not a valid header is left out).
-    fn headers_with(&self, trace: Option<&crate::call::TraceHeaders>) -> HeaderMap {
-        let mut headers = self.headers.clone();
-        let Some(trace) = trace else {
-            return headers;
-        };
-        let values = [
-            ("traceparent", Some(trace.parent.as_str())),
-            ("tracestate", trace.state.as_deref()),
-        ];
-        for (name, value) in values {
-            if let Some(Ok(value)) = value.map(HeaderValue::from_str) {
-                headers.insert(name, value);
-            }
-        }
-        headers
-    }
-}
-
 /// An endpoint with its HTTP client, headers and retry rules. Cheap to share
 /// (`Arc`); one per configured model endpoint.
 pub struct HttpTransport {
@@ -115,6 +94,28 @@ impl HttpTransport {
         &self.config
     }
 
+    /// The configured headers, with the call's trace headers when it has some
+    /// (a value that is not a valid header is left out); borrowed otherwise.
+    fn headers_with(
+        &self,
+        trace: Option<&crate::call::TraceHeaders>,
+    ) -> std::borrow::Cow<'_, HeaderMap> {
+        let Some(trace) = trace else {
+            return std::borrow::Cow::Borrowed(&self.headers);
+        };
+        let mut headers = self.headers.clone();
+        let values = [
+            ("traceparent", Some(trace.parent.as_str())),
+            ("tracestate", trace.state.as_deref()),
+        ];
+        for (name, value) in values {
+            if let Some(Ok(value)) = value.map(HeaderValue::from_str) {
+                headers.insert(name, value);
+            }
+        }
+        std::borrow::Cow::Owned(headers)
+    }
+
     /// Sends the request, retrying before the first byte where the rules allow.
     /// `path`, when given, is the call's own path (and query), in place of
     /// [`TransportConfig::path`] (see [`HttpTransport::endpoint_at`]); `trace`,
@@ -142,7 +143,7 @@ impl HttpTransport {
             let request = self
                 .http
                 .post(endpoint.clone())
-                .headers(headers.clone())
+                .headers(headers.clone().into_owned())
                 .body(body.clone())
                 .send();
             let (limit, phase) = within(
