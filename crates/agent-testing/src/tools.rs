@@ -103,6 +103,7 @@ pub async fn run_one(
             ToolCall::new("call-1", id, arguments),
             cancel,
             &sink,
+            &ai_core::runner::CallScope::default(),
         )
         .await;
     (exec, events.into_inner().unwrap_or_default())

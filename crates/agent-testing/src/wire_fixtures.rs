@@ -294,8 +294,24 @@ pub fn read_input<T: DeserializeOwned>(case: &str, path: &Path) -> T {
         .unwrap_or_else(|e| panic!("{case}: bad input: {e}"))
 }
 
-/// Feeds `body` to `decoder` in pieces cut at `cuts` (each taken modulo
-/// `body.len() + 1`, so any number is a cut; in any order), then finishes it. A
+/// `body` cut at `cuts` (each taken modulo `body.len() + 1`, so any number is
+/// a cut; in any order): the pieces, in order.
+#[must_use]
+pub fn cut<'b>(body: &'b [u8], cuts: &[usize]) -> Vec<&'b [u8]> {
+    let mut ends: Vec<usize> = cuts.iter().map(|c| c % (body.len() + 1)).collect();
+    ends.sort_unstable();
+    ends.push(body.len());
+    let mut at = 0;
+    ends.into_iter()
+        .map(|end| {
+            let piece = &body[at..end];
+            at = end;
+            piece
+        })
+        .collect()
+}
+
+/// Feeds `body` to `decoder` in the pieces [`cut`] makes, then finishes it. A
 /// failed feed ends the decode with its error.
 pub fn decode_in_pieces<D, E: Into<CompletionError>>(
     mut decoder: D,
@@ -305,18 +321,36 @@ pub fn decode_in_pieces<D, E: Into<CompletionError>>(
     finish: impl FnOnce(D, &mut Vec<CompletionDelta>) -> Result<CompletionFinal, CompletionError>,
 ) -> Decoded {
     let mut deltas = Vec::new();
-    let mut at = 0;
-    let mut ends: Vec<usize> = cuts.iter().map(|c| c % (body.len() + 1)).collect();
-    ends.sort_unstable();
-    ends.push(body.len());
-    for end in ends {
-        if let Err(error) = feed(&mut decoder, &body[at..end], &mut deltas) {
+    for piece in cut(body, cuts) {
+        if let Err(error) = feed(&mut decoder, piece, &mut deltas) {
             return (deltas, Err(error.into()));
         }
-        at = end;
     }
     let result = finish(decoder, &mut deltas);
     (deltas, result)
+}
+
+/// How [`Fixtures::assert_stream_fixtures`] cuts the fixtures: `draws` random
+/// draws of a fixture and up to `max_cuts` cut points; with `exact_deltas` the
+/// deltas must be the same as whole, else only their joined text.
+#[derive(Debug, Clone, Copy)]
+pub struct Cuts {
+    /// How many draws.
+    pub draws: u32,
+    /// The most cut points in one draw.
+    pub max_cuts: usize,
+    /// Whether the deltas themselves must match, not only their text (a wire
+    /// whose every chunk is one whole event).
+    pub exact_deltas: bool,
+}
+
+impl Cuts {
+    /// 64 draws of up to 24 cuts, comparing the deltas' text.
+    pub const TEXT: Cuts = Cuts {
+        draws: 64,
+        max_cuts: 24,
+        exact_deltas: false,
+    };
 }
 
 /// Whether `decode` makes the same of `body` whole and cut at `cuts`: the same
@@ -354,6 +388,29 @@ pub fn check_cuts(
 }
 
 impl Fixtures {
+    /// A wire's stream fixtures, each decoded by `decode` (a body and where to
+    /// cut it): decoded whole, each is its snapshot
+    /// ([`Fixtures::assert_stream_snapshots`]); cut as `cuts` says, each decodes
+    /// as it does whole ([`Fixtures::assert_cuts_do_not_matter`]).
+    ///
+    /// # Panics
+    /// At the first check that fails.
+    pub fn assert_stream_fixtures(
+        &self,
+        shown_as: &str,
+        rendering: StreamRendering,
+        decode: impl Fn(&[u8], &[usize]) -> Decoded,
+        cuts: Cuts,
+    ) {
+        self.assert_stream_snapshots(shown_as, rendering, |body| decode(body, &[]));
+        self.assert_cuts_do_not_matter(
+            rendering,
+            decode,
+            cuts.exact_deltas,
+            (cuts.draws, cuts.max_cuts),
+        );
+    }
+
     /// Checks, over `cases` random draws (a fixture and up to `max_cuts` cut
     /// points), that `decode` gives a body cut in pieces the same result as
     /// the whole body ([`check_cuts`]), panicking with the smallest failing

@@ -33,7 +33,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Arc::new(AtomicBool::new(false)),
     );
     let (running, seen) = (Arc::clone(&started), Arc::clone(&observed));
-    let wait = tool_fn_with_context(
+    let wait = tool_fn(
         "wait",
         "Wait a while.",
         ToolEffect::ReadOnly,

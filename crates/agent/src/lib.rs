@@ -19,8 +19,8 @@
 //! ```
 //!
 //! What is here:
-//! - the [`prelude`]: [`Agent`], [`Conversation`], [`tool_fn`],
-//!   [`tool_fn_with_context`], [`ToolEffect`], [`ToolFailure`], [`ToolCallContext`],
+//! - the [`prelude`]: [`Agent`], [`Conversation`], [`tool_fn`] (a closure of the
+//!   arguments, or of the arguments and the [`ToolCallContext`]), [`ToolEffect`], [`ToolFailure`], [`ToolCallContext`],
 //!   [`Message`], [`AiEvent`], approvals ([`approver_fn`], [`ApprovalDecision`]),
 //!   `StreamExt` for the events, and the derives (`Deserialize`, `Serialize`,
 //!   `JsonSchema`);
@@ -55,7 +55,7 @@ pub use agent_graph::{Agent, Conversation};
 pub use ai_core::approval::{ApprovalDecision, ApprovalRequest, approver_fn, approver_fn_async};
 pub use ai_core::tool::{ToolCallContext, ToolFailure};
 pub use ai_core::{AiEvent, Message, ToolEffect};
-pub use ai_tools::{tool_fn, tool_fn_with_context};
+pub use ai_tools::tool_fn;
 
 pub use futures;
 pub use schemars;
@@ -66,7 +66,7 @@ pub use serde_json;
 pub mod prelude {
     pub use crate::{
         Agent, AiEvent, ApprovalDecision, ApprovalRequest, Conversation, Message, ToolCallContext,
-        ToolEffect, ToolFailure, approver_fn, approver_fn_async, tool_fn, tool_fn_with_context,
+        ToolEffect, ToolFailure, approver_fn, approver_fn_async, tool_fn,
     };
     pub use ai_core::event::AiEventKind;
     pub use futures::StreamExt;

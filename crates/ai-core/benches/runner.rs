@@ -12,7 +12,7 @@ use std::sync::Arc;
 use ai_core::{
     AiEvent, CancellationToken, RunContext, ToolEffect, ToolId, ToolPolicy, ToolRunner,
     event::EventSink,
-    runner::ToolCall,
+    runner::{CallScope, ToolCall},
     tool::{Redaction, RegisteredTool, ToolCallContext, ToolExecutor},
 };
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -66,12 +66,20 @@ fn bench_runner(c: &mut Criterion) {
             ToolCall::new("call-1", TOOL, ARGS),
             &cancel,
             &sink,
+            &CallScope::default(),
         ));
         assert!(check.result.ok, "{check:?}");
         group.bench_function(label, |b| {
             b.iter(|| {
                 let call = ToolCall::new("call-1", TOOL, black_box(ARGS));
-                black_box(rt.block_on(runner.exec(&run, &catalog, call, &cancel, &sink)))
+                black_box(rt.block_on(runner.exec(
+                    &run,
+                    &catalog,
+                    call,
+                    &cancel,
+                    &sink,
+                    &CallScope::default(),
+                )))
             })
         });
     }

@@ -35,6 +35,18 @@ pub struct UsageFact {
 }
 
 impl UsageFact {
+    /// The usage of a call that reported its prompt and completion tokens
+    /// only: the total is their sum, nothing else is known.
+    pub fn tokens(model: impl Into<String>, prompt_tokens: u64, completion_tokens: u64) -> Self {
+        Self {
+            model: model.into(),
+            prompt_tokens,
+            completion_tokens,
+            total_tokens: prompt_tokens + completion_tokens,
+            ..Self::default()
+        }
+    }
+
     /// A cost in US dollars as millionths, rounded: `None` for a value that is
     /// not a finite, non-negative number of a sane size (a provider's typo must
     /// not become a bill).

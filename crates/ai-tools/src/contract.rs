@@ -290,7 +290,7 @@ fn registered<C: ToolContract>(
     }
 }
 
-/// A tool made from an async closure by [`tool_fn`] or [`tool_fn_with_context`]: its
+/// A tool made from an async closure by [`tool_fn`]: its
 /// spec is already checked; [`ToolFn::show_args`], [`ToolFn::show_output`],
 /// [`ToolFn::redact`] and [`ToolFn::namespace`] adjust it before it is handed to a
 /// runner or an agent (it converts into a [`RegisteredTool`]).
@@ -309,7 +309,7 @@ impl<A, O> std::fmt::Debug for ToolFn<A, O> {
 }
 
 /// A closure tool's function, with the call's context whether or not the closure
-/// takes it.
+/// takes it ([`ToolHandler`] makes it).
 type CallFn<A, O> =
     Arc<dyn Fn(A, &ToolCallContext) -> BoxFuture<'static, Result<O, ToolFailure>> + Send + Sync>;
 
@@ -363,8 +363,11 @@ where
 /// may be shown; `Redaction::dev_only_show_everything()` shows all of them while you
 /// develop.
 ///
-/// A closure that needs the call's context (its cancellation token, run id, graph)
-/// is made with [`tool_fn_with_context`].
+/// The closure takes the arguments, or the arguments and the call's
+/// [`ToolCallContext`]: its cancellation token (fires when the run is cancelled
+/// or the call times out; the tool then has the policy's stop grace, 500 ms by
+/// default, to finish before its future is dropped), the run's ids, the graph
+/// and the call id ([`ToolHandler`] takes both forms).
 ///
 /// **Errors.** The closure returns `Result<O, ToolFailure>`, and `?` converts:
 /// a `String` or `&str` becomes `execution_failed` with that text (the model
@@ -397,26 +400,24 @@ where
 /// # let _ = read;
 /// # Ok::<(), ai_tools::ContractError>(())
 /// ```
-pub fn tool_fn<A, O, F, Fut>(
+pub fn tool_fn<A, O, M>(
     name: impl Into<String>,
     description: impl Into<String>,
     effect: ToolEffect,
-    f: F,
+    f: impl ToolHandler<A, O, M>,
 ) -> Result<ToolFn<A, O>, ContractError>
 where
     A: DeserializeOwned + JsonSchema + Send + 'static,
     O: Serialize + JsonSchema + Send + 'static,
-    F: Fn(A) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<O, ToolFailure>> + Send + 'static,
 {
-    let f: CallFn<A, O> = Arc::new(move |args, _cx| Box::pin(f(args)));
-    ToolFn::new(name.into(), description.into(), effect, f)
+    ToolFn::new(name.into(), description.into(), effect, f.into_call())
 }
 
-/// [`tool_fn`] for a closure that also takes the call's [`ToolCallContext`]: its
-/// cancellation token (fires when the run is cancelled or the call times out; the
-/// tool then has the policy's stop grace, 500 ms by default, to finish before its
-/// future is dropped), the run's ids, the graph and the call id.
+/// What [`tool_fn`] takes: an async closure of the arguments (`Fn(A) -> Fut`),
+/// or of the arguments and the call's [`ToolCallContext`]
+/// (`Fn(A, ToolCallContext) -> Fut`), whose future yields
+/// `Result<O, ToolFailure>`. `M` only tells the two forms apart; it is never
+/// named.
 ///
 /// ```
 /// use ai_core::{ToolEffect, tool::{ToolCallContext, ToolFailure}};
@@ -427,7 +428,7 @@ where
 /// #[derive(Deserialize, JsonSchema)]
 /// struct Wait { seconds: u64 }
 ///
-/// let wait = ai_tools::tool_fn_with_context("wait", "Wait a while.", ToolEffect::ReadOnly,
+/// let wait = ai_tools::tool_fn("wait", "Wait a while.", ToolEffect::ReadOnly,
 ///     |args: Wait, cx: ToolCallContext| async move {
 ///         tokio::select! {
 ///             _ = tokio::time::sleep(Duration::from_secs(args.seconds)) => Ok("waited".to_owned()),
@@ -436,20 +437,30 @@ where
 ///     })?;
 /// # Ok::<(), ai_tools::ContractError>(())
 /// ```
-pub fn tool_fn_with_context<A, O, F, Fut>(
-    name: impl Into<String>,
-    description: impl Into<String>,
-    effect: ToolEffect,
-    f: F,
-) -> Result<ToolFn<A, O>, ContractError>
+pub trait ToolHandler<A, O, M>: Send + Sync + 'static {
+    /// The closure as the call function a [`ToolFn`] keeps.
+    #[doc(hidden)]
+    fn into_call(self) -> CallFn<A, O>;
+}
+
+impl<A, O, F, Fut> ToolHandler<A, O, (A,)> for F
 where
-    A: DeserializeOwned + JsonSchema + Send + 'static,
-    O: Serialize + JsonSchema + Send + 'static,
+    F: Fn(A) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<O, ToolFailure>> + Send + 'static,
+{
+    fn into_call(self) -> CallFn<A, O> {
+        Arc::new(move |args, _cx| Box::pin(self(args)))
+    }
+}
+
+impl<A, O, F, Fut> ToolHandler<A, O, (A, ToolCallContext)> for F
+where
     F: Fn(A, ToolCallContext) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<O, ToolFailure>> + Send + 'static,
 {
-    let f: CallFn<A, O> = Arc::new(move |args, cx| Box::pin(f(args, cx.clone())));
-    ToolFn::new(name.into(), description.into(), effect, f)
+    fn into_call(self) -> CallFn<A, O> {
+        Arc::new(move |args, cx| Box::pin(self(args, cx.clone())))
+    }
 }
 
 impl<A, O> ToolFn<A, O>

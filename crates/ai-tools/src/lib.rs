@@ -4,9 +4,9 @@
 //! derived with schemars (never written by hand), a name, a description, an effect,
 //! a redaction allowlist and an `execute` that reaches the outside world only through
 //! capability traits ([`capability`]). [`bind`] joins a contract with its
-//! capabilities into the runner's executor object. [`tool_fn`] and
-//! [`tool_fn_with_context`] make a tool from an async closure with the same derived
-//! schemas and rules.
+//! capabilities into the runner's executor object. [`tool_fn`] makes a tool from
+//! an async closure (of the arguments, or of the arguments and the call's
+//! context) with the same derived schemas and rules.
 //!
 //! ai-tools depends on `ai-core` only. It must not depend on any `wire-*` crate,
 //! `agent-graph`, `ai-host`, `bootstrap` or an HTTP client, and it does no IO of its
@@ -20,7 +20,7 @@ mod contract;
 mod schema;
 
 pub use contract::{
-    ContractError, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, Namespace, ToolContract, ToolFn, bind,
-    to_tool_spec, tool_fn, tool_fn_with_context,
+    ContractError, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, Namespace, ToolContract, ToolFn, ToolHandler,
+    bind, to_tool_spec, tool_fn,
 };
 pub use schema::{SchemaError, args_schema, output_schema};

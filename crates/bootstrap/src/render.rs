@@ -251,7 +251,7 @@ pub fn json_line(out: &mut impl Write, event: &AiEvent) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ai_core::RunContext;
+    use ai_core::{RunContext, event::UsageFact};
     use serde_json::json;
 
     #[test]
@@ -276,17 +276,7 @@ mod tests {
             AiEventKind::TextDelta {
                 delta: "It is noon.".into(),
             },
-            AiEventKind::UsageReport {
-                model: "m".into(),
-                prompt_tokens: 10,
-                completion_tokens: 5,
-                total_tokens: 15,
-                cached_tokens: None,
-                reasoning_tokens: None,
-                cache_creation_tokens: None,
-                cost_micros: None,
-                prompt_hash: None,
-            },
+            UsageFact::tokens("m", 10, 5).into(),
             AiEventKind::AssistantFinal {
                 content: "It is noon.".into(),
                 finish_reason: "stop".into(),

@@ -1,6 +1,9 @@
 //! Events for the encoders' unit tests.
 
-use ai_core::{AiEvent, RunContext, event::AiEventKind};
+use ai_core::{
+    AiEvent, RunContext,
+    event::{AiEventKind, UsageFact},
+};
 use serde_json::json;
 
 pub(crate) fn ev(kind: AiEventKind) -> AiEvent {
@@ -42,17 +45,7 @@ pub(crate) fn result(id: &str) -> AiEvent {
 
 /// A usage report of `prompt` prompt tokens and 2 completion tokens.
 pub(crate) fn usage_of(prompt: u64) -> AiEvent {
-    ev(AiEventKind::UsageReport {
-        model: "m".into(),
-        prompt_tokens: prompt,
-        completion_tokens: 2,
-        total_tokens: prompt + 2,
-        cached_tokens: None,
-        reasoning_tokens: None,
-        cache_creation_tokens: None,
-        cost_micros: None,
-        prompt_hash: None,
-    })
+    ev(UsageFact::tokens("m", prompt, 2).into())
 }
 
 /// Two steps, each with its own usage: text and the call `c1` with its result

@@ -86,7 +86,9 @@ pub use encode::{
     RoleTurns, Unsupported, WireEncodeError, add_extra_body, encode_body, object_arguments,
     system_prompt, user_parts,
 };
-pub use stream::{Assembler, SimpleAssembler, SseDecoder, StreamError, settle_arguments};
+pub use stream::{
+    Assembler, FromDeltas, SimpleAssembler, SseDecoder, StreamError, settle_arguments,
+};
 pub use transport::HttpTransport;
 pub use turn::TurnBuilder;
 pub use wire::{StrictTools, WireClient, WireSpec};

@@ -23,8 +23,8 @@ pub trait Assembler: Sized + Send + 'static {
     /// feeding after it returns it again.
     type Error: Clone + fmt::Display + From<SseError> + Into<CompletionError> + Send + 'static;
     /// Where the deltas of an event go: `Vec<CompletionDelta>`, or a sink of the
-    /// wire's own that takes them borrowed.
-    type Sink<'s>: ?Sized;
+    /// wire's own that takes them borrowed (and that a vector stands in for).
+    type Sink<'s>: ?Sized + FromDeltas;
 
     /// Whether a body that is not an event stream is told apart: one that starts
     /// with `{` or `[` is kept whole and ends in [`Assembler::json_body_error`], one
@@ -39,9 +39,6 @@ pub trait Assembler: Sized + Send + 'static {
     fn max_event_bytes(&self) -> usize {
         DEFAULT_MAX_EVENT_BYTES
     }
-
-    /// The sink that appends owned deltas to `out`.
-    fn owned(out: &mut Vec<CompletionDelta>) -> &mut Self::Sink<'_>;
 
     /// Takes one event; the deltas it completes go to `out`.
     fn on_event(
@@ -71,6 +68,20 @@ pub trait Assembler: Sized + Send + 'static {
         CompletionError::Protocol {
             message: "the response body is JSON, not a server-sent event stream".into(),
         }
+    }
+}
+
+/// A delta sink that a vector of owned deltas stands in for (it appends them
+/// to the vector): what [`SseDecoder::feed`] and [`SseDecoder::finish_into`]
+/// hand an [`Assembler`] whose sink is its own.
+pub trait FromDeltas {
+    /// The sink that appends owned deltas to `out`.
+    fn from_deltas(out: &mut Vec<CompletionDelta>) -> &mut Self;
+}
+
+impl FromDeltas for Vec<CompletionDelta> {
+    fn from_deltas(out: &mut Vec<CompletionDelta>) -> &mut Self {
+        out
     }
 }
 
@@ -104,10 +115,6 @@ impl<T: SimpleAssembler> Assembler for T {
 
     fn start((): ()) -> Self {
         T::default()
-    }
-
-    fn owned(out: &mut Vec<CompletionDelta>) -> &mut Vec<CompletionDelta> {
-        out
     }
 
     fn on_event(
@@ -195,7 +202,7 @@ impl<A: Assembler> SseDecoder<A> {
     ///
     /// After an error the session is over: later calls return the same error.
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<CompletionDelta>) -> Result<(), A::Error> {
-        self.feed_with(chunk, A::owned(out))
+        self.feed_with(chunk, <A::Sink<'_>>::from_deltas(out))
     }
 
     /// [`SseDecoder::feed`] handing the deltas to the assembler's own sink.
@@ -275,19 +282,36 @@ impl<A: Assembler> SseDecoder<A> {
         self,
         out: &mut Vec<CompletionDelta>,
     ) -> Result<CompletionFinal, CompletionError> {
-        self.finish_with(A::owned(out))
+        self.finish_with(<A::Sink<'_>>::from_deltas(out))
     }
 
     /// Decodes a whole body at once (tests, fixtures): every delta, the ones of a
     /// last event with no blank line after it included, and the turn.
     pub fn decode_whole(
-        mut self,
+        self,
         body: &[u8],
     ) -> Result<(Vec<CompletionDelta>, CompletionFinal), CompletionError> {
+        let (deltas, turn) = self.decode_pieces([body]);
+        Ok((deltas, turn?))
+    }
+
+    /// Decodes a body that arrives in `pieces` (cut anywhere): every delta (also
+    /// those before an error), and the turn or the error that ended the stream.
+    pub fn decode_pieces<'b>(
+        mut self,
+        pieces: impl IntoIterator<Item = &'b [u8]>,
+    ) -> (
+        Vec<CompletionDelta>,
+        Result<CompletionFinal, CompletionError>,
+    ) {
         let mut deltas = Vec::new();
-        self.feed(body, &mut deltas).map_err(Into::into)?;
-        let turn = self.finish_into(&mut deltas)?;
-        Ok((deltas, turn))
+        for piece in pieces {
+            if let Err(error) = self.feed(piece, &mut deltas) {
+                return (deltas, Err(error.into()));
+            }
+        }
+        let turn = self.finish_into(&mut deltas);
+        (deltas, turn)
     }
 
     /// [`SseDecoder::finish_into`] handing the deltas to the assembler's own sink.

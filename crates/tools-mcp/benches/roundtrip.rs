@@ -38,7 +38,8 @@ use std::time::Instant;
 
 use ai_core::{
     AiEvent, CancellationToken, RunContext, ToolCatalog, ToolEffect, ToolPolicy, ToolRunner,
-    event::EventSink, runner::ToolCall,
+    event::EventSink,
+    runner::{CallScope, ToolCall},
 };
 use criterion::Criterion;
 use serde_json::Value;
@@ -140,6 +141,7 @@ impl Fixture {
                 ToolCall::new("call-1", TOOL, black_box(ARGS)),
                 &self.cancel,
                 &self.sink,
+                &CallScope::default(),
             )
             .await
     }

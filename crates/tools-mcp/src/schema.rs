@@ -141,6 +141,34 @@ impl Untranslatable {
         }
     }
 
+    /// `value` as an array, else that `keyword`'s value (at `pointer`) must be one.
+    fn array<'v>(value: &'v Value, pointer: &str, keyword: &str) -> Result<&'v [Value], Self> {
+        match value {
+            Value::Array(items) => Ok(items),
+            _ => Err(Self::new(
+                pointer,
+                keyword,
+                format!("`{keyword}` must be an array"),
+            )),
+        }
+    }
+
+    /// `value` as an object, else that `keyword`'s value (at `pointer`) must be one.
+    fn object<'v>(
+        value: &'v Value,
+        pointer: &str,
+        keyword: &str,
+    ) -> Result<&'v Map<String, Value>, Self> {
+        match value {
+            Value::Object(entries) => Ok(entries),
+            _ => Err(Self::new(
+                pointer,
+                keyword,
+                format!("`{keyword}` must be an object"),
+            )),
+        }
+    }
+
     /// The subset cannot express `keyword` at all.
     fn inexpressible(pointer: &str, keyword: &str) -> Self {
         Self::new(
@@ -375,13 +403,7 @@ impl Translator<'_> {
                 | "unevaluatedItems" => {}
                 _ if NO_DRAFT7_EQUIVALENT.contains(&keyword) => {}
                 "properties" => {
-                    let Value::Object(properties) = value else {
-                        return Err(Untranslatable::new(
-                            &here,
-                            keyword,
-                            "`properties` must be an object",
-                        ));
-                    };
+                    let properties = Untranslatable::object(value, &here, keyword)?;
                     let mut translated = Map::new();
                     for (name, subschema) in properties {
                         let at = child(&here, name);
@@ -444,13 +466,7 @@ impl Translator<'_> {
                     out.insert(keyword.into(), value.clone());
                 }
                 "enum" => {
-                    if !value.is_array() {
-                        return Err(Untranslatable::new(
-                            &here,
-                            keyword,
-                            "`enum` must be an array",
-                        ));
-                    }
+                    Untranslatable::array(value, &here, keyword)?;
                     out.insert(keyword.into(), value.clone());
                 }
                 // Assertions without subschemas, annotations and unknown keywords
@@ -530,13 +546,8 @@ impl Translator<'_> {
         out: &mut Map<String, Value>,
     ) -> Result<(), Untranslatable> {
         let here = child(pointer, "prefixItems");
-        let Some(Value::Array(prefix)) = map.get("prefixItems") else {
-            return Err(Untranslatable::new(
-                &here,
-                "prefixItems",
-                "`prefixItems` must be an array",
-            ));
-        };
+        let prefix = map.get("prefixItems").unwrap_or(&Value::Null);
+        let prefix = Untranslatable::array(prefix, &here, "prefixItems")?;
         let items = self.list(prefix, &here, "prefixItems", depth)?;
         out.insert("items".into(), Value::Array(items));
         match map.get("items") {
@@ -575,13 +586,7 @@ impl Translator<'_> {
                 continue;
             };
             let here = child(pointer, keyword);
-            let Value::Object(entries) = value else {
-                return Err(Untranslatable::new(
-                    &here,
-                    keyword,
-                    format!("`{keyword}` must be an object"),
-                ));
-            };
+            let entries = Untranslatable::object(value, &here, keyword)?;
             for (name, dependency) in entries {
                 let at = child(&here, name);
                 let translated = match (keyword, dependency) {
@@ -636,14 +641,7 @@ impl Translator<'_> {
         depth: usize,
     ) -> Result<Value, Untranslatable> {
         let here = child(pointer, keyword);
-        let Value::Array(branches) = branches else {
-            return Err(Untranslatable::new(
-                &here,
-                keyword,
-                format!("`{keyword}` must be an array"),
-            ));
-        };
-        match branches.as_slice() {
+        match Untranslatable::array(branches, &here, keyword)? {
             [only] => self.translate(only, &child(&here, "0"), keyword, depth + 1),
             [first, second]
                 if keyword != "allOf" && (is_null_branch(first) || is_null_branch(second)) =>
@@ -1354,33 +1352,35 @@ mod tests {
 
     #[test]
     fn local_refs_of_every_form_are_inlined_and_containers_dropped() {
-        let schema = ok(json!({
-            "type": "object",
-            "properties": {
-                "a": {"$ref": "#/$defs/A"},
-                "b": {"$ref": "#/definitions/B"},
-                "c": {"$ref": "#/properties/a"},
-                "d": {"$ref": "#/$defs/with%20space"},
-                "e": {"$ref": "#/$defs/sl~1ash"},
-                "f": {"type": "array", "items": {"$ref": "#/$defs/A"}}
-            },
-            "$defs": {"A": {"type": "integer"}, "with space": {"type": "boolean"}, "sl/ash": {"type": "null"}},
-            "definitions": {"B": {"type": "string"}}
-        }));
-        assert_eq!(
-            schema,
-            json!({
+        let integer = json!({"type": "integer"});
+        // Each property schema (beside `a`, a ref to `A`) and what it becomes.
+        let forms = [
+            (json!({"$ref": "#/$defs/A"}), integer.clone()),
+            (
+                json!({"$ref": "#/definitions/B"}),
+                json!({"type": "string"}),
+            ),
+            (json!({"$ref": "#/properties/a"}), integer.clone()),
+            (
+                json!({"$ref": "#/$defs/with%20space"}),
+                json!({"type": "boolean"}),
+            ),
+            (json!({"$ref": "#/$defs/sl~1ash"}), json!({"type": "null"})),
+            (
+                json!({"type": "array", "items": {"$ref": "#/$defs/A"}}),
+                json!({"type": "array", "items": integer}),
+            ),
+        ];
+        for (form, inlined) in forms {
+            let schema = ok(json!({
                 "type": "object",
-                "properties": {
-                    "a": {"type": "integer"},
-                    "b": {"type": "string"},
-                    "c": {"type": "integer"},
-                    "d": {"type": "boolean"},
-                    "e": {"type": "null"},
-                    "f": {"type": "array", "items": {"type": "integer"}}
-                }
-            })
-        );
+                "properties": {"a": {"$ref": "#/$defs/A"}, "x": form},
+                "$defs": {"A": integer, "with space": {"type": "boolean"}, "sl/ash": {"type": "null"}},
+                "definitions": {"B": {"type": "string"}}
+            }));
+            let expected = json!({"type": "object", "properties": {"a": integer, "x": inlined}});
+            assert_eq!(schema, expected, "{form}");
+        }
     }
 
     #[test]

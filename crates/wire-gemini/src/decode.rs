@@ -210,10 +210,6 @@ impl Assembler for GeminiAssembler {
         }
     }
 
-    fn owned(out: &mut Vec<CompletionDelta>) -> &mut Vec<CompletionDelta> {
-        out
-    }
-
     fn on_event(
         &mut self,
         event: RawSseEvent<'_>,

@@ -145,7 +145,7 @@ use serde::de::IgnoredAny;
 use serde_json::Value;
 
 use crate::sse::{self, DEFAULT_MAX_EVENT_BYTES, RawSseEvent, SseError};
-use completion_http::{Assembler, SseDecoder};
+use completion_http::{Assembler, FromDeltas, SseDecoder};
 use serde_json::value::RawValue;
 
 use crate::wire::{self, ChunkSink, FunctionDto, RawText, Str, ToolCallDto, UsageDto};
@@ -317,6 +317,12 @@ impl DeltaSink for Vec<CompletionDelta> {
     }
 }
 
+impl<'s> FromDeltas for dyn DeltaSink + 's {
+    fn from_deltas(out: &mut Vec<CompletionDelta>) -> &mut Self {
+        out
+    }
+}
+
 impl<F: FnMut(DeltaRef<'_>)> DeltaSink for F {
     fn delta(&mut self, delta: DeltaRef<'_>) {
         self(delta);
@@ -402,10 +408,6 @@ impl Assembler for OpenAiAssembler {
 
     fn max_event_bytes(&self) -> usize {
         self.options.max_event_bytes
-    }
-
-    fn owned(out: &mut Vec<CompletionDelta>) -> &mut (dyn DeltaSink + '_) {
-        out
     }
 
     fn on_event(

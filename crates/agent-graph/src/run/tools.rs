@@ -221,7 +221,7 @@ pub(super) async fn exec_step(
     let Some(steps) = steps else {
         return Ok(deps
             .runner
-            .exec_scoped(context, &deps.catalog, call, cancel, emitter, scope)
+            .exec(context, &deps.catalog, call, cancel, emitter, scope)
             .await);
     };
     let id = deps.runner.call_ref(&call).tool_call_id;
@@ -264,7 +264,7 @@ pub(super) async fn exec_step(
     }
     let exec = deps
         .runner
-        .exec_scoped(context, &deps.catalog, call, cancel, emitter, &scope)
+        .exec(context, &deps.catalog, call, cancel, emitter, &scope)
         .await;
     // A call cut short by the run's cancellation is not its result.
     if cancel.is_cancelled() {

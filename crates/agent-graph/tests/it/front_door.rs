@@ -290,7 +290,7 @@ async fn a_cancelled_tool_sees_its_token_and_gets_time_to_clean_up() {
         Arc::clone(&cleaned),
         Arc::clone(&started),
     );
-    let export = ai_tools::tool_fn_with_context(
+    let export = ai_tools::tool_fn(
         "export",
         "Export rows.",
         ToolEffect::ReadOnly,

@@ -6,7 +6,11 @@
 
 use agent_server::data_stream::DataStreamEncoder;
 use agent_server::ui_stream::{self, UiStreamEncoder};
-use ai_core::{AiEvent, RunContext, event::AiEventKind, tool::ToolErrorCode};
+use ai_core::{
+    AiEvent, RunContext,
+    event::{AiEventKind, UsageFact},
+    tool::ToolErrorCode,
+};
 use serde_json::{Value, json};
 
 /// How a response begins: fresh, or continuing a message whose calls the client has.
@@ -104,17 +108,7 @@ fn reasoning(delta: &str) -> AiEvent {
 }
 
 fn usage(prompt: u64, completion: u64) -> AiEvent {
-    ev(AiEventKind::UsageReport {
-        model: "test-model".to_owned(),
-        prompt_tokens: prompt,
-        completion_tokens: completion,
-        total_tokens: prompt + completion,
-        cached_tokens: None,
-        reasoning_tokens: None,
-        cache_creation_tokens: None,
-        cost_micros: None,
-        prompt_hash: None,
-    })
+    ev(UsageFact::tokens("test-model", prompt, completion).into())
 }
 
 fn call(id: &str, tool: &str, args: Value) -> AiEvent {

@@ -61,8 +61,8 @@ use crate::tool::{
 use crate::tool::{ToolId, ToolSource};
 use crate::tool::{ToolSpec, canonical_json};
 
-/// What a caller of [`ToolRunner::exec_scoped`] passes to every execution it starts,
-/// through [`ToolCallContext`]. The default is empty (what [`ToolRunner::exec`] uses).
+/// What a caller of [`ToolRunner::exec`] passes to every execution it starts,
+/// through [`ToolCallContext`]. The default is empty.
 #[derive(Clone, Default)]
 pub struct CallScope {
     /// The graph of the run.
@@ -394,25 +394,14 @@ impl ToolRunner {
 
     /// Runs one call through the whole pipeline. Never fails: every problem becomes
     /// an `ok: false` result. Emits exactly one `tool_call_start` and one
-    /// `tool_call_result` event to `sink`.
+    /// `tool_call_result` event to `sink`. `scope` is what the execution's
+    /// [`ToolCallContext`] carries besides the call (the graph, prompt hash,
+    /// nested event sink and nested port, decisions given ahead): empty by
+    /// default.
     ///
     /// The call runs in its own `tool_call` span (see the module docs), attached to
     /// the returned future: calls run concurrently by one task keep their spans apart.
     pub async fn exec(
-        &self,
-        run: &RunContext,
-        catalog: &ToolCatalog,
-        call: ToolCall,
-        cancel: &CancellationToken,
-        sink: &dyn EventSink,
-    ) -> ToolExecution {
-        self.exec_scoped(run, catalog, call, cancel, sink, &CallScope::default())
-            .await
-    }
-
-    /// [`ToolRunner::exec`] with a [`CallScope`]: the graph, prompt hash, nested
-    /// event sink and nested port every execution's [`ToolCallContext`] carries.
-    pub async fn exec_scoped(
         &self,
         run: &RunContext,
         catalog: &ToolCatalog,

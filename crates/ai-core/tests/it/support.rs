@@ -344,34 +344,34 @@ pub(crate) fn check_call_events(
         }
         other => panic!("first event is not tool_call_start: {other:?}"),
     }
-    match &events[1].kind {
-        AiEventKind::ToolCallResult {
-            tool_call_id,
-            tool_name,
-            ok,
-            result,
-            error_code,
-            message,
-            duration_ms: _,
-            truncated,
-        } => {
-            assert_eq!(tool_call_id, id);
-            assert_eq!(tool_name, name);
-            assert_eq!(*ok, exec.result.ok);
-            assert_eq!(result, &exec.result.value);
-            assert_eq!(result, &exec.record.result);
-            assert_eq!(error_code, &exec.result.error_code);
-            assert_eq!(error_code, &exec.record.error);
-            assert_eq!(message, &exec.result.safe_message);
-            assert_eq!(*truncated, exec.truncated);
-            assert_eq!(*truncated, exec.record.truncated);
-            if *ok {
-                assert!(result.is_some() && error_code.is_none() && message.is_none());
-            } else {
-                assert!(result.is_none() && error_code.is_some() && message.is_some());
-            }
-        }
-        other => panic!("second event is not tool_call_result: {other:?}"),
+    let AiEventKind::ToolCallResult { duration_ms, .. } = &events[1].kind else {
+        panic!("second event is not tool_call_result: {:?}", events[1].kind);
+    };
+    // The result event is the runner's result, field by field.
+    let shown_result = AiEventKind::ToolCallResult {
+        duration_ms: *duration_ms,
+        truncated: exec.truncated,
+        ok: exec.result.ok,
+        error_code: exec.result.error_code,
+        message: exec.result.safe_message.clone(),
+        result: exec.result.value.clone(),
+        tool_name: name.to_owned(),
+        tool_call_id: id.to_owned(),
+    };
+    assert_eq!(events[1].kind, shown_result);
+    // ... and what the record keeps of it.
+    assert_eq!(exec.result.value, exec.record.result);
+    assert_eq!(exec.result.error_code, exec.record.error);
+    assert_eq!(exec.truncated, exec.record.truncated);
+    let (result, error_code, message) = (
+        &exec.result.value,
+        &exec.result.error_code,
+        &exec.result.safe_message,
+    );
+    if exec.result.ok {
+        assert!(result.is_some() && error_code.is_none() && message.is_none());
+    } else {
+        assert!(result.is_none() && error_code.is_some() && message.is_some());
     }
     assert_eq!(exec.record.model_content_bytes, exec.model_content.len());
     assert!(exec.record.started_at_ms <= exec.record.ended_at_ms);
@@ -489,7 +489,7 @@ impl Harness {
         let before = self.events.len();
         let exec = self
             .runner
-            .exec_scoped(&self.run, catalog, call, &self.cancel, &self.events, scope)
+            .exec(&self.run, catalog, call, &self.cancel, &self.events, scope)
             .await;
         let events = check_call_events(&self.events.since(before), &self.run, &name, &exec);
         (exec, events)

@@ -122,6 +122,7 @@ async fn the_runner_timeout_kills_the_shell_process_group() {
             ToolCall::new("c", "core__exec_shell", args),
             &CancellationToken::new(),
             &sink,
+            &ai_core::runner::CallScope::default(),
         )
         .await;
     assert_eq!(exec.result.error_code, Some(ToolErrorCode::Timeout));

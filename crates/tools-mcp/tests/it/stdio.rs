@@ -3,7 +3,11 @@
 
 use std::time::Duration;
 
-use ai_core::{CancellationToken, RunContext, runner::ToolCall, tool::ToolErrorCode};
+use ai_core::{
+    CancellationToken, RunContext,
+    runner::{CallScope, ToolCall},
+    tool::ToolErrorCode,
+};
 use serde_json::json;
 use tools_mcp::{PinState, Pins};
 
@@ -238,6 +242,7 @@ async fn a_tool_list_that_changes_at_run_time_never_enables_a_new_tool() {
             ToolCall::new("late", "mcp__t__ephemeral", "{}"),
             &CancellationToken::new(),
             &Events::default(),
+            &CallScope::default(),
         )
         .await;
     assert_eq!(

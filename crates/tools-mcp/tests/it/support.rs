@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use ai_core::{
     AiEvent, CancellationToken, RunContext, ToolEffect, ToolPolicy, ToolRunner,
     event::EventSink,
-    runner::{ToolCall, ToolExecution},
+    runner::{CallScope, ToolCall, ToolExecution},
 };
 use serde_json::Value;
 use tools_mcp::{McpSources, Pins, ServerConfig};
@@ -132,6 +132,7 @@ pub(crate) async fn call_with(
             ToolCall::new("call-1", name, args.to_string()),
             cancel,
             events,
+            &CallScope::default(),
         )
         .await
 }

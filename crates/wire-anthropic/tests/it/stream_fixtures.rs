@@ -1,7 +1,7 @@
 //! Every stream fixture of `fixtures/anthropic/stream` decodes to its snapshot,
 //! whole and cut at random byte positions.
 
-use agent_testing::wire_fixtures::{Decoded, Fixtures, StreamRendering, decode_in_pieces};
+use agent_testing::wire_fixtures::{Cuts, Decoded, Fixtures, StreamRendering, cut};
 use wire_anthropic::AnthropicDecoder;
 
 /// Signatures by name; refusals and usage as their `Debug` text, provider errors as
@@ -24,25 +24,13 @@ fn fixtures() -> Fixtures {
 
 /// Decodes `body` fed in pieces cut at `cuts`.
 fn decode(body: &[u8], cuts: &[usize]) -> Decoded {
-    decode_in_pieces(
-        AnthropicDecoder::new(),
-        body,
-        cuts,
-        |decoder, piece, deltas| decoder.feed(piece, deltas),
-        |decoder, _| decoder.finish(),
-    )
+    AnthropicDecoder::new().decode_pieces(cut(body, cuts))
 }
 
 #[test]
-fn every_fixture_decodes_to_its_snapshot() {
-    fixtures().assert_stream_snapshots("fixtures/anthropic/stream", RENDERING, |body| {
-        decode(body, &[])
-    });
-}
-
-#[test]
-fn the_turn_does_not_depend_on_where_the_bytes_are_cut() {
-    fixtures().assert_cuts_do_not_matter(RENDERING, decode, false, (64, 24));
+fn every_fixture_decodes_to_its_snapshot_wherever_the_bytes_are_cut() {
+    let shown_as = "fixtures/anthropic/stream";
+    fixtures().assert_stream_fixtures(shown_as, RENDERING, decode, Cuts::TEXT);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Every stream fixture of `tests/fixtures/stream` decodes to its snapshot,
 //! whole, cut at every byte boundary, and cut at random byte positions.
 
-use agent_testing::wire_fixtures::{Decoded, Fixtures, StreamRendering, decode_in_pieces};
+use agent_testing::wire_fixtures::{Cuts, Decoded, Fixtures, StreamRendering, cut};
 use ai_core::completion::{CompletionDelta, CompletionError, FinishReason};
 use proptest::prelude::*;
 use wire_gemini::GeminiDecoder;
@@ -25,23 +25,22 @@ fn fixtures() -> Fixtures {
 
 /// Decodes `body` fed in pieces cut at `cuts`.
 fn decode(body: &[u8], cuts: &[usize]) -> Decoded {
-    decode_in_pieces(
-        GeminiDecoder::with_options(MODEL.to_owned()),
-        body,
-        cuts,
-        |decoder, piece, deltas| decoder.feed(piece, deltas),
-        |decoder, deltas| decoder.finish_into(deltas),
-    )
+    GeminiDecoder::with_options(MODEL.to_owned()).decode_pieces(cut(body, cuts))
 }
 
+/// Every chunk is a whole event, so the deltas are the same wherever the bytes
+/// are cut, not just their joined text.
 #[test]
-fn every_fixture_decodes_to_its_snapshot() {
-    fixtures()
-        .assert_stream_snapshots("tests/fixtures/stream", RENDERING, |body| decode(body, &[]));
+fn every_fixture_decodes_to_its_snapshot_wherever_the_bytes_are_cut() {
+    let cuts = Cuts {
+        draws: 128,
+        max_cuts: 32,
+        exact_deltas: true,
+    };
+    fixtures().assert_stream_fixtures("tests/fixtures/stream", RENDERING, decode, cuts);
 }
 
-/// Every chunk is a whole event, so the deltas are identical wherever the
-/// bytes are cut, not just their joined text.
+/// One cut at each byte boundary gives the same deltas.
 #[test]
 fn every_byte_boundary_yields_the_same_events() {
     for (case, body) in fixtures().bodies() {
@@ -56,11 +55,6 @@ fn every_byte_boundary_yields_the_same_events() {
             );
         }
     }
-}
-
-#[test]
-fn random_cuts_yield_the_same_events() {
-    fixtures().assert_cuts_do_not_matter(RENDERING, decode, true, (128, 32));
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use std::fs;
 
-use agent_testing::wire_fixtures::{Decoded, Fixtures, StreamRendering, decode_in_pieces};
+use agent_testing::wire_fixtures::{Cuts, Decoded, Fixtures, StreamRendering, cut};
 use ai_core::completion::{CompletionError, CompletionFinal};
 use serde_json::Value;
 use wire_responses::ResponsesDecoder;
@@ -29,25 +29,13 @@ fn fixtures() -> Fixtures {
 
 /// Decodes `body` fed in pieces cut at `cuts`.
 fn decode(body: &[u8], cuts: &[usize]) -> Decoded {
-    decode_in_pieces(
-        ResponsesDecoder::new(),
-        body,
-        cuts,
-        |decoder, piece, deltas| decoder.feed(piece, deltas),
-        |decoder, deltas| decoder.finish_into(deltas),
-    )
+    ResponsesDecoder::new().decode_pieces(cut(body, cuts))
 }
 
 #[test]
-fn every_fixture_decodes_to_its_snapshot() {
-    fixtures().assert_stream_snapshots("fixtures/responses/stream", RENDERING, |body| {
-        decode(body, &[])
-    });
-}
-
-#[test]
-fn the_turn_does_not_depend_on_where_the_bytes_are_cut() {
-    fixtures().assert_cuts_do_not_matter(RENDERING, decode, false, (64, 24));
+fn every_fixture_decodes_to_its_snapshot_wherever_the_bytes_are_cut() {
+    let shown_as = "fixtures/responses/stream";
+    fixtures().assert_stream_fixtures(shown_as, RENDERING, decode, Cuts::TEXT);
 }
 
 /// The turn of fixture `case`.
