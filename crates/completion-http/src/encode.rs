@@ -4,7 +4,7 @@
 
 use ai_core::Message;
 use ai_core::completion::{CompletionRequest, CompletionRequestError};
-use ai_core::message::{Attachment, MessageToolCall};
+use ai_core::message::{AssistantBlock, Attachment, MessageToolCall};
 use serde_json::{Map, Value, json};
 
 /// Something a wire has no way to send, named as in "cannot send {0}".
@@ -35,6 +35,63 @@ impl WireEncodeError {
     pub fn unsupported(wire: &'static str, what: &'static str) -> Self {
         Self::Unsupported { wire, what }
     }
+}
+
+/// How a wire spells each kind of message of a conversation (the system
+/// messages go elsewhere: [`system_prompt`]). [`encode_history`] hands it the
+/// messages in order; `'m` is the conversation's lifetime.
+pub trait HistoryEncoder<'m> {
+    /// Why a message cannot be spelled.
+    type Error;
+    /// The error for `what` this wire cannot send.
+    fn unsupported(&self, what: &'static str) -> Self::Error;
+    /// A user message: its text, then its attachments.
+    fn user(&mut self, content: &'m str, attachments: &'m [Attachment]) -> Result<(), Self::Error>;
+    /// An assistant message: its text, its calls and its blocks (the order the
+    /// model produced them in; empty for a message from elsewhere).
+    fn assistant(
+        &mut self,
+        content: Option<&'m str>,
+        calls: &'m [MessageToolCall],
+        blocks: &'m [AssistantBlock],
+    ) -> Result<(), Self::Error>;
+    /// The result of call `call_id`: its content, and whether it is an error.
+    fn tool_result(
+        &mut self,
+        call_id: &'m str,
+        content: &'m str,
+        is_error: bool,
+    ) -> Result<(), Self::Error>;
+}
+
+/// Hands each message of `history` but the system ones to `encoder`, in order.
+/// A kind of message it does not know is [`HistoryEncoder::unsupported`].
+pub fn encode_history<'m, E: HistoryEncoder<'m>>(
+    history: &'m [Message],
+    encoder: &mut E,
+) -> Result<(), E::Error> {
+    for message in history {
+        match message {
+            Message::System { .. } => {}
+            Message::User {
+                content,
+                attachments,
+            } => encoder.user(content, attachments)?,
+            Message::Assistant {
+                content,
+                tool_calls,
+                blocks,
+                ..
+            } => encoder.assistant(content.as_deref(), tool_calls, blocks)?,
+            Message::Tool {
+                tool_call_id,
+                content,
+                is_error,
+            } => encoder.tool_result(tool_call_id, content, *is_error)?,
+            _ => return Err(encoder.unsupported("this kind of message")),
+        }
+    }
+    Ok(())
 }
 
 /// The system messages of `history`, joined by a blank line; `None` when there

@@ -83,8 +83,8 @@ pub use config::{
     ApiKey, Backoff, ErrorBody, Timeouts, TransportConfig, WireConfig, redact_userinfo,
 };
 pub use encode::{
-    RoleTurns, Unsupported, WireEncodeError, add_extra_body, encode_body, object_arguments,
-    system_prompt, user_parts,
+    HistoryEncoder, RoleTurns, Unsupported, WireEncodeError, add_extra_body, encode_body,
+    encode_history, object_arguments, system_prompt, user_parts,
 };
 pub use stream::{
     Assembler, FromDeltas, SimpleAssembler, SseDecoder, StreamError, settle_arguments,

@@ -33,8 +33,8 @@ use ai_core::Message;
 use ai_core::completion::{CompletionRequest, ResponseFormat, ToolChoice};
 use ai_core::message::{AssistantBlock, Attachment, MessageToolCall};
 use completion_http::{
-    RoleTurns, Unsupported, WireEncodeError, encode_body, object_arguments, system_prompt,
-    user_parts,
+    HistoryEncoder, RoleTurns, Unsupported, WireEncodeError, encode_body, encode_history,
+    object_arguments, system_prompt, user_parts,
 };
 use serde_json::{Map, Value, json};
 
@@ -199,42 +199,46 @@ fn tools(
 
 /// The conversation as alternating user and assistant messages.
 fn messages(history: &[Message]) -> Result<Vec<Value>, AnthropicEncodeError> {
-    let mut turns = RoleTurns::new();
-    for message in history {
-        match message {
-            Message::System { .. } => {}
-            Message::User {
-                content,
-                attachments,
-            } => turns.push("user", user_blocks(content, attachments)?),
-            Message::Assistant {
-                content,
-                tool_calls,
-                blocks,
-                ..
-            } => turns.push(
-                "assistant",
-                assistant_blocks(content.as_deref(), tool_calls, blocks),
-            ),
-            Message::Tool {
-                tool_call_id,
-                content,
-                is_error,
-            } => {
-                let mut result = json!({
-                    "type": "tool_result",
-                    "tool_use_id": tool_call_id,
-                    "content": content,
-                });
-                if *is_error {
-                    result["is_error"] = json!(true);
-                }
-                turns.push("user", vec![result]);
-            }
-            _ => return Err(WireEncodeError::unsupported(API, "this kind of message")),
-        }
+    let mut messages = Messages(RoleTurns::new());
+    encode_history(history, &mut messages)?;
+    Ok(messages.0.into_json("content"))
+}
+
+/// The messages as they are spelled, by role.
+struct Messages(RoleTurns);
+
+impl<'m> HistoryEncoder<'m> for Messages {
+    type Error = AnthropicEncodeError;
+
+    fn unsupported(&self, what: &'static str) -> Self::Error {
+        WireEncodeError::unsupported(API, what)
     }
-    Ok(turns.into_json("content"))
+
+    fn user(&mut self, content: &str, attachments: &[Attachment]) -> Result<(), Self::Error> {
+        self.0.push("user", user_blocks(content, attachments)?);
+        Ok(())
+    }
+
+    fn assistant(
+        &mut self,
+        content: Option<&str>,
+        calls: &[MessageToolCall],
+        blocks: &[AssistantBlock],
+    ) -> Result<(), Self::Error> {
+        let blocks = assistant_blocks(content, calls, blocks);
+        self.0.push("assistant", blocks);
+        Ok(())
+    }
+
+    /// A `tool_result` block, at the start of the next user message.
+    fn tool_result(&mut self, id: &str, content: &str, is_error: bool) -> Result<(), Self::Error> {
+        let mut result = json!({"type": "tool_result", "tool_use_id": id, "content": content});
+        if is_error {
+            result["is_error"] = json!(true);
+        }
+        self.0.push("user", vec![result]);
+        Ok(())
+    }
 }
 
 fn user_blocks(

@@ -34,7 +34,10 @@ use std::collections::HashMap;
 use ai_core::Message;
 use ai_core::completion::{CompletionRequest, CompletionRequestError, ResponseFormat, ToolChoice};
 use ai_core::message::{AssistantBlock, Attachment, MessageToolCall};
-use completion_http::{RoleTurns, Unsupported, encode_body, object_arguments, system_prompt};
+use completion_http::{
+    HistoryEncoder, RoleTurns, Unsupported, encode_body, encode_history, object_arguments,
+    system_prompt,
+};
 use serde_json::{Map, Value, json};
 
 use crate::WIRE;
@@ -232,47 +235,63 @@ fn provider_id(call: &MessageToolCall) -> Option<&str> {
 
 /// The conversation as alternating `user` and `model` contents.
 fn contents(history: &[Message]) -> Result<Vec<Value>, GeminiEncodeError> {
-    let mut turns = RoleTurns::new();
-    // Each call's name and provider id by call id, for the results that answer it.
-    let mut calls: HashMap<&str, (&str, Option<&str>)> = HashMap::new();
-    for message in history {
-        match message {
-            Message::System { .. } => {}
-            Message::User {
-                content,
-                attachments,
-            } => turns.push("user", user_parts(content, attachments)?),
-            Message::Assistant {
-                content,
-                tool_calls,
-                blocks,
-                ..
-            } => {
-                for call in tool_calls {
-                    calls.insert(&call.id, (&call.name, provider_id(call)));
-                }
-                turns.push("model", model_parts(content.as_deref(), tool_calls, blocks));
-            }
-            Message::Tool {
-                tool_call_id,
-                content,
-                is_error,
-            } => {
-                let (name, id) = calls
-                    .get(tool_call_id.as_str())
-                    .copied()
-                    .unwrap_or((tool_call_id.as_str(), None));
-                let key = if *is_error { "error" } else { "result" };
-                let mut response = json!({"name": name, "response": { key: content }});
-                if let Some(id) = id {
-                    response["id"] = json!(id);
-                }
-                turns.push("user", vec![json!({ "functionResponse": response })]);
-            }
-            _ => return Err(GeminiEncodeError::Unsupported("this kind of message")),
-        }
+    let mut contents = Contents::default();
+    encode_history(history, &mut contents)?;
+    Ok(contents.turns.into_json("parts"))
+}
+
+/// The contents so far, and each call's name and provider id by call id (for
+/// the results that answer it).
+#[derive(Default)]
+struct Contents<'m> {
+    turns: RoleTurns,
+    calls: HashMap<&'m str, (&'m str, Option<&'m str>)>,
+}
+
+impl<'m> HistoryEncoder<'m> for Contents<'m> {
+    type Error = GeminiEncodeError;
+
+    fn unsupported(&self, what: &'static str) -> Self::Error {
+        GeminiEncodeError::Unsupported(what)
     }
-    Ok(turns.into_json("parts"))
+
+    fn user(&mut self, content: &str, attachments: &[Attachment]) -> Result<(), Self::Error> {
+        self.turns.push("user", user_parts(content, attachments)?);
+        Ok(())
+    }
+
+    fn assistant(
+        &mut self,
+        content: Option<&'m str>,
+        calls: &'m [MessageToolCall],
+        blocks: &'m [AssistantBlock],
+    ) -> Result<(), Self::Error> {
+        for call in calls {
+            self.calls.insert(&call.id, (&call.name, provider_id(call)));
+        }
+        self.turns
+            .push("model", model_parts(content, calls, blocks));
+        Ok(())
+    }
+
+    /// A `functionResponse` naming the call's function (and its id, when the
+    /// model gave one): the content under `result`, or `error`.
+    fn tool_result(
+        &mut self,
+        id: &'m str,
+        content: &str,
+        is_error: bool,
+    ) -> Result<(), Self::Error> {
+        let (name, id) = self.calls.get(id).copied().unwrap_or((id, None));
+        let key = if is_error { "error" } else { "result" };
+        let mut response = json!({"name": name, "response": { key: content }});
+        if let Some(id) = id {
+            response["id"] = json!(id);
+        }
+        self.turns
+            .push("user", vec![json!({ "functionResponse": response })]);
+        Ok(())
+    }
 }
 
 fn user_parts(content: &str, attachments: &[Attachment]) -> Result<Vec<Value>, GeminiEncodeError> {

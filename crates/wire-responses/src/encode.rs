@@ -31,7 +31,10 @@
 use ai_core::Message;
 use ai_core::completion::{CompletionRequest, ResponseFormat, ToolChoice};
 use ai_core::message::{AssistantBlock, Attachment, MessageToolCall};
-use completion_http::{Unsupported, WireEncodeError, encode_body, system_prompt, user_parts};
+use completion_http::{
+    HistoryEncoder, Unsupported, WireEncodeError, encode_body, encode_history, system_prompt,
+    user_parts,
+};
 use serde_json::{Map, Value, json};
 
 /// This wire in [`WireEncodeError::Unsupported`].
@@ -166,36 +169,43 @@ fn tools(
 
 /// The conversation as input items.
 fn input(history: &[Message]) -> Result<Vec<Value>, ResponsesEncodeError> {
-    let mut items = Vec::new();
-    for message in history {
-        match message {
-            Message::System { .. } => {}
-            Message::User {
-                content,
-                attachments,
-            } => items.push(json!({
-                "role": "user",
-                "content": user_content(content, attachments)?,
-            })),
-            Message::Assistant {
-                content,
-                tool_calls,
-                blocks,
-                ..
-            } => assistant_items(content.as_deref(), tool_calls, blocks, &mut items),
-            Message::Tool {
-                tool_call_id,
-                content,
-                ..
-            } => items.push(json!({
-                "type": "function_call_output",
-                "call_id": tool_call_id,
-                "output": content,
-            })),
-            _ => return Err(WireEncodeError::unsupported(API, "this kind of message")),
-        }
+    let mut input = Input(Vec::new());
+    encode_history(history, &mut input)?;
+    Ok(input.0)
+}
+
+/// The input items so far.
+struct Input(Vec<Value>);
+
+impl<'m> HistoryEncoder<'m> for Input {
+    type Error = ResponsesEncodeError;
+
+    fn unsupported(&self, what: &'static str) -> Self::Error {
+        WireEncodeError::unsupported(API, what)
     }
-    Ok(items)
+
+    fn user(&mut self, content: &str, attachments: &[Attachment]) -> Result<(), Self::Error> {
+        let content = user_content(content, attachments)?;
+        self.0.push(json!({"role": "user", "content": content}));
+        Ok(())
+    }
+
+    fn assistant(
+        &mut self,
+        content: Option<&str>,
+        calls: &[MessageToolCall],
+        blocks: &[AssistantBlock],
+    ) -> Result<(), Self::Error> {
+        assistant_items(content, calls, blocks, &mut self.0);
+        Ok(())
+    }
+
+    /// A `function_call_output` item (the API has no error flag: the content says it).
+    fn tool_result(&mut self, id: &str, content: &str, _: bool) -> Result<(), Self::Error> {
+        let output = json!({"type": "function_call_output", "call_id": id, "output": content});
+        self.0.push(output);
+        Ok(())
+    }
 }
 
 fn user_content(
