@@ -2,7 +2,8 @@
 //! background thread sends in batches over OTLP/HTTP (protobuf). When the
 //! collector is down or slow the queue fills, and a span that finds it full is
 //! dropped and counted, with a warning when the count first grows and at every
-//! power of two after.
+//! power of two after. A metric export that fails is counted and warned of the
+//! same way.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -11,6 +12,9 @@ use std::time::Duration;
 use opentelemetry::Context;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::metrics::Temporality;
+use opentelemetry_sdk::metrics::data::ResourceMetrics;
+use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::trace::{Span, SpanData, SpanExporter, SpanProcessor};
 
 /// Counts shared by the processor and the exporter.
@@ -22,12 +26,19 @@ pub(crate) struct Counts {
     dropped: AtomicU64,
     /// Spans an export request failed to deliver.
     failed: AtomicU64,
+    /// Metric export requests that failed (each one period's data points).
+    failed_metric_exports: AtomicU64,
 }
 
 impl Counts {
     /// Spans dropped or lost so far.
     pub(crate) fn lost(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed) + self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Metric export requests that failed so far.
+    pub(crate) fn failed_metric_exports(&self) -> u64 {
+        self.failed_metric_exports.load(Ordering::Relaxed)
     }
 
     /// Spans waiting for export (or in an export request not yet answered).
@@ -120,5 +131,43 @@ impl<E: SpanExporter> SpanExporter for Counted<E> {
 
     fn set_resource(&mut self, resource: &Resource) {
         self.inner.set_resource(resource);
+    }
+}
+
+/// A metric exporter that counts the exports it could not deliver, with a
+/// warning at the first and at every power of two after (the reader sends one
+/// period's data points per export; a lost one is not sent again).
+#[derive(Debug)]
+pub(crate) struct CountedMetrics<E> {
+    pub(crate) inner: E,
+    pub(crate) counts: Arc<Counts>,
+}
+
+impl<E: PushMetricExporter> PushMetricExporter for CountedMetrics<E> {
+    async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
+        let result = self.inner.export(metrics).await;
+        if let Err(error) = &result {
+            let failed = self
+                .counts
+                .failed_metric_exports
+                .fetch_add(1, Ordering::Relaxed)
+                + 1;
+            if failed.is_power_of_two() {
+                tracing::warn!(%error, failed, "telemetry export failed: metrics lost");
+            }
+        }
+        result
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn temporality(&self) -> Temporality {
+        self.inner.temporality()
     }
 }

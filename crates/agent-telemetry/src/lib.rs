@@ -20,7 +20,8 @@
 //!   [`TelemetryConfig::metrics`] is off.
 //! - export that never blocks a run: a bounded queue and a background thread;
 //!   spans that find the queue full are dropped and counted
-//!   ([`Telemetry::lost_spans`]).
+//!   ([`Telemetry::lost_spans`]), and so are failed metric exports
+//!   ([`Telemetry::failed_metric_exports`]), each with a warning.
 //!
 //! What only reaches a span: the layer exports the spans named above and the
 //! events inside them from ai-core and agent-graph only (approvals, pauses,
@@ -77,13 +78,35 @@ pub enum TelemetryError {
     #[error("telemetry: cannot build the exporter: {0}")]
     Exporter(String),
     /// Shutting down did not finish cleanly (in time, or an export failed).
-    #[error("telemetry: shutdown: {reason} ({lost} spans not exported)")]
+    #[error(
+        "telemetry: shutdown: {reason} ({} spans not exported, {} metric exports failed)",
+        unexported.spans,
+        unexported.metric_exports
+    )]
     Shutdown {
         /// What went wrong.
         reason: String,
-        /// Spans dropped, lost, or still waiting when the time was up.
-        lost: u64,
+        /// What did not reach the collector.
+        unexported: Unexported,
     },
+}
+
+/// What did not reach the collector over an exporter's life.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Unexported {
+    /// Spans dropped (the queue was full), lost (an export failed) or still
+    /// waiting when the time was up.
+    pub spans: u64,
+    /// Metric exports that failed (each one period's data points).
+    pub metric_exports: u64,
+}
+
+impl Unexported {
+    /// Whether everything reached the collector.
+    pub fn is_nothing(&self) -> bool {
+        self.spans == 0 && self.metric_exports == 0
+    }
 }
 
 /// A running exporter. Dropping it flushes and shuts it down.
@@ -115,7 +138,7 @@ impl Telemetry {
         let provider = span_provider(config, url, &counts, resource.clone())?;
         let meters = match config.metrics_url() {
             Some(url) => {
-                let meters = meter_provider(config, url, resource)?;
+                let meters = meter_provider(config, url, &counts, resource)?;
                 let instruments = metrics::Instruments::new(&meters.meter("agent"));
                 Some((meters, instruments))
             }
@@ -168,12 +191,17 @@ impl Telemetry {
         self.counts.lost()
     }
 
-    /// Sends what is queued and stops the exporter; the spans that were not
-    /// exported over its life (dropped, lost, or still waiting when the time was
-    /// up). Blocks at most [`Telemetry::shutdown_bound`] (the export timeout
+    /// Metric exports that failed so far (each lost one period's data points).
+    pub fn failed_metric_exports(&self) -> u64 {
+        self.counts.failed_metric_exports()
+    }
+
+    /// Sends what is queued and stops the exporter; what was not exported over
+    /// its life (spans dropped, lost, or still waiting when the time was up;
+    /// metric exports that failed). Blocks at most [`Telemetry::shutdown_bound`] (the export timeout
     /// plus one second), whether the collector answers or not: call it outside
     /// an async context or through `spawn_blocking`.
-    pub fn shutdown(self) -> Result<u64, TelemetryError> {
+    pub fn shutdown(self) -> Result<Unexported, TelemetryError> {
         let bound = self.shutdown_bound();
         // Both at once: each is bounded by the export timeout.
         let (traces, metrics) = std::thread::scope(|scope| {
@@ -184,7 +212,10 @@ impl Telemetry {
             let traces = self.provider.shutdown_with_timeout(bound);
             (traces, metrics.map(|handle| handle.join()))
         });
-        let lost = self.counts.lost() + self.counts.pending() as u64;
+        let unexported = Unexported {
+            spans: self.counts.lost() + self.counts.pending() as u64,
+            metric_exports: self.counts.failed_metric_exports(),
+        };
         let mut failures = Vec::new();
         if let Err(e) = traces {
             failures.push(format!("spans: {e}"));
@@ -195,11 +226,11 @@ impl Telemetry {
             Some(Ok(Ok(()))) | None => {}
         }
         if failures.is_empty() {
-            Ok(lost)
+            Ok(unexported)
         } else {
             Err(TelemetryError::Shutdown {
                 reason: failures.join("; "),
-                lost,
+                unexported,
             })
         }
     }
@@ -280,6 +311,7 @@ fn span_provider(
 fn meter_provider(
     config: &TelemetryConfig,
     url: String,
+    counts: &Arc<export::Counts>,
     resource: Resource,
 ) -> Result<SdkMeterProvider, TelemetryError> {
     let exporter = over_http(
@@ -289,6 +321,10 @@ fn meter_provider(
     )?
     .build()
     .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
+    let exporter = export::CountedMetrics {
+        inner: exporter,
+        counts: Arc::clone(counts),
+    };
     Ok(SdkMeterProvider::builder()
         .with_reader(PeriodicReader::builder(exporter).build())
         .with_resource(resource)

@@ -78,8 +78,12 @@ pub(crate) async fn stop(telemetry: Option<Exporter>) {
         return;
     };
     match tokio::task::spawn_blocking(move || telemetry.shutdown()).await {
-        Ok(Ok(0)) | Err(_) => {}
-        Ok(Ok(lost)) => eprintln!("agent: warning: {lost} spans could not be exported"),
+        Ok(Ok(unexported)) if unexported.is_nothing() => {}
+        Ok(Ok(unexported)) => eprintln!(
+            "agent: warning: {} spans could not be exported, {} metric exports failed",
+            unexported.spans, unexported.metric_exports
+        ),
+        Err(_) => {}
         Ok(Err(e)) => eprintln!("agent: warning: {e}"),
     }
 }

@@ -640,6 +640,19 @@ fn reported_lost(stderr: &str) -> Option<u64> {
     })
 }
 
+/// The count in `..., N metric exports failed` (the warning at exit or the
+/// shutdown's error), when there is one.
+fn reported_failed_metric_exports(stderr: &str) -> Option<u64> {
+    stderr.lines().find_map(|line| {
+        let before = line.split_once(" metric exports failed")?.0;
+        before
+            .rsplit(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn telemetry_a_collector_that_never_answers_or_is_not_there_leaves_the_run_as_it_is() {
     let off = run_with_collector(None).await;
@@ -654,6 +667,14 @@ async fn telemetry_a_collector_that_never_answers_or_is_not_there_leaves_the_run
         assert_eq!(
             lost, 4,
             "{endpoint}: run, two model calls, a tool call: {}",
+            on.stderr
+        );
+        // The metrics of the run go in one export at shutdown (the period is
+        // longer than the run): it fails, and is counted.
+        assert_eq!(
+            reported_failed_metric_exports(&on.stderr),
+            Some(1),
+            "{endpoint}: {}",
             on.stderr
         );
         // Shutdown waits one export timeout (2 s) and a second at most: the
