@@ -498,7 +498,10 @@ impl Translator<'_> {
         if tuple {
             self.tuple(map, pointer, depth, &mut out)?;
         }
-        self.dependencies(map, pointer, depth, &mut out)?;
+        let dependencies = self.dependencies(map, pointer, depth)?;
+        if !dependencies.is_empty() {
+            out.insert("dependencies".into(), Value::Object(dependencies));
+        }
 
         let mut result = Value::Object(out);
         for keyword in ["allOf", "anyOf", "oneOf"] {
@@ -568,14 +571,13 @@ impl Translator<'_> {
     }
 
     /// `dependencies` (all dialects), `dependentRequired` and `dependentSchemas`
-    /// (2019-09 and later) as one draft-07 `dependencies`.
+    /// (2019-09 and later) as the entries of one draft-07 `dependencies`.
     fn dependencies(
         &mut self,
         map: &Map<String, Value>,
         pointer: &str,
         depth: usize,
-        out: &mut Map<String, Value>,
-    ) -> Result<(), Untranslatable> {
+    ) -> Result<Map<String, Value>, Untranslatable> {
         let mut keywords = vec!["dependencies"];
         if self.modern() {
             keywords.extend(["dependentSchemas", "dependentRequired"]);
@@ -625,10 +627,7 @@ impl Translator<'_> {
                 merged.insert(name.clone(), combined);
             }
         }
-        if !merged.is_empty() {
-            out.insert("dependencies".into(), Value::Object(merged));
-        }
-        Ok(())
+        Ok(merged)
     }
 
     /// The part of a node that `keyword` (`allOf`, `anyOf` or `oneOf`) contributes,
