@@ -1,8 +1,8 @@
-//! The Anthropic and Responses wires against a real peer: LiteLLM's proxy
-//! (`litellm[proxy]`, pinned in `tests/litellm/requirements.txt`, installed by
-//! `cargo xtask test-env`) serving `/v1/messages` and `/v1/responses` on
-//! loopback, in front of the scripted streaming provider of
-//! `tests/litellm/scripted_provider.py`.
+//! The Anthropic, Responses and Gemini wires against a real peer: LiteLLM's
+//! proxy (`litellm[proxy]`, pinned in `tests/litellm/requirements.txt`,
+//! installed by `cargo xtask test-env`) serving `/v1/messages`, `/v1/responses`
+//! and `/v1beta/models/{model}:streamGenerateContent` on loopback, in front of
+//! the scripted streaming provider of `tests/litellm/scripted_provider.py`.
 //!
 //! LiteLLM translates our Messages API request into its own chat format for the
 //! provider and the provider's chunks back into Messages API events, so this checks
@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::support::{Home, json_lines};
 
@@ -67,6 +67,12 @@ impl Proxy {
             // The bundled price map: no fetch from the network at start.
             .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
             .env("SCRIPTED_PROVIDER_LOG", &log)
+            // Where the Gemini route's model (`scripted-gemini`) is served: the
+            // proxy's own chat completions (see `config.yaml`).
+            .env(
+                "SCRIPTED_GATEWAY_BASE",
+                format!("http://127.0.0.1:{port}/v1"),
+            )
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&output).unwrap())
             .stderr(std::fs::File::create(dir.join("proxy.err")).unwrap())
@@ -159,12 +165,29 @@ fn responses_args(proxy: &Proxy) -> Vec<String> {
     args.map(str::to_owned).to_vec()
 }
 
-/// `agent ARGS` in `home`, with the proxy's master key as both APIs' key.
+/// The global flags that point the agent at the proxy's
+/// `/v1beta/models/scripted-gemini:streamGenerateContent`.
+fn gemini_args(proxy: &Proxy) -> Vec<String> {
+    [
+        "--api",
+        "gemini",
+        "--base-url",
+        &proxy.url,
+        "--model",
+        "scripted-gemini",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// `agent ARGS` in `home`, with the proxy's master key as every API's key.
 fn proxied(home: &Home, args: &[&str]) -> tokio::process::Command {
     let mut command = home.command(None, args);
     command
         .env("ANTHROPIC_API_KEY", MASTER_KEY)
-        .env("OPENAI_API_KEY", MASTER_KEY);
+        .env("OPENAI_API_KEY", MASTER_KEY)
+        .env("GEMINI_API_KEY", MASTER_KEY)
+        .env_remove("GEMINI_BASE_URL");
     command
 }
 
@@ -185,7 +208,9 @@ fn thinking_home() -> Home {
 }
 
 /// `agent --api anthropic chat` and `agent --api anthropic serve` through
-/// LiteLLM's `/v1/messages` (one proxy for both: it takes seconds to start).
+/// LiteLLM's `/v1/messages`, then the Responses and Gemini wires through its
+/// `/v1/responses` and `streamGenerateContent` (one proxy for all: it takes
+/// seconds to start).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_anthropic_wire_through_litellm() {
     let Some(_) = agent_testing::peers::peer(agent_testing::peers::Peer::LiteLlm) else {
@@ -198,6 +223,122 @@ async fn the_anthropic_wire_through_litellm() {
     the_gateways_cost_is_the_recorded_cost(&proxy).await;
     responses_tool_loop_sends_the_reasoning_back(&proxy).await;
     serve_streams_reasoning_parts(&proxy, "responses").await;
+    gemini_tool_loop_through_litellm(&proxy).await;
+}
+
+/// `agent --api gemini chat` through LiteLLM's
+/// `/v1beta/models/scripted-gemini:streamGenerateContent`: a two-turn tool
+/// loop, the call's result as the provider received it, and the scripted answer.
+///
+/// No thought signature is checked: LiteLLM 1.106.2 carries no thinking through
+/// this route, in either direction. The route
+/// (`google_stream_generate_content` in litellm/proxy/google_endpoints/endpoints.py)
+/// hands a non-Gemini model to `GoogleGenAIAdapter`
+/// (litellm/google_genai/adapters/transformation.py), which translates to and
+/// from its chat format:
+/// - Out: `_transform_openai_delta_to_google_genai_parts_with_accumulation`
+///   makes parts of a delta's `content` and `tool_calls` only, so the
+///   provider's `reasoning_content` and signed `thinking_blocks` are dropped:
+///   no `thought` part, no `thoughtSignature`. The first chunk is
+///   `{"candidates": [{"content": {"parts": [{"functionCall": {"name":
+///   "core__get_current_time", "args": {"timezone": "UTC"}}}], "role": "model"},
+///   "finishReason": null, "index": 0, "safetyRatings": []}]}` (the call's id is
+///   dropped as well).
+/// - In: `_transform_contents_to_messages` reads a `model` part's `text` and
+///   `functionCall` only: a `thoughtSignature` would be dropped, and a
+///   `thought: true` part's text would join the assistant's visible content.
+///   It names each call `call_{function name}` and makes a `functionResponse`
+///   the `tool` message answering that id, its content the JSON of `response`.
+/// - The request's `thinkingConfig` is dropped too:
+///   `translate_generate_content_to_completion` keeps only `temperature`,
+///   `maxOutputTokens`, `topP` and `stopSequences` of the `generationConfig`.
+///
+/// `scripted-gemini` reaches the scripted provider through the proxy's own
+/// `/v1/chat/completions` (see `config.yaml`), whose chunks do carry the
+/// thinking and its signature (`thinking_blocks`): the loss is the adapter's.
+/// So what holds is checked: no thinking reaches the agent, and none (nor the
+/// provider's signature) goes back in the second request.
+async fn gemini_tool_loop_through_litellm(proxy: &Proxy) {
+    // Thinking asked for, as against Gemini itself.
+    let home = thinking_home();
+    let before = proxy.provider_requests().len();
+    let mut args = gemini_args(proxy);
+    args.extend(["chat", "--json", "What time is it?"].map(str::to_owned));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let output = run_proxied(&home, &args).await;
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}\n{stderr}\n{}",
+        proxy.diagnostics()
+    );
+    let events = json_lines(&stdout);
+    let of = |kind: &'static str| events.iter().filter(move |e| e["type"] == kind);
+
+    // The model's call reached the agent, with its arguments, and the clock ran.
+    let start = of("tool_call_start")
+        .next()
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(start["tool_name"], "core__get_current_time", "{start}");
+    assert_eq!(start["args"], json!({"timezone": "UTC"}), "{start}");
+    let result = of("tool_call_result")
+        .next()
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert_eq!(result["tool_name"], "core__get_current_time", "{result}");
+    assert_eq!(result["ok"], true, "{result}");
+    // No thinking came out of the proxy.
+    assert_eq!(of("reasoning_delta").count(), 0, "{stdout}");
+    assert!(!stdout.contains(SIGNATURE), "{stdout}");
+
+    let requests = proxy.provider_requests();
+    assert_eq!(requests.len() - before, 2, "{requests:#?}");
+    let second = &requests[before + 1];
+    assert!(
+        !second.to_string().contains(SIGNATURE),
+        "no signature went back: {second:#}"
+    );
+    let messages = second["messages"].as_array().unwrap();
+    // The assistant turn came back as its call, without thinking.
+    let assistant = messages
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap_or_else(|| panic!("{messages:#?}"));
+    let call = &assistant["tool_calls"][0];
+    assert_eq!(call["id"], "call_core__get_current_time", "{assistant:#}");
+    assert_eq!(
+        call["function"]["name"], "core__get_current_time",
+        "{assistant:#}"
+    );
+    assert!(
+        assistant["thinking_blocks"].is_null() && assistant["reasoning_content"].is_null(),
+        "{assistant:#}"
+    );
+    // The result reached the model as the tool's answer to that call: LiteLLM's
+    // JSON of the `functionResponse.response` the agent sent, `{"result": ..}`
+    // around the clock's own JSON.
+    let tool = messages
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap_or_else(|| panic!("{messages:#?}"));
+    assert_eq!(
+        tool["tool_call_id"], "call_core__get_current_time",
+        "{tool:#}"
+    );
+    let content = tool["content"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{tool:#}"));
+    let response: Value = serde_json::from_str(content).unwrap();
+    let clock: Value = serde_json::from_str(response["result"].as_str().unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {content}"));
+    assert_eq!(clock, result["result"], "{content}");
+    assert_eq!(clock["timezone"], "UTC", "{content}");
+    // The answer is the scripted one, which quotes the result as received.
+    let final_text: String = of("assistant_final")
+        .filter_map(|e| e["content"].as_str())
+        .collect();
+    assert_eq!(final_text, format!("The clock tool says: {content}"));
 }
 
 /// `agent --api responses chat` through LiteLLM's `/v1/responses`: a two-turn

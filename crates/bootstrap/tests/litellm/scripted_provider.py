@@ -11,6 +11,10 @@ block's signature sent back unchanged.
 The script: a request without a tool result gets thinking (text, then a
 signature) and a call of core__get_current_time; a request with one gets a text
 answer quoting it.
+
+The Gemini route's model (`scripted-gemini` in config.yaml) reaches this
+provider through the proxy's own `/v1/chat/completions`: the messages logged are
+those LiteLLM's Gemini adapter made of the `generateContent` request.
 """
 
 import json
