@@ -8,6 +8,7 @@ import { useLimits } from './useLimits';
 import { Sidebar } from './Sidebar';
 import { ChatView } from './ChatView';
 import { ModelLabel } from './ModelLabel';
+import { PageProvider, type Page } from './page-context';
 import { forgetCurrentChat, forgetNotes, initialChatId, loadChat, newChatId, showChatId, type LoadedChat } from './session';
 import { forgetLocalChat } from './storage';
 import { errorText } from './api';
@@ -274,103 +275,102 @@ function Shell({
   );
   const toolCount = shownTools.status === 'ready' ? shownTools.tools.length : undefined;
 
+  const page: Page = useMemo(
+    () => ({
+      mode,
+      toolsById,
+      graphs,
+      pickedGraph,
+      onPickGraph: setPicked,
+      limits,
+      onActivity: chats.refresh,
+      onModel: setModel,
+      onGraph: setActiveGraph,
+      chats: chats.state,
+      currentId: current.id,
+      onNewChat: newChat,
+      onOpenChat: openChat,
+      onRenameChat: chats.rename,
+      onDeleteChat: deleteChat,
+      onRetryChats: chats.refresh,
+    }),
+    [mode, toolsById, graphs, pickedGraph, limits, chats.state, chats.refresh, chats.rename, current.id, newChat, openChat, deleteChat],
+  );
+
   return (
-    <div className={`app${panelOpen ? ' panel-open' : ''}${sidebarOpen ? ' sidebar-open' : ''}`}>
-      <header className="topbar">
-        <div className="brand">
-          <button
-            type="button"
-            className="btn btn-ghost btn-icon sidebar-toggle"
-            aria-expanded={sidebarOpen}
-            aria-controls="sidebar"
-            aria-label="Conversations"
-            onClick={() => setSidebarOpen((o) => !o)}
-          >
-            <svg viewBox="0 0 20 20" width="18" height="18" aria-hidden="true" focusable="false">
-              <path d="M3 5h14M3 10h14M3 15h14" stroke="currentColor" strokeWidth="1.8" strokeLinecap="round" />
-            </svg>
-          </button>
-          <span className="logo" aria-hidden="true" />
-          <h1>agent</h1>
-          <ModelLabel model={model} />
-        </div>
-        <div className="topbar-actions">
-          <button
-            type="button"
-            className="btn btn-ghost"
-            aria-expanded={panelOpen}
-            aria-controls="tools-panel"
-            onClick={() => setPanelOpen((o) => !o)}
-          >
-            Tools{toolCount !== undefined ? ` (${toolCount})` : ''}
-          </button>
-          <button type="button" className="btn btn-ghost" data-testid="clear" onClick={newChat} aria-label="New chat">
-            <span aria-hidden="true">+</span>
-            <span className="topbar-new-label">New chat</span>
-          </button>
-        </div>
-      </header>
+    <PageProvider value={page}>
+      <div className={`app${panelOpen ? ' panel-open' : ''}${sidebarOpen ? ' sidebar-open' : ''}`}>
+        <header className="topbar">
+          <div className="brand">
+            <button
+              type="button"
+              className="btn btn-ghost btn-icon sidebar-toggle"
+              aria-expanded={sidebarOpen}
+              aria-controls="sidebar"
+              aria-label="Conversations"
+              onClick={() => setSidebarOpen((o) => !o)}
+            >
+              <svg viewBox="0 0 20 20" width="18" height="18" aria-hidden="true" focusable="false">
+                <path d="M3 5h14M3 10h14M3 15h14" stroke="currentColor" strokeWidth="1.8" strokeLinecap="round" />
+              </svg>
+            </button>
+            <span className="logo" aria-hidden="true" />
+            <h1>agent</h1>
+            <ModelLabel model={model} />
+          </div>
+          <div className="topbar-actions">
+            <button
+              type="button"
+              className="btn btn-ghost"
+              aria-expanded={panelOpen}
+              aria-controls="tools-panel"
+              onClick={() => setPanelOpen((o) => !o)}
+            >
+              Tools{toolCount !== undefined ? ` (${toolCount})` : ''}
+            </button>
+            <button type="button" className="btn btn-ghost" data-testid="clear" onClick={newChat} aria-label="New chat">
+              <span aria-hidden="true">+</span>
+              <span className="topbar-new-label">New chat</span>
+            </button>
+          </div>
+        </header>
 
-      <div className="layout">
-        <Sidebar
-          state={chats.state}
-          currentId={current.id}
-          open={sidebarOpen}
-          newChatRef={newChatRef}
-          onNew={newChat}
-          onOpen={openChat}
-          onRename={chats.rename}
-          onDelete={deleteChat}
-          onRetry={chats.refresh}
-          onClose={() => setSidebarOpen(false)}
-        />
-        <main className="chat" aria-label="Conversation">
-          {current.status === 'loading' && (
-            <p className="chat-loading muted" role="status">
-              Loading the conversation…
-            </p>
-          )}
-          {current.status === 'error' && (
-            <div className="error-banner chat-load-error" role="alert" data-testid="error-banner">
-              <div>
-                <strong>Could not load this conversation.</strong> <span className="error-text">{current.message}</span>
+        <div className="layout">
+          <Sidebar open={sidebarOpen} newChatRef={newChatRef} onClose={() => setSidebarOpen(false)} />
+          <main className="chat" aria-label="Conversation">
+            {current.status === 'loading' && (
+              <p className="chat-loading muted" role="status">
+                Loading the conversation…
+              </p>
+            )}
+            {current.status === 'error' && (
+              <div className="error-banner chat-load-error" role="alert" data-testid="error-banner">
+                <div>
+                  <strong>Could not load this conversation.</strong> <span className="error-text">{current.message}</span>
+                </div>
+                <div className="error-actions">
+                  <button type="button" className="btn btn-small" onClick={() => openChat(current.id)}>
+                    Try again
+                  </button>
+                  <button type="button" className="btn btn-small btn-ghost" onClick={newChat}>
+                    New chat
+                  </button>
+                </div>
               </div>
-              <div className="error-actions">
-                <button type="button" className="btn btn-small" onClick={() => openChat(current.id)}>
-                  Try again
-                </button>
-                <button type="button" className="btn btn-small btn-ghost" onClick={newChat}>
-                  New chat
-                </button>
-              </div>
-            </div>
-          )}
-          {current.status === 'ready' && (
-            <ChatView
-              key={current.key}
-              chat={current.chat}
-              mode={mode}
-              toolsById={toolsById}
-              graphs={graphs}
-              pickedGraph={pickedGraph}
-              onPickGraph={setPicked}
-              limits={limits}
-              onActivity={chats.refresh}
-              onModel={setModel}
-              onGraph={setActiveGraph}
-            />
-          )}
-        </main>
+            )}
+            {current.status === 'ready' && <ChatView key={current.key} chat={current.chat} />}
+          </main>
 
-        <ToolsPanel
-          state={shownTools}
-          graph={graphTools ? activeGraph : undefined}
-          open={panelOpen}
-          onClose={() => setPanelOpen(false)}
-          onRetry={retryTools}
-        />
+          <ToolsPanel
+            state={shownTools}
+            graph={graphTools ? activeGraph : undefined}
+            open={panelOpen}
+            onClose={() => setPanelOpen(false)}
+            onRetry={retryTools}
+          />
+        </div>
+        {sidebarOpen && <div className="scrim" aria-hidden="true" onClick={() => setSidebarOpen(false)} />}
       </div>
-      {sidebarOpen && <div className="scrim" aria-hidden="true" onClick={() => setSidebarOpen(false)} />}
-    </div>
+    </PageProvider>
   );
 }

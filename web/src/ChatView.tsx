@@ -10,7 +10,7 @@ import {
 } from 'react';
 import { useChat } from '@ai-sdk/react';
 import { DefaultChatTransport, isToolUIPart, lastAssistantMessageIsCompleteWithApprovalResponses } from 'ai';
-import type { AppMessage, Timings, ToolInfo } from './types';
+import type { AppMessage, Timings } from './types';
 import type { LoadedChat } from './session';
 import { dropLive, saveLive, saveNotes } from './session';
 import { saveChat } from './storage';
@@ -21,8 +21,7 @@ import { authHeaders } from './auth';
 import { stopRun } from './api';
 import { AssistantMessage, PendingMessage, UserMessage } from './Messages';
 import { GraphPicker } from './GraphPicker';
-import type { GraphsState } from './useGraphs';
-import type { Limits } from './useLimits';
+import { usePage } from './page-context';
 import { conversationFileBytes, prepareFiles, type PendingFile } from './attachments';
 import { Composer } from './Composer';
 import { LiveRegion } from './LiveRegion';
@@ -35,9 +34,6 @@ const SUGGESTIONS = [
 ];
 
 const TERMINAL = new Set(['output-available', 'output-error', 'output-denied']);
-
-/** Text files the file picker offers besides the images (any UTF-8 text is accepted). */
-const TEXT_ACCEPT = 'text/*,.md,.txt,.json,.csv,.tsv,.log,.yaml,.yml,.toml,.xml,.rs,.py,.js,.ts,.tsx,.go,.c,.h,.sh';
 
 /** The effective model of a conversation: the latest answer's (none before the first). */
 export function latestModel(messages: AppMessage[]): string | null {
@@ -52,34 +48,10 @@ export function latestModel(messages: AppMessage[]): string | null {
  * One conversation: the graph it runs, its messages (streamed through
  * `useChat`, reattached on load with `resume`), the composer with attachments,
  * and the live region. Keyed by chat: opening another chat mounts a new one.
+ * What the whole page shares (mode, tools, graphs, limits, …) comes from `usePage`.
  */
-export function ChatView({
-  chat,
-  mode,
-  toolsById,
-  graphs,
-  pickedGraph,
-  onPickGraph,
-  limits,
-  onActivity,
-  onModel,
-  onGraph,
-}: {
-  chat: LoadedChat;
-  /** Where the conversation is kept (a chat made before the server said it keeps none is `local` too). */
-  mode: LoadedChat['mode'];
-  toolsById: Map<string, ToolInfo>;
-  graphs: GraphsState;
-  /** The graph picked for a new chat (the server's default at first). */
-  pickedGraph: string | undefined;
-  onPickGraph: (name: string) => void;
-  limits: Limits;
-  /** An answer started streaming or ended (the conversation list may have changed). */
-  onActivity: () => void;
-  onModel: (model: string | null) => void;
-  /** The graph in effect (filters the tools panel). */
-  onGraph: (graph: string | undefined) => void;
-}) {
+export function ChatView({ chat }: { chat: LoadedChat }) {
+  const { mode, toolsById, pickedGraph, limits, onActivity, onModel, onGraph } = usePage();
   // --- the graph: picked while the chat is new, then the chat's -------------------------
   const [sentGraph, setSentGraph] = useState<string | undefined>(undefined);
   const knownGraph = chat.graph ?? sentGraph;
@@ -287,7 +259,6 @@ export function ChatView({
     [limits],
   );
   const onFiles = useCallback((files: File[]) => void addFiles(files), [addFiles]);
-  const accept = useMemo(() => [...limits.imageTypes, TEXT_ACCEPT].join(','), [limits.imageTypes]);
 
   const send = useCallback(
     (text: string) => {
@@ -351,7 +322,7 @@ export function ChatView({
 
   return (
     <>
-      <GraphPicker graphs={graphs} value={pickedGraph} locked={isNew ? null : knownGraph} onChange={onPickGraph} />
+      <GraphPicker locked={isNew ? null : knownGraph} />
       <div
         className="messages"
         ref={scrollRef}
@@ -451,7 +422,6 @@ export function ChatView({
         onRemoveFile={(key) => setPending((p) => p.filter((f) => f.key !== key))}
         attachErrors={attachErrors}
         onDismissErrors={() => setAttachErrors([])}
-        accept={accept}
         onFiles={onFiles}
         onStop={() => void onStop()}
       />

@@ -1,11 +1,15 @@
-import type { FormEvent, KeyboardEvent, RefObject } from 'react';
+import { useMemo, type FormEvent, type KeyboardEvent, type RefObject } from 'react';
 import type { PendingFile } from './attachments';
 import { AttachButton, AttachErrors, PendingChips, useFileDrop } from './Attachments';
+import { usePage } from './page-context';
+
+/** Text files the file picker offers besides the images (any UTF-8 text is accepted). */
+const TEXT_ACCEPT = 'text/*,.md,.txt,.json,.csv,.tsv,.log,.yaml,.yml,.toml,.xml,.rs,.py,.js,.ts,.tsx,.go,.c,.h,.sh';
 
 /**
  * The message form: attach errors and the files waiting to be sent, the
  * paperclip, the prompt, Send or Stop, and the keyboard hint. Files dropped on
- * it are attached.
+ * it are attached; the picker offers the types the server's limits accept.
  */
 export function Composer({
   inputRef,
@@ -21,7 +25,6 @@ export function Composer({
   onRemoveFile,
   attachErrors,
   onDismissErrors,
-  accept,
   onFiles,
   onStop,
 }: {
@@ -40,10 +43,11 @@ export function Composer({
   onRemoveFile: (key: string) => void;
   attachErrors: string[];
   onDismissErrors: () => void;
-  accept: string;
   onFiles: (files: File[]) => void;
   onStop: () => void;
 }) {
+  const { limits } = usePage();
+  const accept = useMemo(() => [...limits.imageTypes, TEXT_ACCEPT].join(','), [limits.imageTypes]);
   const drop = useFileDrop(onFiles);
   return (
     <form

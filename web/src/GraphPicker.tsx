@@ -1,24 +1,19 @@
-import type { GraphsState } from './useGraphs';
+import { usePage } from './page-context';
 
 /**
  * Which graph runs the chat. A new chat (no messages yet) shows a picker of the
  * graphs this account may use, at the server's default (disabled when there is
  * only one, so it still says which runs); a chat with messages shows its graph,
- * read-only. Nothing when the server does not list graphs.
+ * read-only. Nothing when the server does not list graphs. The graphs and the
+ * one picked for the new chat are the page's (`usePage`).
  */
 export function GraphPicker({
-  graphs,
-  value,
   locked,
-  onChange,
 }: {
-  graphs: GraphsState;
-  /** The graph picked for the new chat. */
-  value: string | undefined;
   /** The chat's graph once it has messages (undefined: not known). */
   locked: string | null | undefined;
-  onChange: (name: string) => void;
 }) {
+  const { graphs, pickedGraph, onPickGraph } = usePage();
   if (locked !== null) {
     if (!locked) return null;
     const description = graphs.status === 'ready' ? graphs.graphs.find((g) => g.name === locked)?.description : undefined;
@@ -32,7 +27,7 @@ export function GraphPicker({
     );
   }
   if (graphs.status !== 'ready') return null;
-  const current = graphs.graphs.find((g) => g.name === value) ?? graphs.graphs[0];
+  const current = graphs.graphs.find((g) => g.name === pickedGraph) ?? graphs.graphs[0];
   return (
     <div className="graph-bar">
       <label className="graph-bar-label" htmlFor="graph-picker">
@@ -44,7 +39,7 @@ export function GraphPicker({
         value={current?.name}
         disabled={graphs.graphs.length < 2}
         aria-describedby={current?.description ? 'graph-description' : undefined}
-        onChange={(e) => onChange(e.target.value)}
+        onChange={(e) => onPickGraph(e.target.value)}
       >
         {graphs.graphs.map((g) => (
           <option key={g.name} value={g.name}>

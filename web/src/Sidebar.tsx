@@ -1,7 +1,8 @@
 import { useEffect, useRef, useState, type KeyboardEvent, type RefObject } from 'react';
-import type { ChatSummary, ChatsState } from './useChats';
+import type { ChatSummary } from './useChats';
 import { errorText } from './api';
 import { printable } from './printable';
+import { usePage } from './page-context';
 
 const MAX_TITLE = 200;
 
@@ -217,28 +218,15 @@ function ChatItem({
  * browser only. On narrow screens it is a sheet (`open`).
  */
 export function Sidebar({
-  state,
-  currentId,
   open,
   newChatRef,
-  onNew,
-  onOpen,
-  onRename,
-  onDelete,
-  onRetry,
   onClose,
 }: {
-  state: ChatsState;
-  currentId: string;
   open: boolean;
   newChatRef: RefObject<HTMLButtonElement | null>;
-  onNew: () => void;
-  onOpen: (id: string) => void;
-  onRename: (id: string, title: string) => Promise<void>;
-  onDelete: (id: string) => Promise<void>;
-  onRetry: () => void;
   onClose: () => void;
 }) {
+  const { chats: state, currentId, onNewChat, onOpenChat, onRenameChat, onDeleteChat, onRetryChats } = usePage();
   return (
     <nav
       id="sidebar"
@@ -255,7 +243,7 @@ export function Sidebar({
           ×
         </button>
       </div>
-      <button ref={newChatRef} type="button" className="btn new-chat" data-testid="new-chat" onClick={onNew}>
+      <button ref={newChatRef} type="button" className="btn new-chat" data-testid="new-chat" onClick={onNewChat}>
         <span aria-hidden="true">+</span> New chat
       </button>
       {state.status === 'loading' && <p className="muted small sidebar-note">Loading conversations…</p>}
@@ -267,7 +255,7 @@ export function Sidebar({
       {state.status === 'error' && (
         <div className="sidebar-note">
           <p className="small">Could not load the conversations: {state.message}</p>
-          <button type="button" className="btn btn-small" onClick={onRetry}>
+          <button type="button" className="btn btn-small" onClick={onRetryChats}>
             Try again
           </button>
         </div>
@@ -282,9 +270,9 @@ export function Sidebar({
               key={c.id}
               chat={c}
               current={c.id === currentId}
-              onOpen={onOpen}
-              onRename={onRename}
-              onDelete={onDelete}
+              onOpen={onOpenChat}
+              onRename={onRenameChat}
+              onDelete={onDeleteChat}
             />
           ))}
         </ul>
