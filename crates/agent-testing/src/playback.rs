@@ -145,6 +145,7 @@ impl TurnBuilder {
             tool_calls: self.calls,
             finish_reason,
             raw_finish_reason: None,
+            response_id: None,
             usage,
         };
         (self.deltas, last)

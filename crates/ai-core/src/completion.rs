@@ -279,6 +279,11 @@ pub struct CompletionFinal {
     /// Observability only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raw_finish_reason: Option<String>,
+    /// The provider's id of the response (`chatcmpl-…`, `msg_…`, `resp_…`,
+    /// Gemini's `responseId`), when it sent one: what its logs and support
+    /// know the call by. Observability only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
     /// Token usage, when reported.
     pub usage: Option<UsageFact>,
     /// The turn's blocks in the order the model produced them, when the wire

@@ -92,6 +92,7 @@ impl TurnBuilder {
             tool_calls: self.tool_calls,
             finish_reason,
             raw_finish_reason,
+            response_id: None,
             usage,
             blocks: self.blocks,
         }

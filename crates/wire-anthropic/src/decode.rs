@@ -90,6 +90,8 @@ pub struct AnthropicAssembler {
     started: bool,
     stopped: bool,
     model: String,
+    /// `message_start`'s message id.
+    response_id: Option<String>,
     input_tokens: u64,
     output_tokens: u64,
     cache_creation: Option<u64>,
@@ -260,6 +262,7 @@ impl AnthropicAssembler {
         self.started = true;
         let message = field(value, "message");
         self.model = text_of(message, "model");
+        self.response_id = Some(text_of(message, "id")).filter(|id| !id.is_empty());
         self.usage(field(message, "usage"));
     }
 
@@ -483,6 +486,7 @@ impl AnthropicAssembler {
         let finish_reason = self.finish_reason();
         let raw_finish_reason = self.raw_finish_reason();
         let usage = self.usage_fact();
+        let response_id = self.response_id;
         let mut turn = TurnBuilder::new();
         for block in self.blocks.into_iter().flatten() {
             match block {
@@ -521,7 +525,10 @@ impl AnthropicAssembler {
                 }
             }
         }
-        turn.finish(finish_reason, raw_finish_reason, usage)
+        CompletionFinal {
+            response_id,
+            ..turn.finish(finish_reason, raw_finish_reason, usage)
+        }
     }
 }
 

@@ -477,7 +477,10 @@ impl GeminiAssembler {
         if !complete {
             tracing::debug!("gemini stream ended before a finish reason");
         }
-        turn.finish(finish_reason, raw_finish_reason, usage)
+        CompletionFinal {
+            response_id: self.response_id,
+            ..turn.finish(finish_reason, raw_finish_reason, usage)
+        }
     }
 }
 

@@ -545,6 +545,9 @@ pub struct OpenAiAssembler {
     usage: Option<UsageFact>,
     usage_emitted: bool,
     model: Option<String>,
+    /// The first non-empty `id` of the stream (a chunk parsed whole carries it;
+    /// the chunks that repeat its envelope or head, the same one).
+    response_id: Option<String>,
     done: bool,
     minted: u32,
     warned_choices: bool,
@@ -592,6 +595,7 @@ impl OpenAiAssembler {
             usage: None,
             usage_emitted: false,
             model: None,
+            response_id: None,
             done: false,
             minted: 0,
             warned_choices: false,
@@ -1208,6 +1212,7 @@ impl OpenAiAssembler {
             tool_calls: calls,
             finish_reason,
             raw_finish_reason: self.raw_finish_reason.take(),
+            response_id: self.response_id.take(),
             usage: self.usage_fact(),
             reasoning,
             refusal: non_empty_text(std::mem::take(&mut self.refusal)),
@@ -1309,6 +1314,13 @@ impl ChunkSink for Sink<'_> {
         // The first non-empty model wins: Azure's first chunk has `"model": ""`.
         if self.assembly.model.is_none() && !model.is_empty() {
             self.assembly.model = Some(model.to_owned());
+        }
+    }
+
+    fn id(&mut self, id: &str) {
+        // The first non-empty id wins, as the model does.
+        if self.assembly.response_id.is_none() && !id.is_empty() {
+            self.assembly.response_id = Some(id.to_owned());
         }
     }
 
@@ -2118,6 +2130,31 @@ mod tests {
         let turn = result.unwrap();
         assert_eq!(turn.text, "aac");
         assert_eq!(turn.usage.unwrap().model, "m1");
+        assert_eq!(turn.response_id.as_deref(), Some("x"), "the first id wins");
+    }
+
+    #[test]
+    fn the_response_id_is_the_first_non_empty_one() {
+        // Azure's first chunk (its prompt filter results) has an empty id; the
+        // chunks after it repeat one envelope, whose id the turn keeps.
+        let filter = r#"{"id":"","model":"","choices":[],"prompt_filter_results":[]}"#;
+        let delta = |text: &str| {
+            format!(
+                r#"{{"id":"chatcmpl-9","model":"gpt-4o","choices":[{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}]}}"#
+            )
+        };
+        let stop = r#"{"id":"chatcmpl-9","model":"gpt-4o","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#;
+        let stream = format!(
+            "data: {filter}\n\ndata: {}\n\ndata: {}\n\ndata: {}\n\ndata: {stop}\n\ndata: [DONE]\n\n",
+            delta("a"),
+            delta("b"),
+            delta("c")
+        );
+        let ((_, result), alone) = run(Decoder::new(), stream.as_bytes());
+        let turn = result.unwrap();
+        assert_eq!(turn.text, "abc");
+        assert_eq!(turn.response_id.as_deref(), Some("chatcmpl-9"));
+        assert!(alone > 0, "the later chunks took the short path");
     }
 
     type Decoded = (

@@ -68,6 +68,8 @@ pub(crate) trait ChunkSink {
     fn usage(&mut self, usage: &UsageDto);
     /// The `model` field.
     fn model(&mut self, model: &str);
+    /// The `id` field (the response's id).
+    fn id(&mut self, id: &str);
     /// A non-null top-level `error`, as raw JSON.
     fn error(&mut self, raw: &RawValue);
     /// A choice other than choice 0 was skipped.
@@ -417,6 +419,7 @@ impl ChunkSink for Inert {
     fn finish_reason(&mut self, _: &str) {}
     fn usage(&mut self, _: &UsageDto) {}
     fn model(&mut self, _: &str) {}
+    fn id(&mut self, _: &str) {}
     fn error(&mut self, _: &RawValue) {}
     fn other_choice(&mut self) {}
 }
@@ -488,6 +491,11 @@ impl<'de, S: ChunkSink> Visitor<'de> for ChunkSeed<'_, S> {
                 "model" => {
                     if let Some(model) = map.next_value::<Option<Str<'de>>>()? {
                         sink.model(model.as_str());
+                    }
+                }
+                "id" => {
+                    if let Some(id) = map.next_value::<Option<Str<'de>>>()? {
+                        sink.id(id.as_str());
                     }
                 }
                 _ => {
@@ -1021,6 +1029,7 @@ mod tests {
         fn model(&mut self, model: &str) {
             self.0.push(format!("model {model}"));
         }
+        fn id(&mut self, _: &str) {}
         fn error(&mut self, raw: &RawValue) {
             self.0.push(format!("error {}", raw.get()));
         }

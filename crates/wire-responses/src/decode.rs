@@ -79,6 +79,8 @@ enum End {
 #[derive(Default)]
 pub struct ResponsesAssembler {
     model: String,
+    /// The response's `id`, from the first event that names it.
+    response_id: Option<String>,
     items: Vec<Option<Item>>,
     calls: u32,
     usage: Option<UsageFact>,
@@ -249,6 +251,10 @@ impl ResponsesAssembler {
     fn response(&mut self, response: &Value) {
         if let Some(model) = field(response, "model").as_str() {
             self.model = model.to_owned();
+        }
+        if self.response_id.is_none() {
+            let id = field(response, "id").as_str().filter(|id| !id.is_empty());
+            self.response_id = id.map(str::to_owned);
         }
         let usage = field(response, "usage");
         if usage.is_object() {
@@ -653,6 +659,7 @@ impl ResponsesAssembler {
         }
         let mut turn = turn.finish(finish_reason, raw_finish_reason, usage);
         turn.tool_calls.sort_by_key(|call| call.index);
+        turn.response_id = self.response_id;
         turn
     }
 }

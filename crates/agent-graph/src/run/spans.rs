@@ -86,6 +86,7 @@ pub(super) fn model_span(request: &CompletionRequest, provider: Option<&str>) ->
         gen_ai.provider.name = provider,
         gen_ai.request.model = %model,
         gen_ai.response.model = Empty,
+        gen_ai.response.id = Empty,
         gen_ai.response.finish_reasons = Empty,
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
@@ -117,6 +118,9 @@ pub(super) fn record_turn(span: &tracing::Span, turn: &CompletionFinal) {
         "gen_ai.response.finish_reasons",
         turn.finish_reason.as_str(),
     );
+    if let Some(id) = &turn.response_id {
+        span.record("gen_ai.response.id", log_field(id).as_str());
+    }
     if let Some(usage) = &turn.usage {
         span.record("gen_ai.response.model", log_field(&usage.model).as_str());
         span.record("gen_ai.usage.input_tokens", usage.prompt_tokens);

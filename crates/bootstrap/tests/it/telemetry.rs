@@ -352,6 +352,12 @@ async fn telemetry_a_tool_run_is_one_trace_continuing_the_callers() {
         .collect();
     assert_eq!(exported, usage);
     assert_eq!(usage, [(41, 9), (77, 5)]);
+    // Each model span names the response the provider sent (its chunks' `id`).
+    let ids: Vec<Option<&str>> = models
+        .iter()
+        .map(|span| str_attribute(span, "gen_ai.response.id"))
+        .collect();
+    assert_eq!(ids, [Some("t1"), Some("t2")]);
     // A model span lasts until its stream ends, not just until the call starts.
     let answering = models[1];
     let lasted = answering.end_time_unix_nano - answering.start_time_unix_nano;
