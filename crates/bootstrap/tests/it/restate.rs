@@ -16,8 +16,9 @@ use serde_json::json;
 
 use crate::durable::{Ledger, serve, tool_results};
 use crate::mcp::server_table;
-use crate::served::{Served, chat_body, text_of, ui_chunks};
+use crate::served::{Served, body_text, chat_body, stream_text, text_of, ui_chunks};
 use crate::support::{Home, curl_as_nobody, eventually, first_line, free_port, peers, sigkill};
+use crate::telemetry::{PARENT_ID, Receiver, TRACE_ID, events_trace_id, hex_of, spans_once};
 use crate::threads::endless_words;
 
 const KEY: &str = "sk-e2e-restate";
@@ -135,11 +136,18 @@ impl Deployment {
 
     /// `agent worker` on the deployment's port, once it says it is registered.
     async fn worker(&self) -> tokio::process::Child {
+        self.worker_with(&[]).await
+    }
+
+    /// [`Deployment::worker`] with the variables `env` set.
+    async fn worker_with(&self, env: &[(&str, &str)]) -> tokio::process::Child {
         let config = self.config.display().to_string();
         let port = self.port.to_string();
         let args = ["--config", &config, "worker", "--port", &port];
         let url = self.model.base_url();
-        let mut child = self.home.command(Some(&url), &args).spawn().unwrap();
+        let mut command = self.home.command(Some(&url), &args);
+        command.envs(env.iter().copied());
+        let mut child = command.spawn().unwrap();
         let line = first_line(&mut child, Duration::from_secs(60), "the worker's start").await;
         assert!(line.contains("worker serving runs"), "{line:?}");
         child
@@ -843,4 +851,42 @@ async fn a_run_stored_but_never_acknowledged_is_submitted_again_and_runs_once() 
     assert_eq!(run.status, agent_store::RunStatus::Done, "{run:?}");
     assert_eq!(deployment.model.requests().len(), 2);
     assert_eq!(deployment.ledger.lines().len(), 1, "the call acted once");
+}
+
+/// A run on Restate continues the trace of the request that started it: the
+/// worker (exporting to a loopback collector) exports the run's span as a
+/// child of the `traceparent` `agent serve` was sent, the worker's model
+/// request carries that trace on, and the run's events keep its trace id.
+/// The trace travels in the submission, not in the worker's environment: a
+/// worker serves many runs, each with its own caller.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_on_restate_continues_the_trace_of_its_request() {
+    let Some(deployment) = Deployment::start([Reply::text("Traced.")], false).await else {
+        return;
+    };
+    let receiver = Receiver::default();
+    let endpoint = receiver.start().await;
+    let _worker = deployment
+        .worker_with(&[("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)])
+        .await;
+    let served = deployment.serve().await;
+    let traced = served
+        .post_chat(&chat_body("chat-traced", "Hi"))
+        .header("traceparent", format!("00-{TRACE_ID}-{PARENT_ID}-01"));
+    let answer = body_text(traced).await;
+    assert_eq!(stream_text(&answer), "Traced.", "{answer}");
+    let spans = spans_once(&receiver, 0, "invoke_agent chat").await;
+    let run = spans
+        .iter()
+        .find(|span| span.name == "invoke_agent chat")
+        .unwrap();
+    assert_eq!(run.trace_id, hex_of(TRACE_ID), "the request's trace");
+    assert_eq!(run.parent_span_id, hex_of(PARENT_ID), "the request's span");
+    let requests = deployment.model.requests();
+    let parent = requests[0].header("traceparent").expect("a traceparent");
+    assert!(parent.starts_with(&format!("00-{TRACE_ID}-")), "{parent}");
+    assert_eq!(
+        events_trace_id(&deployment.home, "chat-traced").await,
+        TRACE_ID
+    );
 }

@@ -31,21 +31,21 @@ use crate::support::{Home, eventually, finish, json_lines, signal, succeeded, tu
 const SECRET_KEY: &str = "sk-e2e-telemetry-key-0123456789";
 /// A value the model puts in an argument the tool's allowlist leaves out.
 const SECRET_ARG: &str = "SECRET-ARG-7f3e9a1c55";
-const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
-const PARENT_ID: &str = "00f067aa0ba902b7";
+pub(crate) const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+pub(crate) const PARENT_ID: &str = "00f067aa0ba902b7";
 
 /// Every request a receiver was sent: its path and body.
 type Bodies = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
 
 /// A loopback OTLP/HTTP receiver: every request it was sent.
 #[derive(Clone, Default)]
-struct Receiver {
+pub(crate) struct Receiver {
     bodies: Bodies,
 }
 
 impl Receiver {
     /// Starts the receiver; its base URL (`http://127.0.0.1:PORT`).
-    async fn start(&self) -> String {
+    pub(crate) async fn start(&self) -> String {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let bodies = Arc::clone(&self.bodies);
@@ -82,7 +82,7 @@ impl Receiver {
             .collect()
     }
 
-    fn spans(&self) -> Vec<Span> {
+    pub(crate) fn spans(&self) -> Vec<Span> {
         let what = "an OTLP protobuf export";
         self.decoded("/v1/traces", what, |export: ExportTraceServiceRequest| {
             let scopes = export
@@ -399,7 +399,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
 
-fn hex_of(text: &str) -> Vec<u8> {
+pub(crate) fn hex_of(text: &str) -> Vec<u8> {
     (0..text.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
@@ -409,7 +409,7 @@ fn hex_of(text: &str) -> Vec<u8> {
 /// Polls `receiver` (every 100 ms, at most 30 s: the batch goes out on its
 /// schedule) until its spans past the first `after` hold one named `name`;
 /// those spans.
-async fn spans_once(receiver: &Receiver, after: usize, name: &str) -> Vec<Span> {
+pub(crate) async fn spans_once(receiver: &Receiver, after: usize, name: &str) -> Vec<Span> {
     for _ in 0..300 {
         let spans = receiver.spans().split_off(after);
         if spans.iter().any(|span| span.name == name) {
@@ -466,7 +466,7 @@ async fn run_events(home: &Home, chat: &str) -> Vec<serde_json::Value> {
 }
 
 /// The trace id the events of chat `chat`'s latest run carry.
-async fn events_trace_id(home: &Home, chat: &str) -> String {
+pub(crate) async fn events_trace_id(home: &Home, chat: &str) -> String {
     let events = run_events(home, chat).await;
     let ids: Vec<String> = events
         .iter()
