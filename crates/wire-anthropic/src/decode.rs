@@ -150,17 +150,22 @@ struct Head<'a> {
 struct DeltaFields<'a> {
     #[serde(rename = "type", default, borrow)]
     kind: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default, borrow)]
+    /// The delta's one piece of text: `text` (`text_delta`), `thinking`,
+    /// `signature` or `partial_json` (`input_json_delta`); a delta with two of
+    /// them is malformed. One field, so that every delta's fields stay small
+    /// to move.
+    #[serde(
+        default,
+        borrow,
+        alias = "thinking",
+        alias = "signature",
+        alias = "partial_json"
+    )]
     text: Option<std::borrow::Cow<'a, str>>,
+    /// A `citations_delta`'s citation, as its JSON (parsed only then: a
+    /// `Value` here made every delta's fields larger to move).
     #[serde(default, borrow)]
-    thinking: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default, borrow)]
-    signature: Option<std::borrow::Cow<'a, str>>,
-    #[serde(default, borrow)]
-    partial_json: Option<std::borrow::Cow<'a, str>>,
-    /// A `citations_delta`'s citation.
-    #[serde(default)]
-    citation: Option<Value>,
+    citation: Option<&'a serde_json::value::RawValue>,
 }
 
 fn field<'v>(value: &'v Value, key: &str) -> &'v Value {
@@ -404,7 +409,7 @@ impl AnthropicAssembler {
                 }
             }
             (Some("thinking_delta"), Block::Thinking { text, echo, .. }) => {
-                let mut piece = piece_of(delta.thinking);
+                let mut piece = piece_of(delta.text);
                 if let Some(start) = echo.take()
                     && let Some(rest) = piece.strip_prefix(start.as_str())
                 {
@@ -416,12 +421,12 @@ impl AnthropicAssembler {
                 }
             }
             (Some("signature_delta"), Block::Thinking { signature, .. }) => {
-                let piece = piece_of(delta.signature);
+                let piece = piece_of(delta.text);
                 signature.get_or_insert_with(String::new).push_str(&piece);
                 out.push(CompletionDelta::ReasoningSignature(piece));
             }
             (Some("input_json_delta"), Block::ToolUse { call, input, .. }) => {
-                let piece = piece_of(delta.partial_json);
+                let piece = piece_of(delta.text);
                 if !piece.is_empty() {
                     input.push_str(&piece);
                     out.push(CompletionDelta::ToolCallArgs {
@@ -431,10 +436,12 @@ impl AnthropicAssembler {
                 }
             }
             (Some("input_json_delta"), Block::Server { input, .. }) => {
-                input.push_str(&piece_of(delta.partial_json));
+                input.push_str(&piece_of(delta.text));
             }
             (Some("citations_delta"), Block::Text { citations, .. }) => {
                 if let Some(citation) = delta.citation {
+                    let citation = serde_json::from_str(citation.get())
+                        .map_err(|e| format!("a citation that is not JSON: {e}"))?;
                     citations.push(citation);
                 }
             }
