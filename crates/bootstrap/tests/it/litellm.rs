@@ -265,16 +265,7 @@ async fn gemini_tool_loop_through_litellm(proxy: &Proxy) {
     let mut args = gemini_args(proxy);
     args.extend(["chat", "--json", "What time is it?"].map(str::to_owned));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let output = run_proxied(&home, &args).await;
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{stdout}\n{stderr}\n{}",
-        proxy.diagnostics()
-    );
-    let events = json_lines(&stdout);
+    let (stdout, events) = succeeded_events(proxy, &home, &args).await;
     let of = |kind: &'static str| events.iter().filter(move |e| e["type"] == kind);
 
     // The model's call reached the agent, with its arguments, and the clock ran.
@@ -419,11 +410,9 @@ async fn the_gateways_cost_is_the_recorded_cost(proxy: &Proxy) {
     }
 }
 
-/// Runs `agent ARGS` (a `chat --json` of "What time is it?") against the proxy,
-/// with the master key as both APIs' key, and checks the tool loop the scripted
-/// provider plays: its thinking streamed once, the clock called, an answer that
-/// quotes the clock. Returns the answer.
-async fn clock_tool_loop(proxy: &Proxy, home: &Home, args: &[&str]) -> String {
+/// Runs `agent ARGS` (a `chat --json`) against the proxy and checks it
+/// succeeded: its stdout, and the events it holds.
+async fn succeeded_events(proxy: &Proxy, home: &Home, args: &[&str]) -> (String, Vec<Value>) {
     let output = run_proxied(home, args).await;
     let stdout = String::from_utf8(output.stdout).unwrap();
     let stderr = String::from_utf8(output.stderr).unwrap();
@@ -434,6 +423,15 @@ async fn clock_tool_loop(proxy: &Proxy, home: &Home, args: &[&str]) -> String {
         proxy.diagnostics()
     );
     let events = json_lines(&stdout);
+    (stdout, events)
+}
+
+/// Runs `agent ARGS` (a `chat --json` of "What time is it?") against the proxy,
+/// with the master key as both APIs' key, and checks the tool loop the scripted
+/// provider plays: its thinking streamed once, the clock called, an answer that
+/// quotes the clock. Returns the answer.
+async fn clock_tool_loop(proxy: &Proxy, home: &Home, args: &[&str]) -> String {
+    let (stdout, events) = succeeded_events(proxy, home, args).await;
     let of = |kind: &'static str| events.iter().filter(move |e| e["type"] == kind);
 
     // The thinking streamed once (LiteLLM's repeated first piece is not doubled).
