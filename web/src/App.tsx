@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
+import { useCallback, useEffect, useMemo, useRef, useState, type ReactNode } from 'react';
 import { useTools } from './useTools';
 import { ToolsPanel, type ToolsState } from './ToolsPanel';
 import { chooseToken, isTokenChange, offeredToken, setToken, token } from './auth';
@@ -182,6 +182,37 @@ type Current =
   | { key: number; id: string; status: 'error'; message: string };
 
 /** The page once it has a token: header, conversations, the chat, the tools panel. */
+/** A top bar button that shows or hides the region `controls` names. */
+function Disclosure({
+  open,
+  controls,
+  label,
+  className,
+  onToggle,
+  children,
+}: {
+  open: boolean;
+  controls: string;
+  /** The accessible name, when the content does not give one. */
+  label?: string;
+  className?: string;
+  onToggle: () => void;
+  children: ReactNode;
+}) {
+  return (
+    <button
+      type="button"
+      className={`btn btn-ghost${className ? ` ${className}` : ''}`}
+      aria-expanded={open}
+      aria-controls={controls}
+      aria-label={label}
+      onClick={onToggle}
+    >
+      {children}
+    </button>
+  );
+}
+
 function Shell({
   epoch,
   toolsState,
@@ -302,32 +333,25 @@ function Shell({
       <div className={`app${panelOpen ? ' panel-open' : ''}${sidebarOpen ? ' sidebar-open' : ''}`}>
         <header className="topbar">
           <div className="brand">
-            <button
-              type="button"
-              className="btn btn-ghost btn-icon sidebar-toggle"
-              aria-expanded={sidebarOpen}
-              aria-controls="sidebar"
-              aria-label="Conversations"
-              onClick={() => setSidebarOpen((o) => !o)}
+            <Disclosure
+              className="btn-icon sidebar-toggle"
+              open={sidebarOpen}
+              controls="sidebar"
+              label="Conversations"
+              onToggle={() => setSidebarOpen((o) => !o)}
             >
               <svg viewBox="0 0 20 20" width="18" height="18" aria-hidden="true" focusable="false">
                 <path d="M3 5h14M3 10h14M3 15h14" stroke="currentColor" strokeWidth="1.8" strokeLinecap="round" />
               </svg>
-            </button>
+            </Disclosure>
             <span className="logo" aria-hidden="true" />
             <h1>agent</h1>
             <ModelLabel model={model} />
           </div>
           <div className="topbar-actions">
-            <button
-              type="button"
-              className="btn btn-ghost"
-              aria-expanded={panelOpen}
-              aria-controls="tools-panel"
-              onClick={() => setPanelOpen((o) => !o)}
-            >
+            <Disclosure open={panelOpen} controls="tools-panel" onToggle={() => setPanelOpen((o) => !o)}>
               Tools{toolCount !== undefined ? ` (${toolCount})` : ''}
-            </button>
+            </Disclosure>
             <button type="button" className="btn btn-ghost" data-testid="clear" onClick={newChat} aria-label="New chat">
               <span aria-hidden="true">+</span>
               <span className="topbar-new-label">New chat</span>
