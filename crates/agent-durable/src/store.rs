@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use agent_graph::journal::{
-    JournalError, OpenStep, RunStart, Step, StepJournal, StepKind, StepSlot,
+    JournalError, OpenStep, RunStart, Step, StepJournal, StepKey, StepKind, StepSlot,
 };
 use agent_graph::run::{RunError, RunOutput};
 use agent_store::recorder::now_ms;
@@ -142,12 +142,12 @@ impl OpenStep for StoreSlot {
 }
 
 impl StepJournal for StoreJournal {
-    fn step<'a>(
-        &'a self,
-        run_id: &'a str,
-        number: u32,
-        kind: StepKind,
-    ) -> BoxFuture<'a, Result<StepSlot, JournalError>> {
+    fn step<'a>(&'a self, key: StepKey<'a>) -> BoxFuture<'a, Result<StepSlot, JournalError>> {
+        let StepKey {
+            run_id,
+            number,
+            kind,
+        } = key;
         Box::pin(async move {
             let recorded = self.recorded.get_or_try_init(|| self.load(run_id)).await?;
             Ok(match recorded.get(&(number, kind)) {

@@ -216,13 +216,8 @@ pub trait OpenStep: Send {
 /// number and kind are recorded already keeps the first (a retried write must
 /// not fail).
 pub trait StepJournal: Send + Sync {
-    /// Step `number` of `kind` of run `run_id`.
-    fn step<'a>(
-        &'a self,
-        run_id: &'a str,
-        number: u32,
-        kind: StepKind,
-    ) -> BoxFuture<'a, Result<StepSlot, JournalError>>;
+    /// The step `key` names: recorded, or open to be recorded.
+    fn step<'a>(&'a self, key: StepKey<'a>) -> BoxFuture<'a, Result<StepSlot, JournalError>>;
 
     /// Whether steps must be opened strictly one after another (an engine that
     /// replays its journal in order). The run then runs even read-only calls
@@ -230,6 +225,19 @@ pub trait StepJournal: Send + Sync {
     fn one_step_at_a_time(&self) -> bool {
         false
     }
+}
+
+/// Which step a [`StepJournal`] is asked for: step `number`, of `kind`, of run
+/// `run_id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepKey<'a> {
+    /// The run.
+    pub run_id: &'a str,
+    /// The step's number within the run (model calls and tool batches count
+    /// apart: see [`StepKind`]).
+    pub number: u32,
+    /// What the step is.
+    pub kind: StepKind,
 }
 
 /// A journal in memory: for tests, benchmarks, and runs that only need replay
@@ -293,12 +301,12 @@ impl OpenStep for MemorySlot {
 }
 
 impl StepJournal for MemoryJournal {
-    fn step<'a>(
-        &'a self,
-        run_id: &'a str,
-        number: u32,
-        kind: StepKind,
-    ) -> BoxFuture<'a, Result<StepSlot, JournalError>> {
+    fn step<'a>(&'a self, key: StepKey<'a>) -> BoxFuture<'a, Result<StepSlot, JournalError>> {
+        let StepKey {
+            run_id,
+            number,
+            kind,
+        } = key;
         let recorded = self
             .runs
             .lock()
@@ -340,7 +348,12 @@ impl Steps {
 
     /// Step `number` of `kind`.
     pub(crate) async fn open(&self, number: u32, kind: StepKind) -> Result<StepSlot, JournalError> {
-        self.journal.step(&self.run_id, number, kind).await
+        let key = StepKey {
+            run_id: &self.run_id,
+            number,
+            kind,
+        };
+        self.journal.step(key).await
     }
 
     /// Drops the events captured so far (they belong to no step).

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use agent_graph::Graph;
-use agent_graph::journal::{JournalError, OpenStep, Step, StepJournal, StepKind, StepSlot};
+use agent_graph::journal::{
+    JournalError, OpenStep, Step, StepJournal, StepKey, StepKind, StepSlot,
+};
 use agent_graph::run::RunError;
 use agent_store::NewRun;
 use ai_core::{CompletionPort, ToolRunner};
@@ -424,12 +426,9 @@ impl std::fmt::Debug for RestateJournal {
 }
 
 impl StepJournal for RestateJournal {
-    fn step<'a>(
-        &'a self,
-        _run_id: &'a str,
-        number: u32,
-        kind: StepKind,
-    ) -> BoxFuture<'a, Result<StepSlot, JournalError>> {
+    /// The invocation is the run: the key's number and kind name the step.
+    fn step<'a>(&'a self, key: StepKey<'a>) -> BoxFuture<'a, Result<StepSlot, JournalError>> {
+        let StepKey { number, kind, .. } = key;
         Box::pin(async move {
             let (reply, answer) = oneshot::channel();
             let stopped = || JournalError("the Restate invocation stopped".into());

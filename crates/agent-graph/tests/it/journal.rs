@@ -280,9 +280,7 @@ async fn a_journal_that_fails_stops_the_run_before_the_call_acts() {
     impl StepJournal for Broken {
         fn step<'a>(
             &'a self,
-            _: &'a str,
-            _: u32,
-            _: StepKind,
+            _: agent_graph::journal::StepKey<'a>,
         ) -> BoxFuture<'a, Result<agent_graph::journal::StepSlot, agent_graph::journal::JournalError>>
         {
             Box::pin(async { Ok(agent_graph::journal::StepSlot::Open(Box::new(BrokenSlot))) })
