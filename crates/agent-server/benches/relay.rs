@@ -60,6 +60,8 @@
 //!   `/proc/<pid>/stat`, in clock ticks) from just before the first client starts
 //!   to after the last one ends;
 //! - **deltas/CPU-s** = deltas ÷ CPU s;
+//! - **µs/delta user+kernel**: the server's CPU time per delta, split into its
+//!   user and system (kernel) time (utime and stime of the same reading);
 //! - **KiB/stream** = (the highest `VmRSS` sampled, every 20 ms, while all C
 //!   streams were open at once − `VmRSS` after the warm-up) ÷ C; the peak over the
 //!   whole row is also printed;
@@ -626,15 +628,44 @@ async fn load(
 // /proc readings.
 // ---------------------------------------------------------------------------
 
-/// User + system CPU time of `pid` (all threads, live and ended), in seconds.
-fn cpu_seconds(pid: &str) -> f64 {
+/// User and system CPU time of `pid` (all threads, live and ended), in seconds.
+#[derive(Debug, Clone, Copy, Default)]
+struct CpuTimes {
+    user: f64,
+    system: f64,
+}
+
+impl CpuTimes {
+    fn total(self) -> f64 {
+        self.user + self.system
+    }
+
+    /// The time spent from `before` to this reading.
+    fn since(self, before: CpuTimes) -> CpuTimes {
+        CpuTimes {
+            user: self.user - before.user,
+            system: self.system - before.system,
+        }
+    }
+}
+
+/// [`CpuTimes`] of `pid` now.
+fn cpu_times(pid: &str) -> CpuTimes {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/<pid>/stat");
     // Fields after the command (which may hold spaces): state is field 3, utime 14, stime 15.
     let rest = &stat[stat.rfind(')').expect("a stat line") + 1..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 =
-        fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
-    ticks as f64 / rustix::param::clock_ticks_per_second() as f64
+    let ticks = |field: &str| field.parse::<u64>().expect("a tick count") as f64;
+    let per_second = rustix::param::clock_ticks_per_second() as f64;
+    CpuTimes {
+        user: ticks(fields[11]) / per_second,
+        system: ticks(fields[12]) / per_second,
+    }
+}
+
+/// User + system CPU time of `pid`, in seconds.
+fn cpu_seconds(pid: &str) -> f64 {
+    cpu_times(pid).total()
 }
 
 /// Resident set of `pid`, KiB.
@@ -839,6 +870,8 @@ struct Row {
     deltas: u64,
     expected: u64,
     cpu_s: f64,
+    /// The server's CPU time split into user and kernel time.
+    cpu: CpuTimes,
     client_cpu_s: f64,
     wall_s: f64,
     rss_base_kib: u64,
@@ -858,6 +891,15 @@ impl Row {
         } else {
             f64::NAN
         }
+    }
+
+    /// The server's CPU microseconds per delta: (user, kernel).
+    fn us_per_delta(&self) -> (f64, f64) {
+        if self.deltas == 0 {
+            return (f64::NAN, f64::NAN);
+        }
+        let per = |seconds: f64| seconds * 1e6 / self.deltas as f64;
+        (per(self.cpu.user), per(self.cpu.system))
     }
 
     /// KiB per open stream (while all C were open), if that moment was seen.
@@ -894,6 +936,12 @@ impl Row {
             "deltas": self.deltas,
             "deltas_expected": self.expected,
             "server_cpu_s": self.cpu_s,
+            "server_user_s": self.cpu.user,
+            "server_system_s": self.cpu.system,
+            "cpu_us_per_delta": {
+                "user": self.us_per_delta().0,
+                "kernel": self.us_per_delta().1,
+            },
             "deltas_per_cpu_s": self.per_cpu_s(),
             "rss_base_kib": self.rss_base_kib,
             "rss_all_open_kib": self.rss_open_kib,
@@ -953,7 +1001,7 @@ async fn measure(kind: Kind, clients: usize, config: &Config) -> Row {
         })
     };
     let client_cpu_before = cpu_seconds("self");
-    let cpu_before = cpu_seconds(&pid);
+    let cpu_before = cpu_times(&pid);
     let run = load(
         server.addr,
         clients,
@@ -962,7 +1010,7 @@ async fn measure(kind: Kind, clients: usize, config: &Config) -> Row {
         Arc::clone(&shared),
     )
     .await;
-    let cpu_after = cpu_seconds(&pid);
+    let cpu = cpu_times(&pid).since(cpu_before);
     let client_cpu_after = cpu_seconds("self");
     sampling.store(false, Ordering::SeqCst);
     let (rss_open, rss_peak) = sampler.await.expect("the memory sampler");
@@ -978,7 +1026,8 @@ async fn measure(kind: Kind, clients: usize, config: &Config) -> Row {
         clients,
         deltas: run.deltas,
         expected: (clients * config.deltas) as u64,
-        cpu_s: cpu_after - cpu_before,
+        cpu_s: cpu.total(),
+        cpu,
         client_cpu_s: client_cpu_after - client_cpu_before,
         wall_s: run.wall.as_secs_f64(),
         rss_base_kib: rss_base,
@@ -999,12 +1048,13 @@ fn fmt_opt(value: Option<f64>, digits: usize) -> String {
 fn print_table(rows: &[Row]) {
     println!();
     println!(
-        "{:<14} {:>5} {:>9} {:>7} {:>12} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8}",
+        "{:<14} {:>5} {:>9} {:>7} {:>12} {:>13} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8}",
         "server",
         "C",
         "deltas",
         "CPU s",
         "deltas/CPU-s",
+        "us/delta u+k",
         "KiB/strm",
         "KiB@peak",
         "p50 ms",
@@ -1018,12 +1068,16 @@ fn print_table(rows: &[Row]) {
     );
     for r in rows {
         println!(
-            "{:<14} {:>5} {:>9} {:>7.2} {:>12.0} {:>10} {:>10.1} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.1} {:>6} {:>6} {:>8.2}",
+            "{:<14} {:>5} {:>9} {:>7.2} {:>12.0} {:>13} {:>10} {:>10.1} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.1} {:>6} {:>6} {:>8.2}",
             r.server,
             r.clients,
             r.deltas,
             r.cpu_s,
             r.per_cpu_s(),
+            {
+                let (user, kernel) = r.us_per_delta();
+                format!("{user:.1}+{kernel:.1}")
+            },
             fmt_opt(r.kib_per_stream(), 1),
             r.kib_per_stream_peak(),
             r.latency_ms(0.50),

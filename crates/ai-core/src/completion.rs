@@ -71,7 +71,10 @@ pub struct ModelSettings {
     pub max_tokens: Option<u32>,
     /// Seed for providers that support reproducible sampling.
     pub seed: Option<i64>,
-    /// Reasoning effort for reasoning models (`low`, `medium`, `high`, ...).
+    /// Reasoning effort for reasoning models (`low`, `medium`, `high`, ...),
+    /// as the OpenAI wires send it (chat completions' `reasoning_effort`, the
+    /// Responses API's `reasoning.effort`). Anthropic and Gemini take a token
+    /// budget instead ([`ModelSettings::thinking_budget`]) and leave it out.
     pub reasoning_effort: Option<String>,
     /// A token budget for the model's thinking, on the wires whose provider
     /// takes one: Anthropic's extended thinking (`thinking.budget_tokens`) and
