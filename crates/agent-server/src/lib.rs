@@ -44,7 +44,8 @@
 //!   configured; [`ChatService::router_with_auth`] puts an
 //!   [`access::Authenticate`] hook (your sessions, your API keys) in place of
 //!   the bearer tokens; [`ChatService::serve_chat`] answers a chat request on a
-//!   route of your own, and [`run_response`] streams a bare run.
+//!   route of your own, and [`run_response`] (or [`run_data_stream_response`])
+//!   streams a bare run.
 //! - [`page`]: the chat page (built from `web/`, embedded) served at `/`.
 //! - [`access`]: `Host` and `Origin` must name the loopback address on loopback
 //!   (DNS-rebinding protection), and every API request carries a bearer token
@@ -85,5 +86,5 @@ pub use access::{
 };
 pub use chat_protocol::StreamEncoder;
 pub use listener::{ConnectionLimits, FD_RESERVE, serve};
-pub use own_route::run_response;
+pub use own_route::{run_data_stream_response, run_response};
 pub use server::{ChatService, ChatSetup};

@@ -1,7 +1,7 @@
 //! The chat endpoint on a route of the caller's own axum router: a request
 //! answered by a [`ChatService`] (approvals, the run store, graphs and
 //! reattach as on [`ChatService::router`]), or a bare run streamed as the UI
-//! message stream.
+//! message stream or AI SDK 4's data stream.
 
 use std::sync::Arc;
 
@@ -10,6 +10,7 @@ use axum::Extension;
 use axum::extract::{Query, Request, State};
 use axum::response::Response;
 use chat_protocol::StreamEncoder;
+use chat_protocol::data_stream::DataStreamEncoder;
 use chat_protocol::stream::ApprovalIssuer;
 use chat_protocol::ui_stream::UiStreamEncoder;
 use futures::StreamExt;
@@ -61,8 +62,27 @@ impl ChatService {
 /// its approval id, which nothing redeems; serve such agents with
 /// [`ChatService::serve_chat`].
 pub fn run_response(run: RunHandle) -> Response {
-    let message_id = format!("msg-{}", run.run_id());
-    let mut encoder = UiStreamEncoder::new(message_id);
+    let encoder = UiStreamEncoder::new(message_id(&run));
+    respond(run, encoder)
+}
+
+/// [`run_response`] as AI SDK 4's data stream (`x-vercel-ai-data-stream: v1`,
+/// one `CODE:JSON` line per part: what `useChat` of `ai` 4 and assistant-ui's
+/// data-stream transport read), with the same limits: no request contract,
+/// store or approvals.
+pub fn run_data_stream_response(run: RunHandle) -> Response {
+    let encoder = DataStreamEncoder::new(message_id(&run));
+    respond(run, encoder)
+}
+
+/// The id of the one assistant message a bare run streams.
+fn message_id(run: &RunHandle) -> String {
+    format!("msg-{}", run.run_id())
+}
+
+/// `run`'s events through `encoder`, as a streamed response; dropping it
+/// cancels the run.
+fn respond(run: RunHandle, mut encoder: impl StreamEncoder + 'static) -> Response {
     let headers = encoder.headers();
     let sign = |binding: &ai_core::approval::ApprovalBinding| binding.tool_call_id.clone();
     let mut events = run.into_events();

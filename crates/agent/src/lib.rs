@@ -166,9 +166,12 @@ pub mod store {
 /// The chat endpoint for web UIs (feature `server`): [`server::ChatService::from_agent`]
 /// serves an agent as it is configured, [`server::ChatService::router_with_auth`] with
 /// your own [`server::Authenticate`] hook, [`server::ChatService::serve_chat`] on a
-/// route of your own router, [`server::run_response`] for a bare run.
+/// route of your own router, [`server::run_response`] (or
+/// [`server::run_data_stream_response`]) for a bare run.
 #[cfg(feature = "server")]
 pub mod server {
     pub use agent_server::access::{Account, AuthError, AuthFn, Authenticate, auth_fn};
-    pub use agent_server::{Access, ChatService, ConnectionLimits, run_response, serve};
+    pub use agent_server::{
+        Access, ChatService, ConnectionLimits, run_data_stream_response, run_response, serve,
+    };
 }

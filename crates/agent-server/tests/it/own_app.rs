@@ -90,12 +90,17 @@ async fn bare_run() -> axum::response::Response {
     agent_server::run_response(agent("A bare run.").run("Hi"))
 }
 
+async fn bare_run_as_data_stream() -> axum::response::Response {
+    agent_server::run_data_stream_response(agent("A bare data stream.").run("Hi"))
+}
+
 #[tokio::test]
 async fn own_routes_answer_a_chat_request_and_stream_a_bare_run() {
     let service = Arc::new(ChatService::from_agent(&agent("Served on my route.")));
     let router = axum::Router::new()
         .route("/my/chat", post(own_chat))
         .route("/my/run", get(bare_run))
+        .route("/my/data", get(bare_run_as_data_stream))
         .with_state(service);
     let (base, _stop) = serve(router).await;
     let client = anonymous_client();
@@ -121,4 +126,20 @@ async fn own_routes_answer_a_chat_request_and_stream_a_bare_run() {
     assert_eq!(types(&chunks).first(), Some(&"start"), "{text}");
     assert_eq!(types(&chunks).last(), Some(&"finish"), "{text}");
     assert_eq!(answer(&chunks), "A bare run.", "{text}");
+
+    // The same run as AI SDK 4's data stream: `f:` first, the text in `0:`
+    // lines, `d:` last.
+    let data = client.get(format!("{base}/my/data")).send().await.unwrap();
+    assert_eq!(data.status().as_u16(), 200);
+    assert_eq!(data.headers()["x-vercel-ai-data-stream"], "v1");
+    let text = data.text().await.unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.first().is_some_and(|l| l.starts_with("f:")), "{text}");
+    assert!(lines.last().is_some_and(|l| l.starts_with("d:")), "{text}");
+    let said: String = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("0:"))
+        .map(|l| serde_json::from_str::<String>(l).unwrap())
+        .collect();
+    assert_eq!(said, "A bare data stream.", "{text}");
 }
