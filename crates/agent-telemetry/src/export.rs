@@ -47,6 +47,15 @@ impl Counts {
     }
 }
 
+/// Adds `n` to `counter`: the new total when it is worth a warning (the first
+/// count, and whenever the total reaches or passes a power of two), else `None`.
+fn count(counter: &AtomicU64, n: u64) -> Option<u64> {
+    let before = counter.fetch_add(n, Ordering::Relaxed);
+    let after = before.saturating_add(n);
+    let next = before.saturating_add(1).checked_next_power_of_two();
+    (n > 0 && next.is_some_and(|power| power <= after)).then_some(after)
+}
+
 /// The batch processor behind a bounded count: `on_end` never waits.
 #[derive(Debug)]
 pub(crate) struct Bounded<P> {
@@ -72,8 +81,7 @@ impl<P: SpanProcessor> SpanProcessor for Bounded<P> {
             self.inner.on_end(span);
             return;
         }
-        let dropped = self.counts.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-        if dropped.is_power_of_two() {
+        if let Some(dropped) = count(&self.counts.dropped, 1) {
             tracing::warn!(
                 dropped,
                 "telemetry export is behind (collector down or slow): spans dropped"
@@ -112,11 +120,10 @@ impl<E: SpanExporter> SpanExporter for Counted<E> {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |pending| {
                 Some(pending.saturating_sub(size))
             });
-        if let Err(error) = &result {
-            let before = self.counts.failed.fetch_add(size as u64, Ordering::Relaxed);
-            if before == 0 || (before + size as u64).is_power_of_two() {
-                tracing::warn!(%error, lost = before + size as u64, "telemetry export failed: spans lost");
-            }
+        if let Err(error) = &result
+            && let Some(lost) = count(&self.counts.failed, size as u64)
+        {
+            tracing::warn!(%error, lost, "telemetry export failed: spans lost");
         }
         result
     }
@@ -146,15 +153,10 @@ pub(crate) struct CountedMetrics<E> {
 impl<E: PushMetricExporter> PushMetricExporter for CountedMetrics<E> {
     async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
         let result = self.inner.export(metrics).await;
-        if let Err(error) = &result {
-            let failed = self
-                .counts
-                .failed_metric_exports
-                .fetch_add(1, Ordering::Relaxed)
-                + 1;
-            if failed.is_power_of_two() {
-                tracing::warn!(%error, failed, "telemetry export failed: metrics lost");
-            }
+        if let Err(error) = &result
+            && let Some(failed) = count(&self.counts.failed_metric_exports, 1)
+        {
+            tracing::warn!(%error, failed, "telemetry export failed: metrics lost");
         }
         result
     }
@@ -169,5 +171,20 @@ impl<E: PushMetricExporter> PushMetricExporter for CountedMetrics<E> {
 
     fn temporality(&self) -> Temporality {
         self.inner.temporality()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_count_is_worth_a_warning_first_and_at_each_power_of_two_it_reaches() {
+        let counter = AtomicU64::new(0);
+        let warned: Vec<Option<u64>> = [1, 1, 1, 1, 3, 2, 0].map(|n| count(&counter, n)).into();
+        assert_eq!(
+            warned,
+            [Some(1), Some(2), None, Some(4), None, Some(9), None]
+        );
     }
 }

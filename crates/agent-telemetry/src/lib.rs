@@ -198,9 +198,9 @@ impl Telemetry {
 
     /// Sends what is queued and stops the exporter; what was not exported over
     /// its life (spans dropped, lost, or still waiting when the time was up;
-    /// metric exports that failed). Blocks at most [`Telemetry::shutdown_bound`] (the export timeout
-    /// plus one second), whether the collector answers or not: call it outside
-    /// an async context or through `spawn_blocking`.
+    /// metric exports that failed). Blocks at most [`Telemetry::shutdown_bound`]
+    /// (the export timeout plus one second), whether the collector answers or
+    /// not: call it outside an async context or through `spawn_blocking`.
     pub fn shutdown(self) -> Result<Unexported, TelemetryError> {
         let bound = self.shutdown_bound();
         // Both at once: each is bounded by the export timeout.
