@@ -143,19 +143,17 @@ impl OpenStep for StoreSlot {
 
 impl StepJournal for StoreJournal {
     fn step<'a>(&'a self, key: StepKey<'a>) -> BoxFuture<'a, Result<StepSlot, JournalError>> {
-        let StepKey {
-            run_id,
-            number,
-            kind,
-        } = key;
         Box::pin(async move {
-            let recorded = self.recorded.get_or_try_init(|| self.load(run_id)).await?;
-            Ok(match recorded.get(&(number, kind)) {
+            let recorded = self
+                .recorded
+                .get_or_try_init(|| self.load(key.run_id))
+                .await?;
+            Ok(match recorded.get(&(key.number, key.kind)) {
                 Some(step) => StepSlot::Recorded(Box::new(step.clone())),
                 None => StepSlot::Open(Box::new(StoreSlot {
                     store: self.store.clone(),
                     account: self.account.clone(),
-                    run_id: run_id.to_owned(),
+                    run_id: key.run_id.to_owned(),
                     lease: self.lease.clone(),
                 })),
             })

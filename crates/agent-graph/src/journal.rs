@@ -302,27 +302,22 @@ impl OpenStep for MemorySlot {
 
 impl StepJournal for MemoryJournal {
     fn step<'a>(&'a self, key: StepKey<'a>) -> BoxFuture<'a, Result<StepSlot, JournalError>> {
-        let StepKey {
-            run_id,
-            number,
-            kind,
-        } = key;
         let recorded = self
             .runs
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(run_id)
+            .get(key.run_id)
             .and_then(|steps| {
                 steps
                     .iter()
-                    .find(|s| s.number == number && s.kind() == kind)
+                    .find(|s| s.number == key.number && s.kind() == key.kind)
                     .cloned()
             });
         let slot = match recorded {
             Some(step) => StepSlot::Recorded(Box::new(step)),
             None => StepSlot::Open(Box::new(MemorySlot {
                 runs: Arc::clone(&self.runs),
-                run_id: run_id.to_owned(),
+                run_id: key.run_id.to_owned(),
             })),
         };
         Box::pin(async move { Ok(slot) })

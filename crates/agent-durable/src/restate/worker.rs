@@ -428,14 +428,13 @@ impl std::fmt::Debug for RestateJournal {
 impl StepJournal for RestateJournal {
     /// The invocation is the run: the key's number and kind name the step.
     fn step<'a>(&'a self, key: StepKey<'a>) -> BoxFuture<'a, Result<StepSlot, JournalError>> {
-        let StepKey { number, kind, .. } = key;
         Box::pin(async move {
             let (reply, answer) = oneshot::channel();
             let stopped = || JournalError("the Restate invocation stopped".into());
             self.opens
                 .send(Open {
-                    number,
-                    kind,
+                    number: key.number,
+                    kind: key.kind,
                     reply,
                 })
                 .await

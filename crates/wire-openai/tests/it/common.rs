@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 pub(crate) use agent_testing::wire_fixtures::Decoded;
-use agent_testing::wire_fixtures::{Fixtures, decode_in_pieces};
+use agent_testing::wire_fixtures::{Fixtures, cut, decode_in_pieces};
 
 use ai_core::{
     completion::{CompletionDelta, CompletionError, CompletionFinal},
@@ -121,13 +121,7 @@ pub(crate) fn result_json(
 
 /// Decodes `bytes` cut at `cuts`.
 pub(crate) fn decode_chunks(bytes: &[u8], cuts: &[usize], options: DecoderOptions) -> Decoded {
-    decode_in_pieces(
-        Decoder::with_options(options),
-        bytes,
-        cuts,
-        |decoder, piece, deltas| decoder.feed(piece, deltas),
-        |decoder, deltas| decoder.finish_into(deltas),
-    )
+    Decoder::with_options(options).decode_pieces(cut(bytes, cuts))
 }
 
 /// Like [`decode_chunks`], taking the deltas borrowed (`feed_with`, `finish_with`)
