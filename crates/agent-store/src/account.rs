@@ -134,8 +134,11 @@ pub struct CallUsage {
     pub call_seq: u64,
     /// The run's thread, if any.
     pub thread_id: Option<String>,
-    /// The model id the provider reported.
+    /// The model the call asked for (the configured name; rows written by
+    /// earlier versions hold the provider's name).
     pub model: String,
+    /// The model the provider said served the call, when it is another one.
+    pub response_model: Option<String>,
     /// Prompt tokens (cache reads and writes included).
     pub prompt_tokens: u64,
     /// Completion tokens (reasoning included).
@@ -706,7 +709,7 @@ impl<'a> AccountStore<'a> {
     pub async fn record_usage(&self, fact: &CallUsage) -> Result<(), StoreError> {
         let opt = |v: Option<u64>, what| v.map(|v| int(v, what)).transpose();
         let done = sqlx::query(
-            "INSERT INTO usage_facts (account_id, run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (account_id, run_id, call_seq) DO NOTHING",
+            "INSERT INTO usage_facts (account_id, run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms, response_model) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (account_id, run_id, call_seq) DO NOTHING",
         )
         .bind(&self.account)
         .bind(&fact.run_id)
@@ -720,6 +723,7 @@ impl<'a> AccountStore<'a> {
         .bind(opt(fact.reasoning_tokens, "reasoning tokens")?)
         .bind(fact.cost_micros)
         .bind(fact.at_ms)
+        .bind(fact.response_model.as_deref())
         .execute(self.pool)
         .await?;
         if done.rows_affected() == 0 {
@@ -740,13 +744,15 @@ impl<'a> AccountStore<'a> {
         Ok(())
     }
 
-    pub(crate) async fn usage_fact(
+    /// The usage of model call `call_seq` (from 0) of run `run_id`, when it
+    /// is stored for this account.
+    pub async fn usage_fact(
         &self,
         run_id: &str,
         call_seq: u64,
     ) -> Result<Option<CallUsage>, StoreError> {
         let row = sqlx::query(
-            "SELECT run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms FROM usage_facts WHERE account_id = $1 AND run_id = $2 AND call_seq = $3",
+            "SELECT run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms, response_model FROM usage_facts WHERE account_id = $1 AND run_id = $2 AND call_seq = $3",
         )
         .bind(&self.account)
         .bind(run_id)
@@ -810,13 +816,13 @@ impl<'a> AccountStore<'a> {
     /// The account's usage facts that `facts` selects.
     async fn usage_facts(&self, facts: Facts<'_>) -> Result<Vec<AnyRow>, StoreError> {
         let query = match facts {
-            Facts::Run(run_id) => sqlx::query("SELECT run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms FROM usage_facts WHERE account_id = $1 AND run_id = $2")
+            Facts::Run(run_id) => sqlx::query("SELECT run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms, response_model FROM usage_facts WHERE account_id = $1 AND run_id = $2")
                 .bind(&self.account)
                 .bind(run_id),
-            Facts::Thread(thread_id) => sqlx::query("SELECT run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms FROM usage_facts WHERE account_id = $1 AND thread_id = $2")
+            Facts::Thread(thread_id) => sqlx::query("SELECT run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms, response_model FROM usage_facts WHERE account_id = $1 AND thread_id = $2")
                 .bind(&self.account)
                 .bind(thread_id),
-            Facts::Since(since_ms) => sqlx::query("SELECT run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms FROM usage_facts WHERE account_id = $1 AND at_ms >= $2")
+            Facts::Since(since_ms) => sqlx::query("SELECT run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms, response_model FROM usage_facts WHERE account_id = $1 AND at_ms >= $2")
                 .bind(&self.account)
                 .bind(since_ms),
         };
@@ -1026,6 +1032,7 @@ fn usage_of(row: &AnyRow) -> Result<CallUsage, StoreError> {
         call_seq: count(row.try_get("call_seq")?, "call seq")?,
         thread_id: row.try_get("thread_id")?,
         model: row.try_get("model")?,
+        response_model: row.try_get("response_model")?,
         prompt_tokens: count(row.try_get("prompt_tokens")?, "prompt tokens")?,
         completion_tokens: count(row.try_get("completion_tokens")?, "completion tokens")?,
         cached_tokens: opt_count(row.try_get("cached_tokens")?, "cached tokens")?,

@@ -491,13 +491,14 @@ async fn usage<'a>(
                 Value::MaybeInt(reasoning),
                 Value::MaybeInt(fact.cost_micros),
                 Value::Int(fact.at_ms),
+                Value::MaybeText(fact.response_model.as_deref()),
             ]);
             facts.push((index, account, fact));
         }
     }
     let unsure = insert_rows(
         connection,
-        "INSERT INTO usage_facts (account_id, run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms) VALUES",
+        "INSERT INTO usage_facts (account_id, run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms, response_model) VALUES",
         "ON CONFLICT (account_id, run_id, call_seq) DO NOTHING",
         &rows,
     )

@@ -20,8 +20,10 @@ use crate::error::StoreError;
 use crate::recorder::{RecordError, RecorderOptions, RunRecorder, StoreLog, now_ms};
 use crate::store::Store;
 
-/// Prices a model call: `(model the provider reported, the call's usage)` to a
-/// cost in millionths, when known.
+/// Prices a model call: `(a model name, the call's usage)` to a cost in
+/// millionths, when known. Asked first with the model the call asked for (the
+/// configured name), then, when it knows no price for that, with the name the
+/// provider reported.
 pub type Pricing = Arc<dyn Fn(&str, &CallUsage) -> Option<i64> + Send + Sync>;
 
 /// How a recorded run ended.
@@ -187,6 +189,7 @@ impl RunRecording {
     pub fn record(&mut self, event: &AiEvent) -> Result<(), RecordError> {
         if let AiEventKind::UsageReport {
             model,
+            response_model,
             prompt_tokens,
             completion_tokens,
             cached_tokens,
@@ -201,6 +204,7 @@ impl RunRecording {
                 call_seq: self.usage.len() as u64,
                 thread_id: self.thread.clone(),
                 model: model.clone(),
+                response_model: response_model.clone(),
                 prompt_tokens: *prompt_tokens,
                 completion_tokens: *completion_tokens,
                 cached_tokens: *cached_tokens,
@@ -211,8 +215,10 @@ impl RunRecording {
             };
             // What the provider or gateway charged, when it said; else the
             // configured price.
-            fact.cost_micros =
-                cost_micros.or_else(|| self.pricing.as_ref().and_then(|price| price(model, &fact)));
+            fact.cost_micros = cost_micros.or_else(|| {
+                let price = self.pricing.as_ref()?;
+                price(model, &fact).or_else(|| price(response_model.as_deref()?, &fact))
+            });
             self.usage.push(fact);
         }
         match self.recorder.record(event) {

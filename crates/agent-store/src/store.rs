@@ -24,6 +24,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
     (6, "leases", include_str!("../migrations/0006_leases.sql")),
     (7, "turns", include_str!("../migrations/0007_turns.sql")),
+    (
+        8,
+        "response_model",
+        include_str!("../migrations/0008_response_model.sql"),
+    ),
 ];
 
 /// A run left `running` by a process whose lease ran out (see

@@ -64,6 +64,7 @@ enum ScriptEnding {
 pub struct Turn {
     parts: Vec<Part>,
     usage: Option<(u64, u64)>,
+    served_by: Option<String>,
     finish: Option<FinishReason>,
     delay: Duration,
     delay_between: Duration,
@@ -83,6 +84,7 @@ impl Turn {
         Self {
             parts: Vec::new(),
             usage: None,
+            served_by: None,
             finish: None,
             delay: Duration::ZERO,
             delay_between: Duration::ZERO,
@@ -184,6 +186,14 @@ impl Turn {
         self
     }
 
+    /// Reports `model` as the model that served the turn in its usage (as a
+    /// provider names the dated snapshot behind an alias) instead of the
+    /// request's model.
+    pub fn served_by(mut self, model: impl Into<String>) -> Self {
+        self.served_by = Some(model.into());
+        self
+    }
+
     /// Sets the finish reason (default: `ToolCalls` when the turn has tool calls,
     /// else `Stop`).
     pub fn finish(mut self, reason: FinishReason) -> Self {
@@ -236,7 +246,7 @@ impl Turn {
         let usage = self
             .usage
             .map(|(prompt_tokens, completion_tokens)| UsageFact {
-                model: model.to_owned(),
+                model: self.served_by.as_deref().unwrap_or(model).to_owned(),
                 prompt_tokens,
                 completion_tokens,
                 total_tokens: prompt_tokens.saturating_add(completion_tokens),

@@ -9,8 +9,16 @@ use crate::tool::ToolErrorCode;
 /// Token usage of one model call.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UsageFact {
-    /// Model that produced the usage.
+    /// The model the call asked for: the configured name, as a run reports
+    /// it. A completion port fills in the name the provider reported; the run,
+    /// which knows what it asked for, moves that to
+    /// [`response_model`](Self::response_model) ([`UsageFact::asked_for`]).
     pub model: String,
+    /// The model the provider said served the call, when it differs from
+    /// [`model`](Self::model) (a dated snapshot behind an alias, a gateway's
+    /// deployment behind a route name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_model: Option<String>,
     /// Prompt (input) tokens.
     pub prompt_tokens: u64,
     /// Completion (output) tokens.
@@ -45,6 +53,25 @@ impl UsageFact {
             total_tokens: prompt_tokens + completion_tokens,
             ..Self::default()
         }
+    }
+
+    /// Names the call by the model it asked for (`requested`, the configured
+    /// name): the name the provider reported moves to
+    /// [`response_model`](Self::response_model) when it is another one.
+    pub fn asked_for(&mut self, requested: &str) {
+        if self.model == requested || requested.is_empty() {
+            return;
+        }
+        let reported = std::mem::replace(&mut self.model, requested.to_owned());
+        if !reported.is_empty() && self.response_model.is_none() {
+            self.response_model = Some(reported);
+        }
+    }
+
+    /// The name the provider reported for the call: its
+    /// [`response_model`](Self::response_model), else [`model`](Self::model).
+    pub fn served_by(&self) -> &str {
+        self.response_model.as_deref().unwrap_or(&self.model)
     }
 
     /// A cost in US dollars as millionths, rounded: `None` for a value that is
@@ -235,8 +262,12 @@ pub enum AiEventKind {
     },
     /// Token usage of one model call.
     UsageReport {
-        /// Model id.
+        /// The model the call asked for (the configured name).
         model: String,
+        /// The model the provider said served the call, when it differs from
+        /// `model` (see [`UsageFact::response_model`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response_model: Option<String>,
         /// Prompt tokens.
         prompt_tokens: u64,
         /// Completion tokens.
@@ -336,6 +367,7 @@ impl From<UsageFact> for AiEventKind {
     fn from(usage: UsageFact) -> Self {
         Self::UsageReport {
             model: usage.model,
+            response_model: usage.response_model,
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
             total_tokens: usage.total_tokens,

@@ -695,6 +695,7 @@ mod tests {
         let mut encoder = UiStreamEncoder::new("m1");
         let with_details = ev(AiEventKind::UsageReport {
             model: "m2".into(),
+            response_model: None,
             prompt_tokens: 10,
             completion_tokens: 20,
             total_tokens: 30,

@@ -255,6 +255,7 @@ impl AnthropicAssembler {
                 reasoning_tokens: None,
                 cache_creation_tokens: self.cache_creation,
                 cost_micros: self.cost_micros,
+                ..UsageFact::default()
             }
         })
     }

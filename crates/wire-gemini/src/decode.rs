@@ -391,8 +391,7 @@ impl GeminiAssembler {
             total_tokens: usage.total_token_count.unwrap_or(prompt + completion),
             cached_tokens: usage.cached_content_token_count,
             reasoning_tokens: usage.thoughts_token_count,
-            cache_creation_tokens: None,
-            cost_micros: None,
+            ..UsageFact::default()
         })
     }
 

@@ -797,6 +797,7 @@ impl OpenAiAssembler {
                 .unwrap_or(prompt_tokens.saturating_add(completion_tokens)),
             cached_tokens: usage.cached_tokens(),
             reasoning_tokens: usage.reasoning_tokens(),
+            response_model: None,
         });
     }
 

@@ -275,6 +275,7 @@ impl ResponsesAssembler {
                 cost_micros: field(usage, "cost")
                     .as_f64()
                     .and_then(UsageFact::micros_from_usd),
+                ..UsageFact::default()
             });
         }
         if let Some(output) = field(response, "output").as_array() {

@@ -23,6 +23,7 @@ use crate::journal::{StepBody, StepKind, StepSlot};
 fn usage_event(fact: UsageFact, prompt_hash: Option<&str>) -> AiEventKind {
     AiEventKind::UsageReport {
         model: fact.model,
+        response_model: fact.response_model,
         prompt_tokens: fact.prompt_tokens,
         completion_tokens: fact.completion_tokens,
         total_tokens: fact.total_tokens,
@@ -196,6 +197,7 @@ pub(super) async fn turn_step(
         None => None,
     };
     let span = spans::model_span(&completion, deps.model.provider_name());
+    let asked = completion.model.clone();
     let mut failed_usage = None;
     let turned = model_turn(
         deps,
@@ -211,12 +213,16 @@ pub(super) async fn turn_step(
         Err(error) => {
             spans::record_model_error(&span, error.code());
             // The failed call's usage is reported before the run's error.
-            if let Some(fact) = failed_usage {
+            if let Some(mut fact) = failed_usage {
+                fact.asked_for(&asked);
                 emitter.emit(usage_event(fact, prompt_hash));
             }
             return Err(error);
         }
     };
+    if let Some(fact) = &mut turn.usage {
+        fact.asked_for(&asked);
+    }
     spans::record_turn(&span, &turn);
     for call in &mut turn.tool_calls {
         call.id = deps.runner.call_ref(&as_tool_call(call)).tool_call_id;

@@ -61,6 +61,49 @@ async fn text_only_run_streams_text_then_final_and_done() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn usage_names_the_configured_model_and_keeps_the_one_that_served_the_call() {
+    let kit = Kit::new();
+    let model = ScriptedModel::new([
+        Turn::text("Snapshot.")
+            .usage(5, 3)
+            .served_by("test-model-2026-11-01"),
+        Turn::text("Same name.").usage(5, 3),
+    ]);
+    let (events, outcome) = run_to_end(request(), kit.deps(&model)).await;
+    let output = outcome.unwrap();
+    let fact = &output.usage[0];
+    assert_eq!(fact.model, "test-model");
+    assert_eq!(
+        fact.response_model.as_deref(),
+        Some("test-model-2026-11-01")
+    );
+    assert_eq!(fact.served_by(), "test-model-2026-11-01");
+    let reported: Vec<(String, Option<String>)> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            AiEventKind::UsageReport {
+                model,
+                response_model,
+                ..
+            } => Some((model.clone(), response_model.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        reported,
+        vec![(
+            "test-model".to_owned(),
+            Some("test-model-2026-11-01".to_owned())
+        )]
+    );
+    // A provider that names the model it was asked for adds nothing.
+    let (_, second) = run_to_end(request(), kit.deps(&model)).await;
+    let second = second.unwrap();
+    assert_eq!(second.usage[0].model, "test-model");
+    assert_eq!(second.usage[0].response_model, None);
+}
+
+#[tokio::test(start_paused = true)]
 async fn one_tool_call_round_trips_through_the_history() {
     let kit = Kit::new();
     let model = ScriptedModel::new([

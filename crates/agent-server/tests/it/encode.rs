@@ -305,6 +305,7 @@ fn reasoning_then_text() {
             text("Hi!"),
             ev(AiEventKind::UsageReport {
                 model: "test-model".to_owned(),
+                response_model: None,
                 prompt_tokens: 10,
                 completion_tokens: 30,
                 total_tokens: 40,

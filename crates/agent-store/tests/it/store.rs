@@ -53,6 +53,7 @@ fn usage(run: &str, call: u64, model: &str, prompt: u64, cost: Option<i64>, at: 
         call_seq: call,
         thread_id: Some("t1".into()),
         model: model.into(),
+        response_model: None,
         prompt_tokens: prompt,
         completion_tokens: 10,
         cached_tokens: Some(4),
@@ -485,6 +486,7 @@ async fn recordings_together(store: &Store) {
                 &ctx,
                 AiEventKind::UsageReport {
                     model: "m".into(),
+                    response_model: None,
                     prompt_tokens: 7,
                     completion_tokens: 3,
                     total_tokens: 10,
@@ -880,6 +882,54 @@ async fn turns_and_decisions(store: &Store) {
     assert!(!unacked.contains(&key), "{unacked:?}");
 }
 
+/// A call is grouped and priced by the model it asked for; the model the
+/// provider said served it is kept beside it, and prices it when the asked-for
+/// name has no price.
+async fn usage_by_asked_and_served_model(store: &Store) {
+    use agent_store::{CallUsage, Pricing, RunEnd, RunRecording};
+    let pricing: Pricing = std::sync::Arc::new(|model: &str, fact: &CallUsage| {
+        (model == "snapshot-2026").then_some(fact.prompt_tokens as i64 * 2)
+    });
+    let run = new_run("served-1", None, "serve:h:9");
+    let mut recording =
+        RunRecording::begin(store.clone(), "served", &run, None, Some(pricing));
+    let ctx = RunContext::new("served-1", "trace");
+    for (model, served) in [("alias", Some("snapshot-2026")), ("other", None)] {
+        let report = AiEventKind::UsageReport {
+            model: model.into(),
+            response_model: served.map(str::to_owned),
+            prompt_tokens: 7,
+            completion_tokens: 3,
+            total_tokens: 10,
+            cached_tokens: None,
+            reasoning_tokens: None,
+            cache_creation_tokens: None,
+            cost_micros: None,
+            prompt_hash: None,
+        };
+        recording.record(&AiEvent::new(&ctx, report)).unwrap();
+    }
+    let failures = recording
+        .finish(RunEnd {
+            status: RunStatus::Done,
+            error: None,
+            conversation: &[],
+            kept: 0,
+            answer_id: None,
+        })
+        .await;
+    assert!(failures.is_empty(), "{failures:?}");
+    let rows = store.account("served");
+    let by_model = rows.usage(0, UsageGrouping::Model).await.unwrap();
+    let keyed: Vec<(&str, i64)> = by_model
+        .iter()
+        .map(|row| (row.key.as_str(), row.cost_micros))
+        .collect();
+    assert_eq!(keyed, vec![("alias", 14), ("other", 0)]);
+    let first = rows.usage_fact("served-1", 0).await.unwrap().unwrap();
+    assert_eq!(first.response_model.as_deref(), Some("snapshot-2026"));
+}
+
 async fn suite(store: &Store) {
     turns_and_decisions(store).await;
     durable_journal(store).await;
@@ -892,6 +942,7 @@ async fn suite(store: &Store) {
     concurrent_appends(store).await;
     batched_recorders(store).await;
     recordings_together(store).await;
+    usage_by_asked_and_served_model(store).await;
 }
 
 /// A reopened store applied no migration again and kept the suite's rows.

@@ -456,6 +456,7 @@ fn other_events_match_the_design_table() {
         (
             AiEventKind::UsageReport {
                 model: "gpt-test".into(),
+                response_model: None,
                 prompt_tokens: 10,
                 completion_tokens: 5,
                 total_tokens: 15,

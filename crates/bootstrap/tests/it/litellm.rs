@@ -402,6 +402,9 @@ async fn the_gateways_cost_is_the_recorded_cost(proxy: &Proxy) {
         let prompt = row["prompt_tokens"].as_u64().unwrap();
         let completion = row["completion_tokens"].as_u64().unwrap();
         assert_eq!(row["calls"], 2, "{wire}: {row}");
+        // Grouped by the model the agent was configured with, whatever name
+        // the gateway reported for the deployment behind it.
+        assert_eq!(row["key"], "scripted-claude", "{wire}: {row}");
         assert_eq!(
             row["cost_micros"].as_u64(),
             Some(prompt + 2 * completion),
