@@ -174,8 +174,9 @@ impl ChatService {
 struct ClientStream {
     client: Option<Client>,
     /// Resolves when the client goes away (its response body was dropped):
-    /// one waiter for the response, not one registered per frame.
-    gone: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    /// one waiter for the response, polled only when the client's token wakes
+    /// the response (not on every frame).
+    gone: ai_core::cancel::Cancelled,
     /// Once the client is gone: when the run is cancelled unless a client
     /// reattached (`GET /api/chat/{id}/stream`) by then.
     detached: Option<tokio::time::Instant>,
@@ -186,13 +187,11 @@ struct ClientStream {
 
 impl ClientStream {
     fn new(client: Option<Client>, relay: &Relay, heartbeat: Option<Bytes>) -> Self {
-        let watched = client.as_ref().map(|c| c.gone.clone());
-        let gone = Box::pin(async move {
-            match watched {
-                Some(gone) => gone.cancelled_owned().await,
-                None => std::future::pending().await,
-            }
-        });
+        // Without a client, a token nothing cancels (the branch is off anyway).
+        let watched = client
+            .as_ref()
+            .map_or_else(CancellationToken::new, |c| c.gone.clone());
+        let gone = ai_core::cancel::Cancelled::new(watched);
         let mut beat = tokio::time::interval(relay.heartbeat.max(Duration::from_millis(10)));
         beat.reset();
         Self {
@@ -214,7 +213,7 @@ impl ClientStream {
             }
         };
         tokio::select! {
-            () = self.gone.as_mut(), if self.client.is_some() => self.let_go(relay),
+            () = &mut self.gone, if self.client.is_some() => self.let_go(relay),
             () = grace_over => {
                 self.detached = None;
                 if relay.replay.readers() > 0 {
@@ -270,6 +269,12 @@ fn detach(stop: &CancellationToken, grace: Duration) -> Option<tokio::time::Inst
 /// for `write_timeout`.
 async fn send_all(client: &Client, frames: Vec<Bytes>, write_timeout: Duration) -> Result<(), ()> {
     for frame in frames {
+        // A client that keeps up has room: no timer is set for the frame.
+        let frame = match client.tx.try_send(frame) {
+            Ok(()) => continue,
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(()),
+            Err(mpsc::error::TrySendError::Full(frame)) => frame,
+        };
         match tokio::time::timeout(write_timeout, client.tx.send(frame)).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return Err(()),

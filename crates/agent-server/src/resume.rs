@@ -90,11 +90,9 @@ impl ReplayState {
             && p1 == p2
             && t1 == t2
         {
-            let tail = t1.to_vec();
-            let cut = self.bytes.len() - tail.len();
-            self.bytes.truncate(cut);
-            self.bytes.extend_from_slice(text);
-            self.bytes.extend_from_slice(&tail);
+            // The text goes in before the last frame's tail (no copy of it).
+            let cut = self.bytes.len() - t1.len();
+            self.bytes.splice(cut..cut, text.iter().copied());
             return;
         }
         self.last = self.bytes.len();

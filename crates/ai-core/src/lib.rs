@@ -15,6 +15,8 @@
 //! - [`runner`]: [`ToolRunner`], the only way a tool is executed (validate,
 //!   authorize, execute, bound, redact, record).
 //! - [`approval`]: approvals bound to one call and its exact arguments.
+//! - [`cancel`]: [`cancel::Cancelled`], a cancellation waiter cheap to poll on
+//!   every wake of a busy task.
 //! - [`completion`]: [`CompletionPort`], how the loop calls a model, implemented by
 //!   wire crates.
 //! - [`event`]: [`AiEvent`], the public event contract of a run.
@@ -25,6 +27,7 @@
 //!   exporter links run spans through.
 
 pub mod approval;
+pub mod cancel;
 pub mod completion;
 mod context;
 pub mod event;

@@ -53,9 +53,9 @@ pub(super) async fn model_turn(
 ) -> Result<CompletionFinal, RunError> {
     let mut stream = span.in_scope(|| deps.model.complete(request, cancel.child_token()));
     let mut arguments = ArgumentStreams::default();
-    // One waiter for the whole turn, not one registered and dropped per delta.
-    let cancelled = cancel.cancelled();
-    tokio::pin!(cancelled);
+    // One waiter for the whole turn, polled only when the token wakes the
+    // turn (not on every delta).
+    let mut cancelled = ai_core::cancel::Cancelled::new(cancel.clone());
     loop {
         let item = tokio::select! {
             biased;
