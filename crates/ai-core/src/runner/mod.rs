@@ -52,6 +52,7 @@ use crate::context::RunContext;
 use crate::event::{AiEvent, AiEventKind, EventSink, ToolCallRef};
 use crate::policy::{CatalogError, ToolCatalog, check_collisions, check_subset};
 use crate::policy::{PolicyDecision, ToolPolicy};
+use crate::schema::Validator;
 use crate::text::{BoundedValue, MAX_FAILURE_MESSAGE_BYTES, bound_text, bound_value, log_field};
 use crate::tool::ToolErrorCode;
 use crate::tool::{
@@ -147,8 +148,8 @@ pub struct ToolExecution {
 struct Entry {
     spec: ToolSpec,
     executor: Arc<dyn ToolExecutor>,
-    input: jsonschema::Validator,
-    output: Option<jsonschema::Validator>,
+    input: Validator,
+    output: Option<Validator>,
     args_view: Option<Allowlist>,
     output_view: Option<Allowlist>,
 }
@@ -157,11 +158,11 @@ fn compile(
     spec: &ToolSpec,
     schema: &Value,
     which: &'static str,
-) -> Result<jsonschema::Validator, CatalogError> {
-    crate::schema::compile(schema).map_err(|message| CatalogError::InvalidSchema {
+) -> Result<Validator, CatalogError> {
+    crate::schema::compile(schema).map_err(|violation| CatalogError::InvalidSchema {
         id: spec.id.clone(),
         which,
-        message,
+        message: violation.to_string(),
     })
 }
 
@@ -213,7 +214,7 @@ fn unix_ms() -> u64 {
 }
 
 /// Describes schema validation failures by path and keyword, never by value.
-fn describe_validation(validator: &jsonschema::Validator, args: &Value) -> Option<String> {
+fn describe_validation(validator: &Validator, args: &Value) -> Option<String> {
     crate::schema::describe_mismatch(validator, args)
         .map(|places| format!("arguments do not match the schema: {places}"))
 }
