@@ -15,11 +15,14 @@
 //!   the MCP test servers and of LiteLLM's proxy, the Node parsers of the chat
 //!   endpoint), then README's test command ([`test_env`]);
 //! - `web [--check]`: the chat page's embedded bundle, built or checked ([`web`]);
-//! - `features`: the facade's feature combinations, each checked ([`features`]).
+//! - `features`: the facade's feature combinations, each checked ([`features`]);
+//! - `build-cost`: the quick start's cold build beside a peer's, and its release
+//!   binary's size ([`build_cost`]).
 //!
 //! Exit codes: 0 when clean, 1 on violations, 2 on usage or other errors.
 
 mod architecture;
+mod build_cost;
 mod citations;
 mod deny;
 mod dep_sentences;
@@ -76,6 +79,12 @@ tasks:
                  the list in xtask/src/features.rs (no features, each wire alone,
                  each optional part alone, the defaults, all); fails when the list
                  and the facade's [features] disagree
+  build-cost [--rounds N]
+                 time a cold dev build of the README's quick start (the facade with
+                 its default features, serde, schemars, tokio) and of the same
+                 program's companions with rig-core, each in a new target folder,
+                 N rounds in alternation; then print the quick start's release
+                 binary size (fetches what the local registry lacks first)
   help           print this message";
 
 /// Exit code for violations.
@@ -103,6 +112,7 @@ fn main() -> ExitCode {
             "features takes no arguments, got `{}`",
             rest.join(" ")
         )),
+        Some("build-cost") => build_cost::build_cost_task(repo_root(), &rest),
         Some("help" | "-h" | "--help") => {
             println!("{USAGE}");
             ExitCode::SUCCESS

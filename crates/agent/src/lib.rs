@@ -88,11 +88,13 @@ pub mod settings {
     pub use ai_core::completion::{ModelSettings, ResponseFormat, ToolChoice};
 }
 
-/// Tools: typed contracts, closure tools, redaction, policy, and the built-in
-/// tools' contracts (bound to real adapters by `agent::host`, feature `host`).
+/// Tools: typed contracts, closure tools, redaction, policy, and (feature
+/// `host`) the built-in tools' contracts, bound to real adapters by
+/// `agent::host`.
 pub mod tools {
     pub use ai_core::ToolPolicy;
     pub use ai_core::tool::{Redaction, RegisteredTool, ToolErrorCode};
+    #[cfg(feature = "host")]
     pub use ai_tools::builtin;
     pub use ai_tools::{ContractError, ToolContract, ToolFn, bind};
 }

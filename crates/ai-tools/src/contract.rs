@@ -33,6 +33,8 @@ pub struct Namespace(NamespaceKind);
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum NamespaceKind {
+    // Made only by the built-in tools (feature `builtin`).
+    #[cfg_attr(not(feature = "builtin"), allow(dead_code))]
     Core,
     App(String),
 }
@@ -46,6 +48,7 @@ impl Namespace {
     }
 
     /// The namespace of the built-in tools.
+    #[cfg(feature = "builtin")]
     pub(crate) fn core() -> Self {
         Self(NamespaceKind::Core)
     }

@@ -13,8 +13,15 @@
 //! own: the real file, process, network and database adapters of the capability
 //! traits live in `ai-host` (`ai_host::bind_builtin_tools`), and an application binds
 //! them where it composes its agent.
+//!
+//! The built-in tools ([`builtin`]) and the capability traits they run on
+//! ([`capability`]) are behind the feature `builtin` (off by default): a library
+//! that defines only its own tools builds neither (nor `jiff`, which the time
+//! and memory tools use).
 
+#[cfg(feature = "builtin")]
 pub mod builtin;
+#[cfg(feature = "builtin")]
 pub mod capability;
 mod contract;
 mod schema;

@@ -244,7 +244,7 @@ impl<W: Wire> Call<W> {
         let wire = self.wire.insert(wire);
         if wire.streams() && !is_json {
             self.phase = Phase::Streaming {
-                body: response.bytes_stream().boxed(),
+                body: crate::transport::body_chunks(response),
                 decoder: Box::new(wire.decoder()),
                 idle: after(transport.config.timeouts.between_chunks),
             };

@@ -308,7 +308,7 @@ impl HttpTransport {
         deadline: Option<Instant>,
     ) -> (CompletionError, ErrorBody) {
         let status = response.status();
-        let mut body = response.bytes_stream().boxed();
+        let mut body = body_chunks(response);
         let mut bytes = Vec::new();
         while bytes.len() < MAX_ERROR_BODY_BYTES {
             let idle = after(self.config.timeouts.between_chunks);
@@ -363,7 +363,7 @@ impl HttpTransport {
         response: reqwest::Response,
         deadline: Option<Instant>,
     ) -> Result<Vec<u8>, CompletionError> {
-        let mut body = response.bytes_stream().boxed();
+        let mut body = body_chunks(response);
         let mut bytes = Vec::new();
         loop {
             let idle = after(self.config.timeouts.between_chunks);
@@ -411,6 +411,22 @@ impl HttpTransport {
         }
         out
     }
+}
+
+/// A response's body as a stream of its chunks (what reqwest's `stream`
+/// feature offers, without the file-system half of tokio it turns on).
+pub(crate) fn body_chunks(
+    response: reqwest::Response,
+) -> BoxStream<'static, reqwest::Result<Bytes>> {
+    futures::stream::unfold(Some(response), |response| async move {
+        let mut response = response?;
+        match response.chunk().await {
+            Ok(Some(chunk)) => Some((Ok(chunk), Some(response))),
+            Ok(None) => None,
+            Err(error) => Some((Err(error), None)),
+        }
+    })
+    .boxed()
 }
 
 /// `duration` from now; a duration too long to represent ends in 30 years (a
