@@ -154,7 +154,17 @@ impl<'a> Driver<'a> {
     ) -> Result<(), RunError> {
         let history = (&mut self.request.messages, &mut self.records);
         let call = (&self.context, &self.scope, &mut self.counter);
-        settle_pending(self.deps, call, resume, self.emitter, self.cancel, history).await?;
+        // Boxed: a resumed run's first step, not part of the run's own state
+        // while it streams (see `tool_calls`).
+        Box::pin(settle_pending(
+            self.deps,
+            call,
+            resume,
+            self.emitter,
+            self.cancel,
+            history,
+        ))
+        .await?;
         if self.cancel.is_cancelled() {
             return Err(RunError::Cancelled);
         }
@@ -298,7 +308,10 @@ impl<'a> Driver<'a> {
         turn: &CompletionFinal,
         limits: &RunLimits,
     ) -> Result<(Vec<PendingApproval>, Vec<ClientCall>), RunError> {
-        let deferred = tool_turn(
+        // Boxed: the calls' futures are held only while they run, not by
+        // every run while it streams (a run's task is as large as the largest
+        // state it can be in; this one is several KiB).
+        let deferred = Box::pin(tool_turn(
             self.deps,
             (&self.context, &self.scope, &mut self.counter),
             turn,
@@ -306,7 +319,7 @@ impl<'a> Driver<'a> {
             self.emitter,
             self.cancel,
             (&mut self.request.messages, &mut self.records),
-        )
+        ))
         .await;
         // Cancelled, the run says so whatever the calls did.
         if self.cancel.is_cancelled() {
