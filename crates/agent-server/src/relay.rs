@@ -132,6 +132,11 @@ impl ChatService {
         let mut stream = ClientStream::new(client, &relay, encoder.heartbeat());
         loop {
             let event = tokio::select! {
+                // The run first: while it has events, nothing idle is due (a
+                // heartbeat only fills quiet time; a client that went away is
+                // also seen when a frame cannot be sent), and the idle waits
+                // are not polled per event.
+                biased;
                 event = live.next() => match event {
                     Some(event) => event,
                     None => break,
