@@ -122,7 +122,10 @@ pub(super) fn record_turn(span: &tracing::Span, turn: &CompletionFinal) {
         span.record("gen_ai.response.id", log_field(id).as_str());
     }
     if let Some(usage) = &turn.usage {
-        span.record("gen_ai.response.model", log_field(usage.served_by()).as_str());
+        span.record(
+            "gen_ai.response.model",
+            log_field(usage.served_by()).as_str(),
+        );
         span.record("gen_ai.usage.input_tokens", usage.prompt_tokens);
         span.record("gen_ai.usage.output_tokens", usage.completion_tokens);
         if let Some(cached) = usage.cached_tokens {

@@ -891,8 +891,7 @@ async fn usage_by_asked_and_served_model(store: &Store) {
         (model == "snapshot-2026").then_some(fact.prompt_tokens as i64 * 2)
     });
     let run = new_run("served-1", None, "serve:h:9");
-    let mut recording =
-        RunRecording::begin(store.clone(), "served", &run, None, Some(pricing));
+    let mut recording = RunRecording::begin(store.clone(), "served", &run, None, Some(pricing));
     let ctx = RunContext::new("served-1", "trace");
     for (model, served) in [("alias", Some("snapshot-2026")), ("other", None)] {
         let report = AiEventKind::UsageReport {
