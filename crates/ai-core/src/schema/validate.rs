@@ -18,7 +18,7 @@
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use core::net::{Ipv4Addr, Ipv6Addr};
 
 use regex_lite::Regex;
 use serde_json::{Map, Number, Value};
@@ -94,7 +94,7 @@ enum Format {
     Hostname,
     /// A dotted quad without leading zeros.
     Ipv4,
-    /// An IPv6 address as `std::net::Ipv6Addr` reads it.
+    /// An IPv6 address as `core::net::Ipv6Addr` reads it.
     Ipv6,
     /// An absolute URI: a scheme, `:`, then no spaces or control characters.
     Uri,
