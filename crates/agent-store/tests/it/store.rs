@@ -464,6 +464,22 @@ async fn batched_recorders(store: &Store) {
     fine.unwrap();
 }
 
+/// A model call's `usage_report` of 7 prompt and 3 completion tokens.
+fn usage_report(model: &str, served: Option<&str>, cost_micros: Option<i64>) -> AiEventKind {
+    AiEventKind::UsageReport {
+        model: model.into(),
+        response_model: served.map(str::to_owned),
+        prompt_tokens: 7,
+        completion_tokens: 3,
+        total_tokens: 10,
+        cached_tokens: None,
+        reasoning_tokens: None,
+        cache_creation_tokens: None,
+        cost_micros,
+        prompt_hash: None,
+    }
+}
+
 /// Runs recorded at once through the store's one writer (their starts, events
 /// and ends share transactions): each run's row, status, usage and thread come
 /// out as if written alone, in its own account; a later run of a thread that
@@ -482,21 +498,7 @@ async fn recordings_together(store: &Store) {
         let ctx = RunContext::new(format!("{account}-{chat}"), "trace");
         recording.record(&text(&ctx.run_id, "hello")).unwrap();
         recording
-            .record(&AiEvent::new(
-                &ctx,
-                AiEventKind::UsageReport {
-                    model: "m".into(),
-                    response_model: None,
-                    prompt_tokens: 7,
-                    completion_tokens: 3,
-                    total_tokens: 10,
-                    cached_tokens: None,
-                    reasoning_tokens: None,
-                    cache_creation_tokens: None,
-                    cost_micros: Some(42),
-                    prompt_hash: None,
-                },
-            ))
+            .record(&AiEvent::new(&ctx, usage_report("m", None, Some(42))))
             .unwrap();
     }
     let conversation = |account: &str, chat: &str| {
@@ -894,18 +896,7 @@ async fn usage_by_asked_and_served_model(store: &Store) {
     let mut recording = RunRecording::begin(store.clone(), "served", &run, None, Some(pricing));
     let ctx = RunContext::new("served-1", "trace");
     for (model, served) in [("alias", Some("snapshot-2026")), ("other", None)] {
-        let report = AiEventKind::UsageReport {
-            model: model.into(),
-            response_model: served.map(str::to_owned),
-            prompt_tokens: 7,
-            completion_tokens: 3,
-            total_tokens: 10,
-            cached_tokens: None,
-            reasoning_tokens: None,
-            cache_creation_tokens: None,
-            cost_micros: None,
-            prompt_hash: None,
-        };
+        let report = usage_report(model, served, None);
         recording.record(&AiEvent::new(&ctx, report)).unwrap();
     }
     let failures = recording
