@@ -332,7 +332,8 @@ pub(crate) struct UsageTotals {
     pub(crate) cached: Option<u64>,
     /// Reasoning tokens, when any report gave them.
     pub(crate) reasoning: Option<u64>,
-    /// The model of the last report.
+    /// The model that served the last report (the provider's name for it,
+    /// else the model asked for): what a UI shows as the answer's model.
     pub(crate) model: Option<String>,
 }
 
@@ -341,6 +342,7 @@ impl UsageTotals {
     pub(crate) fn add(&mut self, kind: &AiEventKind) {
         let AiEventKind::UsageReport {
             model,
+            response_model,
             prompt_tokens,
             completion_tokens,
             total_tokens,
@@ -361,7 +363,7 @@ impl UsageTotals {
         self.total = self.total.saturating_add(*total_tokens);
         self.cached = sum(self.cached, *cached_tokens);
         self.reasoning = sum(self.reasoning, *reasoning_tokens);
-        self.model = Some(model.clone());
+        self.model = Some(response_model.as_ref().unwrap_or(model).clone());
     }
 
     /// The message metadata `{usage, model}`, when any usage was reported.

@@ -693,9 +693,10 @@ mod tests {
     #[test]
     fn usage_is_summed_into_the_metadata() {
         let mut encoder = UiStreamEncoder::new("m1");
+        // The model shown is the one that served the call.
         let with_details = ev(AiEventKind::UsageReport {
             model: "m2".into(),
-            response_model: None,
+            response_model: Some("m2-2026-11-01".into()),
             prompt_tokens: 10,
             completion_tokens: 20,
             total_tokens: 30,
@@ -715,7 +716,7 @@ mod tests {
             meta["messageMetadata"],
             json!({"usage": {"inputTokens": 11, "outputTokens": 22, "totalTokens": 33,
                              "inputTokenDetails": {"cacheReadTokens": 4}},
-                   "model": "m2"})
+                   "model": "m2-2026-11-01"})
         );
     }
 

@@ -172,7 +172,9 @@ async fn deepseek_reasoning_goes_back_with_the_tool_call() {
     }
     // Usage details of turn 1 reach the usage event.
     let usage = first_event(&events, "usage_report");
-    assert_eq!(usage["model"], "deepseek-chat");
+    // Named by the configured model; the name the provider reported is kept.
+    assert_eq!(usage["model"], "e2e-model", "{usage}");
+    assert_eq!(usage["response_model"], "deepseek-chat", "{usage}");
     assert_eq!(usage["cached_tokens"], 256, "{usage}");
     assert_eq!(usage["reasoning_tokens"], 30, "{usage}");
     assert_eq!(events.last().unwrap()["type"], "done");
