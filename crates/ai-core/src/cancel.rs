@@ -66,6 +66,8 @@ impl Future for Cancelled {
                 relay.woken.swap(false, Ordering::AcqRel)
             }
             _ => {
+                #[cfg(test)]
+                tests::RELAYS.fetch_add(1, Ordering::Relaxed);
                 this.relay = Some(Arc::new(Relay {
                     woken: AtomicBool::new(false),
                     task: cx.waker().clone(),
@@ -88,6 +90,31 @@ impl Future for Cancelled {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// Relays made, in all (a test counts the ones its task makes).
+    pub(super) static RELAYS: std::sync::atomic::AtomicUsize =
+        std::sync::atomic::AtomicUsize::new(0);
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_task_polling_it_again_and_again_makes_one_relay() {
+        let token = CancellationToken::new();
+        let task = tokio::spawn(async move {
+            let mut cancelled = Cancelled::new(token);
+            let before = RELAYS.load(Ordering::Relaxed);
+            for _ in 0..100 {
+                let polled = std::future::poll_fn(|cx| {
+                    Poll::Ready(Pin::new(&mut cancelled).poll(cx).is_pending())
+                })
+                .await;
+                assert!(polled);
+                tokio::task::yield_now().await;
+            }
+            RELAYS.load(Ordering::Relaxed) - before
+        });
+        // Other tests may make relays meanwhile: at most a few, never one per poll.
+        let made = task.await.unwrap();
+        assert!(made < 10, "{made} relays for 100 polls");
+    }
 
     #[tokio::test]
     async fn resolves_when_cancelled_before_or_while_waiting() {
