@@ -66,6 +66,8 @@
 //!   streams were open at once − `VmRSS` after the warm-up) ÷ C; the peak over the
 //!   whole row is also printed;
 //! - **p50/p90/p99/p99.9/max** added latency per delta over all the row's deltas;
+//!   the deltas slower than 2 ms are also counted per 100 ms of the row (by
+//!   their stamp), to show when the tail happened;
 //! - **errors**: failed connects, non-200 answers, streams without `finish` and
 //!   `[DONE]`, or with fewer than K deltas.
 //!
@@ -167,30 +169,39 @@ impl CompletionPort for PacedModel {
         let start = tokio::time::Instant::now();
         let (count, interval) = (self.deltas, self.interval);
         let model = request.model;
-        // State: (index of the next item, the text so far; a decoder assembles it too).
-        let state = (0usize, String::with_capacity(count * DELTA_TEXT_LEN));
-        futures::stream::unfold(state, move |(i, mut text)| {
-            let cancel = cancel.clone();
-            let model = model.clone();
-            async move {
+        // State: the index of the next item, the text so far (a decoder
+        // assembles it too, growing it as deltas come), the model's name for the usage, and one
+        // cancellation waiter for the whole stream (as a provider client has:
+        // nothing is cloned or registered per delta).
+        let state = (
+            0usize,
+            String::new(),
+            model,
+            ai_core::cancel::Cancelled::new(cancel),
+        );
+        futures::stream::unfold(
+            state,
+            move |(i, mut text, model, mut cancelled)| async move {
                 if i < count {
                     let due = start + interval * u32::try_from(i).unwrap_or(u32::MAX);
                     tokio::select! {
-                        () = tokio::time::sleep_until(due) => {}
-                        () = cancel.cancelled() => {
-                            return Some((Err(CompletionError::Cancelled), (usize::MAX, text)));
+                        biased;
+                        () = &mut cancelled => {
+                            let error = Err(CompletionError::Cancelled);
+                            return Some((error, (usize::MAX, text, model, cancelled)));
                         }
+                        () = tokio::time::sleep_until(due) => {}
                     }
                     let delta = stamp();
                     text.push_str(&delta);
                     let item = CompletionItem::Delta(CompletionDelta::Text(delta));
-                    Some((Ok(item), (i + 1, text)))
+                    Some((Ok(item), (i + 1, text, model, cancelled)))
                 } else if i == count {
                     let done = CompletionFinal {
                         text: std::mem::take(&mut text),
                         finish_reason: FinishReason::Stop,
                         usage: Some(UsageFact {
-                            model,
+                            model: model.clone(),
                             prompt_tokens: 1,
                             completion_tokens: count as u64,
                             total_tokens: count as u64 + 1,
@@ -198,12 +209,15 @@ impl CompletionPort for PacedModel {
                         }),
                         ..CompletionFinal::default()
                     };
-                    Some((Ok(CompletionItem::Final(done)), (i + 1, text)))
+                    Some((
+                        Ok(CompletionItem::Final(done)),
+                        (i + 1, text, model, cancelled),
+                    ))
                 } else {
                     None
                 }
-            }
-        })
+            },
+        )
         .boxed()
     }
 }
@@ -366,8 +380,14 @@ struct ClientResult {
     latencies: Vec<u64>,
     /// Deltas stamped after they arrived (a clock mismatch; counted as 0 ns).
     negative: u64,
+    /// The stamps (monotonic ns) of the deltas that took longer than
+    /// [`SLOW_NS`], to see when the tail happens.
+    slow: Vec<u64>,
     error: Option<String>,
 }
+
+/// Added latency past which a delta's stamp is kept for the tail's timeline.
+const SLOW_NS: u64 = 2_000_000;
 
 /// The index of `needle` in `hay`.
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -443,6 +463,7 @@ async fn client(addr: SocketAddr, id: usize, deltas: usize, shared: Arc<Shared>)
         deltas: 0,
         latencies: Vec::with_capacity(deltas),
         negative: 0,
+        slow: Vec::new(),
         error: None,
     };
     let mut opened = false;
@@ -552,7 +573,11 @@ async fn stream_once(
                 if stamp > now {
                     result.negative += 1;
                 }
-                result.latencies.push(now.saturating_sub(stamp));
+                let latency = now.saturating_sub(stamp);
+                if latency > SLOW_NS {
+                    result.slow.push(stamp);
+                }
+                result.latencies.push(latency);
             } else if find(payload, b"\"type\":\"finish\"").is_some() {
                 finished = true;
             } else if find(payload, b"\"type\":\"error\"").is_some() {
@@ -577,6 +602,10 @@ struct Load {
     deltas: u64,
     latencies: Vec<u64>,
     negative: u64,
+    /// Stamps of the deltas slower than [`SLOW_NS`].
+    slow: Vec<u64>,
+    /// When the first client started (monotonic ns).
+    t0_ns: u64,
     errors: Vec<String>,
     wall: Duration,
 }
@@ -590,6 +619,7 @@ async fn load(
     shared: Arc<Shared>,
 ) -> Load {
     let started = Instant::now();
+    let t0_ns = mono_ns();
     let t0 = tokio::time::Instant::now();
     let mut tasks = Vec::with_capacity(clients);
     for id in 0..clients {
@@ -604,6 +634,8 @@ async fn load(
         deltas: 0,
         latencies: Vec::with_capacity(clients * deltas),
         negative: 0,
+        slow: Vec::new(),
+        t0_ns,
         errors: Vec::new(),
         wall: Duration::ZERO,
     };
@@ -613,6 +645,7 @@ async fn load(
                 out.deltas += r.deltas;
                 out.negative += r.negative;
                 out.latencies.extend(r.latencies);
+                out.slow.extend(r.slow);
                 if let Some(e) = r.error {
                     out.errors.push(e);
                 }
@@ -880,6 +913,11 @@ struct Row {
     max_open: usize,
     latencies: Vec<u64>,
     negative: u64,
+    /// Deltas slower than [`SLOW_NS`] per 100 ms of the row (by their stamp,
+    /// from the first client's start): when the tail happened.
+    slow_timeline: Vec<(u64, usize)>,
+    /// When the first client started (monotonic ns).
+    t0_ns: u64,
     errors: Vec<String>,
     warmup_errors: usize,
 }
@@ -957,6 +995,7 @@ impl Row {
                 "max": self.latency_ms(1.0),
                 "mean": self.mean_ms(),
             },
+            "slow_by_100ms": self.slow_timeline,
             "stamps_after_arrival": self.negative,
             "errors": self.errors.len(),
             "first_errors": self.errors.iter().take(3).collect::<Vec<_>>(),
@@ -1036,9 +1075,22 @@ async fn measure(kind: Kind, clients: usize, config: &Config) -> Row {
         max_open: shared.max_open.load(Ordering::SeqCst),
         latencies,
         negative: run.negative,
+        slow_timeline: timeline(&run.slow, run.t0_ns),
+        t0_ns: run.t0_ns,
         errors: run.errors,
         warmup_errors: warm.errors.len(),
     }
+}
+
+/// `stamps` counted per 100 ms since `t0_ns`, the windows that have any.
+fn timeline(stamps: &[u64], t0_ns: u64) -> Vec<(u64, usize)> {
+    let mut windows = std::collections::BTreeMap::new();
+    for &stamp in stamps {
+        *windows
+            .entry(stamp.saturating_sub(t0_ns) / 100_000_000)
+            .or_insert(0) += 1;
+    }
+    windows.into_iter().map(|(w, n)| (w * 100, n)).collect()
 }
 
 fn fmt_opt(value: Option<f64>, digits: usize) -> String {
@@ -1104,6 +1156,21 @@ fn print_table(rows: &[Row]) {
             println!(
                 "  {} C={}: {} warm-up errors",
                 r.server, r.clients, r.warmup_errors
+            );
+        }
+        if !r.slow_timeline.is_empty() {
+            let windows: Vec<String> = r
+                .slow_timeline
+                .iter()
+                .map(|(ms, n)| format!("{ms}:{n}"))
+                .collect();
+            println!(
+                "  {} C={}: deltas over {} ms by 100 ms window (ms since the first client at {} ns: count): {}",
+                r.server,
+                r.clients,
+                SLOW_NS / 1_000_000,
+                r.t0_ns,
+                windows.join(" ")
             );
         }
     }
