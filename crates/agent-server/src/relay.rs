@@ -159,7 +159,9 @@ impl ChatService {
             let frames = encoder.frames(&crate::server::shown_error(event), approval);
             stream.deliver(&relay, frames).await;
         }
-        let mut ended = live.end().await;
+        // The end's two waits are boxed: they are not part of the state a
+        // response holds while it streams.
+        let mut ended = Box::pin(live.end()).await;
         // From here until its record is written, a load of the chat waits
         // for it (briefly): the run ended, its end is not stored yet.
         let finishing = self.finishing(&chat_id);
@@ -169,7 +171,7 @@ impl ChatService {
         stream.deliver(&relay, encoder.end()).await;
         drop(stream);
         self.active().close(&chat_id, &relay.replay);
-        ended.record().await;
+        Box::pin(ended.record()).await;
         drop(finishing);
     }
 }

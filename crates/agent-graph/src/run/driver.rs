@@ -31,49 +31,26 @@ use crate::journal::Steps;
 pub(super) const MAX_PAUSED_CONTINUATIONS: u32 = 4;
 
 /// The loop. `depth` is 0 for a top-level run and 1 for a subagent.
+///
+/// `start` comes boxed and the [`Driver`] lives in a box of its own: the run's
+/// task then holds two pointers while it streams, not the start's and the
+/// driver's fields once per await point that sees them.
 pub(super) async fn drive(
-    start: Start,
+    start: Box<Start>,
     deps: &RunDeps,
     emitter: &Emitter,
     cancel: &CancellationToken,
     depth: u32,
 ) -> Result<RunOutput, RunError> {
-    let Start {
-        request,
-        new_from,
-        usage,
-        records,
-        model_turns,
-        resume,
-        refused,
-        journal,
-    } = start;
-    if let Some(error) = refused {
-        return Err(error);
-    }
-    let steps =
-        journal.map(|(journal, capture)| Steps::new(journal, &request.context.run_id, capture));
-    let so_far = (new_from, usage, records);
-    let mut driver = Driver::new(
-        request,
-        so_far,
-        (deps, emitter, cancel),
-        steps.as_ref(),
-        depth,
-    );
-    if depth == 0 {
-        driver.announce_withheld();
-    }
-    // What the run says before its first step is said again each time it
-    // starts: it is no step's.
-    if let Some(steps) = &steps {
-        steps.forget_captured();
-    }
+    let (mut driver, resume, model_turns) = Driver::open(start, (deps, emitter, cancel), depth)?;
     if let Some(resume) = resume {
         driver.settle(resume).await?;
     }
     driver.turns(model_turns).await
 }
+
+/// For a resumed run: the calls it paused on and the decisions about them.
+type Resume = (Vec<PendingApproval>, Vec<ClientCall>, Vec<Decision>);
 
 /// A run under way: what the loop carries from one turn to the next.
 struct Driver<'a> {
@@ -86,7 +63,7 @@ struct Driver<'a> {
     /// events, the port a subagent runs on).
     scope: CallScope,
     /// The journal, and the number of the next step.
-    counter: StepCounter<'a>,
+    counter: StepCounter,
     /// The request; its `messages` are the history so far.
     request: RunRequest,
     /// Where this part of the run's messages starts (see [`RunOutput::new_from`]).
@@ -100,11 +77,52 @@ struct Driver<'a> {
 }
 
 impl<'a> Driver<'a> {
+    /// The driver of `start` (announcing what its source withholds, for a
+    /// top-level run), what it resumes from, and the model turns it took; or
+    /// the error it cannot start with.
+    fn open(
+        start: Box<Start>,
+        ctx: (&'a RunDeps, &'a Emitter, &'a CancellationToken),
+        depth: u32,
+    ) -> Result<(Box<Self>, Option<Resume>, u32), RunError> {
+        let Start {
+            request,
+            new_from,
+            usage,
+            records,
+            model_turns,
+            resume,
+            refused,
+            journal,
+        } = *start;
+        if let Some(error) = refused {
+            return Err(error);
+        }
+        let steps =
+            journal.map(|(journal, capture)| Steps::new(journal, &request.context.run_id, capture));
+        let driver = Box::new(Self::new(
+            request,
+            (new_from, usage, records),
+            ctx,
+            steps,
+            depth,
+        ));
+        if depth == 0 {
+            driver.announce_withheld();
+        }
+        // What the run says before its first step is said again each time it
+        // starts: it is no step's.
+        if let Some(steps) = &driver.counter.steps {
+            steps.forget_captured();
+        }
+        Ok((driver, resume, model_turns))
+    }
+
     fn new(
         request: RunRequest,
         (new_from, usage, records): (usize, Vec<UsageFact>, Vec<ToolInvocationRecord>),
         (deps, emitter, cancel): (&'a RunDeps, &'a Emitter, &'a CancellationToken),
-        steps: Option<&'a Steps>,
+        steps: Option<Steps>,
         depth: u32,
     ) -> Self {
         let scope = CallScope {
@@ -148,10 +166,7 @@ impl<'a> Driver<'a> {
 
     /// A resumed run's first step: the calls it paused on, settled with the
     /// decisions.
-    async fn settle(
-        &mut self,
-        resume: (Vec<PendingApproval>, Vec<ClientCall>, Vec<Decision>),
-    ) -> Result<(), RunError> {
+    async fn settle(&mut self, resume: Resume) -> Result<(), RunError> {
         let history = (&mut self.request.messages, &mut self.records);
         let call = (&self.context, &self.scope, &mut self.counter);
         // Boxed: a resumed run's first step, not part of the run's own state
@@ -173,7 +188,7 @@ impl<'a> Driver<'a> {
 
     /// Model turns from `first` (the turns a resumed run took count) until the
     /// run answers, pauses or stops.
-    async fn turns(mut self, first: u32) -> Result<RunOutput, RunError> {
+    async fn turns(mut self: Box<Self>, first: u32) -> Result<RunOutput, RunError> {
         let limits = self.request.limits.clone();
         let max_iterations = limits.max_iterations.max(1);
         let tools: Arc<[ToolSpec]> = self.deps.catalog.specs().into();
@@ -227,7 +242,8 @@ impl<'a> Driver<'a> {
         tools: &Arc<[ToolSpec]>,
     ) -> Result<CompletionFinal, RunError> {
         let request = &self.request;
-        let completion = CompletionRequest {
+        // Boxed: the turn's futures hold a pointer while the call streams.
+        let completion = Box::new(CompletionRequest {
             model: request.model.clone(),
             messages: request.messages.clone(),
             tools: Arc::clone(tools),
@@ -236,7 +252,7 @@ impl<'a> Driver<'a> {
                 .choice_for(&request.tool_choice, iteration),
             context: self.context.clone(),
             settings: request.settings.clone(),
-        };
+        });
         let number = self.counter.take(1);
         let turn = turn_step(
             self.deps,
@@ -396,12 +412,12 @@ fn turn_message(turn: CompletionFinal) -> Message {
 
 /// A durable run's journal and the number of its next step (for any run: a run
 /// without a journal counts too, and records nothing).
-pub(super) struct StepCounter<'a> {
-    pub(super) steps: Option<&'a Steps>,
+pub(super) struct StepCounter {
+    pub(super) steps: Option<Steps>,
     next: u32,
 }
 
-impl StepCounter<'_> {
+impl StepCounter {
     /// The first of `n` numbers.
     pub(super) fn take(&mut self, n: u32) -> u32 {
         let first = self.next;

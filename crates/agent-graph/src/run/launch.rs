@@ -104,7 +104,7 @@ pub(crate) async fn run_nested(
         capture: None,
     };
     let span = spans::run_span(&request.context, request.graph.as_deref(), true);
-    let result = drive(Start::new(request), deps, &emitter, cancel, 1)
+    let result = drive(Box::new(Start::new(request)), deps, &emitter, cancel, 1)
         .instrument(span.clone())
         .await;
     if let Err(error) = &result {
@@ -210,6 +210,8 @@ fn spawn(start: Start, deps: RunDeps) -> RunHandle {
     };
     let task_cancel = cancel.clone();
     let prompt_hash = start.request.prompt_hash.clone();
+    // Boxed: the task's state holds a pointer to it, not its fields.
+    let start = Box::new(start);
     tokio::spawn(
         async move {
             let body =

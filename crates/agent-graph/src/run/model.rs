@@ -46,12 +46,12 @@ fn usage_event(fact: UsageFact, prompt_hash: Option<&str>) -> AiEventKind {
 /// would cost (see [`spans::end_model_span`]).
 pub(super) async fn model_turn(
     deps: &RunDeps,
-    (request, span): (CompletionRequest, &tracing::Span),
+    (request, span): (Box<CompletionRequest>, &tracing::Span),
     emitter: &Emitter,
     cancel: &CancellationToken,
     usage: &mut Option<UsageFact>,
 ) -> Result<CompletionFinal, RunError> {
-    let mut stream = span.in_scope(|| deps.model.complete(request, cancel.child_token()));
+    let mut stream = span.in_scope(|| deps.model.complete(*request, cancel.child_token()));
     let mut arguments = ArgumentStreams::default();
     // One waiter for the whole turn, polled only when the token wakes the
     // turn (not on every delta).
@@ -174,13 +174,13 @@ impl ArgumentStreams {
 /// same calls).
 pub(super) async fn turn_step(
     deps: &RunDeps,
-    completion: CompletionRequest,
-    (counter, number): (&StepCounter<'_>, u32),
+    completion: Box<CompletionRequest>,
+    (counter, number): (&StepCounter, u32),
     emitter: &Emitter,
     cancel: &CancellationToken,
     prompt_hash: Option<&str>,
 ) -> Result<CompletionFinal, RunError> {
-    let slot = match counter.steps {
+    let slot = match &counter.steps {
         Some(steps) => match steps.open(number, StepKind::Model).await? {
             StepSlot::Recorded(step) => {
                 let step = *step;

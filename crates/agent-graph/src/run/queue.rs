@@ -35,6 +35,9 @@ pub(crate) enum Slot {
 /// Queued events past which consecutive deltas are merged.
 pub(crate) const COALESCE_AFTER: usize = 64;
 
+/// Slots a drained queue keeps (see [`Queue::poll_pop`]).
+const KEPT_ROOM: usize = 4;
+
 #[derive(Debug, Default)]
 struct State {
     items: VecDeque<Slot>,
@@ -159,6 +162,12 @@ impl Queue {
             if matches!(item, Slot::Event(_)) {
                 state.events -= 1;
             }
+            // A burst (a run's start, a tool turn) leaves room for many events;
+            // a consumer that caught up needs room for a few. The room is given
+            // back once drained, not kept for the rest of a long stream.
+            if state.items.is_empty() && state.items.capacity() > KEPT_ROOM {
+                state.items.shrink_to(KEPT_ROOM);
+            }
             return Poll::Ready(Some(item));
         }
         if state.closed {
@@ -243,6 +252,31 @@ mod tests {
         queue.push(text("e"));
         assert_eq!(queue.coalesced(), 1);
         assert_eq!(queue.len(), 1);
+    }
+
+    #[test]
+    fn a_drained_queue_gives_back_the_room_of_a_burst() {
+        let queue = Queue::lossless();
+        for i in 0..40 {
+            queue.push(event(AiEventKind::ToolWithheld {
+                tool_name: format!("t{i}"),
+                reason: String::new(),
+            }));
+        }
+        assert!(queue.lock().items.capacity() >= 40);
+        assert_eq!(drain(&queue).len(), 40);
+        let room = queue.lock().items.capacity();
+        assert!(
+            (1..=KEPT_ROOM).contains(&room),
+            "kept room for {room} slots"
+        );
+        // A stream that keeps up then pushes and pops without growing it.
+        let mut cx = Context::from_waker(noop_waker_ref());
+        for _ in 0..10 {
+            queue.push(text("x"));
+            assert!(matches!(queue.poll_pop(&mut cx), Poll::Ready(Some(_))));
+        }
+        assert_eq!(queue.lock().items.capacity(), room);
     }
 
     #[test]

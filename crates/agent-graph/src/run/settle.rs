@@ -19,7 +19,7 @@ use super::{ClientCall, Decision, NO_CLIENT_OUTPUT, PendingApproval, RunDeps, Ru
 /// messages and records in call order, as if it had never paused.
 pub(super) async fn settle_pending(
     deps: &RunDeps,
-    (context, scope, counter): (&RunContext, &CallScope, &mut StepCounter<'_>),
+    (context, scope, counter): (&RunContext, &CallScope, &mut StepCounter),
     (pending, client_calls, decisions): (Vec<PendingApproval>, Vec<ClientCall>, Vec<Decision>),
     emitter: &Emitter,
     cancel: &CancellationToken,
@@ -76,7 +76,7 @@ pub(super) async fn settle_pending(
             raw: call.raw,
         };
         let number = counter.take(1);
-        let journal = (counter.steps, number);
+        let journal = (counter.steps.as_ref(), number);
         let exec = exec_step(deps, (context, &scope), call, journal, emitter, cancel).await?;
         messages.push(tool_message(&exec));
         records.push(exec.record);

@@ -26,7 +26,7 @@ use crate::journal::{JournalError, StepBody, StepKind, StepSlot, Steps, replayed
 /// deferred calls (a deferred call gets its tool message when the run resumes).
 pub(super) async fn tool_turn(
     deps: &RunDeps,
-    (context, scope, counter): (&RunContext, &CallScope, &mut StepCounter<'_>),
+    (context, scope, counter): (&RunContext, &CallScope, &mut StepCounter),
     turn: &CompletionFinal,
     (defer_approvals, concurrency): (bool, usize),
     emitter: &Emitter,
@@ -50,7 +50,7 @@ pub(super) async fn tool_turn(
         .map(|(call, _)| as_tool_call(call))
         .collect();
     let first = counter.take(u32::try_from(to_run.len()).unwrap_or(u32::MAX));
-    let journal = (counter.steps, first);
+    let journal = (counter.steps.as_ref(), first);
     let executions = run_tools(
         deps,
         (context, scope, journal),
