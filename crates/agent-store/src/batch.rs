@@ -218,8 +218,30 @@ fn statements<'r, T>(rows: &'r [T]) -> impl Iterator<Item = (usize, &'r [T])> + 
     })
 }
 
-/// `($1, $2), ($3, $4)` for `rows` tuples of `columns`.
-fn tuples(rows: usize, columns: usize) -> String {
+/// How a statement marks the values it binds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Marks {
+    /// `$1, $2, ...` (Postgres).
+    Numbered,
+    /// `?, ?, ...`, bound in order (SQLite). SQLite looks a named or numbered
+    /// mark up by a linear scan of the statement's marks each time a value is
+    /// bound, so a statement of a few hundred numbered values costs quadratic
+    /// time in binding alone; anonymous marks have no name to look up.
+    Anonymous,
+}
+
+impl Marks {
+    fn of(connection: &sqlx::AnyConnection) -> Self {
+        if connection.backend_name().eq_ignore_ascii_case("sqlite") {
+            Self::Anonymous
+        } else {
+            Self::Numbered
+        }
+    }
+}
+
+/// `($1, $2), ($3, $4)` (or `(?, ?), (?, ?)`) for `rows` tuples of `columns`.
+fn tuples(rows: usize, columns: usize, marks: Marks) -> String {
     let mut sql = String::new();
     for row in 0..rows {
         sql.push_str(if row == 0 { "(" } else { ", (" });
@@ -227,7 +249,10 @@ fn tuples(rows: usize, columns: usize) -> String {
             if column > 0 {
                 sql.push_str(", ");
             }
-            sql.push_str(&format!("${}", row * columns + column + 1));
+            match marks {
+                Marks::Numbered => sql.push_str(&format!("${}", row * columns + column + 1)),
+                Marks::Anonymous => sql.push('?'),
+            }
         }
         sql.push(')');
     }
@@ -235,8 +260,13 @@ fn tuples(rows: usize, columns: usize) -> String {
 }
 
 /// `head (tuples) tail` for `chunk`, its values bound.
-fn statement<'q>(head: &str, tail: &str, chunk: &[Vec<Value<'q>>], columns: usize) -> Query<'q> {
-    let sql = format!("{head} {} {tail}", tuples(chunk.len(), columns));
+fn statement<'q>(
+    head: &str,
+    tail: &str,
+    chunk: &[Vec<Value<'q>>],
+    (columns, marks): (usize, Marks),
+) -> Query<'q> {
+    let sql = format!("{head} {} {tail}", tuples(chunk.len(), columns, marks));
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
     for value in chunk.iter().flatten() {
         query = bind(query, *value);
@@ -256,8 +286,9 @@ async fn multi_row<'a>(
     let Some(columns) = rows.first().map(Vec::len) else {
         return Ok(returned);
     };
+    let marks = Marks::of(connection);
     for (_, chunk) in statements(rows) {
-        let query = statement(head, tail, chunk, columns);
+        let query = statement(head, tail, chunk, (columns, marks));
         returned.extend(query.fetch_all(&mut *connection).await?);
     }
     Ok(returned)
@@ -278,8 +309,9 @@ async fn insert_rows<'a>(
     let Some(columns) = rows.first().map(Vec::len) else {
         return Ok(unsure);
     };
+    let marks = Marks::of(connection);
     for (first, chunk) in statements(rows) {
-        let done = statement(head, tail, chunk, columns)
+        let done = statement(head, tail, chunk, (columns, marks))
             .execute(&mut *connection)
             .await?;
         if done.rows_affected() < chunk.len() as u64 {
@@ -649,7 +681,7 @@ async fn threads(
 pub(crate) fn insert_sql(rows: usize) -> String {
     format!(
         "INSERT INTO run_events (account_id, run_id, seq, at_ms, event) VALUES {} ON CONFLICT (account_id, run_id, seq) DO NOTHING RETURNING account_id, run_id, seq",
-        tuples(rows, 5)
+        tuples(rows, 5, Marks::Numbered)
     )
 }
 
@@ -675,5 +707,11 @@ mod tests {
         let cut: Vec<(usize, usize)> = statements(&rows).map(|(at, c)| (at, c.len())).collect();
         assert_eq!(cut, [(0, 100), (100, 100), (200, 32), (232, 4), (236, 1)]);
         assert_eq!(statements(&rows[..0]).count(), 0);
+    }
+
+    #[test]
+    fn marks_are_numbered_for_postgres_and_anonymous_for_sqlite() {
+        assert_eq!(tuples(2, 3, Marks::Numbered), "($1, $2, $3), ($4, $5, $6)");
+        assert_eq!(tuples(2, 3, Marks::Anonymous), "(?, ?, ?), (?, ?, ?)");
     }
 }
