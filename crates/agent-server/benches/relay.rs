@@ -121,8 +121,8 @@ use agent_server::{Access, ChatService, ChatSetup};
 use ai_core::{
     CancellationToken, CompletionPort, ToolPolicy,
     completion::{
-        CompletionDelta, CompletionError, CompletionFinal, CompletionItem, CompletionRequest,
-        CompletionStream, FinishReason,
+        CompletionDelta, CompletionFinal, CompletionItem, CompletionRequest, CompletionStream,
+        FinishReason,
     },
     event::UsageFact,
 };
@@ -170,54 +170,37 @@ impl CompletionPort for PacedModel {
         let (count, interval) = (self.deltas, self.interval);
         let model = request.model;
         // State: the index of the next item, the text so far (a decoder
-        // assembles it too, growing it as deltas come), the model's name for the usage, and one
-        // cancellation waiter for the whole stream (as a provider client has:
-        // nothing is cloned or registered per delta).
-        let state = (
-            0usize,
-            String::new(),
-            model,
-            ai_core::cancel::Cancelled::new(cancel),
-        );
-        futures::stream::unfold(
-            state,
-            move |(i, mut text, model, mut cancelled)| async move {
-                if i < count {
-                    let due = start + interval * u32::try_from(i).unwrap_or(u32::MAX);
-                    tokio::select! {
-                        biased;
-                        () = &mut cancelled => {
-                            let error = Err(CompletionError::Cancelled);
-                            return Some((error, (usize::MAX, text, model, cancelled)));
-                        }
-                        () = tokio::time::sleep_until(due) => {}
-                    }
-                    let delta = stamp();
-                    text.push_str(&delta);
-                    let item = CompletionItem::Delta(CompletionDelta::Text(delta));
-                    Some((Ok(item), (i + 1, text, model, cancelled)))
-                } else if i == count {
-                    let done = CompletionFinal {
-                        text: std::mem::take(&mut text),
-                        finish_reason: FinishReason::Stop,
-                        usage: Some(UsageFact {
-                            model: model.clone(),
-                            prompt_tokens: 1,
-                            completion_tokens: count as u64,
-                            total_tokens: count as u64 + 1,
-                            ..UsageFact::default()
-                        }),
-                        ..CompletionFinal::default()
-                    };
-                    Some((
-                        Ok(CompletionItem::Final(done)),
-                        (i + 1, text, model, cancelled),
-                    ))
-                } else {
-                    None
-                }
-            },
-        )
+        // assembles it too, growing it as deltas come) and the model's name for
+        // the usage. Like a provider's body stream, it does not watch the
+        // cancellation itself: the run's model turn does, and drops the stream.
+        drop(cancel);
+        let state = (0usize, String::new(), model);
+        futures::stream::unfold(state, move |(i, mut text, model)| async move {
+            if i < count {
+                let due = start + interval * u32::try_from(i).unwrap_or(u32::MAX);
+                tokio::time::sleep_until(due).await;
+                let delta = stamp();
+                text.push_str(&delta);
+                let item = CompletionItem::Delta(CompletionDelta::Text(delta));
+                Some((Ok(item), (i + 1, text, model)))
+            } else if i == count {
+                let done = CompletionFinal {
+                    text: std::mem::take(&mut text),
+                    finish_reason: FinishReason::Stop,
+                    usage: Some(UsageFact {
+                        model: model.clone(),
+                        prompt_tokens: 1,
+                        completion_tokens: count as u64,
+                        total_tokens: count as u64 + 1,
+                        ..UsageFact::default()
+                    }),
+                    ..CompletionFinal::default()
+                };
+                Some((Ok(CompletionItem::Final(done)), (i + 1, text, model)))
+            } else {
+                None
+            }
+        })
         .boxed()
     }
 }
