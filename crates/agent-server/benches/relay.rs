@@ -67,7 +67,8 @@
 //!   whole row is also printed;
 //! - **p50/p90/p99/p99.9/max** added latency per delta over all the row's deltas;
 //!   the deltas slower than 2 ms are also counted per 100 ms of the row (by
-//!   their stamp), to show when the tail happened;
+//!   their stamp; the ten busiest windows printed, all in the JSON), to show
+//!   when the tail happened;
 //! - **errors**: failed connects, non-200 answers, streams without `finish` and
 //!   `[DONE]`, or with fewer than K deltas.
 //!
@@ -1142,13 +1143,14 @@ fn print_table(rows: &[Row]) {
             );
         }
         if !r.slow_timeline.is_empty() {
-            let windows: Vec<String> = r
-                .slow_timeline
-                .iter()
-                .map(|(ms, n)| format!("{ms}:{n}"))
-                .collect();
+            // The ten windows with the most (a long, overloaded row has hundreds).
+            let mut shown = r.slow_timeline.clone();
+            shown.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
+            shown.truncate(10);
+            shown.sort_unstable();
+            let windows: Vec<String> = shown.iter().map(|(ms, n)| format!("{ms}:{n}")).collect();
             println!(
-                "  {} C={}: deltas over {} ms by 100 ms window (ms since the first client at {} ns: count): {}",
+                "  {} C={}: deltas over {} ms by 100 ms window, the ten busiest (ms since the first client at {} ns: count): {}",
                 r.server,
                 r.clients,
                 SLOW_NS / 1_000_000,
