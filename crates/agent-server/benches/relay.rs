@@ -83,8 +83,9 @@
 //! `--clients 100,1000` `--deltas 200` `--interval-ms 20` `--ramp-ms 1000`
 //! `--warmup 50` `--servers agent-server,agent-server-store,agent-server-otel,node-ai7,node-ai7-pipe`
 //! `--pin` (the load generator on CPU 0 and each server under test on CPU 1,
-//! with `taskset`, so neither waits for the other's core); `RELAY_NODE` names
-//! the node binary (default `node`).
+//! with `taskset`, so neither waits for the other's core); `--keep-awake` (with
+//! `--pin`: a spinning process at the idle scheduling class keeps CPU 0 from
+//! halting, see below); `RELAY_NODE` names the node binary (default `node`).
 //!
 //! The default pace, a delta every 20 ms (50 tokens/s per stream, a fast model),
 //! puts 50,000 deltas/s through the server at 1,000 streams.
@@ -103,6 +104,16 @@
 //!   steps, so Node's RSS figure moves more between runs than Rust's.
 //! - Timer granularity (1 ms in tokio and in Node) moves when a delta is emitted,
 //!   not its added latency, which starts at the stamp.
+//! - On a virtual machine, the load generator's CPU halts while it waits for
+//!   data, and a halted vCPU can take 5–20 ms to run again: every stream's
+//!   deltas then arrive late together, about once a second, whichever server is
+//!   measured (a trace shows the server writing on time while the load
+//!   generator reads nothing and its CPU switches no task). That is the load
+//!   generator's delay, not the server's. `--keep-awake` keeps that CPU busy
+//!   with an idle-class spinner, which removes most of those clusters (the
+//!   slow-delta timeline shows whether they were there) but makes each wake-up
+//!   of the load generator cost the server more kernel time (a task to preempt
+//!   instead of an idle CPU): take CPU figures from rows without it.
 
 #![allow(
     clippy::unwrap_used,
@@ -739,6 +750,8 @@ struct Config {
     node: String,
     /// `--pin`: the load generator on CPU 0, the server under test on CPU 1.
     pin: bool,
+    /// `--keep-awake`: CPU 0 never idles (see [`keep_awake`]).
+    keep_awake: bool,
 }
 
 /// A server process under test.
@@ -771,6 +784,38 @@ fn pinned(pin: bool, program: &std::ffi::OsStr) -> tokio::process::Command {
         c
     } else {
         tokio::process::Command::new(program)
+    }
+}
+
+/// `--keep-awake` (with `--pin`): this binary again as `relay --spin` on CPU 0
+/// at the idle scheduling class (`chrt --idle 0`), so that CPU never halts.
+/// On a virtual machine a halted vCPU can take 5–20 ms to run again when a
+/// socket's data arrives for the load generator, which sleeps between reads:
+/// every stream's deltas then arrive late together, a delay of the load
+/// generator's machine, not of the server under test. An idle-class task
+/// gives way at once to any other task on the CPU (see the module's caveats
+/// for what it costs the server's figures).
+fn keep_awake() -> std::process::Child {
+    let exe = std::env::current_exe().expect("this binary");
+    std::process::Command::new("chrt")
+        .args(["--idle", "0", "taskset", "-c", "0"])
+        .arg(exe)
+        .arg("--spin")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("--keep-awake needs `chrt` and `taskset` (util-linux)")
+}
+
+/// `relay --spin`: keeps its CPU busy until stdin closes.
+fn spin() -> ! {
+    std::thread::spawn(|| {
+        let mut sink = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+        std::process::exit(0);
+    });
+    loop {
+        std::hint::spin_loop();
     }
 }
 
@@ -1262,6 +1307,7 @@ fn parse_args() -> Result<Option<Config>, String> {
         ],
         node: std::env::var("RELAY_NODE").unwrap_or_else(|_| "node".into()),
         pin: false,
+        keep_awake: false,
     };
     let mut serve_agent_mode = None;
     let mut args = std::env::args().skip(1);
@@ -1276,6 +1322,8 @@ fn parse_args() -> Result<Option<Config>, String> {
             "--bench" => {}
             "--serve-agent" => serve_agent_mode = Some(Extra::None),
             "--pin" => config.pin = true,
+            "--keep-awake" => config.keep_awake = true,
+            "--spin" => spin(),
             "--serve-agent-store" => serve_agent_mode = Some(Extra::Store),
             "--serve-agent-otel" => {
                 let url = args.next().ok_or("--serve-agent-otel needs a URL")?;
@@ -1373,6 +1421,8 @@ fn main() {
     if config.pin {
         pin_self();
     }
+    // Held until the end; its stdin closes (and it exits) with this process.
+    let _awake = (config.pin && config.keep_awake).then(keep_awake);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -1405,6 +1455,8 @@ fn main() {
         "delta_text_bytes": DELTA_TEXT_LEN,
         "ramp_ms": config.ramp.as_millis() as u64,
         "warmup_streams": config.warmup,
+        "pin": config.pin,
+        "keep_awake": config.pin && config.keep_awake,
         "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
         "skipped": skipped,
         "rows": rows.iter().map(Row::json).collect::<Vec<_>>(),
