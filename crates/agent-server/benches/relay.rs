@@ -1086,6 +1086,10 @@ async fn measure(kind: Kind, clients: usize, config: &Config) -> Row {
     drop(server.child.stdin.take());
     let _ = server.child.start_kill();
     let _ = server.child.wait().await;
+    // A killed server cannot remove its run store's folder: it is removed here.
+    if kind == Kind::AgentStore {
+        let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("relay-store-{pid}")));
+    }
 
     let mut latencies = run.latencies;
     latencies.sort_unstable();
