@@ -588,7 +588,7 @@ impl<'a> AccountStore<'a> {
     }
 
     /// Appends events `first_seq..` of a run in one transaction (one statement per
-    /// 500 events). Idempotent: an event already stored at its position is skipped
+    /// 100 events). Idempotent: an event already stored at its position is skipped
     /// when it is the same, and a [`StoreError::Conflict`] when it differs.
     pub async fn append_events(
         &self,
@@ -605,7 +605,9 @@ impl<'a> AccountStore<'a> {
                 .zip(seq..)
                 .map(|(event, seq)| Ok((int(seq, "event seq")?, json(event)?)))
                 .collect::<Result<_, StoreError>>()?;
-            let mut query = sqlx::query(sqlx::AssertSqlSafe(crate::batch::insert_sql(rows.len())));
+            let marks = crate::batch::Marks::of(&transaction);
+            let sql = crate::batch::insert_sql(rows.len(), marks);
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
             for (seq, text) in &rows {
                 query = query
                     .bind(&self.account)

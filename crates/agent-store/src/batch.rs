@@ -220,7 +220,7 @@ fn statements<'r, T>(rows: &'r [T]) -> impl Iterator<Item = (usize, &'r [T])> + 
 
 /// How a statement marks the values it binds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Marks {
+pub(crate) enum Marks {
     /// `$1, $2, ...` (Postgres).
     Numbered,
     /// `?, ?, ...`, bound in order (SQLite). SQLite looks a named or numbered
@@ -231,7 +231,7 @@ enum Marks {
 }
 
 impl Marks {
-    fn of(connection: &sqlx::AnyConnection) -> Self {
+    pub(crate) fn of(connection: &sqlx::AnyConnection) -> Self {
         if connection.backend_name().eq_ignore_ascii_case("sqlite") {
             Self::Anonymous
         } else {
@@ -678,10 +678,10 @@ async fn threads(
 }
 
 /// `INSERT ... VALUES` for `rows` events, returning the keys it inserted.
-pub(crate) fn insert_sql(rows: usize) -> String {
+pub(crate) fn insert_sql(rows: usize, marks: Marks) -> String {
     format!(
         "INSERT INTO run_events (account_id, run_id, seq, at_ms, event) VALUES {} ON CONFLICT (account_id, run_id, seq) DO NOTHING RETURNING account_id, run_id, seq",
-        tuples(rows, 5, Marks::Numbered)
+        tuples(rows, 5, marks)
     )
 }
 
