@@ -11,8 +11,14 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// How long one scenario may take.
+/// How long one scenario may take (not counting its wait for [`ONE_AT_A_TIME`]).
 const SCENARIO_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Held while a scenario runs: a test binary's scenarios run one after the
+/// other, never two browsers beside each other. Some scenarios hold a
+/// wall-clock budget (no main-thread task over 200 ms, an answer formatted
+/// within 20 s) that two Chromiums sharing a two-core machine can miss.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The repository's root (this crate is `crates/agent-testing`).
 fn root() -> PathBuf {
@@ -62,6 +68,7 @@ pub async fn scenario_report(page_url: &str, name: &str, extra: &[&str]) -> Valu
         root().join("web/node_modules/playwright-core").exists(),
         "the browser tests need `npm ci` in web/ (run `cargo xtask test-env`)"
     );
+    let _turn = ONE_AT_A_TIME.lock().await;
     let output = tokio::time::timeout(
         SCENARIO_TIMEOUT,
         tokio::process::Command::new("node")

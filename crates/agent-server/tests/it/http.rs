@@ -237,8 +237,21 @@ async fn rejected_requests_are_400_naming_the_field_and_reach_no_model() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_disconnects_mid_tool_cancels_the_run() {
+    disconnect_mid_tool(Duration::from_millis(50)).await;
+}
+
+/// With no write to fail (no heartbeat within the test), the close is still
+/// seen at once: the server watches the socket mid-response.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disconnect_is_seen_while_nothing_is_written() {
+    disconnect_mid_tool(Duration::from_secs(3600)).await;
+}
+
+/// A client closes its connection while the run's tool waits: the run is
+/// cancelled and its stream slot freed, whatever the heartbeat.
+async fn disconnect_mid_tool(heartbeat: Duration) {
     let live = start(waiting_model(), |port| Access {
-        heartbeat: Duration::from_millis(50),
+        heartbeat,
         // One stream at a time: the next request gets through only once the
         // cancelled response's task has ended and given its slot back.
         max_streams: 1,
@@ -257,7 +270,7 @@ async fn a_client_that_disconnects_mid_tool_cancels_the_run() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    // Still running while the client is there (heartbeats keep flowing).
+    // Still running while the client is there.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         !live.wait_cancelled.load(Ordering::SeqCst),
