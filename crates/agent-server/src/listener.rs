@@ -429,12 +429,13 @@ fn connection(
             // A `Router` is always ready.
             async move { router.call(request).await }
         });
-        let mut builder = hyper::server::conn::http1::Builder::new();
-        builder
+        // The builder is dropped once it made the connection: it is not kept
+        // in the state of every open connection.
+        let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(header_read_timeout)
-            .keep_alive(true);
-        let conn = builder.serve_connection(TokioIo::new(stream), service);
+            .keep_alive(true)
+            .serve_connection(TokioIo::new(stream), service);
         let mut conn = std::pin::pin!(conn);
         // Closed when it has not authenticated in time.
         let unauthenticated = async {

@@ -115,64 +115,78 @@ impl ChatService {
     /// record (after the client's stream ended: a slow store delays the
     /// record, never the chat). Records the model-facing arguments and results
     /// of the calls it ran, and the client tool calls it handed out.
-    pub(crate) async fn respond(
+    ///
+    /// A function returning its future rather than an `async fn`: an `async
+    /// fn` keeps its arguments twice in its state (as passed, and moved into
+    /// its body), and every open stream holds this state.
+    pub(crate) fn respond(
         self: Arc<Self>,
         chat: ChatRef,
         mut live: Live,
         mut encoder: Box<dyn StreamEncoder>,
         client: Option<Client>,
         relay: Relay,
-    ) {
-        let chat_id = chat.scoped.clone();
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut stream = ClientStream::new(client, &relay, encoder.heartbeat());
+        async move {
+            let chat_id = &chat.scoped;
+            loop {
+                let event = tokio::select! {
+                    // The run first: while it has events, nothing idle is due (a
+                    // heartbeat only fills quiet time; a client that went away is
+                    // also seen when a frame cannot be sent), and the idle waits
+                    // are not polled per event.
+                    biased;
+                    event = live.next() => match event {
+                        Some(event) => event,
+                        None => break,
+                    },
+                    () = stream.idle(&relay) => continue,
+                };
+                // The event is encoded and gone before the frames are sent.
+                let frames = self.frames(chat_id, encoder.as_mut(), event);
+                stream.deliver(&relay, frames).await;
+            }
+            // The end's two waits are boxed: they are not part of the state a
+            // response holds while it streams.
+            let mut ended = Box::pin(live.end()).await;
+            // From here until its record is written, a load of the chat waits
+            // for it (briefly): the run ended, its end is not stored yet.
+            let finishing = self.finishing(chat_id);
+            if let Ok(output) = ended.outcome() {
+                remember(self.transcript(), chat_id, &output.messages);
+            }
+            stream.deliver(&relay, encoder.end()).await;
+            drop(stream);
+            self.active().close(chat_id, &relay.replay);
+            Box::pin(ended.record()).await;
+            drop(finishing);
+        }
+    }
+
+    /// `event`'s frames in `encoder`'s protocol (approvals signed for chat
+    /// `chat_id`); a client tool call it hands out is remembered for the
+    /// chat's next request.
+    fn frames(&self, chat_id: &str, encoder: &mut dyn StreamEncoder, event: AiEvent) -> Vec<Bytes> {
+        if let ai_core::event::AiEventKind::ClientToolCall {
+            tool_call_id,
+            tool_name,
+            args,
+        } = &event.kind
+        {
+            self.client_calls().store(
+                chat_id,
+                tool_call_id,
+                ai_core::tool::canonical_json(args),
+                tool_name.clone(),
+            );
+        }
         let sign = |binding: &ApprovalBinding| self.approvals().issue(binding);
         let approval = ApprovalIssuer {
-            scope: &chat_id,
+            scope: chat_id,
             sign: &sign,
         };
-        let mut stream = ClientStream::new(client, &relay, encoder.heartbeat());
-        loop {
-            let event = tokio::select! {
-                // The run first: while it has events, nothing idle is due (a
-                // heartbeat only fills quiet time; a client that went away is
-                // also seen when a frame cannot be sent), and the idle waits
-                // are not polled per event.
-                biased;
-                event = live.next() => match event {
-                    Some(event) => event,
-                    None => break,
-                },
-                () = stream.idle(&relay) => continue,
-            };
-            if let ai_core::event::AiEventKind::ClientToolCall {
-                tool_call_id,
-                tool_name,
-                args,
-            } = &event.kind
-            {
-                self.client_calls().store(
-                    &chat_id,
-                    tool_call_id,
-                    ai_core::tool::canonical_json(args),
-                    tool_name.clone(),
-                );
-            }
-            let frames = encoder.frames(&crate::server::shown_error(event), approval);
-            stream.deliver(&relay, frames).await;
-        }
-        // The end's two waits are boxed: they are not part of the state a
-        // response holds while it streams.
-        let mut ended = Box::pin(live.end()).await;
-        // From here until its record is written, a load of the chat waits
-        // for it (briefly): the run ended, its end is not stored yet.
-        let finishing = self.finishing(&chat_id);
-        if let Ok(output) = ended.outcome() {
-            remember(self.transcript(), &chat_id, &output.messages);
-        }
-        stream.deliver(&relay, encoder.end()).await;
-        drop(stream);
-        self.active().close(&chat_id, &relay.replay);
-        Box::pin(ended.record()).await;
-        drop(finishing);
+        encoder.frames(&crate::server::shown_error(event), approval)
     }
 }
 
@@ -275,13 +289,31 @@ fn detach(stop: &CancellationToken, grace: Duration) -> Option<tokio::time::Inst
 /// Sends `frames` in order; `Err` when the client is gone or takes nothing
 /// for `write_timeout`.
 async fn send_all(client: &Client, frames: Vec<Bytes>, write_timeout: Duration) -> Result<(), ()> {
-    for frame in frames {
-        // A client that keeps up has room: no timer is set for the frame.
-        let frame = match client.tx.try_send(frame) {
-            Ok(()) => continue,
+    let mut frames = frames.into_iter();
+    // A client that keeps up has room: no timer is set, and the wait for room
+    // (a timer and a send, a few hundred bytes) is boxed, out of the state
+    // every open stream holds.
+    while let Some(frame) = frames.next() {
+        match client.tx.try_send(frame) {
+            Ok(()) => {}
             Err(mpsc::error::TrySendError::Closed(_)) => return Err(()),
-            Err(mpsc::error::TrySendError::Full(frame)) => frame,
-        };
+            Err(mpsc::error::TrySendError::Full(frame)) => {
+                return Box::pin(wait_and_send(client, frame, frames, write_timeout)).await;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`send_all`] once the client's channel is full: each frame waits for room,
+/// for `write_timeout` at most.
+async fn wait_and_send(
+    client: &Client,
+    first: Bytes,
+    rest: std::vec::IntoIter<Bytes>,
+    write_timeout: Duration,
+) -> Result<(), ()> {
+    for frame in std::iter::once(first).chain(rest) {
         match tokio::time::timeout(write_timeout, client.tx.send(frame)).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return Err(()),

@@ -45,6 +45,9 @@ struct ReplayState {
     bytes: Vec<u8>,
     /// Where the last frame starts.
     last: usize,
+    /// When the last frame is a delta: the lengths of the bytes before its
+    /// text and after it ([`delta_parts`]), so a push parses only its own frame.
+    open: Option<(usize, usize)>,
     /// How far readers have read: frames before it are never rewritten.
     sealed: usize,
     overflowed: bool,
@@ -83,19 +86,23 @@ impl ReplayState {
     /// Appends `frame`, merged into the last frame when both are deltas of the
     /// same part and no reader has read the last one yet.
     fn append(&mut self, frame: &[u8]) {
-        let last_start = self.last;
-        if last_start >= self.sealed
-            && let (Some((p1, _, t1)), Some((p2, text, t2))) =
-                (delta_parts(&self.bytes[last_start..]), delta_parts(frame))
-            && p1 == p2
-            && t1 == t2
+        let parts = delta_parts(frame);
+        if self.last >= self.sealed
+            && let (Some((head, tail)), Some((p2, text, t2))) = (self.open, parts)
+            && self.bytes.get(self.last..self.last + head) == Some(p2)
+            && self.bytes.len() >= self.last + head + tail
+            && self.bytes[self.bytes.len() - tail..] == *t2
         {
-            // The text goes in before the last frame's tail (no copy of it).
-            let cut = self.bytes.len() - t1.len();
-            self.bytes.splice(cut..cut, text.iter().copied());
+            // The last frame's tail is the new frame's: cut it, then the
+            // text and the tail go on the end.
+            self.bytes.truncate(self.bytes.len() - tail);
+            self.bytes.reserve(text.len() + t2.len());
+            self.bytes.extend_from_slice(text);
+            self.bytes.extend_from_slice(t2);
             return;
         }
         self.last = self.bytes.len();
+        self.open = parts.map(|(head, _, tail)| (head.len(), tail.len()));
         self.bytes.extend_from_slice(frame);
     }
 }

@@ -199,18 +199,23 @@ pub(super) async fn turn_step(
     let span = spans::model_span(&completion, deps.model.provider_name());
     let asked = completion.model.clone();
     let mut failed_usage = None;
-    let turned = model_turn(
+    // Matched as it comes: the turn is kept once in this future's state, not
+    // also as the call's result.
+    let mut turn = match model_turn(
         deps,
         (completion, &span),
         emitter,
         cancel,
         &mut failed_usage,
     )
-    .await;
-    spans::end_model_span(&span);
-    let mut turn = match turned {
-        Ok(turn) => turn,
+    .await
+    {
+        Ok(turn) => {
+            spans::end_model_span(&span);
+            turn
+        }
         Err(error) => {
+            spans::end_model_span(&span);
             spans::record_model_error(&span, error.code());
             // The failed call's usage is reported before the run's error.
             if let Some(mut fact) = failed_usage {
@@ -232,7 +237,9 @@ pub(super) async fn turn_step(
     }
     if let Some((steps, slot)) = slot {
         let body = StepBody::Model { turn: turn.clone() };
-        steps.record(slot, number, body, None).await?;
+        // Boxed: a journal's write is held only while it is written, not in
+        // the state of every streaming turn.
+        Box::pin(steps.record(slot, number, body, None)).await?;
     }
     Ok(turn)
 }
