@@ -38,7 +38,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chat_protocol::StreamEncoder;
 use chat_protocol::contract::{self, ChatRequest, RequestError};
-use tokio::sync::mpsc;
 
 use crate::plan::{Plan, Redeemed};
 use crate::relay::{Client, Live, Relay};
@@ -295,7 +294,7 @@ fn stream_run(
     (encoder, permit): (Box<dyn StreamEncoder>, crate::listener::Slot),
 ) -> Response {
     let headers = encoder.headers();
-    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    let (tx, rx) = futures::channel::mpsc::channel::<Bytes>(64);
     let replay = service
         .active()
         .open(&chat.scoped, headers, started.cancel.clone());

@@ -16,7 +16,6 @@ use chat_protocol::StreamEncoder;
 use chat_protocol::stream::ApprovalIssuer;
 use chat_protocol::transcript::TranscriptStore;
 use futures::StreamExt;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::resume::Replay;
@@ -104,7 +103,7 @@ pub(crate) struct Relay {
 /// holds (freed with it, when it goes away or reads too slowly), and the
 /// token its response body cancels when dropped.
 pub(crate) struct Client {
-    pub(crate) tx: mpsc::Sender<Bytes>,
+    pub(crate) tx: futures::channel::mpsc::Sender<Bytes>,
     pub(crate) _slot: Option<crate::listener::Slot>,
     pub(crate) gone: CancellationToken,
 }
@@ -245,7 +244,7 @@ impl ClientStream {
                 }
             }
             _ = self.beat.tick(), if self.client.is_some() && self.heartbeat.is_some() => {
-                if let (Some(client), Some(frame)) = (&self.client, &self.heartbeat)
+                if let (Some(client), Some(frame)) = (&mut self.client, &self.heartbeat)
                     && send_all(client, vec![frame.clone()], relay.write_timeout).await.is_err()
                 {
                     self.let_go(relay);
@@ -267,7 +266,7 @@ impl ClientStream {
         for frame in &frames {
             relay.replay.push(frame);
         }
-        let Some(client) = &self.client else {
+        let Some(client) = &mut self.client else {
             return;
         };
         if send_all(client, frames, relay.write_timeout).await.is_err() {
@@ -288,7 +287,11 @@ fn detach(stop: &CancellationToken, grace: Duration) -> Option<tokio::time::Inst
 
 /// Sends `frames` in order; `Err` when the client is gone or takes nothing
 /// for `write_timeout`.
-async fn send_all(client: &Client, frames: Vec<Bytes>, write_timeout: Duration) -> Result<(), ()> {
+async fn send_all(
+    client: &mut Client,
+    frames: Vec<Bytes>,
+    write_timeout: Duration,
+) -> Result<(), ()> {
     let mut frames = frames.into_iter();
     // A client that keeps up has room: no timer is set, and the wait for room
     // (a timer and a send, a few hundred bytes) is boxed, out of the state
@@ -296,10 +299,11 @@ async fn send_all(client: &Client, frames: Vec<Bytes>, write_timeout: Duration) 
     while let Some(frame) = frames.next() {
         match client.tx.try_send(frame) {
             Ok(()) => {}
-            Err(mpsc::error::TrySendError::Closed(_)) => return Err(()),
-            Err(mpsc::error::TrySendError::Full(frame)) => {
+            Err(full) if full.is_full() => {
+                let frame = full.into_inner();
                 return Box::pin(wait_and_send(client, frame, frames, write_timeout)).await;
             }
+            Err(_) => return Err(()),
         }
     }
     Ok(())
@@ -308,13 +312,15 @@ async fn send_all(client: &Client, frames: Vec<Bytes>, write_timeout: Duration) 
 /// [`send_all`] once the client's channel is full: each frame waits for room,
 /// for `write_timeout` at most.
 async fn wait_and_send(
-    client: &Client,
+    client: &mut Client,
     first: Bytes,
     rest: std::vec::IntoIter<Bytes>,
     write_timeout: Duration,
 ) -> Result<(), ()> {
     for frame in std::iter::once(first).chain(rest) {
-        match tokio::time::timeout(write_timeout, client.tx.send(frame)).await {
+        match tokio::time::timeout(write_timeout, futures::SinkExt::send(&mut client.tx, frame))
+            .await
+        {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return Err(()),
             Err(_) => {

@@ -96,14 +96,25 @@ impl ReplayState {
             // The last frame's tail is the new frame's: cut it, then the
             // text and the tail go on the end.
             self.bytes.truncate(self.bytes.len() - tail);
-            self.bytes.reserve(text.len() + t2.len());
+            self.room(text.len() + t2.len());
             self.bytes.extend_from_slice(text);
             self.bytes.extend_from_slice(t2);
             return;
         }
         self.last = self.bytes.len();
         self.open = parts.map(|(head, _, tail)| (head.len(), tail.len()));
+        self.room(frame.len());
         self.bytes.extend_from_slice(frame);
+    }
+
+    /// Room for `more` bytes, growing by a quarter of what is kept rather than
+    /// doubling: every running response holds its replay, which then holds
+    /// about its text, not up to twice it.
+    fn room(&mut self, more: usize) {
+        let kept = self.bytes.len();
+        if self.bytes.capacity() - kept < more {
+            self.bytes.reserve_exact(more.max(kept / 4));
+        }
     }
 }
 
@@ -309,6 +320,19 @@ mod tests {
             reader.next().await.unwrap(),
             Bytes::from_static(b"0:\"c\"\n")
         );
+    }
+
+    #[test]
+    fn a_long_answer_keeps_about_its_text() {
+        let streams = ActiveStreams::new(1 << 20);
+        let replay = streams.open("c", H, tokio_util::sync::CancellationToken::new());
+        for i in 0..2_000 {
+            replay.push(&ui_delta("t1", &format!("t{i:020} ")));
+        }
+        let state = replay.state();
+        let (kept, room) = (state.bytes.len(), state.bytes.capacity());
+        assert!(kept > 2_000 * 22, "every delta's text is kept: {kept}");
+        assert!(room <= kept + kept / 4, "{room} bytes held for {kept}");
     }
 
     #[test]

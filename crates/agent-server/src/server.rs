@@ -24,7 +24,7 @@ use chat_protocol::transcript::TranscriptStore;
 use futures::StreamExt;
 use futures::future::{FutureExt, Shared};
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::access::Access;
 use crate::approval::Approvals;
@@ -630,17 +630,23 @@ pub(crate) fn answer_id(run_id: &str) -> String {
     agent_durable::answer_id(run_id)
 }
 
+/// The receiving end of a response's frames (see [`coalesced`]).
+pub(crate) type FrameReceiver = futures::channel::mpsc::Receiver<Bytes>;
+
 /// Most bytes [`coalesced`] puts in one chunk.
 const COALESCE_MAX: usize = 64 * 1024;
 
 /// The frames of `rx` as body chunks: the frames ready when the connection
 /// asks for more go out as one chunk (one HTTP chunk, one write), and a lone
 /// frame goes out at once, never held for company.
-pub(crate) fn coalesced(
-    mut rx: mpsc::Receiver<Bytes>,
-) -> impl futures::Stream<Item = Bytes> + Send {
+///
+/// The channel is `futures`' rather than tokio's: tokio's bounded channel
+/// keeps blocks of 32 slots (over 1.5 KiB with its header, for every open
+/// stream) where a stream's channel holds one or two frames at a time; this
+/// one allocates per frame in flight.
+pub(crate) fn coalesced(mut rx: FrameReceiver) -> impl futures::Stream<Item = Bytes> + Send {
     futures::stream::poll_fn(move |cx| {
-        let first = match rx.poll_recv(cx) {
+        let first = match rx.poll_next_unpin(cx) {
             std::task::Poll::Ready(Some(frame)) => frame,
             other => return other,
         };
@@ -767,7 +773,8 @@ mod coalesce_tests {
 
     #[tokio::test]
     async fn ready_frames_go_out_as_one_chunk_and_a_lone_frame_at_once() {
-        let (tx, rx) = mpsc::channel::<Bytes>(8);
+        use futures::SinkExt;
+        let (mut tx, rx) = futures::channel::mpsc::channel::<Bytes>(8);
         let mut body = Box::pin(coalesced(rx));
         for frame in ["a", "b", "c"] {
             tx.send(Bytes::from_static(frame.as_bytes())).await.unwrap();

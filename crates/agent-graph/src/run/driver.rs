@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use ai_core::{
-    CancellationToken, Message, RunContext, ToolSpec,
+    CancellationToken, Message, ToolSpec,
     completion::{CompletionFinal, CompletionRequest, FinishReason},
     event::{AiEventKind, ToolCallRef, UsageFact},
     message::AssistantBlock,
@@ -57,8 +57,6 @@ struct Driver<'a> {
     deps: &'a RunDeps,
     emitter: &'a Emitter,
     cancel: &'a CancellationToken,
-    /// The run's ids.
-    context: RunContext,
     /// What every tool call of the run is given (graph, prompt hash, nested
     /// events, the port a subagent runs on).
     scope: CallScope,
@@ -142,7 +140,6 @@ impl<'a> Driver<'a> {
             deps,
             emitter,
             cancel,
-            context: request.context.clone(),
             scope,
             counter: StepCounter { steps, next: 0 },
             total_tokens: usage.iter().map(|u| u.total_tokens).sum(),
@@ -156,7 +153,7 @@ impl<'a> Driver<'a> {
     /// Tools policy allows but their source withholds right now (e.g. an MCP tool
     /// whose definition changed since it was pinned): said once, up front.
     fn announce_withheld(&self) {
-        for (id, reason) in self.deps.runner.withheld(&self.context) {
+        for (id, reason) in self.deps.runner.withheld(&self.request.context) {
             self.emitter.emit(AiEventKind::ToolWithheld {
                 tool_name: id.as_str().to_owned(),
                 reason,
@@ -168,7 +165,7 @@ impl<'a> Driver<'a> {
     /// decisions.
     async fn settle(&mut self, resume: Resume) -> Result<(), RunError> {
         let history = (&mut self.request.messages, &mut self.records);
-        let call = (&self.context, &self.scope, &mut self.counter);
+        let call = (&self.request.context, &self.scope, &mut self.counter);
         // Boxed: a resumed run's first step, not part of the run's own state
         // while it streams (see `tool_calls`).
         Box::pin(settle_pending(
@@ -250,7 +247,7 @@ impl<'a> Driver<'a> {
             tool_choice: request
                 .tool_choice_scope
                 .choice_for(&request.tool_choice, iteration),
-            context: self.context.clone(),
+            context: self.request.context.clone(),
             settings: request.settings.clone(),
         });
         let number = self.counter.take(1);
@@ -329,7 +326,7 @@ impl<'a> Driver<'a> {
         // state it can be in; this one is several KiB).
         let deferred = Box::pin(tool_turn(
             self.deps,
-            (&self.context, &self.scope, &mut self.counter),
+            (&self.request.context, &self.scope, &mut self.counter),
             turn,
             (self.request.defer_approvals, limits.tool_concurrency),
             self.emitter,

@@ -35,8 +35,10 @@ pub(crate) enum Slot {
 /// Queued events past which consecutive deltas are merged.
 pub(crate) const COALESCE_AFTER: usize = 64;
 
-/// Slots a drained queue keeps (see [`Queue::poll_pop`]).
-const KEPT_ROOM: usize = 4;
+/// Slots a drained queue keeps (see [`Queue::poll_pop`]): one, as a consumer
+/// that keeps up takes each event as it comes (a `VecDeque` of events grows to
+/// four slots, 1.1 KiB, at its first push; every open stream kept them).
+const KEPT_ROOM: usize = 1;
 
 #[derive(Debug, Default)]
 struct State {
