@@ -182,7 +182,8 @@ impl CompletionPort for PacedModel {
         let (count, interval) = (self.deltas, self.interval);
         let model = request.model;
         // State: the index of the next item, the text so far (a decoder
-        // assembles it too, growing it as deltas come) and the model's name for
+        // assembles it too, growing it as the workspace's decoders do with
+        // `ai_core::text::append`) and the model's name for
         // the usage. Like a provider's body stream, it does not watch the
         // cancellation itself: the run's model turn does, and drops the stream.
         drop(cancel);
@@ -192,7 +193,7 @@ impl CompletionPort for PacedModel {
                 let due = start + interval * u32::try_from(i).unwrap_or(u32::MAX);
                 tokio::time::sleep_until(due).await;
                 let delta = stamp();
-                text.push_str(&delta);
+                ai_core::text::append(&mut text, &delta);
                 let item = CompletionItem::Delta(CompletionDelta::Text(delta));
                 Some((Ok(item), (i + 1, text, model)))
             } else if i == count {

@@ -31,8 +31,10 @@ pub struct Replay {
     headers: &'static [(&'static str, &'static str)],
     max_bytes: usize,
     state: Mutex<ReplayState>,
-    /// Bumped on every change, so readers wake up.
-    changed: watch::Sender<u64>,
+    /// Bumped on every change, so readers wake up. Made by the first reader:
+    /// most responses never have one, and a watch channel is about 350 bytes
+    /// that every open stream would hold.
+    changed: std::sync::OnceLock<watch::Sender<u64>>,
     /// Cancels the response's run (`POST /api/chat/{id}/stop`).
     stop: tokio_util::sync::CancellationToken,
 }
@@ -139,14 +141,16 @@ impl Replay {
             }
         }
         // Most responses are never reattached to: no reader, nobody to wake.
-        if self.changed.receiver_count() > 0 {
-            self.changed.send_modify(|v| *v = v.wrapping_add(1));
+        if let Some(changed) = self.changed.get()
+            && changed.receiver_count() > 0
+        {
+            changed.send_modify(|v| *v = v.wrapping_add(1));
         }
     }
 
     /// Clients reading it now (reattached with `GET /api/chat/{id}/stream`).
     pub fn readers(&self) -> usize {
-        self.changed.receiver_count()
+        self.changed.get().map_or(0, watch::Sender::receiver_count)
     }
 
     /// Cancels the response's run (what Stop asks for, whoever is reading).
@@ -157,7 +161,9 @@ impl Replay {
     /// The response ended: readers get what is left, then the end.
     pub fn finish(&self) {
         self.state().done = true;
-        self.changed.send_modify(|v| *v = v.wrapping_add(1));
+        if let Some(changed) = self.changed.get() {
+            changed.send_modify(|v| *v = v.wrapping_add(1));
+        }
     }
 
     /// The response's protocol headers.
@@ -172,7 +178,9 @@ impl Replay {
         if self.state().overflowed {
             return None;
         }
-        let changes = self.changed.subscribe();
+        // Subscribed before the first look at the frames: a push after it
+        // wakes this reader.
+        let changes = self.changed.get_or_init(|| watch::channel(0).0).subscribe();
         let start = (Arc::clone(self), changes, 0usize);
         Some(futures::stream::unfold(
             start,
@@ -237,12 +245,11 @@ impl ActiveStreams {
         headers: &'static [(&'static str, &'static str)],
         stop: tokio_util::sync::CancellationToken,
     ) -> Arc<Replay> {
-        let (changed, _) = watch::channel(0);
         let replay = Arc::new(Replay {
             headers,
             max_bytes: self.max_bytes,
             state: Mutex::new(ReplayState::default()),
-            changed,
+            changed: std::sync::OnceLock::new(),
             stop,
         });
         if let Some(older) = self.map().insert(chat_id.to_owned(), Arc::clone(&replay)) {

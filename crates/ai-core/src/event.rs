@@ -190,7 +190,7 @@ impl AiEvent {
                 AiEventKind::ReasoningDelta { delta },
                 AiEventKind::ReasoningDelta { delta: more },
             ) => {
-                delta.push_str(more);
+                crate::text::append(delta, more);
                 true
             }
             _ => false,

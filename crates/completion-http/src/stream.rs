@@ -464,7 +464,7 @@ mod tests {
                 }
                 data => {
                     let text = String::from_utf8_lossy(data).into_owned();
-                    self.text.push_str(&text);
+                    ai_core::text::append(&mut self.text, &text);
                     out.push(CompletionDelta::Text(text));
                 }
             }

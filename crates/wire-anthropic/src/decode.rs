@@ -405,7 +405,7 @@ impl AnthropicAssembler {
             (Some("text_delta"), Block::Text { text, .. }) => {
                 let piece = piece_of(delta.text);
                 if !piece.is_empty() {
-                    text.push_str(&piece);
+                    ai_core::text::append(text, &piece);
                     out.push(CompletionDelta::Text(piece));
                 }
             }
@@ -417,7 +417,7 @@ impl AnthropicAssembler {
                     piece = rest.to_owned();
                 }
                 if !piece.is_empty() {
-                    text.push_str(&piece);
+                    ai_core::text::append(text, &piece);
                     out.push(CompletionDelta::Reasoning(piece));
                 }
             }

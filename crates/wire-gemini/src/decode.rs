@@ -326,7 +326,7 @@ impl GeminiAssembler {
                 text: last,
                 thought,
                 fields: None,
-            }) if *thought == part.thought => last.push_str(&text),
+            }) if *thought == part.thought => ai_core::text::append(last, &text),
             _ => self.parts.push(Part::Text {
                 text: text.into_owned(),
                 thought: part.thought,

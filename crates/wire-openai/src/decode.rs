@@ -821,7 +821,7 @@ impl OpenAiAssembler {
         let reasoning_start = self.reasoning.len();
         match wire::raw_text(content, &mut scratch) {
             RawText::Null => {}
-            RawText::Str(text) => self.text.push_str(text),
+            RawText::Str(text) => ai_core::text::append(&mut self.text, text),
             RawText::Other(json) => {
                 // Content parts: [{"type": "text", "text": "..."},
                 // {"type": "refusal", "refusal": "..."}, {"type": "thinking",
@@ -833,7 +833,7 @@ impl OpenAiAssembler {
                             self.reasoning_in_parts = true;
                             thinking_text(&part, &mut self.reasoning);
                         } else if let Some(text) = part.get("text").and_then(Value::as_str) {
-                            self.text.push_str(text);
+                            ai_core::text::append(&mut self.text, text);
                         } else if let Some(text) = part.get("refusal").and_then(Value::as_str) {
                             self.refusal.push_str(text);
                         }
@@ -865,7 +865,7 @@ impl OpenAiAssembler {
         let start = target.len();
         match wire::raw_text(raw, &mut scratch) {
             RawText::Null => {}
-            RawText::Str(text) => target.push_str(text),
+            RawText::Str(text) => ai_core::text::append(target, text),
             RawText::Other(_) => tracing::debug!(?field, "ignoring a value that is not text"),
         }
         self.scratch = scratch;

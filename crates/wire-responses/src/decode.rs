@@ -450,7 +450,7 @@ impl ResponsesAssembler {
                         refusal.push_str(&piece);
                         out.push(CompletionDelta::Refusal(piece));
                     } else {
-                        text.push_str(&piece);
+                        ai_core::text::append(text, &piece);
                         out.push(CompletionDelta::Text(piece));
                     }
                 }
