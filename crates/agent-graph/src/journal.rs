@@ -426,6 +426,13 @@ impl Capture {
         {
             return;
         }
+        // One slot more at a time while small: a `Vec` of events jumps to four
+        // slots (1.1 KiB) at its first push, and a streaming model turn
+        // captures one or two.
+        if events.len() == events.capacity() {
+            let more = events.len().max(1);
+            events.reserve_exact(more);
+        }
         events.push(event.clone());
     }
 

@@ -228,6 +228,13 @@ impl RunRecorder {
         {
             return Ok(());
         }
+        // One slot more at a time while small: a `Vec` of events jumps to four
+        // slots (1.1 KiB) at its first push, and a streaming run's window
+        // holds one or two rows.
+        if taken.rows.len() == taken.rows.capacity() {
+            let more = taken.rows.len().max(1);
+            taken.rows.reserve_exact(more);
+        }
         taken.rows.push(event.clone());
         if taken.rows.len() >= BATCH_ROWS {
             self.shared.wake.notify_one();
@@ -300,6 +307,7 @@ impl Writer {
     fn take(&mut self) -> bool {
         let mut taken = self.shared.lock();
         self.batch_events += std::mem::take(&mut taken.events);
+        self.batch.reserve_exact(taken.rows.len());
         self.batch.append(&mut taken.rows);
         taken.closed
     }
