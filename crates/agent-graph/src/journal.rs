@@ -421,19 +421,7 @@ impl Capture {
             .0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(last) = events.last_mut()
-            && last.absorb(event)
-        {
-            return;
-        }
-        // One slot more at a time while small: a `Vec` of events jumps to four
-        // slots (1.1 KiB) at its first push, and a streaming model turn
-        // captures one or two.
-        if events.len() == events.capacity() {
-            let more = events.len().max(1);
-            events.reserve_exact(more);
-        }
-        events.push(event.clone());
+        ai_core::event::merge_into(&mut events, event);
     }
 
     /// Takes the events of call `call` (its own and its subagent's), or all.

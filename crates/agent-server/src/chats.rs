@@ -367,17 +367,6 @@ fn stream_stored(
     crate::server::streaming(headers, frames)
 }
 
-/// Appends `event` to `events`, merged into the last one when it continues
-/// it ([`ai_core::AiEvent::absorb`]).
-fn merge_into(events: &mut Vec<ai_core::AiEvent>, event: ai_core::AiEvent) {
-    if let Some(last) = events.last_mut()
-        && last.absorb(&event)
-    {
-        return;
-    }
-    events.push(event);
-}
-
 /// How a run's new attempt goes on from what a follower sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Resync {
@@ -522,7 +511,7 @@ impl Follower {
     ) -> Option<Result<ai_core::AiEvent, String>> {
         loop {
             if let Some(event) = self.pending.pop_front() {
-                merge_into(&mut self.sent, event.clone());
+                ai_core::event::merge_into(&mut self.sent, &event);
                 return Some(Ok(event));
             }
             if self.done {
@@ -602,7 +591,7 @@ impl Follower {
         let last = events.last().map(|e| e.seq);
         let mut merged: Vec<ai_core::AiEvent> = Vec::with_capacity(events.len());
         for stored in events {
-            merge_into(&mut merged, stored.event);
+            ai_core::event::merge_into(&mut merged, &stored.event);
         }
         let (resync, rest) = continuation(&self.sent, merged);
         if resync == Resync::Rest {

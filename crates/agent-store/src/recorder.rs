@@ -223,20 +223,8 @@ impl RunRecorder {
         taken.unwritten += 1;
         taken.events += 1;
         taken.total += 1;
-        if let Some(last) = taken.rows.last_mut()
-            && last.absorb(event)
-        {
-            return Ok(());
-        }
-        // One slot more at a time while small: a `Vec` of events jumps to four
-        // slots (1.1 KiB) at its first push, and a streaming run's window
-        // holds one or two rows.
-        if taken.rows.len() == taken.rows.capacity() {
-            let more = taken.rows.len().max(1);
-            taken.rows.reserve_exact(more);
-        }
-        taken.rows.push(event.clone());
-        if taken.rows.len() >= BATCH_ROWS {
+        let merged = ai_core::event::merge_into(&mut taken.rows, event);
+        if !merged && taken.rows.len() >= BATCH_ROWS {
             self.shared.wake.notify_one();
         }
         Ok(())

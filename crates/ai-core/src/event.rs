@@ -198,6 +198,40 @@ impl AiEvent {
     }
 }
 
+/// Appends `event` to `events`, merged into the last one when it continues it
+/// ([`AiEvent::absorb`]); cloned only when it is not. Returns whether it was
+/// merged.
+///
+/// The list grows from one slot, doubling (not from four, as a `Vec` does at its
+/// first push): a streaming run's lists of merged events (a journal step's, a
+/// recorder's window) hold one or two 280-byte events at a time, and every open
+/// stream holds them.
+///
+/// ```
+/// use ai_core::{AiEvent, RunContext, event::{AiEventKind, merge_into}};
+///
+/// let ctx = RunContext::new("r1", "t1");
+/// let text = |delta: &str| AiEvent::new(&ctx, AiEventKind::TextDelta { delta: delta.into() });
+/// let mut events = Vec::new();
+/// assert!(!merge_into(&mut events, &text("Hel")));
+/// assert!(merge_into(&mut events, &text("lo")));
+/// assert_eq!(events, [text("Hello")]);
+/// assert_eq!(events.capacity(), 1);
+/// ```
+pub fn merge_into(events: &mut Vec<AiEvent>, event: &AiEvent) -> bool {
+    if let Some(last) = events.last_mut()
+        && last.absorb(event)
+    {
+        return true;
+    }
+    if events.len() == events.capacity() {
+        let more = events.len().max(1);
+        events.reserve_exact(more);
+    }
+    events.push(event.clone());
+    false
+}
+
 /// The event payloads. Field names are a public contract: new variants and fields
 /// may be added, existing ones are never renamed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
