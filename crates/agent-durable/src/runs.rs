@@ -363,13 +363,21 @@ impl Runs {
         let run_id = start.run_id().to_owned();
         let now = agent_store::recorder::now_ms();
         let new = self.new_run(&spec, &run_id, lease.epoch.id(), now);
-        let kept = self.open_turn(&spec, &new, now).await?;
-        let handle = if self.journal {
+        let kept = kept_of(&spec);
+        // A journaled run's start is saved with its turn, in one transaction.
+        let (start, text) = if self.journal {
             let saved = saved_start(&spec, start, kept);
             let text = serde_json::to_string(&saved).ok();
-            let journal = StoreJournal::new(self.store().clone(), spec.account.clone(), text)
+            (saved.start, text)
+        } else {
+            (start, None)
+        };
+        self.open_turn(&spec, &new, (now, text.as_deref())).await?;
+        let handle = if self.journal {
+            let journal = StoreJournal::new(self.store().clone(), spec.account.clone(), None)
+                .with_nothing_recorded()
                 .with_lease(lease.clone());
-            agent_graph::run::durable(saved.start, deps, Arc::new(journal))
+            agent_graph::run::durable(start, deps, Arc::new(journal))
         } else {
             agent_graph::run::start(start, deps)
         };
@@ -396,15 +404,9 @@ impl Runs {
     ) -> Result<(), RunsError> {
         let now = agent_store::recorder::now_ms();
         let new = self.new_run(spec, start.run_id(), owner, now);
-        let kept = self.open_turn(spec, &new, now).await?;
-        let saved = saved_start(spec, start.clone(), kept);
-        if let Ok(text) = serde_json::to_string(&saved) {
-            self.store()
-                .account(spec.account.clone())
-                .save_start(&new.id, &text, now)
-                .await?;
-        }
-        Ok(())
+        let saved = saved_start(spec, start.clone(), kept_of(spec));
+        let text = serde_json::to_string(&saved).ok();
+        self.open_turn(spec, &new, (now, text.as_deref())).await
     }
 
     /// Goes on with `handle`, a run of `spec` whose record is stored already (a
@@ -457,25 +459,27 @@ impl Runs {
     }
 
     /// Opens `spec`'s turn with run `new` at `now` (a run with no thread: the
-    /// run alone). The number of the thread's messages before the run's own,
-    /// for a run with a thread; a turn the store refuses is an error.
+    /// run alone), its `start` saved with it; a turn the store refuses is an
+    /// error.
     async fn open_turn(
         &self,
         spec: &RunSpec,
         new: &NewRun,
-        now: i64,
-    ) -> Result<Option<usize>, RunsError> {
+        (now, start): (i64, Option<&str>),
+    ) -> Result<(), RunsError> {
         let rows = self.store().account(spec.account.clone());
         let Some(turn) = &spec.thread else {
             rows.start_run(new).await?;
-            return Ok(None);
+            if let Some(start) = start {
+                rows.save_start(&new.id, start, now).await?;
+            }
+            return Ok(());
         };
-        let opened = rows
-            .open_turn(&self.turn(spec, turn, new, now), now)
-            .await?;
-        match RunsError::from_opened(opened) {
+        let mut opened = self.turn(spec, turn, new, now);
+        opened.start = start.map(str::to_owned);
+        match RunsError::from_opened(rows.open_turn(&opened, now).await?) {
             Some(refused) => Err(refused),
-            None => Ok(Some(turn.kept + turn.messages.len())),
+            None => Ok(()),
         }
     }
 
@@ -495,6 +499,7 @@ impl Runs {
             messages: turn.messages.clone(),
             run: run.clone(),
             decisions: spec.decisions.clone(),
+            start: None,
         }
     }
 
@@ -539,6 +544,14 @@ impl Runs {
             _registered: registered,
         }
     }
+}
+
+/// The number of its thread's messages before a run of `spec` adds its own
+/// (`None`: a run with no thread).
+fn kept_of(spec: &RunSpec) -> Option<usize> {
+    spec.thread
+        .as_ref()
+        .map(|turn| turn.kept + turn.messages.len())
 }
 
 /// The saved start of run `start` of `spec`, whose thread held `kept` of its

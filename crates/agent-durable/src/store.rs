@@ -56,6 +56,13 @@ impl StoreJournal {
         self
     }
 
+    /// The run is new: its row was written by this process just now, so no
+    /// step of it is in the store, and none is read.
+    pub fn with_nothing_recorded(mut self) -> Self {
+        self.recorded = tokio::sync::OnceCell::new_with(Some(HashMap::new()));
+        self
+    }
+
     /// Records steps only while `lease` holds the run (see the type's docs).
     pub fn with_lease(mut self, lease: crate::lease::RunLease) -> Self {
         self.lease = Some(lease);

@@ -85,7 +85,9 @@
 //! `--pin` (the load generator on CPU 0 and each server under test on CPU 1,
 //! with `taskset`, so neither waits for the other's core); `--keep-awake` (with
 //! `--pin`: a spinning process at the idle scheduling class keeps CPU 0 from
-//! halting, see below); `RELAY_NODE` names the node binary (default `node`).
+//! halting, see below); `RELAY_NODE` names the node binary (default `node`);
+//! `RELAY_LOG` is the server's log filter (default `warn`; `sqlx::query=debug`
+//! prints each statement the run store runs, to count them per run).
 //!
 //! The default pace, a delta every 20 ms (50 tokens/s per stream, a fast model),
 //! puts 50,000 deltas/s through the server at 1,000 streams.
@@ -237,7 +239,9 @@ fn init_logging(telemetry: Option<&agent_telemetry::Telemetry>) {
     let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .with_filter(EnvFilter::new("warn"));
+        .with_filter(
+            EnvFilter::try_from_env("RELAY_LOG").unwrap_or_else(|_| EnvFilter::new("warn")),
+        );
     let subscriber = tracing_subscriber::registry()
         .with(log)
         .with(telemetry.map(agent_telemetry::Telemetry::layer));

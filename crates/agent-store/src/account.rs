@@ -855,10 +855,12 @@ impl<'a> AccountStore<'a> {
     /// kind is kept as it is (the first record wins; a retry is a no-op).
     ///
     /// With a `fence`, the step is recorded only while the run is `running`
-    /// under that owner and generation, checked in the transaction that
-    /// records it (the run's row is locked by it, so a takeover waits for it
-    /// and then reads the step): [`StoreError::Fenced`] otherwise, and nothing
-    /// is written.
+    /// under that owner and generation, checked by the statement that
+    /// records it (on Postgres it locks the run's row, so a takeover waits
+    /// for it and then reads the step; SQLite runs one writing statement at a
+    /// time): [`StoreError::Fenced`] otherwise, and nothing is written. One
+    /// statement, no transaction around it: a step is on the run's way to
+    /// every model call and every tool call.
     pub async fn record_step(
         &self,
         run_id: &str,
@@ -866,38 +868,41 @@ impl<'a> AccountStore<'a> {
         body: &str,
         (now_ms, fence): (i64, Option<&Fence>),
     ) -> Result<(), StoreError> {
-        let mut transaction = self.pool.begin().await?;
-        if let Some(fence) = fence {
-            let held = sqlx::query(
-                "UPDATE runs SET updated_ms = $1 WHERE account_id = $2 AND id = $3 AND owner = $4 AND lease_gen = $5 AND status = 'running'",
-            )
-            .bind(now_ms)
+        let mut connection = self.pool.acquire().await?;
+        let sql = match fence {
+            None => {
+                "INSERT INTO run_steps (account_id, run_id, step, kind, body, at_ms) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account_id, run_id, step, kind) DO NOTHING"
+            }
+            Some(_) if connection.backend_name().eq_ignore_ascii_case("sqlite") => {
+                "INSERT INTO run_steps (account_id, run_id, step, kind, body, at_ms) SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM runs WHERE account_id = $1 AND id = $2 AND owner = $7 AND lease_gen = $8 AND status = 'running') ON CONFLICT (account_id, run_id, step, kind) DO NOTHING"
+            }
+            Some(_) => {
+                "WITH held AS (UPDATE runs SET updated_ms = $6 WHERE account_id = $1 AND id = $2 AND owner = $7 AND lease_gen = $8 AND status = 'running' RETURNING id) INSERT INTO run_steps (account_id, run_id, step, kind, body, at_ms) SELECT $1, $2, $3, $4, $5, $6 FROM held ON CONFLICT (account_id, run_id, step, kind) DO NOTHING"
+            }
+        };
+        let mut query = sqlx::query(sql)
             .bind(&self.account)
             .bind(run_id)
-            .bind(&fence.owner)
-            .bind(fence.generation)
-            .execute(&mut *transaction)
-            .await?;
-            if held.rows_affected() != 1 {
-                transaction.rollback().await?;
-                return Err(StoreError::Fenced(format!(
-                    "run `{run_id}` is no longer held by this process (generation {})",
-                    fence.generation
-                )));
-            }
+            .bind(i64::from(step))
+            .bind(kind)
+            .bind(body)
+            .bind(now_ms);
+        if let Some(fence) = fence {
+            query = query.bind(&fence.owner).bind(fence.generation);
         }
-        sqlx::query(
-            "INSERT INTO run_steps (account_id, run_id, step, kind, body, at_ms) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account_id, run_id, step, kind) DO NOTHING",
-        )
-        .bind(&self.account)
-        .bind(run_id)
-        .bind(i64::from(step))
-        .bind(kind)
-        .bind(body)
-        .bind(now_ms)
-        .execute(&mut *transaction)
-        .await?;
-        transaction.commit().await?;
+        let written = query.execute(&mut *connection).await?.rows_affected();
+        drop(connection);
+        // Nothing written: the step was recorded before, or the run is no
+        // longer held (told apart only then).
+        if let Some(fence) = fence
+            && written == 0
+            && !self.holds(run_id, fence).await?
+        {
+            return Err(StoreError::Fenced(format!(
+                "run `{run_id}` is no longer held by this process (generation {})",
+                fence.generation
+            )));
+        }
         Ok(())
     }
 
@@ -943,15 +948,9 @@ impl<'a> AccountStore<'a> {
         start: &str,
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO run_starts (account_id, run_id, start, created_ms) VALUES ($1, $2, $3, $4) ON CONFLICT (account_id, run_id) DO NOTHING",
-        )
-        .bind(&self.account)
-        .bind(run_id)
-        .bind(start)
-        .bind(now_ms)
-        .execute(self.pool)
-        .await?;
+        insert_start(&self.account, run_id, start, now_ms)
+            .execute(self.pool)
+            .await?;
         Ok(())
     }
 
@@ -1073,6 +1072,22 @@ pub(crate) fn insert_run<'q>(account: &'q str, run: &'q NewRun, once: bool) -> Q
         .bind(run.prompt_hash.as_deref())
         .bind(&run.owner)
         .bind(run.started_ms)
+}
+
+/// Saves how run `run_id` starts ([`AccountStore::save_start`]).
+pub(crate) fn insert_start<'q>(
+    account: &'q str,
+    run_id: &'q str,
+    start: &'q str,
+    now_ms: i64,
+) -> Query<'q> {
+    sqlx::query(
+        "INSERT INTO run_starts (account_id, run_id, start, created_ms) VALUES ($1, $2, $3, $4) ON CONFLICT (account_id, run_id) DO NOTHING",
+    )
+    .bind(account)
+    .bind(run_id)
+    .bind(start)
+    .bind(now_ms)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 use ai_core::Message;
 use sqlx::Row;
 
-use crate::account::{AccountStore, NewRun, RunRecord, Thread, insert_run};
+use crate::account::{AccountStore, NewRun, RunRecord, Thread, insert_run, insert_start};
 use crate::error::StoreError;
 
 /// A message with the id a UI knows it by, when it has one.
@@ -39,6 +39,9 @@ pub struct NewTurn {
     pub run: NewRun,
     /// The decisions about calls the run carries out, recorded with it.
     pub decisions: Vec<CallDecision>,
+    /// How the run starts (a durable run's saved start, JSON), saved with it
+    /// ([`AccountStore::save_start`]).
+    pub start: Option<String>,
 }
 
 /// A decision about a call (an approval, a denial, a client tool's output),
@@ -102,83 +105,49 @@ impl AccountStore<'_> {
     /// before); the thread claimed for the run (refused with
     /// [`StoreError::Busy`], naming the running run, while another run of the
     /// thread runs); the messages past `kept` dropped, the turn's messages
-    /// added (with the run as their writer) and the run recorded as
-    /// `running`. Concurrent turns of one thread are ordered: the second
+    /// added (with the run as their writer), the run recorded as `running`
+    /// and its start saved ([`NewTurn::start`]). Each check is a statement
+    /// of its own only where it must be: a new thread is created and claimed
+    /// by one. Concurrent turns of one thread are ordered: the second
     /// waits for the first's transaction, then finds its decisions made or
     /// the thread busy. Nothing is written unless the turn opens.
     pub async fn open_turn(&self, turn: &NewTurn, now_ms: i64) -> Result<Opened, StoreError> {
         let (pool, account) = (self.pool(), self.account_id());
         let mut tx = pool.begin().await?;
-        let thread = &turn.thread;
-        sqlx::query(
-            "INSERT INTO threads (account_id, id, title, graph, created_ms, updated_ms) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account_id, id) DO NOTHING",
-        )
-        .bind(account)
-        .bind(&thread.id)
-        .bind(&thread.title)
-        .bind(&thread.graph)
-        .bind(thread.created_ms)
-        .bind(thread.updated_ms)
-        .execute(&mut *tx)
-        .await?;
-        // Takes the thread's row lock first: a concurrent turn waits here, and
-        // what is read next includes what it committed.
-        sqlx::query("UPDATE threads SET updated_ms = $1 WHERE account_id = $2 AND id = $3")
-            .bind(now_ms)
-            .bind(account)
-            .bind(&thread.id)
-            .execute(&mut *tx)
-            .await?;
-        let active: Option<String> =
-            sqlx::query("SELECT active_run FROM threads WHERE account_id = $1 AND id = $2")
-                .bind(account)
-                .bind(&thread.id)
-                .fetch_one(&mut *tx)
-                .await?
-                .try_get("active_run")?;
-        if let Some(before) = decided_before(&mut tx, account, &thread.id, &turn.decisions).await? {
+        let thread = &turn.thread.id;
+        let busy = claim_thread(&mut tx, account, turn, now_ms).await?;
+        if let Some(before) = decided_before(&mut tx, account, thread, &turn.decisions).await? {
             tx.rollback().await?;
             return Ok(before);
         }
-        if let Some(active) = active.filter(|a| *a != turn.run.id) {
-            let running = sqlx::query(
-                "SELECT 1 AS running FROM runs WHERE account_id = $1 AND id = $2 AND status = 'running'",
-            )
-            .bind(account)
-            .bind(&active)
-            .fetch_optional(&mut *tx)
-            .await?
-            .is_some();
-            if running {
-                tx.rollback().await?;
-                return Err(StoreError::Busy(active));
-            }
+        if let Some(active) = busy {
+            tx.rollback().await?;
+            return Err(StoreError::Busy(active));
         }
-        sqlx::query("UPDATE threads SET active_run = $1 WHERE account_id = $2 AND id = $3")
-            .bind(&turn.run.id)
-            .bind(account)
-            .bind(&thread.id)
-            .execute(&mut *tx)
-            .await?;
-        if let Some(replayed) =
-            record_decisions(&mut tx, (account, &thread.id), turn, now_ms).await?
-        {
+        if let Some(replayed) = record_decisions(&mut tx, (account, thread), turn, now_ms).await? {
             tx.rollback().await?;
             return Ok(replayed);
         }
-        if let Some(seen) = turn.seen
-            && stored_count(&mut tx, account, &thread.id).await? != seen
-        {
+        let held = held_messages(&mut tx, account, thread).await?;
+        if turn.seen.is_some_and(|seen| seen != held.count) {
             tx.rollback().await?;
             return Ok(Opened::Moved);
         }
-        let next = keep_first(&mut tx, account, &thread.id, turn.kept).await?;
+        let next = held.next.min(i64::try_from(turn.kept).unwrap_or(i64::MAX));
+        if next < held.next {
+            drop_from(&mut tx, account, thread, next).await?;
+        }
         for (seq, message) in (next..).zip(&turn.messages) {
-            insert_message(&mut tx, account, &thread.id, seq, (&turn.run.id, message)).await?;
+            insert_message(&mut tx, account, thread, seq, (&turn.run.id, message)).await?;
         }
         insert_run(account, &turn.run, false)
             .execute(&mut *tx)
             .await?;
+        if let Some(start) = &turn.start {
+            insert_start(account, &turn.run.id, start, now_ms)
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
         Ok(Opened::Open)
     }
@@ -362,49 +331,88 @@ async fn record_decisions(
     Ok(None)
 }
 
-/// How many messages thread `thread_id` holds.
-async fn stored_count(
+/// Creates the thread of `turn` when new and claims it for the turn's run;
+/// the run that holds it, when another run is running on it (nothing
+/// claimed). The first statement takes the thread's row lock (a concurrent
+/// turn of the thread waits for this transaction), so the second, which
+/// looks at the run holding the thread, reads what that turn committed.
+async fn claim_thread(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     account: &str,
-    thread_id: &str,
-) -> Result<u64, StoreError> {
-    let count: i64 = sqlx::query(
-        "SELECT COUNT(*) AS stored FROM thread_messages WHERE account_id = $1 AND thread_id = $2",
+    turn: &NewTurn,
+    now_ms: i64,
+) -> Result<Option<String>, StoreError> {
+    let (thread, run) = (&turn.thread, &turn.run.id);
+    // A thread no run held yet is claimed here at once.
+    let active: Option<String> = sqlx::query(
+        "INSERT INTO threads (account_id, id, title, graph, created_ms, updated_ms, active_run) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (account_id, id) DO UPDATE SET updated_ms = excluded.updated_ms, active_run = COALESCE(threads.active_run, excluded.active_run) RETURNING active_run",
     )
     .bind(account)
-    .bind(thread_id)
+    .bind(&thread.id)
+    .bind(&thread.title)
+    .bind(&thread.graph)
+    .bind(thread.created_ms)
+    .bind(now_ms)
+    .bind(run)
     .fetch_one(&mut **tx)
     .await?
-    .try_get("stored")?;
-    Ok(u64::try_from(count).unwrap_or(0))
+    .try_get("active_run")?;
+    let Some(active) = active.filter(|active| active != run) else {
+        return Ok(None);
+    };
+    let claimed = sqlx::query(
+        "UPDATE threads SET active_run = $1 WHERE account_id = $2 AND id = $3 AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.account_id = $2 AND runs.id = threads.active_run AND runs.status = 'running')",
+    )
+    .bind(run)
+    .bind(account)
+    .bind(&thread.id)
+    .execute(&mut **tx)
+    .await?;
+    Ok((claimed.rows_affected() == 0).then_some(active))
 }
 
-/// Drops what thread `thread_id` holds from position `kept` on; returns where
-/// the next message goes.
-async fn keep_first(
+/// What a thread holds: how many messages, and the position after its last.
+struct Held {
+    count: u64,
+    next: i64,
+}
+
+/// What thread `thread_id` holds.
+async fn held_messages(
     tx: &mut sqlx::Transaction<'_, sqlx::Any>,
     account: &str,
     thread_id: &str,
-    kept: u64,
-) -> Result<i64, StoreError> {
-    let stored: i64 = sqlx::query(
-        "SELECT COALESCE(MAX(seq) + 1, 0) AS next FROM thread_messages WHERE account_id = $1 AND thread_id = $2",
+) -> Result<Held, StoreError> {
+    let row = sqlx::query(
+        "SELECT COUNT(*) AS stored, COALESCE(MAX(seq) + 1, 0) AS next FROM thread_messages WHERE account_id = $1 AND thread_id = $2",
     )
     .bind(account)
     .bind(thread_id)
     .fetch_one(&mut **tx)
-    .await?
-    .try_get("next")?;
-    let next = stored.min(i64::try_from(kept).unwrap_or(i64::MAX));
+    .await?;
+    let count: i64 = row.try_get("stored")?;
+    Ok(Held {
+        count: u64::try_from(count).unwrap_or(0),
+        next: row.try_get("next")?,
+    })
+}
+
+/// Drops what thread `thread_id` holds from position `from` on.
+async fn drop_from(
+    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    account: &str,
+    thread_id: &str,
+    from: i64,
+) -> Result<(), StoreError> {
     sqlx::query(
         "DELETE FROM thread_messages WHERE account_id = $1 AND thread_id = $2 AND seq >= $3",
     )
     .bind(account)
     .bind(thread_id)
-    .bind(next)
+    .bind(from)
     .execute(&mut **tx)
     .await?;
-    Ok(next)
+    Ok(())
 }
 
 async fn insert_message(

@@ -688,9 +688,16 @@ async fn durable_journal(store: &Store) {
     rows.record_step("d1", (2, "intent"), "i2", (T0, Some(&taken)))
         .await
         .unwrap();
+    // A step recorded again under the fence that holds the run is kept as it
+    // was, and is no error.
+    rows.record_step("d1", (2, "intent"), "i2-again", (T0, Some(&taken)))
+        .await
+        .unwrap();
     assert!(rows.holds("d1", &taken).await.unwrap());
     assert!(!rows.holds("d1", &d1.fence()).await.unwrap());
-    assert_eq!(rows.steps("d1").await.unwrap().len(), 4);
+    let steps = rows.steps("d1").await.unwrap();
+    assert_eq!(steps.len(), 4);
+    assert_eq!(steps[3], (2, "intent".to_owned(), "i2".to_owned()));
     let record = rows.run("d1").await.unwrap().unwrap();
     assert_eq!(
         (record.run.owner.as_str(), record.lease_gen),
@@ -759,6 +766,7 @@ fn turn_of(thread_id: &str, run: &str, text: &str, kept: u64) -> agent_store::Ne
         }],
         run: new_run(run, Some(thread_id), "serve:h:1"),
         decisions: Vec::new(),
+        start: None,
     }
 }
 
@@ -785,17 +793,28 @@ async fn end(rows: &agent_store::AccountStore<'_>, run: &str) {
 async fn turns_and_decisions(store: &Store) {
     use agent_store::Opened;
     let rows = store.account("turns");
-    let opened = rows.open_turn(&turn_of("t", "t-r1", "first", 0), T0).await;
-    assert_eq!(opened.unwrap(), Opened::Open);
+    let first = agent_store::NewTurn {
+        start: Some(r#"{"saved":1}"#.into()),
+        ..turn_of("t", "t-r1", "first", 0)
+    };
+    assert_eq!(rows.open_turn(&first, T0).await.unwrap(), Opened::Open);
+    // The run's start is saved with its turn.
+    let saved = rows.start_of("t-r1").await.unwrap();
+    assert_eq!(saved.as_deref(), Some(r#"{"saved":1}"#));
     let stored = rows.stored_messages("t").await.unwrap();
     assert_eq!(stored.len(), 1);
     assert_eq!(stored[0].id.as_deref(), Some("client-t-r1"));
     assert_eq!(stored[0].run_id.as_deref(), Some("t-r1"));
     // A second turn while the first runs: busy, and nothing of it is stored.
-    match rows.open_turn(&turn_of("t", "t-r2", "second", 1), T0).await {
+    let second = agent_store::NewTurn {
+        start: Some("{}".into()),
+        ..turn_of("t", "t-r2", "second", 1)
+    };
+    match rows.open_turn(&second, T0).await {
         Err(StoreError::Busy(run)) => assert_eq!(run, "t-r1"),
         other => panic!("{other:?}"),
     }
+    assert!(rows.start_of("t-r2").await.unwrap().is_none());
     assert_eq!(rows.stored_messages("t").await.unwrap().len(), 1);
     assert!(rows.run("t-r2").await.unwrap().is_none());
     assert_eq!(rows.running_run("t").await.unwrap().unwrap().run.id, "t-r1");
