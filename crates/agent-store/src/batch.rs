@@ -16,14 +16,14 @@
 //! positions, retried by the recorder when the write fails. (Rows of a
 //! conflicting request that did not conflict are kept: a retry repeats them.)
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use ai_core::{AiEvent, Message};
 use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::{Any, AnyPool, Row};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::account::{AccountStore, CallUsage, RunStatus};
+use crate::account::{AccountStore, CallUsage, Fence, RunStatus};
 use crate::error::StoreError;
 
 /// How long the writer gathers requests after the first one before it writes
@@ -55,6 +55,11 @@ pub(crate) struct RunEndWrite {
     /// messages (see `AccountStore::replace_messages`); the first message
     /// written gets the id, when there is one (the answer the run streamed).
     pub(crate) thread: Option<(String, u64, Vec<Message>, Option<String>)>,
+    /// Ends the run only while it is `running` under this fence (checked in
+    /// the batch's transaction): [`StoreError::Fenced`] otherwise, and
+    /// nothing of the end is written (another process took the run over;
+    /// its end is that process's to write).
+    pub(crate) fence: Option<Fence>,
 }
 
 enum Op {
@@ -458,8 +463,23 @@ async fn ends<'a>(
     if ended.is_empty() {
         return Ok(());
     }
+    // The statuses first: the batch's first statement writes (a SQLite
+    // transaction that read first cannot write after another connection
+    // did), and it leaves out the runs whose fence no longer holds them.
+    let ended = statuses(connection, ended, outcomes).await?;
     usage(connection, &ended, outcomes, checks).await?;
-    let statuses: Vec<Vec<Value<'_>>> = ended
+    threads(connection, &ended, outcomes).await
+}
+
+/// Writes the statuses of `ended`; the runs this batch ends: a run ended
+/// under a fence only while that fence still holds it (checked by the same
+/// statement); the others' outcomes are [`StoreError::Fenced`].
+async fn statuses<'a>(
+    connection: &mut sqlx::AnyConnection,
+    ended: Vec<(usize, &'a str, &'a RunEndWrite)>,
+    outcomes: &mut [Result<(), StoreError>],
+) -> Result<Vec<(usize, &'a str, &'a RunEndWrite)>, StoreError> {
+    let rows: Vec<Vec<Value<'_>>> = ended
         .iter()
         .map(|(_, account, end)| {
             vec![
@@ -468,17 +488,34 @@ async fn ends<'a>(
                 Value::Text(end.status.as_str()),
                 Value::MaybeText(end.error.as_deref()),
                 Value::Int(end.at_ms),
+                Value::MaybeText(end.fence.as_ref().map(|f| f.owner.as_str())),
+                Value::MaybeInt(end.fence.as_ref().map(|f| f.generation)),
             ]
         })
         .collect();
-    multi_row(
+    let written: HashSet<(String, String)> = multi_row(
         connection,
         "UPDATE runs SET status = v.column3, error = v.column4, updated_ms = v.column5 FROM (VALUES",
-        ") AS v WHERE runs.account_id = v.column1 AND runs.id = v.column2",
-        &statuses,
+        ") AS v WHERE runs.account_id = v.column1 AND runs.id = v.column2 AND (v.column6 IS NULL OR (runs.owner = v.column6 AND runs.lease_gen = v.column7 AND runs.status = 'running')) RETURNING account_id, id",
+        &rows,
     )
-    .await?;
-    threads(connection, &ended, outcomes).await
+    .await?
+    .iter()
+    .map(|row| Ok((row.try_get("account_id")?, row.try_get("id")?)))
+    .collect::<Result<_, sqlx::Error>>()?;
+    let mut kept = Vec::with_capacity(ended.len());
+    for (index, account, end) in ended {
+        match &end.fence {
+            Some(fence) if !written.contains(&(account.to_owned(), end.run_id.clone())) => {
+                outcomes[index] = Err(StoreError::Fenced(format!(
+                    "run `{}` is no longer held by this process (generation {})",
+                    end.run_id, fence.generation
+                )));
+            }
+            _ => kept.push((index, account, end)),
+        }
+    }
+    Ok(kept)
 }
 
 async fn usage<'a>(
@@ -587,8 +624,8 @@ async fn threads(
         .collect();
     let stored: HashMap<(String, String), i64> = multi_row(
         connection,
-        "SELECT account_id, thread_id, MAX(seq) + 1 AS next FROM thread_messages WHERE (account_id, thread_id) IN (VALUES",
-        ") GROUP BY account_id, thread_id",
+        "SELECT m.account_id, m.thread_id, MAX(m.seq) + 1 AS next FROM (VALUES",
+        ") AS v JOIN thread_messages m ON m.account_id = v.column1 AND m.thread_id = v.column2 GROUP BY m.account_id, m.thread_id",
         &keys,
     )
     .await?
@@ -641,8 +678,8 @@ async fn threads(
     }
     multi_row(
         connection,
-        "DELETE FROM thread_messages WHERE EXISTS (SELECT 1 FROM (VALUES",
-        ") AS v WHERE v.column1 = thread_messages.account_id AND v.column2 = thread_messages.thread_id AND thread_messages.seq >= v.column3)",
+        "DELETE FROM thread_messages WHERE (account_id, thread_id, seq) IN (SELECT m.account_id, m.thread_id, m.seq FROM (VALUES",
+        ") AS v JOIN thread_messages m ON m.account_id = v.column1 AND m.thread_id = v.column2 AND m.seq >= v.column3)",
         &cuts,
     )
     .await?;

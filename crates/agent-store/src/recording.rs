@@ -252,20 +252,6 @@ impl RunRecording {
         if let Some(error) = &self.refused {
             failures.push(error.to_string());
         }
-        if let Some(fence) = &self.fence {
-            let rows = self.store.account(self.account.clone());
-            match rows.holds(&self.run_id, fence).await {
-                Ok(true) => {}
-                Ok(false) => {
-                    failures.push(format!(
-                        "run `{}` was taken over by another process; its end is that process's to write",
-                        self.run_id
-                    ));
-                    return failures;
-                }
-                Err(e) => failures.push(e.to_string()),
-            }
-        }
         let thread = self
             .thread
             .filter(|_| !end.conversation.is_empty())
@@ -277,9 +263,15 @@ impl RunRecording {
             at_ms: now_ms(),
             usage: self.usage,
             thread,
+            fence: self.fence,
         };
-        if let Err(e) = self.store.writer().end_run(&self.account, write).await {
-            failures.push(e.to_string());
+        match self.store.writer().end_run(&self.account, write).await {
+            Ok(()) => {}
+            Err(StoreError::Fenced(_)) => failures.push(format!(
+                "run `{}` was taken over by another process; its end is that process's to write",
+                self.run_id
+            )),
+            Err(e) => failures.push(e.to_string()),
         }
         failures
     }

@@ -29,6 +29,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "response_model",
         include_str!("../migrations/0008_response_model.sql"),
     ),
+    (9, "running", include_str!("../migrations/0009_running.sql")),
 ];
 
 /// A run left `running` by a process whose lease ran out (see

@@ -218,16 +218,16 @@ impl crate::Store {
     ) -> Result<Vec<(String, String)>, StoreError> {
         let mut stopped = Vec::new();
         for chunk in runs.chunks(crate::batch::ROWS_PER_STATEMENT) {
-            let mut sql = String::from(
-                "SELECT account_id, id FROM runs WHERE stop_requested = 1 AND (account_id, id) IN (VALUES ",
-            );
+            let mut sql = String::from("SELECT runs.account_id, runs.id FROM (VALUES ");
             for i in 0..chunk.len() {
                 if i > 0 {
                     sql.push_str(", ");
                 }
                 sql.push_str(&format!("(${}, ${})", 2 * i + 1, 2 * i + 2));
             }
-            sql.push(')');
+            // Each run looked up by its key (`IN (VALUES ...)` read every
+            // run on SQLite).
+            sql.push_str(") AS v JOIN runs ON runs.account_id = v.column1 AND runs.id = v.column2 WHERE runs.stop_requested = 1");
             let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
             for (account, run) in chunk {
                 query = query.bind(account).bind(run);

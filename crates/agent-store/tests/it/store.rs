@@ -743,6 +743,43 @@ async fn durable_journal(store: &Store) {
         rows.run("d2").await.unwrap().unwrap().status,
         RunStatus::Running
     );
+    // A run's end is written only under the fence that holds it: the old
+    // owner's end is refused (and said so), the new owner's written.
+    let end_under = |fence: Fence| {
+        agent_store::RunRecording::resumed(
+            store.clone(),
+            "dur",
+            &new_run("d2", None, "serve:h1"),
+            None,
+        )
+        .with_fence(fence)
+        .finish(agent_store::RunEnd {
+            status: RunStatus::Failed,
+            error: Some("ended".into()),
+            conversation: &[],
+            kept: 0,
+            answer_id: None,
+        })
+    };
+    let stale = end_under(Fence {
+        owner: "serve:h1".into(),
+        generation: 0,
+    })
+    .await;
+    assert!(
+        stale.len() == 1 && stale[0].contains("taken over by another process"),
+        "{stale:?}"
+    );
+    assert_eq!(
+        rows.run("d2").await.unwrap().unwrap().status,
+        RunStatus::Running
+    );
+    let held = end_under(reopened.clone().unwrap()).await;
+    assert!(held.is_empty(), "{held:?}");
+    assert_eq!(
+        rows.run("d2").await.unwrap().unwrap().status,
+        RunStatus::Failed
+    );
     // Sealed things are redeemed once: by their first holder, again by it.
     assert!(store.redeem("run:dur:d1", "inv-1", T0).await.unwrap());
     assert!(store.redeem("run:dur:d1", "inv-1", T0).await.unwrap());

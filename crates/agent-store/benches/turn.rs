@@ -1,0 +1,148 @@
+//! What the run store costs a served chat run, in CPU time per run, on SQLite
+//! (a file, WAL) and on a real Postgres (Debian's server on loopback, as the
+//! tests start it): the store work of a new chat's first run, in the order the
+//! chat server does it, without the model, HTTP or an event log:
+//!
+//! - the chat's thread and its stored messages read (the graph it runs, the
+//!   plan of its turn);
+//! - its turn opened: the thread created and claimed, the user's message, the
+//!   run's row and its saved start, in one transaction;
+//! - its one model step recorded under the run's fence;
+//! - its end written through the batch writer: the status and the thread's
+//!   answer, under the fence.
+//!
+//! 64 runs go at once (the end waits for the writer's batch, as served runs
+//! do), and the reported time is the **process's CPU time** (user and system,
+//! every thread: the runtime's and each SQLite connection's) divided by the
+//! runs, not wall time. Postgres's own CPU is in its server processes and is
+//! not counted there: that row shows the client side only.
+//!
+//! Run: `cargo bench -p toolwright-agent-store --bench turn`
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use agent_store::{Fence, NewRun, NewTurn, RunEnd, RunRecording, RunStatus, Store, Thread};
+use agent_testing::postgres::TestPostgres;
+use ai_core::Message;
+use criterion::Criterion;
+use futures::StreamExt as _;
+
+/// Runs in flight at once.
+const AT_ONCE: usize = 64;
+
+/// The CPU time this process has used, every thread's.
+fn cpu_time() -> Duration {
+    let spent = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(
+        u64::try_from(spent.tv_sec).unwrap(),
+        u32::try_from(spent.tv_nsec).unwrap(),
+    )
+}
+
+/// The store's part of run `n`, a new chat's first.
+async fn first_turn(store: &Store, n: u64) {
+    let (chat, run_id) = (format!("chat-{n}"), format!("run-{n}"));
+    let rows = store.account("bench");
+    assert!(rows.thread(&chat).await.unwrap().is_none());
+    let stored = rows.stored_messages(&chat).await.unwrap();
+    let run = NewRun {
+        id: run_id.clone(),
+        thread_id: Some(chat.clone()),
+        graph: "chat".into(),
+        model: "model".into(),
+        prompt_hash: None,
+        owner: "serve:bench".into(),
+        started_ms: 0,
+    };
+    let question = Message::user("What time is it?");
+    let turn = NewTurn {
+        thread: Thread {
+            id: chat.clone(),
+            title: "What time is it?".into(),
+            graph: "chat".into(),
+            created_ms: 0,
+            updated_ms: 0,
+        },
+        kept: 0,
+        seen: Some(stored.len() as u64),
+        messages: vec![agent_store::TurnMessage {
+            id: Some(format!("client-{n}")),
+            message: question.clone(),
+        }],
+        run: run.clone(),
+        decisions: Vec::new(),
+        start: Some(r#"{"start":"a run's saved start"}"#.into()),
+    };
+    rows.open_turn(&turn, 0).await.unwrap();
+    let fence = Fence {
+        owner: run.owner.clone(),
+        generation: 0,
+    };
+    rows.record_step(
+        &run_id,
+        (0, "model"),
+        r#"{"model":"a step's body"}"#,
+        (0, Some(&fence)),
+    )
+    .await
+    .unwrap();
+    let conversation = [question, Message::assistant("It is noon.")];
+    let failures = RunRecording::resumed(store.clone(), "bench", &run, None)
+        .with_fence(fence)
+        .finish(RunEnd {
+            status: RunStatus::Done,
+            error: None,
+            conversation: &conversation,
+            kept: 0,
+            answer_id: Some(format!("answer-{n}")),
+        })
+        .await;
+    assert!(failures.is_empty(), "{failures:?}");
+}
+
+fn bench_store(c: &mut Criterion, name: &str, runtime: &tokio::runtime::Runtime, store: &Store) {
+    let mut group = c.benchmark_group(format!("turn/{name}"));
+    group.measurement_time(Duration::from_secs(8));
+    let next = AtomicU64::new(0);
+    group.bench_function("first_turn_cpu", |b| {
+        b.iter_custom(|iters| {
+            let first = next.fetch_add(iters, Ordering::Relaxed);
+            let before = cpu_time();
+            runtime.block_on(
+                futures::stream::iter(first..first + iters)
+                    .for_each_concurrent(AT_ONCE, |n| first_turn(store, n)),
+            );
+            cpu_time() - before
+        });
+    });
+    group.finish();
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut c = Criterion::default().configure_from_args();
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = runtime
+        .block_on(Store::open_sqlite(&dir.path().join("bench.db")))
+        .unwrap();
+    bench_store(&mut c, "sqlite", &runtime, &sqlite);
+    match TestPostgres::start() {
+        Ok(postgres) => {
+            postgres.create_database("bench").unwrap();
+            let store = runtime
+                .block_on(Store::open(&postgres.url("bench")))
+                .unwrap();
+            bench_store(&mut c, "postgres", &runtime, &store);
+            runtime.block_on(store.close());
+        }
+        Err(e) => eprintln!("turn/postgres skipped: {e}"),
+    }
+    c.final_summary();
+}
