@@ -91,6 +91,8 @@ struct Request {
     chat: ChatRequest,
     chat_ref: ChatRef,
     graph: Arc<Graph>,
+    /// The chat's stored messages, read with its graph (for the first plan).
+    stored: Option<Vec<agent_store::StoredMessage>>,
     context: RunContext,
     encoder: Box<dyn StreamEncoder>,
 }
@@ -129,6 +131,7 @@ pub(crate) async fn chat(
         chat,
         mut chat_ref,
         graph,
+        mut stored,
         context,
         mut encoder,
     } = request;
@@ -136,7 +139,10 @@ pub(crate) async fn chat(
     let mut replayed = HashSet::new();
     loop {
         let mut attempt = chat.clone();
-        let plan = match service.plan(&mut attempt, &chat_ref, &replayed).await {
+        let plan = match service
+            .plan(&mut attempt, &chat_ref, (&replayed, stored.take()))
+            .await
+        {
             Ok(plan) => plan,
             Err(refused) => return refused,
         };
@@ -251,7 +257,7 @@ async fn checked(
         account: account.0,
         title: String::new(),
     };
-    let graph = service
+    let (graph, stored) = service
         .graph_for(&chat_ref, chat.graph.as_deref())
         .await
         .map_err(|refusal| refusal.response())?;
@@ -261,6 +267,7 @@ async fn checked(
         chat,
         chat_ref,
         graph,
+        stored,
         context,
         encoder,
     })

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use agent_graph::run::{Decision, PendingApproval};
-use agent_store::CallDecision;
+use agent_store::{CallDecision, StoredMessage};
 use ai_core::Message;
 use ai_core::approval::ApprovalBinding;
 use axum::response::Response;
@@ -48,12 +48,14 @@ struct Checked {
 
 impl ChatService {
     /// What `chat` runs (see the module docs). `replayed`: calls whose
-    /// approval id the store found used (their decisions are invalid).
+    /// approval id the store found used (their decisions are invalid);
+    /// `stored`: the chat's stored messages when they were just read (read
+    /// here otherwise).
     pub(crate) async fn plan(
         &self,
         chat: &mut ChatRequest,
         chat_ref: &ChatRef,
-        replayed: &HashSet<String>,
+        (replayed, stored): (&HashSet<String>, Option<Vec<StoredMessage>>),
     ) -> Result<Plan, Response> {
         let Some(runs) = self.runs() else {
             let warnings = self.accept_client_outputs(chat, &[]);
@@ -68,11 +70,15 @@ impl ChatService {
             });
         };
         let rows = runs.store().account(chat_ref.account.clone());
+        let stored = match stored {
+            Some(stored) => stored,
+            None => rows
+                .stored_messages(&chat_ref.id)
+                .await
+                .map_err(|error| crate::chat::store_failed(&error))?,
+        };
         let (stored, stored_ids): (Vec<Message>, Vec<Option<String>>) =
-            match rows.stored_messages(&chat_ref.id).await {
-                Ok(stored) => stored.into_iter().map(|m| (m.message, m.id)).unzip(),
-                Err(error) => return Err(crate::chat::store_failed(&error)),
-            };
+            stored.into_iter().map(|m| (m.message, m.id)).unzip();
         let seen = stored.len();
         let warnings = self.accept_client_outputs(chat, &stored);
         let continued = chat_protocol::thread::continue_thread(&stored, &stored_ids, chat);

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use agent_graph::Graph;
+use agent_store::StoredMessage;
 use ai_core::{
     CompletionPort, RunContext, ToolPolicy, ToolRunner,
     approval::{Approver, GrantLedger},
@@ -385,26 +386,30 @@ impl ChatService {
     }
 
     /// The graph a request of `chat` names runs (the chat's own when it is
-    /// stored with one), if the account may use it.
+    /// stored with one), if the account may use it; with a store, the chat's
+    /// stored messages too, read with its graph (`None` when that read failed:
+    /// the plan reads them again and reports it).
     pub(crate) async fn graph_for(
         &self,
         chat: &ChatRef,
         requested: Option<&str>,
-    ) -> Result<Arc<Graph>, crate::graphs::GraphRefusal> {
-        let thread = match &self.runs {
-            Some(runs) => runs
-                .store()
-                .account(chat.account.clone())
-                .thread(&chat.id)
-                .await
-                .ok()
-                .flatten()
-                .map(|t| t.graph)
-                .filter(|g| !g.is_empty()),
-            None => None,
+    ) -> Result<(Arc<Graph>, Option<Vec<StoredMessage>>), crate::graphs::GraphRefusal> {
+        let (graph, stored) = match &self.runs {
+            Some(runs) => {
+                let rows = runs.store().account(chat.account.clone());
+                match rows.graph_and_messages(&chat.id).await {
+                    Ok(Some((graph, stored))) => (Some(graph), Some(stored)),
+                    Ok(None) => (None, Some(Vec::new())),
+                    Err(_) => (None, None),
+                }
+            }
+            None => (None, None),
         };
-        self.graphs
-            .resolve(&chat.account, requested, thread.as_deref())
+        let graph = graph.filter(|g| !g.is_empty());
+        let graph = self
+            .graphs
+            .resolve(&chat.account, requested, graph.as_deref())?;
+        Ok((graph, stored))
     }
 
     /// The router (mount it in an axum app, or serve it with [`crate::serve`]):

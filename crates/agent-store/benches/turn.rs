@@ -3,8 +3,7 @@
 //! tests start it): the store work of a new chat's first run, in the order the
 //! chat server does it, without the model, HTTP or an event log:
 //!
-//! - the chat's thread and its stored messages read (the graph it runs, the
-//!   plan of its turn);
+//! - the chat's graph and its stored messages read (one statement);
 //! - its turn opened: the thread created and claimed, the user's message, the
 //!   run's row and its saved start, in one transaction;
 //! - its one model step recorded under the run's fence;
@@ -46,8 +45,8 @@ fn cpu_time() -> Duration {
 async fn first_turn(store: &Store, n: u64) {
     let (chat, run_id) = (format!("chat-{n}"), format!("run-{n}"));
     let rows = store.account("bench");
-    assert!(rows.thread(&chat).await.unwrap().is_none());
-    let stored = rows.stored_messages(&chat).await.unwrap();
+    assert!(rows.graph_and_messages(&chat).await.unwrap().is_none());
+    let stored: Vec<agent_store::StoredMessage> = Vec::new();
     let run = NewRun {
         id: run_id.clone(),
         thread_id: Some(chat.clone()),

@@ -593,7 +593,8 @@ struct ThreadWrite<'a> {
 
 /// The threads of the batch's ended runs: each becomes its run's
 /// conversation, keeping its first `kept` messages (fewer when it holds fewer:
-/// a lost record is filled in).
+/// a lost record is filled in), and is no longer held by the run (the next
+/// turn claims it without looking the run up).
 async fn threads(
     connection: &mut sqlx::AnyConnection,
     ended: &[(usize, &str, &RunEndWrite)],
@@ -655,6 +656,7 @@ async fn threads(
             Value::Text(thread),
             Value::Int(from),
             Value::Int(at_ms),
+            Value::Text(run_id),
         ]);
         let skip = usize::try_from(from).unwrap_or(usize::MAX);
         // The answer's id goes on the first message the run added (past
@@ -706,7 +708,7 @@ async fn threads(
     .await?;
     multi_row(
         connection,
-        "UPDATE threads SET updated_ms = v.column4 FROM (VALUES",
+        "UPDATE threads SET updated_ms = v.column4, active_run = CASE WHEN threads.active_run = v.column5 THEN NULL ELSE threads.active_run END FROM (VALUES",
         ") AS v WHERE threads.account_id = v.column1 AND threads.id = v.column2",
         &cuts,
     )

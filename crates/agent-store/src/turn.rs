@@ -152,6 +152,34 @@ impl AccountStore<'_> {
         Ok(Opened::Open)
     }
 
+    /// The graph thread `thread_id` runs and its messages, in one read
+    /// (`None`: no such thread).
+    pub async fn graph_and_messages(
+        &self,
+        thread_id: &str,
+    ) -> Result<Option<(String, Vec<StoredMessage>)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT t.graph, m.seq, m.message_id, m.run_id, m.message FROM threads t LEFT JOIN thread_messages m ON m.account_id = t.account_id AND m.thread_id = t.id WHERE t.account_id = $1 AND t.id = $2 ORDER BY m.seq",
+        )
+        .bind(self.account_id())
+        .bind(thread_id)
+        .fetch_all(self.pool())
+        .await?;
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        let graph: String = first.try_get("graph")?;
+        let mut messages = Vec::with_capacity(rows.len());
+        for row in &rows {
+            // A thread with no message is one row with none.
+            if let Some(seq) = row.try_get::<Option<i64>, _>("seq")? {
+                let text: String = row.try_get("message")?;
+                messages.push(stored_message(seq, row, &text)?);
+            }
+        }
+        Ok(Some((graph, messages)))
+    }
+
     /// The messages of thread `thread_id` with their ids, in order.
     pub async fn stored_messages(&self, thread_id: &str) -> Result<Vec<StoredMessage>, StoreError> {
         let rows = sqlx::query(
@@ -165,14 +193,7 @@ impl AccountStore<'_> {
             .map(|row| {
                 let seq: i64 = row.try_get("seq")?;
                 let text: String = row.try_get("message")?;
-                Ok(StoredMessage {
-                    seq: u64::try_from(seq)
-                        .map_err(|_| StoreError::Corrupt(format!("message seq {seq}")))?,
-                    id: row.try_get("message_id")?,
-                    run_id: row.try_get("run_id")?,
-                    message: serde_json::from_str(&text)
-                        .map_err(|e| StoreError::Corrupt(format!("message: {e}")))?,
-                })
+                stored_message(seq, row, &text)
             })
             .collect()
     }
@@ -329,6 +350,21 @@ async fn record_decisions(
         .await?;
     }
     Ok(None)
+}
+
+/// Message `seq` of a thread, from its row (`text`: its JSON).
+fn stored_message(
+    seq: i64,
+    row: &sqlx::any::AnyRow,
+    text: &str,
+) -> Result<StoredMessage, StoreError> {
+    Ok(StoredMessage {
+        seq: u64::try_from(seq).map_err(|_| StoreError::Corrupt(format!("message seq {seq}")))?,
+        id: row.try_get("message_id")?,
+        run_id: row.try_get("run_id")?,
+        message: serde_json::from_str(text)
+            .map_err(|e| StoreError::Corrupt(format!("message: {e}")))?,
+    })
 }
 
 /// Creates the thread of `turn` when new and claims it for the turn's run;

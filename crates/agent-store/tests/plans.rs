@@ -81,8 +81,12 @@ fn run(id: &str, chat: &str) -> NewRun {
 /// end (with a few events) under its fence.
 async fn served_run(store: &Store, (chat, run_id): (&str, &str), kept: u64) {
     let rows = store.account("plans");
-    rows.thread(chat).await.unwrap();
-    let stored = rows.stored_messages(chat).await.unwrap();
+    let stored = rows
+        .graph_and_messages(chat)
+        .await
+        .unwrap()
+        .map(|(_, messages)| messages)
+        .unwrap_or_default();
     let run = run(run_id, chat);
     let question = Message::user("a question");
     let turn = NewTurn {
@@ -180,6 +184,13 @@ async fn every_statement_of_a_served_run_finds_its_rows_by_key() {
     store.orphaned_runs(0).await.unwrap();
     store.account("plans").running_run("chat").await.unwrap();
     let mut sent: Vec<String> = statements.0.lock().unwrap().clone();
+    // The second turn found the thread freed by the first run's end: claimed
+    // by the upsert that touches it, with no look at the run before.
+    let claims = sent
+        .iter()
+        .filter(|s| s.trim().starts_with("UPDATE threads SET active_run"))
+        .count();
+    assert_eq!(claims, 0, "{sent:#?}");
     sent.sort();
     sent.dedup();
     sqlx::any::install_default_drivers();

@@ -838,6 +838,15 @@ async fn turns_and_decisions(store: &Store) {
     // The run's start is saved with its turn.
     let saved = rows.start_of("t-r1").await.unwrap();
     assert_eq!(saved.as_deref(), Some(r#"{"saved":1}"#));
+    // A chat's graph and messages in one read: none for no thread, the graph
+    // alone for a thread with no message.
+    let (graph, read) = rows.graph_and_messages("t").await.unwrap().unwrap();
+    assert_eq!((graph.as_str(), read.len()), ("chat", 1));
+    assert_eq!(read, rows.stored_messages("t").await.unwrap());
+    assert!(rows.graph_and_messages("none").await.unwrap().is_none());
+    assert!(rows.create_thread(&thread("empty", T0)).await.unwrap());
+    let empty = rows.graph_and_messages("empty").await.unwrap();
+    assert_eq!(empty, Some(("chat".to_owned(), Vec::new())));
     let stored = rows.stored_messages("t").await.unwrap();
     assert_eq!(stored.len(), 1);
     assert_eq!(stored[0].id.as_deref(), Some("client-t-r1"));
