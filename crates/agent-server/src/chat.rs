@@ -117,15 +117,9 @@ pub(crate) async fn chat(
         Ok(request) => request,
         Err(refused) => return refused,
     };
-    let client = Some(crate::listener::ClientKey::account(
-        &request.chat_ref.account,
-    ));
-    let Some(permit) = state.streams.try_acquire(client) else {
-        return refuse(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "busy",
-            "too many open streams; try again",
-        );
+    let client = crate::listener::ClientKey::account(&request.chat_ref.account);
+    let Some(permit) = state.streams.try_acquire(Some(client)) else {
+        return too_many_streams();
     };
     let Request {
         chat,
@@ -180,6 +174,15 @@ pub(crate) async fn chat(
             Err(Refused::Answer(response)) => return response,
         }
     }
+}
+
+/// The answer when every stream slot is taken.
+fn too_many_streams() -> Response {
+    refuse(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "busy",
+        "too many open streams; try again",
+    )
 }
 
 /// What a refused start comes to when the request does not plan again.
