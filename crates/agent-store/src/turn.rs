@@ -379,7 +379,8 @@ async fn claim_thread(
     now_ms: i64,
 ) -> Result<Option<String>, StoreError> {
     let (thread, run) = (&turn.thread, &turn.run.id);
-    // A thread no run held yet is claimed here at once.
+    // A thread no run holds (a new one, or one its last run's end freed) is
+    // claimed here at once.
     let active: Option<String> = sqlx::query(
         "INSERT INTO threads (account_id, id, title, graph, created_ms, updated_ms, active_run) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (account_id, id) DO UPDATE SET updated_ms = excluded.updated_ms, active_run = COALESCE(threads.active_run, excluded.active_run) RETURNING active_run",
     )
