@@ -22,11 +22,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agent_store::{Fence, NewRun, NewTurn, RunEnd, RunRecording, RunStatus, Store, Thread};
-use agent_testing::postgres::TestPostgres;
 use ai_core::Message;
 use criterion::Criterion;
 use futures::StreamExt as _;
@@ -123,27 +124,5 @@ fn bench_store(c: &mut Criterion, name: &str, runtime: &tokio::runtime::Runtime,
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut c = Criterion::default().configure_from_args();
-    let dir = tempfile::tempdir().unwrap();
-    let sqlite = runtime
-        .block_on(Store::open_sqlite(&dir.path().join("bench.db")))
-        .unwrap();
-    bench_store(&mut c, "sqlite", &runtime, &sqlite);
-    match TestPostgres::start() {
-        Ok(postgres) => {
-            postgres.create_database("bench").unwrap();
-            let store = runtime
-                .block_on(Store::open(&postgres.url("bench")))
-                .unwrap();
-            bench_store(&mut c, "postgres", &runtime, &store);
-            runtime.block_on(store.close());
-        }
-        Err(e) => eprintln!("turn/postgres skipped: {e}"),
-    }
-    c.final_summary();
+    common::on_each_store("turn", bench_store);
 }
