@@ -475,15 +475,20 @@ impl Runs {
             }
             return Ok(());
         };
-        let mut opened = self.turn(spec, turn, new, now);
-        opened.start = start.map(str::to_owned);
+        let opened = self.turn(spec, turn, new, (now, start));
         match RunsError::from_opened(rows.open_turn(&opened, now).await?) {
             Some(refused) => Err(refused),
             None => Ok(()),
         }
     }
 
-    fn turn(&self, spec: &RunSpec, turn: &ThreadTurn, run: &NewRun, now: i64) -> NewTurn {
+    fn turn(
+        &self,
+        spec: &RunSpec,
+        turn: &ThreadTurn,
+        run: &NewRun,
+        (now, start): (i64, Option<&str>),
+    ) -> NewTurn {
         NewTurn {
             thread: Thread {
                 id: turn.id.clone(),
@@ -499,7 +504,7 @@ impl Runs {
             messages: turn.messages.clone(),
             run: run.clone(),
             decisions: spec.decisions.clone(),
-            start: None,
+            start: start.map(str::to_owned),
         }
     }
 

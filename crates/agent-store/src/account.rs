@@ -114,6 +114,17 @@ pub struct Fence {
     pub generation: i64,
 }
 
+impl Fence {
+    /// The error of a write under this fence once it no longer holds run
+    /// `run_id`.
+    pub(crate) fn lost(&self, run_id: &str) -> StoreError {
+        StoreError::Fenced(format!(
+            "run `{run_id}` is no longer held by this process (generation {})",
+            self.generation
+        ))
+    }
+}
+
 /// One event of a run's log.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredEvent {
@@ -898,10 +909,7 @@ impl<'a> AccountStore<'a> {
             && written == 0
             && !self.holds(run_id, fence).await?
         {
-            return Err(StoreError::Fenced(format!(
-                "run `{run_id}` is no longer held by this process (generation {})",
-                fence.generation
-            )));
+            return Err(fence.lost(run_id));
         }
         Ok(())
     }

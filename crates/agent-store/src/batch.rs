@@ -507,10 +507,7 @@ async fn statuses<'a>(
     for (index, account, end) in ended {
         match &end.fence {
             Some(fence) if !written.contains(&(account.to_owned(), end.run_id.clone())) => {
-                outcomes[index] = Err(StoreError::Fenced(format!(
-                    "run `{}` is no longer held by this process (generation {})",
-                    end.run_id, fence.generation
-                )));
+                outcomes[index] = Err(fence.lost(&end.run_id));
             }
             _ => kept.push((index, account, end)),
         }

@@ -173,8 +173,7 @@ impl AccountStore<'_> {
         for row in &rows {
             // A thread with no message is one row with none.
             if let Some(seq) = row.try_get::<Option<i64>, _>("seq")? {
-                let text: String = row.try_get("message")?;
-                messages.push(stored_message(seq, row, &text)?);
+                messages.push(stored_message(seq, row)?);
             }
         }
         Ok(Some((graph, messages)))
@@ -192,8 +191,7 @@ impl AccountStore<'_> {
         rows.iter()
             .map(|row| {
                 let seq: i64 = row.try_get("seq")?;
-                let text: String = row.try_get("message")?;
-                stored_message(seq, row, &text)
+                stored_message(seq, row)
             })
             .collect()
     }
@@ -352,17 +350,14 @@ async fn record_decisions(
     Ok(None)
 }
 
-/// Message `seq` of a thread, from its row (`text`: its JSON).
-fn stored_message(
-    seq: i64,
-    row: &sqlx::any::AnyRow,
-    text: &str,
-) -> Result<StoredMessage, StoreError> {
+/// Message `seq` of a thread, from its row.
+fn stored_message(seq: i64, row: &sqlx::any::AnyRow) -> Result<StoredMessage, StoreError> {
+    let text: String = row.try_get("message")?;
     Ok(StoredMessage {
         seq: u64::try_from(seq).map_err(|_| StoreError::Corrupt(format!("message seq {seq}")))?,
         id: row.try_get("message_id")?,
         run_id: row.try_get("run_id")?,
-        message: serde_json::from_str(text)
+        message: serde_json::from_str(&text)
             .map_err(|e| StoreError::Corrupt(format!("message: {e}")))?,
     })
 }
