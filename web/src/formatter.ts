@@ -1,4 +1,4 @@
-import { useEffect, useState } from 'react';
+import { useEffect, useSyncExternalStore } from 'react';
 
 /** The formatter (assets/highlight.js): the markdown parser and the highlighter. */
 export type Formatter = typeof import('./highlight');
@@ -6,12 +6,24 @@ export type Formatter = typeof import('./highlight');
 let loaded: Formatter | null = null;
 let failed = false;
 let loading: Promise<unknown> | null = null;
+/** Components waiting for the formatter: told once it has loaded or failed. */
+const waiting = new Set<() => void>();
+
+function settled(): void {
+  for (const tell of [...waiting]) tell();
+}
 
 /** Imports the formatter on first use; it stays loaded. */
 function load(): Promise<unknown> {
   loading ??= import('./highlight').then(
-    (m) => (loaded = m),
-    () => (failed = true), // blocks stay plain text
+    (m) => {
+      loaded = m;
+      settled();
+    },
+    () => {
+      failed = true; // blocks stay plain text
+      settled();
+    },
   );
   return loading;
 }
@@ -21,19 +33,28 @@ export function preloadFormatter(): void {
   void load();
 }
 
+function subscribe(tell: () => void): () => void {
+  waiting.add(tell);
+  return () => waiting.delete(tell);
+}
+
+function current(): Formatter | null | 'failed' {
+  return loaded ?? (failed ? 'failed' : null);
+}
+
 /**
  * The formatter on the main thread once it has loaded (`wanted` starts
  * loading it); null until then, 'failed' when it could not be loaded.
+ *
+ * Read as an external store: React checks it again when it subscribes, so a
+ * load that ends between a render and its effects still renders the block
+ * again. (Reading `loaded` in the render and skipping the wait in an effect
+ * that found it set left such a block unformatted for good: nothing rendered
+ * it again once its text was whole.)
  */
 export function useFormatter(wanted: boolean): Formatter | null | 'failed' {
-  const [, setLoaded] = useState(0);
   useEffect(() => {
-    if (!wanted || loaded || failed) return;
-    let live = true;
-    void load().then(() => live && setLoaded((n) => n + 1));
-    return () => {
-      live = false;
-    };
+    if (wanted) void load();
   }, [wanted]);
-  return loaded ?? (failed ? 'failed' : null);
+  return useSyncExternalStore(subscribe, current);
 }

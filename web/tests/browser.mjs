@@ -9,7 +9,12 @@
 //
 //   node web/tests/browser.mjs --url http://127.0.0.1:PORT/ --scenario NAME [--shots DIR]
 //        [--prompt TEXT] [--timeout-ms N] [--runs N (metrics)] [--color-scheme light|dark]
-//        [--expect TEXT] [--other-token TOKEN]
+//        [--expect TEXT] [--other-token TOKEN] [--slow-cpu N] [--formatter-delay-ms N]
+//
+// --slow-cpu N runs the page's scripts N times slower (Chromium's CPU
+// throttling); --formatter-delay-ms N holds the formatter (/assets/highlight.js)
+// back that long: together, a loaded machine where the formatter arrives while
+// an answer's blocks render.
 //
 // The scenarios depend only on the page's behaviour (its data-testid contract),
 // not on what the model says: the server under test plays the matching turns.
@@ -187,6 +192,8 @@ function parseArgs(argv) {
     else if (a === '--color-scheme') out.colorScheme = next();
     else if (a === '--expect') out.expect = next();
     else if (a === '--other-token') out.otherToken = next();
+    else if (a === '--slow-cpu') out.slowCpu = Number(next());
+    else if (a === '--formatter-delay-ms') out.formatterDelayMs = Number(next());
     else if (a === '-h' || a === '--help') out.help = true;
     else throw new Error(`unknown argument ${a}`);
   }
@@ -207,6 +214,9 @@ try {
   if (!args.url) throw new Error('--url is required');
   if (!SCENARIOS.includes(args.scenario)) throw new Error(`--scenario must be one of ${SCENARIOS.join(', ')}`);
   if (!Number.isFinite(args.timeoutMs) || args.timeoutMs <= 0) throw new Error('--timeout-ms must be a positive number');
+  if (args.slowCpu !== undefined && !(args.slowCpu >= 1)) throw new Error('--slow-cpu must be a number >= 1');
+  if (args.formatterDelayMs !== undefined && !(args.formatterDelayMs >= 0))
+    throw new Error('--formatter-delay-ms must be a number >= 0');
   if (args.colorScheme && !['light', 'dark'].includes(args.colorScheme)) throw new Error('--color-scheme must be light or dark');
   new URL(args.url);
 } catch (e) {
@@ -333,6 +343,21 @@ async function openPage(context) {
     if (/Content Security Policy/i.test(m.text())) cspViolations.push(m.text().slice(0, 300));
   });
   page.on('pageerror', (e) => pageErrors.push(String(e?.message ?? e).slice(0, 500)));
+  // The console's "Failed to load resource" does not say which: the log does.
+  page.on('response', (r) => {
+    if (r.status() >= 400) consoleLog.push(`response: ${r.status()} ${r.request().method()} ${new URL(r.url()).pathname}`);
+  });
+  if (args.slowCpu) {
+    const cdp = await context.newCDPSession(page);
+    await cdp.send('Emulation.setCPUThrottlingRate', { rate: args.slowCpu });
+  }
+  const delay = args.formatterDelayMs;
+  if (delay) {
+    await page.route('**/assets/highlight.js', async (route) => {
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      await route.continue();
+    });
+  }
   return page;
 }
 

@@ -272,6 +272,15 @@ async fn a_graph_picked_for_a_chat_runs_it() {
     assert_eq!(threads[0].graph, crate::support::RESEARCHER);
 }
 
+/// The markdown scenarios' answer: a table, lists, a code block, links and raw HTML.
+const MARKDOWN: &str = "Here is the plan.\n\n\
+    | Step | Owner |\n|------|-------|\n| Build | Ada |\n| Ship | Lin |\n\n\
+    - apples\n- pears\n\n\
+    1. first\n2. second\n3. third\n\n\
+    ```rust\nfn main() {\n    println!(\"hi\");\n}\n```\n\n\
+    See [the docs](https://example.com/docs) or [this](javascript:alert(1)).\n\n\
+    <img src=x onerror=alert(1)> <script>alert(2)</script>\n";
+
 /// The answer's Markdown as HTML through the Markdown library: a table, lists,
 /// highlighted code, safe links; raw HTML never becomes elements.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -279,15 +288,31 @@ async fn markdown_renders_tables_lists_and_code_and_never_raw_html() {
     if !agent_testing::browser::available() {
         return;
     }
-    let answer = "Here is the plan.\n\n\
-        | Step | Owner |\n|------|-------|\n| Build | Ada |\n| Ship | Lin |\n\n\
-        - apples\n- pears\n\n\
-        1. first\n2. second\n3. third\n\n\
-        ```rust\nfn main() {\n    println!(\"hi\");\n}\n```\n\n\
-        See [the docs](https://example.com/docs) or [this](javascript:alert(1)).\n\n\
-        <img src=x onerror=alert(1)> <script>alert(2)</script>\n";
-    let live = start(ScriptedModel::new([Turn::text(answer)]), Access::loopback).await;
+    let live = start(ScriptedModel::new([Turn::text(MARKDOWN)]), Access::loopback).await;
     scenario(&live, "markdown").await;
+}
+
+/// The same answer on a page whose scripts run eight times slower and whose
+/// formatter arrives 90 ms late: every block is still formatted. A block that
+/// rendered before the formatter had loaded and looked for it only after it had
+/// (React runs effects a task after the render) stayed plain text for good:
+/// before the page read the formatter as an external store, this failed in 12
+/// of 30 runs with the formatter 60 to 120 ms late.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn markdown_is_formatted_when_the_formatter_arrives_while_blocks_render() {
+    if !agent_testing::browser::available() {
+        return;
+    }
+    let live = start(ScriptedModel::new([Turn::text(MARKDOWN)]), Access::loopback).await;
+    let slow = [
+        "--slow-cpu",
+        "8",
+        "--formatter-delay-ms",
+        "90",
+        "--timeout-ms",
+        "60000",
+    ];
+    scenario_with(&live, "markdown", &slow).await;
 }
 
 /// An image picked with the paperclip and a text file dropped on the composer
