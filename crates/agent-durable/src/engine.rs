@@ -171,7 +171,7 @@ impl RunInput {
         mut paused: agent_graph::run::PausedRun,
         next: Continuation,
     ) -> Self {
-        paused.request.context.run_id = next.run_id;
+        paused.request.context.run_id = next.run_id.into();
         Self {
             start: RunStart::Continue {
                 paused,

@@ -418,7 +418,7 @@ impl ChatService {
         chat_ref: &ChatRef,
         (context, plan): (RunContext, Plan),
     ) -> Result<Launched, NotLaunched> {
-        let run_id = context.run_id.clone();
+        let run_id = context.run_id.to_string();
         let answer_id = encoder_message_id(chat, &run_id);
         let turn = turn_messages(chat, plan.kept, &run_id);
         let (start, record, deps) = match self.prepare_start(graph, chat, context, plan.redeemed) {

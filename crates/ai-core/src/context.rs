@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::Id;
 use crate::trace::TraceParent;
 
 /// Identity of one run and the ids that correlate it with the request that caused
@@ -9,18 +10,18 @@ use crate::trace::TraceParent;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunContext {
     /// Id of this run (every event carries it).
-    pub run_id: String,
+    pub run_id: Id,
     /// Distributed trace id: 32 lower-case hex digits when it came from a W3C
     /// `traceparent` or from [`RunContext::generate`] (the id an exporter gives the
     /// run's spans); any other text is carried in events but not exported as a trace.
-    pub trace_id: String,
+    pub trace_id: Id,
     /// The caller's span id (16 lower-case hex digits), when the run continues a
     /// caller's trace: the parent of the run's span.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_span_id: Option<String>,
     /// Id of the ingress request (HTTP request, CLI invocation) that started the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ingress_request_id: Option<String>,
+    pub ingress_request_id: Option<Id>,
     /// Id of the conversation (a chat's thread) the run belongs to, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation_id: Option<String>,
@@ -36,7 +37,7 @@ pub struct RunContext {
 
 impl RunContext {
     /// A context with the given ids and no ingress request id.
-    pub fn new(run_id: impl Into<String>, trace_id: impl Into<String>) -> Self {
+    pub fn new(run_id: impl Into<Id>, trace_id: impl Into<Id>) -> Self {
         Self {
             run_id: run_id.into(),
             trace_id: trace_id.into(),
@@ -60,7 +61,7 @@ impl RunContext {
     /// trace id, and the caller's span as the run span's parent.
     pub fn continuing(parent: &TraceParent) -> Self {
         let mut context = Self::generate();
-        context.trace_id = parent.trace_id_hex();
+        context.trace_id = parent.trace_id_hex().into();
         context.parent_span_id = Some(parent.parent_id_hex());
         context.trace_flags = Some(parent.flags);
         context
@@ -100,7 +101,7 @@ impl RunContext {
     }
 
     /// Sets the ingress request id.
-    pub fn with_ingress_request_id(mut self, id: impl Into<String>) -> Self {
+    pub fn with_ingress_request_id(mut self, id: impl Into<Id>) -> Self {
         self.ingress_request_id = Some(id.into());
         self
     }

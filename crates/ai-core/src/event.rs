@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::Id;
 use crate::context::RunContext;
 use crate::tool::ToolErrorCode;
 
@@ -97,12 +98,12 @@ pub struct ToolCallRef {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AiEvent {
     /// Id of the run the event belongs to.
-    pub run_id: String,
+    pub run_id: Id,
     /// Trace id of the run.
-    pub trace_id: String,
+    pub trace_id: Id,
     /// Ingress request id, when the run has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ingress_request_id: Option<String>,
+    pub ingress_request_id: Option<Id>,
     /// For an event of a subagent (a `graph__` tool call): the parent's tool call id
     /// that started it. Absent on the run's own events.
     #[serde(default, skip_serializing_if = "Option::is_none")]

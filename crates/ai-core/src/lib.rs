@@ -20,6 +20,8 @@
 //! - [`completion`]: [`CompletionPort`], how the loop calls a model, implemented by
 //!   wire crates.
 //! - [`event`]: [`AiEvent`], the public event contract of a run.
+//! - [`id`]: [`Id`], a run's correlation ids, shared by its context and its
+//!   events.
 //! - [`message`]: [`Message`], the conversation, independent of any wire format.
 //! - [`schema`]: JSON Schema walking and the P0 subset check.
 //! - [`text`]: bounding, log-safe and display-safe text.
@@ -31,6 +33,7 @@ pub mod cancel;
 pub mod completion;
 mod context;
 pub mod event;
+pub mod id;
 pub mod message;
 pub mod policy;
 pub mod runner;
@@ -42,6 +45,7 @@ pub mod trace;
 pub use completion::CompletionPort;
 pub use context::RunContext;
 pub use event::AiEvent;
+pub use id::Id;
 pub use message::Message;
 pub use policy::{ToolCatalog, ToolPolicy};
 pub use runner::ToolRunner;

@@ -518,7 +518,7 @@ impl Agent {
         for attempt in 0..attempts {
             let mut run = context.clone();
             if attempt > 0 {
-                run.run_id = format!("{}.{attempt}", context.run_id);
+                run.run_id = format!("{}.{attempt}", context.run_id).into();
             }
             let output = agent.run_with(run, history).into_outcome().await?;
             if output.paused.is_some() {

@@ -154,7 +154,7 @@ pub struct RunHandle {
     pub(super) events: EventStream,
     pub(super) outcome: OutputFuture,
     pub(super) cancel: CancellationToken,
-    pub(super) run_id: String,
+    pub(super) run_id: ai_core::Id,
 }
 
 impl Stream for RunHandle {

@@ -781,7 +781,7 @@ impl ToolRunner {
         let canonical_args = canonical_json(args);
         let args_hash = crate::tool::args_hash(args);
         let request = ApprovalRequest {
-            run_id: run.run_id.clone(),
+            run_id: run.run_id.to_string(),
             tool_call_id: tool_call_id.to_owned(),
             tool_id: spec.id.clone(),
             effect: spec.effect,

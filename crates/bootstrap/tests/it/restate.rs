@@ -428,7 +428,7 @@ async fn a_run_submitted_twice_runs_once() {
     // it), and the run's row as a server writes it before submitting.
     let key = bootstrap::keys::load_from(&home.data_home.join("agent/server.key")).unwrap();
     let store = home.store().await;
-    let run_id = request_again.context.run_id.clone();
+    let run_id = request_again.context.run_id.to_string();
     store
         .account("local")
         .start_run(&agent_store::NewRun {
