@@ -107,11 +107,11 @@ pub struct AiEvent {
     /// For an event of a subagent (a `graph__` tool call): the parent's tool call id
     /// that started it. Absent on the run's own events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent_tool_call_id: Option<String>,
+    pub parent_tool_call_id: Option<Id>,
     /// For an event of a subagent: the name of the child graph that produced it
     /// (e.g. on its `usage_report`s). Absent on the run's own events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub graph: Option<String>,
+    pub graph: Option<Id>,
     /// What happened.
     #[serde(flatten)]
     pub kind: AiEventKind,
@@ -131,12 +131,18 @@ impl AiEvent {
     }
 
     /// Tags the event as produced by the subagent `graph` started by the parent's
-    /// call `parent_tool_call_id` (tags already set are kept).
-    pub fn nested(mut self, parent_tool_call_id: &str, graph: Option<&str>) -> Self {
-        self.parent_tool_call_id
-            .get_or_insert_with(|| parent_tool_call_id.to_owned());
+    /// call `parent_tool_call_id` (tags already set are kept). A subagent's
+    /// emitter passes its `Id`s, so tagging an event is a count, not a copy.
+    pub fn nested<P: Into<Id>, G: Into<Id>>(
+        mut self,
+        parent_tool_call_id: P,
+        graph: Option<G>,
+    ) -> Self {
+        if self.parent_tool_call_id.is_none() {
+            self.parent_tool_call_id = Some(parent_tool_call_id.into());
+        }
         if self.graph.is_none() {
-            self.graph = graph.map(str::to_owned);
+            self.graph = graph.map(Into::into);
         }
         self
     }
@@ -592,7 +598,7 @@ mod tests {
         let subagent = text("b").nested("call_1", Some("researcher"));
         let other_call = text("b").nested("call_2", Some("researcher"));
         let other_graph = text("b").nested("call_1", Some("writer"));
-        let untagged_graph = text("b").nested("call_1", None);
+        let untagged_graph = text("b").nested("call_1", None::<&str>);
         for next in [
             &other_run,
             &other_trace,

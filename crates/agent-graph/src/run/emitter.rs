@@ -20,7 +20,7 @@ pub(super) struct Emitter {
     /// The run's ids, on every event it emits.
     pub(super) ctx: RunContext,
     /// Set for a subagent: the parent's call id and the child graph.
-    pub(super) nested: Option<(String, Option<String>)>,
+    pub(super) nested: Option<(ai_core::Id, Option<ai_core::Id>)>,
     /// A durable run's events since its last recorded step.
     pub(super) capture: Option<Arc<Capture>>,
 }
@@ -55,7 +55,7 @@ impl Emitter {
     /// Emits `event`, tagged when this is a subagent's emitter.
     pub(super) fn push(&self, event: AiEvent) {
         let event = match &self.nested {
-            Some((parent, graph)) => event.nested(parent, graph.as_deref()),
+            Some((parent, graph)) => event.nested(parent, graph.as_ref()),
             None => event,
         };
         if let Some(capture) = &self.capture {

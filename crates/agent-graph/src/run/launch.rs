@@ -100,7 +100,10 @@ pub(crate) async fn run_nested(
     let emitter = Emitter {
         target: Target::Sink(sink),
         ctx: request.context.clone(),
-        nested: Some((parent_tool_call_id.to_owned(), request.graph.clone())),
+        nested: Some((
+            parent_tool_call_id.into(),
+            request.graph.as_deref().map(Into::into),
+        )),
         capture: None,
     };
     let span = spans::run_span(&request.context, request.graph.as_deref(), true);

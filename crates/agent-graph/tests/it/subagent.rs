@@ -265,10 +265,7 @@ async fn a_subagent_calling_a_subagent_is_refused_typed() {
         .unwrap();
     assert_eq!(
         refused,
-        (
-            Some(ToolErrorCode::DepthExceeded),
-            Some(PARENT_CALL.to_owned())
-        )
+        (Some(ToolErrorCode::DepthExceeded), Some(PARENT_CALL.into()))
     );
     assert_eq!(model.calls(), 4);
 }

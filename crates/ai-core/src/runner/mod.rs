@@ -685,7 +685,7 @@ impl ToolRunner {
             prompt_hash: scope.prompt_hash.clone(),
             events: NestedEvents {
                 sink: scope.events.clone(),
-                parent_tool_call_id: tool_call_id.to_owned(),
+                parent_tool_call_id: tool_call_id.into(),
             },
             nested: scope.nested.clone(),
         };

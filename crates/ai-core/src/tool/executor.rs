@@ -160,7 +160,7 @@ impl ToolCallContext {
             run,
             events: NestedEvents {
                 sink: None,
-                parent_tool_call_id: tool_call_id.clone(),
+                parent_tool_call_id: (&tool_call_id).into(),
             },
             tool_call_id,
             tool_id,
@@ -185,7 +185,7 @@ impl ToolCallContext {
 #[derive(Clone)]
 pub struct NestedEvents {
     pub(crate) sink: Option<Arc<dyn EventSink>>,
-    pub(crate) parent_tool_call_id: String,
+    pub(crate) parent_tool_call_id: crate::Id,
 }
 
 impl std::fmt::Debug for NestedEvents {
@@ -212,7 +212,7 @@ impl NestedEvents {
 impl EventSink for NestedEvents {
     fn emit(&self, event: AiEvent) {
         if let Some(sink) = &self.sink {
-            sink.emit(event.nested(&self.parent_tool_call_id, None));
+            sink.emit(event.nested(&self.parent_tool_call_id, None::<&str>));
         }
     }
 }
