@@ -133,16 +133,12 @@ impl AiEvent {
     /// Tags the event as produced by the subagent `graph` started by the parent's
     /// call `parent_tool_call_id` (tags already set are kept). A subagent's
     /// emitter passes its `Id`s, so tagging an event is a count, not a copy.
-    pub fn nested<P: Into<Id>, G: Into<Id>>(
-        mut self,
-        parent_tool_call_id: P,
-        graph: Option<G>,
-    ) -> Self {
+    pub fn nested(mut self, parent_tool_call_id: impl Into<Id>, graph: Option<Id>) -> Self {
         if self.parent_tool_call_id.is_none() {
             self.parent_tool_call_id = Some(parent_tool_call_id.into());
         }
         if self.graph.is_none() {
-            self.graph = graph.map(Into::into);
+            self.graph = graph;
         }
         self
     }
@@ -517,9 +513,9 @@ mod tests {
         assert_eq!(last, reasoning("thinking"));
 
         // A subagent's deltas merge with the same subagent's.
-        let mut last = text("a").nested("call_1", Some("researcher"));
-        assert!(last.absorb(&text("b").nested("call_1", Some("researcher"))));
-        assert_eq!(last, text("ab").nested("call_1", Some("researcher")));
+        let mut last = text("a").nested("call_1", Some("researcher".into()));
+        assert!(last.absorb(&text("b").nested("call_1", Some("researcher".into()))));
+        assert_eq!(last, text("ab").nested("call_1", Some("researcher".into())));
     }
 
     #[test]
@@ -595,10 +591,10 @@ mod tests {
         let mut ingress = RunContext::new("r1", "t1");
         ingress.ingress_request_id = Some("req".into());
         let other_ingress = AiEvent::new(&ingress, AiEventKind::TextDelta { delta: "b".into() });
-        let subagent = text("b").nested("call_1", Some("researcher"));
-        let other_call = text("b").nested("call_2", Some("researcher"));
-        let other_graph = text("b").nested("call_1", Some("writer"));
-        let untagged_graph = text("b").nested("call_1", None::<&str>);
+        let subagent = text("b").nested("call_1", Some("researcher".into()));
+        let other_call = text("b").nested("call_2", Some("researcher".into()));
+        let other_graph = text("b").nested("call_1", Some("writer".into()));
+        let untagged_graph = text("b").nested("call_1", None);
         for next in [
             &other_run,
             &other_trace,
@@ -612,7 +608,7 @@ mod tests {
             assert!(!last.absorb(next), "the run's own text took {next:?}");
             assert_eq!(delta(&last), "a");
         }
-        let mut last = text("a").nested("call_1", Some("researcher"));
+        let mut last = text("a").nested("call_1", Some("researcher".into()));
         for next in [&text("b"), &other_call, &other_graph, &untagged_graph] {
             assert!(!last.absorb(next), "a subagent's text took {next:?}");
         }

@@ -361,7 +361,7 @@ mod tests {
         let mut encoder = DataStreamEncoder::new("m1");
         let nested: Vec<AiEvent> = [text("sub"), call("s1"), result("s1"), usage_of(9), done()]
             .into_iter()
-            .map(|e| e.nested("c1", None::<&str>))
+            .map(|e| e.nested("c1", None))
             .collect();
         assert!(encode(&mut encoder, &nested).is_empty());
         let mut lines = encode(&mut encoder, &[call("c1")]);

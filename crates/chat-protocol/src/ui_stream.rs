@@ -528,7 +528,7 @@ mod tests {
         let mut encoder = UiStreamEncoder::new("m1");
         let nested: Vec<AiEvent> = [text("sub"), call("s1"), result("s1"), usage_of(1), done()]
             .into_iter()
-            .map(|e| e.nested("c1", Some("child")))
+            .map(|e| e.nested("c1", Some("child".into())))
             .collect();
         assert!(encode(&mut encoder, &nested).is_empty());
         let mut chunks = encode(&mut encoder, &[call("c1")]);

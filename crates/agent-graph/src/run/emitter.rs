@@ -55,7 +55,7 @@ impl Emitter {
     /// Emits `event`, tagged when this is a subagent's emitter.
     pub(super) fn push(&self, event: AiEvent) {
         let event = match &self.nested {
-            Some((parent, graph)) => event.nested(parent, graph.as_ref()),
+            Some((parent, graph)) => event.nested(parent, graph.clone()),
             None => event,
         };
         if let Some(capture) = &self.capture {

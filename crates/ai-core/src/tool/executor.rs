@@ -212,7 +212,7 @@ impl NestedEvents {
 impl EventSink for NestedEvents {
     fn emit(&self, event: AiEvent) {
         if let Some(sink) = &self.sink {
-            sink.emit(event.nested(&self.parent_tool_call_id, None::<&str>));
+            sink.emit(event.nested(&self.parent_tool_call_id, None));
         }
     }
 }
