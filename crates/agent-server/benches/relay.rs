@@ -85,7 +85,8 @@
 //! `--pin` (the load generator on CPU 0 and each server under test on CPU 1,
 //! with `taskset`, so neither waits for the other's core); `--keep-awake` (with
 //! `--pin`: a spinning process at the idle scheduling class keeps CPU 0 from
-//! halting, see below); `RELAY_NODE` names the node binary (default `node`);
+//! halting, see below); `--watch-stalls` (with `--pin`: each row also watches
+//! both CPUs for stalls, see below); `RELAY_NODE` names the node binary (default `node`);
 //! `RELAY_LOG` is the server's log filter (default `warn`; `sqlx::query=debug`
 //! prints each statement the run store runs, to count them per run).
 //!
@@ -116,6 +117,19 @@
 //!   slow-delta timeline shows whether they were there) but makes each wake-up
 //!   of the load generator cost the server more kernel time (a task to preempt
 //!   instead of an idle CPU): take CPU figures from rows without it.
+//! - A vCPU can also stop while it is busy (its host runs something else).
+//!   `--watch-stalls` tells those moments apart from the server's own: during
+//!   each row a real-time task on each CPU (`chrt --fifo 1`, so root or
+//!   `CAP_SYS_NICE`) wakes every millisecond, and a wake-up more than 1 ms late
+//!   means the CPU ran nothing at all, no task, no interrupt. The row then
+//!   prints the stalls of each CPU (count, length in all, the longest with
+//!   when they began) and the latencies again without the deltas in flight
+//!   during a stall (stamp to arrival overlapping one); the JSON has every
+//!   stall. A slow cluster in the timeline with no stall beside it is a delay
+//!   of a running task (the server's or the load generator's). The watches
+//!   wake both CPUs a thousand times a second, which also keeps them from
+//!   halting (as `--keep-awake` does) and costs the server a preemption each:
+//!   take CPU figures from rows without it.
 
 #![allow(
     clippy::unwrap_used,
@@ -380,14 +394,18 @@ struct ClientResult {
     latencies: Vec<u64>,
     /// Deltas stamped after they arrived (a clock mismatch; counted as 0 ns).
     negative: u64,
-    /// The stamps (monotonic ns) of the deltas that took longer than
-    /// [`SLOW_NS`], to see when the tail happens.
-    slow: Vec<u64>,
+    /// The stamp (monotonic ns) and added latency of each delta that took
+    /// longer than [`TRACKED_NS`]: when the tail happened, and which deltas
+    /// were in flight during a stall of a vCPU.
+    tracked: Vec<(u64, u64)>,
     error: Option<String>,
 }
 
-/// Added latency past which a delta's stamp is kept for the tail's timeline.
+/// Added latency past which a delta is counted in the tail's timeline.
 const SLOW_NS: u64 = 2_000_000;
+/// Added latency past which a delta's stamp is kept (the timeline, and the
+/// figures without the deltas in flight during a vCPU stall).
+const TRACKED_NS: u64 = 250_000;
 
 /// The index of `needle` in `hay`.
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -463,7 +481,7 @@ async fn client(addr: SocketAddr, id: usize, deltas: usize, shared: Arc<Shared>)
         deltas: 0,
         latencies: Vec::with_capacity(deltas),
         negative: 0,
-        slow: Vec::new(),
+        tracked: Vec::new(),
         error: None,
     };
     let mut opened = false;
@@ -574,8 +592,8 @@ async fn stream_once(
                     result.negative += 1;
                 }
                 let latency = now.saturating_sub(stamp);
-                if latency > SLOW_NS {
-                    result.slow.push(stamp);
+                if latency > TRACKED_NS {
+                    result.tracked.push((stamp, latency));
                 }
                 result.latencies.push(latency);
             } else if find(payload, b"\"type\":\"finish\"").is_some() {
@@ -602,8 +620,8 @@ struct Load {
     deltas: u64,
     latencies: Vec<u64>,
     negative: u64,
-    /// Stamps of the deltas slower than [`SLOW_NS`].
-    slow: Vec<u64>,
+    /// Stamps and latencies of the deltas slower than [`TRACKED_NS`].
+    tracked: Vec<(u64, u64)>,
     /// When the first client started (monotonic ns).
     t0_ns: u64,
     errors: Vec<String>,
@@ -634,7 +652,7 @@ async fn load(
         deltas: 0,
         latencies: Vec::with_capacity(clients * deltas),
         negative: 0,
-        slow: Vec::new(),
+        tracked: Vec::new(),
         t0_ns,
         errors: Vec::new(),
         wall: Duration::ZERO,
@@ -645,7 +663,7 @@ async fn load(
                 out.deltas += r.deltas;
                 out.negative += r.negative;
                 out.latencies.extend(r.latencies);
-                out.slow.extend(r.slow);
+                out.tracked.extend(r.tracked);
                 if let Some(e) = r.error {
                     out.errors.push(e);
                 }
@@ -757,6 +775,9 @@ struct Config {
     pin: bool,
     /// `--keep-awake`: CPU 0 never idles (see [`keep_awake`]).
     keep_awake: bool,
+    /// `--watch-stalls` (with `--pin`): each row watches both CPUs for
+    /// stalls (see [`watch_cpu`]).
+    watch_stalls: bool,
 }
 
 /// A server process under test.
@@ -835,6 +856,193 @@ fn pin_self() {
         status.is_ok_and(|s| s.success()),
         "--pin needs `taskset` (util-linux) and two CPUs"
     );
+}
+
+// ---------------------------------------------------------------------------
+// vCPU stalls (`--watch-stalls`).
+// ---------------------------------------------------------------------------
+
+/// How often a stall watch wakes.
+const WATCH_PERIOD: Duration = Duration::from_millis(1);
+/// A watch that wakes this much later than due saw a stall of its CPU.
+const STALL_NS: u64 = 1_000_000;
+
+/// `relay --watch-cpu`, run by [`StallWatch::start`] at real-time priority
+/// on one CPU: wakes every [`WATCH_PERIOD`] until stdin closes, then prints
+/// each late wake-up as `<last wake ns> <this wake ns>` (monotonic).
+///
+/// A real-time task runs as soon as its timer fires, ahead of every other task
+/// on the CPU (the server, the load generator, the spinner of
+/// `--keep-awake`): waking more than [`STALL_NS`] late means the CPU itself
+/// did not run, neither task nor interrupt (a virtual machine's vCPU that its
+/// host did not schedule, or one slow to leave a halt). The stall lies between
+/// the last wake-up and this one.
+fn watch_cpu() -> ! {
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+            stop.store(true, Ordering::SeqCst);
+        });
+    }
+    let due_gap = WATCH_PERIOD.as_nanos() as u64 + STALL_NS;
+    let mut late = Vec::new();
+    let mut last = mono_ns();
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(WATCH_PERIOD);
+        let now = mono_ns();
+        if now.saturating_sub(last) > due_gap {
+            late.push((last, now));
+        }
+        last = now;
+    }
+    let mut out = String::new();
+    for (from, to) in late {
+        out.push_str(&format!("{from} {to}\n"));
+    }
+    print!("{out}");
+    std::process::exit(0);
+}
+
+/// One CPU's stall watch: this binary as `relay --watch-cpu` under
+/// `chrt --fifo 1 taskset -c <cpu>`, for one row.
+struct StallWatch {
+    cpu: u8,
+    child: tokio::process::Child,
+}
+
+impl StallWatch {
+    /// Starts the watch on `cpu`; exits the bench when it cannot run at
+    /// real-time priority (it needs root or `CAP_SYS_NICE`).
+    async fn start(cpu: u8) -> Self {
+        let exe = std::env::current_exe().expect("this binary");
+        let mut child = tokio::process::Command::new("chrt")
+            .args(["--fifo", "1", "taskset", "-c", &cpu.to_string()])
+            .arg(exe)
+            .arg("--watch-cpu")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("--watch-stalls needs `chrt` and `taskset` (util-linux)");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if let Ok(Some(status)) = child.try_wait() {
+            eprintln!(
+                "relay: the stall watch on CPU {cpu} did not start ({status}); \
+                 --watch-stalls needs real-time priority (root or CAP_SYS_NICE)"
+            );
+            std::process::exit(2);
+        }
+        Self { cpu, child }
+    }
+
+    /// Stops the watch; the stalls it saw as `(cpu, from ns, to ns)`.
+    async fn stop(mut self) -> Vec<(u8, u64, u64)> {
+        drop(self.child.stdin.take());
+        let output = match self.child.wait_with_output().await {
+            Ok(output) => output,
+            Err(error) => {
+                eprintln!("relay: the stall watch on CPU {}: {error}", self.cpu);
+                return Vec::new();
+            }
+        };
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| {
+                let (from, to) = line.split_once(' ')?;
+                Some((self.cpu, from.parse().ok()?, to.parse().ok()?))
+            })
+            .collect()
+    }
+}
+
+/// The vCPU stalls of a row and the latencies without the deltas they held.
+struct Stalls {
+    /// `(cpu, from ns, to ns)`, monotonic.
+    windows: Vec<(u8, u64, u64)>,
+    /// Deltas whose flight (stamp to arrival) overlapped a stall.
+    held: usize,
+    /// The row's latencies without those deltas, sorted.
+    outside: Vec<u64>,
+}
+
+impl Stalls {
+    /// `latencies` sorted; `tracked` the `(stamp, latency)` of every delta
+    /// slower than [`TRACKED_NS`] (a delta held by a stall of at least
+    /// [`STALL_NS`] is among them).
+    fn new(mut windows: Vec<(u8, u64, u64)>, latencies: &[u64], tracked: &[(u64, u64)]) -> Self {
+        windows.sort_unstable_by_key(|&(_, from, _)| from);
+        let mut held: Vec<u64> = tracked
+            .iter()
+            .filter(|&&(stamp, latency)| {
+                let arrived = stamp + latency;
+                windows
+                    .iter()
+                    .any(|&(_, from, to)| from < arrived && stamp < to)
+            })
+            .map(|&(_, latency)| latency)
+            .collect();
+        held.sort_unstable();
+        // `latencies` without the multiset `held` (both sorted).
+        let mut outside = Vec::with_capacity(latencies.len() - held.len().min(latencies.len()));
+        let mut skip = held.iter().peekable();
+        for &latency in latencies {
+            if skip.next_if_eq(&&latency).is_none() {
+                outside.push(latency);
+            }
+        }
+        Self {
+            windows,
+            held: held.len(),
+            outside,
+        }
+    }
+
+    /// The stalls of `cpu`: how many, and their length in all (ms).
+    fn of_cpu(&self, cpu: u8) -> (usize, f64) {
+        let mine = self.windows.iter().filter(|w| w.0 == cpu);
+        let ns: u64 = mine.clone().map(|&(_, from, to)| to - from).sum();
+        (mine.count(), ns as f64 / 1e6)
+    }
+
+    /// The `q` quantile of the latencies outside stalls, ms.
+    fn latency_ms(&self, q: f64) -> f64 {
+        quantile_ms(&self.outside, q)
+    }
+
+    fn json(&self, t0_ns: u64) -> Value {
+        let cpu = |c| {
+            let (count, ms) = self.of_cpu(c);
+            json!({"count": count, "ms": ms})
+        };
+        let windows: Vec<Value> = self
+            .windows
+            .iter()
+            .map(|&(c, from, to)| {
+                json!([
+                    c,
+                    (from as f64 - t0_ns as f64) / 1e6,
+                    (to - from) as f64 / 1e6
+                ])
+            })
+            .collect();
+        json!({
+            "cpu0": cpu(0),
+            "cpu1": cpu(1),
+            "windows_ms_since_t0_and_length": windows,
+            "deltas_held": self.held,
+            "latency_ms_outside_stalls": {
+                "p50": self.latency_ms(0.5),
+                "p90": self.latency_ms(0.9),
+                "p99": self.latency_ms(0.99),
+                "p999": self.latency_ms(0.999),
+                "max": self.latency_ms(1.0),
+            },
+        })
+    }
 }
 
 /// Why the Node rows cannot run, if they cannot.
@@ -952,6 +1160,9 @@ struct Row {
     slow_timeline: Vec<(u64, usize)>,
     /// When the first client started (monotonic ns).
     t0_ns: u64,
+    /// With `--watch-stalls`: the vCPU stalls seen during the row, and the
+    /// latencies of the deltas that were not in flight during one.
+    stalls: Option<Stalls>,
     errors: Vec<String>,
     warmup_errors: usize,
 }
@@ -986,12 +1197,7 @@ impl Row {
 
     /// The `q` quantile (nearest rank) of the sorted latencies, ms.
     fn latency_ms(&self, q: f64) -> f64 {
-        if self.latencies.is_empty() {
-            return f64::NAN;
-        }
-        let rank =
-            ((q * self.latencies.len() as f64).ceil() as usize).clamp(1, self.latencies.len());
-        self.latencies[rank - 1] as f64 / 1e6
+        quantile_ms(&self.latencies, q)
     }
 
     fn mean_ms(&self) -> f64 {
@@ -1030,6 +1236,7 @@ impl Row {
                 "mean": self.mean_ms(),
             },
             "slow_by_100ms": self.slow_timeline,
+            "vcpu_stalls": self.stalls.as_ref().map(|s| s.json(self.t0_ns)),
             "stamps_after_arrival": self.negative,
             "errors": self.errors.len(),
             "first_errors": self.errors.iter().take(3).collect::<Vec<_>>(),
@@ -1073,6 +1280,11 @@ async fn measure(kind: Kind, clients: usize, config: &Config) -> Row {
             (all_open, peak)
         })
     };
+    let watches = if config.watch_stalls {
+        vec![StallWatch::start(0).await, StallWatch::start(1).await]
+    } else {
+        Vec::new()
+    };
     let client_cpu_before = cpu_seconds("self");
     let cpu_before = cpu_times(&pid);
     let run = load(
@@ -1084,6 +1296,10 @@ async fn measure(kind: Kind, clients: usize, config: &Config) -> Row {
     )
     .await;
     let cpu = cpu_times(&pid).since(cpu_before);
+    let mut windows = Vec::new();
+    for watch in watches {
+        windows.extend(watch.stop().await);
+    }
     let client_cpu_after = cpu_seconds("self");
     sampling.store(false, Ordering::SeqCst);
     let (rss_open, rss_peak) = sampler.await.expect("the memory sampler");
@@ -1098,6 +1314,9 @@ async fn measure(kind: Kind, clients: usize, config: &Config) -> Row {
 
     let mut latencies = run.latencies;
     latencies.sort_unstable();
+    let stalls = config
+        .watch_stalls
+        .then(|| Stalls::new(windows, &latencies, &run.tracked));
     Row {
         server: kind.name(),
         clients,
@@ -1113,22 +1332,34 @@ async fn measure(kind: Kind, clients: usize, config: &Config) -> Row {
         max_open: shared.max_open.load(Ordering::SeqCst),
         latencies,
         negative: run.negative,
-        slow_timeline: timeline(&run.slow, run.t0_ns),
+        slow_timeline: timeline(&run.tracked, run.t0_ns),
+        stalls,
         t0_ns: run.t0_ns,
         errors: run.errors,
         warmup_errors: warm.errors.len(),
     }
 }
 
-/// `stamps` counted per 100 ms since `t0_ns`, the windows that have any.
-fn timeline(stamps: &[u64], t0_ns: u64) -> Vec<(u64, usize)> {
+/// The deltas slower than [`SLOW_NS`] among `tracked`, counted per 100 ms since
+/// `t0_ns` by their stamps: the windows that have any.
+fn timeline(tracked: &[(u64, u64)], t0_ns: u64) -> Vec<(u64, usize)> {
     let mut windows = std::collections::BTreeMap::new();
-    for &stamp in stamps {
+    let slow = tracked.iter().filter(|&&(_, latency)| latency > SLOW_NS);
+    for &(stamp, _) in slow {
         *windows
             .entry(stamp.saturating_sub(t0_ns) / 100_000_000)
             .or_insert(0) += 1;
     }
     windows.into_iter().map(|(w, n)| (w * 100, n)).collect()
+}
+
+/// The `q` quantile of `sorted` (ns) in ms; NaN when it is empty.
+fn quantile_ms(sorted: &[u64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1] as f64 / 1e6
 }
 
 fn fmt_opt(value: Option<f64>, digits: usize) -> String {
@@ -1212,7 +1443,45 @@ fn print_table(rows: &[Row]) {
                 windows.join(" ")
             );
         }
+        if let Some(stalls) = &r.stalls {
+            print_stalls(r, stalls);
+        }
     }
+}
+
+/// A row's vCPU stalls and its latencies without the deltas they held.
+fn print_stalls(r: &Row, stalls: &Stalls) {
+    let ((n0, ms0), (n1, ms1)) = (stalls.of_cpu(0), stalls.of_cpu(1));
+    let longest: Vec<String> = {
+        let mut by_length = stalls.windows.clone();
+        by_length.sort_by_key(|&(_, from, to)| std::cmp::Reverse(to - from));
+        by_length.truncate(8);
+        by_length.sort_by_key(|&(_, from, _)| from);
+        by_length
+            .iter()
+            .map(|&(cpu, from, to)| {
+                let at = from.saturating_sub(r.t0_ns) / 1_000_000;
+                format!("cpu{cpu}@{at}:{:.1}", (to - from) as f64 / 1e6)
+            })
+            .collect()
+    };
+    println!(
+        "  {} C={}: vCPU stalls: CPU 0 (load generator) {n0}, {ms0:.1} ms in all; CPU 1 (server) {n1}, {ms1:.1} ms; the longest (ms since the first client: ms) {}",
+        r.server,
+        r.clients,
+        longest.join(" ")
+    );
+    println!(
+        "  {} C={}: without the {} deltas in flight during a stall: p50 {:.3} p90 {:.3} p99 {:.3} p99.9 {:.3} max {:.1} ms",
+        r.server,
+        r.clients,
+        stalls.held,
+        stalls.latency_ms(0.5),
+        stalls.latency_ms(0.9),
+        stalls.latency_ms(0.99),
+        stalls.latency_ms(0.999),
+        stalls.latency_ms(1.0),
+    );
 }
 
 fn verdict(ok: Option<bool>) -> &'static str {
@@ -1317,6 +1586,7 @@ fn parse_args() -> Result<Option<Config>, String> {
         node: std::env::var("RELAY_NODE").unwrap_or_else(|_| "node".into()),
         pin: false,
         keep_awake: false,
+        watch_stalls: false,
     };
     let mut serve_agent_mode = None;
     let mut args = std::env::args().skip(1);
@@ -1333,6 +1603,8 @@ fn parse_args() -> Result<Option<Config>, String> {
             "--pin" => config.pin = true,
             "--keep-awake" => config.keep_awake = true,
             "--spin" => spin(),
+            "--watch-stalls" => config.watch_stalls = true,
+            "--watch-cpu" => watch_cpu(),
             "--serve-agent-store" => serve_agent_mode = Some(Extra::Store),
             "--serve-agent-otel" => {
                 let url = args.next().ok_or("--serve-agent-otel needs a URL")?;
@@ -1364,6 +1636,9 @@ fn parse_args() -> Result<Option<Config>, String> {
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
+    }
+    if config.watch_stalls && !config.pin {
+        return Err("--watch-stalls needs --pin (it watches the two pinned CPUs)".into());
     }
     if let Some(extra) = serve_agent_mode {
         serve_agent(
@@ -1466,6 +1741,7 @@ fn main() {
         "warmup_streams": config.warmup,
         "pin": config.pin,
         "keep_awake": config.pin && config.keep_awake,
+        "watch_stalls": config.watch_stalls,
         "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
         "skipped": skipped,
         "rows": rows.iter().map(Row::json).collect::<Vec<_>>(),
