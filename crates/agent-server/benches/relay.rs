@@ -69,6 +69,10 @@
 //!   the deltas slower than 2 ms are also counted per 100 ms of the row (by
 //!   their stamp; the ten busiest windows printed, all in the JSON), to show
 //!   when the tail happened;
+//! - **busy**: the server's CPU time per second of wall time while all C
+//!   streams were open (sampled with the memory; `n/a` when that lasted under
+//!   0.5 s): with `--pin`, how busy its core was at full load. Past about 0.8
+//!   the tail is queueing: any hiccup leaves every stream's next deltas behind;
 //! - **errors**: failed connects, non-200 answers, streams without `finish` and
 //!   `[DONE]`, or with fewer than K deltas.
 //!
@@ -1152,6 +1156,10 @@ struct Row {
     rss_base_kib: u64,
     rss_open_kib: Option<u64>,
     rss_peak_kib: u64,
+    /// The server's CPU time per second of wall time while all C streams were
+    /// open (over at least 0.5 s of it): how busy its core was at full load
+    /// (1.0 = one core all the time; the tail grows steeply as it nears that).
+    busy_all_open: Option<f64>,
     max_open: usize,
     latencies: Vec<u64>,
     negative: u64,
@@ -1224,6 +1232,7 @@ impl Row {
             "rss_base_kib": self.rss_base_kib,
             "rss_all_open_kib": self.rss_open_kib,
             "rss_peak_kib": self.rss_peak_kib,
+            "server_cpu_per_wall_s_all_open": self.busy_all_open,
             "kib_per_open_stream": self.kib_per_stream(),
             "kib_per_stream_at_peak": self.kib_per_stream_peak(),
             "max_open_streams": self.max_open,
@@ -1268,6 +1277,8 @@ async fn measure(kind: Kind, clients: usize, config: &Config) -> Row {
         let (shared, sampling, pid) = (Arc::clone(&shared), Arc::clone(&sampling), pid.clone());
         tokio::spawn(async move {
             let (mut all_open, mut peak) = (None::<u64>, rss_base);
+            // The server's CPU time when all streams were first and last seen open.
+            let mut busy: Option<[(Instant, f64); 2]> = None;
             let mut tick = tokio::time::interval(Duration::from_millis(20));
             while sampling.load(Ordering::SeqCst) {
                 tick.tick().await;
@@ -1275,9 +1286,15 @@ async fn measure(kind: Kind, clients: usize, config: &Config) -> Row {
                 peak = peak.max(rss);
                 if shared.open.load(Ordering::SeqCst) == clients {
                     all_open = Some(all_open.map_or(rss, |r| r.max(rss)));
+                    let now = (Instant::now(), cpu_times(&pid).total());
+                    busy = Some(busy.map_or([now, now], |[first, _]| [first, now]));
                 }
             }
-            (all_open, peak)
+            let busy = busy.and_then(|[(t0, c0), (t1, c1)]| {
+                let wall = (t1 - t0).as_secs_f64();
+                (wall >= 0.5).then(|| (c1 - c0) / wall)
+            });
+            (all_open, peak, busy)
         })
     };
     let watches = if config.watch_stalls {
@@ -1302,7 +1319,7 @@ async fn measure(kind: Kind, clients: usize, config: &Config) -> Row {
     }
     let client_cpu_after = cpu_seconds("self");
     sampling.store(false, Ordering::SeqCst);
-    let (rss_open, rss_peak) = sampler.await.expect("the memory sampler");
+    let (rss_open, rss_peak, busy_all_open) = sampler.await.expect("the memory sampler");
 
     drop(server.child.stdin.take());
     let _ = server.child.start_kill();
@@ -1329,6 +1346,7 @@ async fn measure(kind: Kind, clients: usize, config: &Config) -> Row {
         rss_base_kib: rss_base,
         rss_open_kib: rss_open,
         rss_peak_kib: rss_peak,
+        busy_all_open,
         max_open: shared.max_open.load(Ordering::SeqCst),
         latencies,
         negative: run.negative,
@@ -1369,7 +1387,7 @@ fn fmt_opt(value: Option<f64>, digits: usize) -> String {
 fn print_table(rows: &[Row]) {
     println!();
     println!(
-        "{:<14} {:>5} {:>9} {:>7} {:>12} {:>13} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8}",
+        "{:<14} {:>5} {:>9} {:>7} {:>12} {:>13} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>6} {:>8} {:>5}",
         "server",
         "C",
         "deltas",
@@ -1385,11 +1403,12 @@ fn print_table(rows: &[Row]) {
         "max ms",
         "open",
         "errors",
-        "client s"
+        "client s",
+        "busy"
     );
     for r in rows {
         println!(
-            "{:<14} {:>5} {:>9} {:>7.2} {:>12.0} {:>13} {:>10} {:>10.1} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.1} {:>6} {:>6} {:>8.2}",
+            "{:<14} {:>5} {:>9} {:>7.2} {:>12.0} {:>13} {:>10} {:>10.1} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.1} {:>6} {:>6} {:>8.2} {:>5}",
             r.server,
             r.clients,
             r.deltas,
@@ -1409,6 +1428,7 @@ fn print_table(rows: &[Row]) {
             r.max_open,
             r.errors.len(),
             r.client_cpu_s,
+            fmt_opt(r.busy_all_open, 2),
         );
     }
     for r in rows {
