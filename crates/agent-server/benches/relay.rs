@@ -90,7 +90,8 @@
 //! with `taskset`, so neither waits for the other's core); `--keep-awake` (with
 //! `--pin`: a spinning process at the idle scheduling class keeps CPU 0 from
 //! halting, see below); `--watch-stalls` (with `--pin`: each row also watches
-//! both CPUs for stalls, see below); `RELAY_NODE` names the node binary (default `node`);
+//! both CPUs for stalls, see below); `--busy-client` (with `--pin`: the load
+//! generator never sleeps, see below); `RELAY_NODE` names the node binary (default `node`);
 //! `RELAY_LOG` is the server's log filter (default `warn`; `sqlx::query=debug`
 //! prints each statement the run store runs, to count them per run).
 //!
@@ -134,6 +135,15 @@
 //!   wake both CPUs a thousand times a second, which also keeps them from
 //!   halting (as `--keep-awake` does) and costs the server a preemption each:
 //!   take CPU figures from rows without it.
+//! - Loopback charges the receiving side's work to the sender: each write of
+//!   the server runs the client's TCP receive path in the server's system call,
+//!   and wakes the load generator's thread when it sleeps (an inter-processor
+//!   interrupt to its vCPU). A remote client costs a server neither. With
+//!   `--busy-client` the load generator's runtime never sleeps (it polls for
+//!   ready sockets without waiting, using all of CPU 0), so the wake-ups drop
+//!   out of every server's kernel time alike; the receive path stays. Rows with
+//!   and without it measure the same servers under two client models; the
+//!   targets are checked on whichever was run.
 
 #![allow(
     clippy::unwrap_used,
@@ -782,6 +792,9 @@ struct Config {
     /// `--watch-stalls` (with `--pin`): each row watches both CPUs for
     /// stalls (see [`watch_cpu`]).
     watch_stalls: bool,
+    /// `--busy-client` (with `--pin`): the load generator never sleeps (see
+    /// [`keep_polling`]).
+    busy_client: bool,
 }
 
 /// A server process under test.
@@ -835,6 +848,20 @@ fn keep_awake() -> std::process::Child {
         .stdout(Stdio::null())
         .spawn()
         .expect("--keep-awake needs `chrt` and `taskset` (util-linux)")
+}
+
+/// `--busy-client`: a task that yields for ever, so the load generator's
+/// runtime worker never sleeps: between polls of its tasks it asks the kernel
+/// for ready sockets without waiting (tokio polls its I/O driver with a zero
+/// timeout while a yielded task waits). A server's write to a client then
+/// never has to wake the client's thread: on loopback that wake-up (an
+/// inter-processor interrupt to the other vCPU, the sleeping thread scheduled
+/// in) runs in the writer's system call and is counted as the server's kernel
+/// time, a cost a client on another machine never puts on a server.
+async fn keep_polling() {
+    loop {
+        tokio::task::yield_now().await;
+    }
 }
 
 /// `relay --spin`: keeps its CPU busy until stdin closes.
@@ -1607,6 +1634,7 @@ fn parse_args() -> Result<Option<Config>, String> {
         pin: false,
         keep_awake: false,
         watch_stalls: false,
+        busy_client: false,
     };
     let mut serve_agent_mode = None;
     let mut args = std::env::args().skip(1);
@@ -1624,6 +1652,7 @@ fn parse_args() -> Result<Option<Config>, String> {
             "--keep-awake" => config.keep_awake = true,
             "--spin" => spin(),
             "--watch-stalls" => config.watch_stalls = true,
+            "--busy-client" => config.busy_client = true,
             "--watch-cpu" => watch_cpu(),
             "--serve-agent-store" => serve_agent_mode = Some(Extra::Store),
             "--serve-agent-otel" => {
@@ -1659,6 +1688,9 @@ fn parse_args() -> Result<Option<Config>, String> {
     }
     if config.watch_stalls && !config.pin {
         return Err("--watch-stalls needs --pin (it watches the two pinned CPUs)".into());
+    }
+    if config.busy_client && !config.pin {
+        return Err("--busy-client needs --pin (it keeps the load generator's CPU busy)".into());
     }
     if let Some(extra) = serve_agent_mode {
         serve_agent(
@@ -1731,6 +1763,9 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime for the clients");
+    if config.busy_client {
+        runtime.spawn(keep_polling());
+    }
     let rows = runtime.block_on(async {
         let mut rows = Vec::new();
         for &clients in &config.clients {
@@ -1762,6 +1797,7 @@ fn main() {
         "pin": config.pin,
         "keep_awake": config.pin && config.keep_awake,
         "watch_stalls": config.watch_stalls,
+        "busy_client": config.busy_client,
         "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
         "skipped": skipped,
         "rows": rows.iter().map(Row::json).collect::<Vec<_>>(),
