@@ -37,6 +37,13 @@
 //!     a `ReadableStream` paced the same way (`setTimeout`).
 //!   - `node-ai7-pipe`: the same with the SDK's own Node path,
 //!     `result.pipeUIMessageStreamToResponse(res)`.
+//!   - `floor`: `relay --serve-floor`, the least a server can do for the same
+//!     load, as a yardstick for the others: on the same tokio runtime, one
+//!     task per connection reads the request and writes the same chunked
+//!     bytes (head, K stamped `text-delta` frames paced by a timer, `finish`,
+//!     `[DONE]`), with no run, no encoder, no HTTP library. Its CPU per delta
+//!     is about what the kernel and the runtime cost any server on this
+//!     machine, and its tail what the machine adds to any server's.
 //! - **the load generator**, this process: C clients, started evenly over a ramp
 //!   (default 1 s, so the listen queue never overflows), each `POST /api/chat`
 //!   with a `useChat` body over its own raw HTTP/1.1 connection, de-chunking and
@@ -383,6 +390,89 @@ async fn dead_collector() -> (String, tokio::task::JoinHandle<()>) {
         }
     });
     (url, task)
+}
+
+/// `relay --serve-floor` (see the module docs): prints `listening <port>
+/// <clock>` and serves until stdin closes.
+fn serve_floor(deltas: usize, interval: Duration) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime for the floor");
+    runtime.block_on(async move {
+        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+        socket
+            .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .expect("bind 127.0.0.1:0");
+        let listener = socket.listen(4096).expect("listen");
+        let port = listener.local_addr().expect("the bound address").port();
+        std::thread::spawn(|| {
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+            std::process::exit(0);
+        });
+        println!("listening {port} {}", mono_ns());
+        let _ = std::io::stdout().flush();
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            tokio::spawn(floor_stream(stream, deltas, interval));
+        }
+    });
+}
+
+/// One floor response: the request read, then the stream written.
+async fn floor_stream(mut stream: TcpStream, deltas: usize, interval: Duration) {
+    let _ = stream.set_nodelay(true);
+    let mut request = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    let whole = loop {
+        let Ok(n) = stream.read(&mut buf).await else {
+            return;
+        };
+        if n == 0 {
+            return;
+        }
+        request.extend_from_slice(&buf[..n]);
+        if let Some(end) = find(&request, b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&request[..end]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|line| line.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            if request.len() >= end + 4 + length {
+                break true;
+            }
+        }
+    };
+    if !whole {
+        return;
+    }
+    let head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+        x-vercel-ai-ui-message-stream: v1\r\ntransfer-encoding: chunked\r\n\r\n";
+    if stream.write_all(head).await.is_err() {
+        return;
+    }
+    let chunk = |frame: &str| format!("{:x}\r\n{frame}\r\n", frame.len());
+    let start = tokio::time::Instant::now();
+    for i in 0..deltas {
+        tokio::time::sleep_until(start + interval * i as u32).await;
+        let frame = format!(
+            "data: {{\"delta\":\"{}\",\"id\":\"0\",\"type\":\"text-delta\"}}\n\n",
+            stamp()
+        );
+        if stream.write_all(chunk(&frame).as_bytes()).await.is_err() {
+            return;
+        }
+    }
+    let end = format!(
+        "{}{}0\r\n\r\n",
+        chunk("data: {\"type\":\"finish\"}\n\n"),
+        chunk("data: [DONE]\n\n")
+    );
+    let _ = stream.write_all(end.as_bytes()).await;
 }
 
 /// The bearer token of the benchmark's server.
@@ -751,6 +841,7 @@ enum Kind {
     AgentOtel,
     Node,
     NodePipe,
+    Floor,
 }
 
 impl Kind {
@@ -761,6 +852,7 @@ impl Kind {
             Self::AgentOtel => "agent-server-otel",
             Self::Node => "node-ai7",
             Self::NodePipe => "node-ai7-pipe",
+            Self::Floor => "floor",
         }
     }
 
@@ -771,6 +863,7 @@ impl Kind {
             Self::AgentOtel,
             Self::Node,
             Self::NodePipe,
+            Self::Floor,
         ]
         .into_iter()
         .find(|k| k.name() == name)
@@ -1114,6 +1207,12 @@ async fn start_server(kind: Kind, config: &Config) -> Server {
                 }
                 _ => c.arg("--serve-agent"),
             };
+            c
+        }
+        Kind::Floor => {
+            let exe = std::env::current_exe().expect("this binary");
+            let mut c = pinned(config.pin, exe.as_os_str());
+            c.arg("--serve-floor");
             c
         }
         Kind::Node | Kind::NodePipe => {
@@ -1612,8 +1711,30 @@ fn targets(rows: &[Row], clients: &[usize]) -> Value {
             out.push(json!({"target": "p99_ms", "clients": c, "value": p99,
                             "limit": TARGET_P99_MS, "pass": ok}));
         }
+        if let Some(floor) = row("floor", c) {
+            out.push(yardstick(agent, floor, row("node-ai7", c)));
+        }
     }
     Value::Array(out)
+}
+
+/// The `floor` row beside `agent-server`'s (and Node's): what any server could
+/// show on this machine. Not a target: a reading of the machine.
+fn yardstick(agent: &Row, floor: &Row, node: Option<&Row>) -> Value {
+    let c = agent.clients;
+    let cost = floor.per_cpu_s() / agent.per_cpu_s();
+    let node_ratio = node.map(|node| floor.per_cpu_s() / node.per_cpu_s());
+    println!(
+        "  C={c:>4}: (yardstick) agent-server's CPU per delta = {cost:.2}x the floor's; the floor's tail p99 {:.3} ms, p99.9 {:.3} ms{}",
+        floor.latency_ms(0.99),
+        floor.latency_ms(0.999),
+        node_ratio.map_or_else(String::new, |r| format!(
+            "; floor / node-ai7 = {r:.1}x (no server here can beat that ratio)"
+        )),
+    );
+    json!({"reference": "floor", "clients": c, "agent_cpu_per_delta_over_floor": cost,
+           "floor_p99_ms": floor.latency_ms(0.99), "floor_p999_ms": floor.latency_ms(0.999),
+           "floor_over_node_ai7": node_ratio})
 }
 
 fn parse_args() -> Result<Option<Config>, String> {
@@ -1637,6 +1758,7 @@ fn parse_args() -> Result<Option<Config>, String> {
         busy_client: false,
     };
     let mut serve_agent_mode = None;
+    let mut floor = false;
     let mut args = std::env::args().skip(1);
     let number = |flag: &str, value: Option<String>| -> Result<u64, String> {
         value
@@ -1655,6 +1777,7 @@ fn parse_args() -> Result<Option<Config>, String> {
             "--busy-client" => config.busy_client = true,
             "--watch-cpu" => watch_cpu(),
             "--serve-agent-store" => serve_agent_mode = Some(Extra::Store),
+            "--serve-floor" => floor = true,
             "--serve-agent-otel" => {
                 let url = args.next().ok_or("--serve-agent-otel needs a URL")?;
                 serve_agent_mode = Some(Extra::Otel(url));
@@ -1680,7 +1803,7 @@ fn parse_args() -> Result<Option<Config>, String> {
                     .map(|s| Kind::parse(s.trim()))
                     .collect::<Option<Vec<_>>>()
                     .ok_or(
-                        "--servers takes agent-server,agent-server-store,agent-server-otel,node-ai7,node-ai7-pipe",
+                        "--servers takes agent-server,agent-server-store,agent-server-otel,node-ai7,node-ai7-pipe,floor",
                     )?;
             }
             other => return Err(format!("unknown argument {other:?}")),
@@ -1691,6 +1814,10 @@ fn parse_args() -> Result<Option<Config>, String> {
     }
     if config.busy_client && !config.pin {
         return Err("--busy-client needs --pin (it keeps the load generator's CPU busy)".into());
+    }
+    if floor {
+        serve_floor(config.deltas, Duration::from_millis(config.interval_ms));
+        return Ok(None);
     }
     if let Some(extra) = serve_agent_mode {
         serve_agent(
