@@ -133,7 +133,9 @@
 //!   `--watch-stalls` tells those moments apart from the server's own: during
 //!   each row a real-time task on each CPU (`chrt --fifo 1`, so root or
 //!   `CAP_SYS_NICE`) wakes every millisecond, and a wake-up more than 1 ms late
-//!   means the CPU ran nothing at all, no task, no interrupt. The row then
+//!   means the CPU ran no task in that time: its vCPU was not running, or was
+//!   slow to leave a halt (kernel work with preemption off would also show,
+//!   and is not a server's either). The row then
 //!   prints the stalls of each CPU (count, length in all, the longest with
 //!   when they began) and the latencies again without the deltas in flight
 //!   during a stall (stamp to arrival overlapping one); the JSON has every
@@ -329,13 +331,7 @@ fn serve_agent(deltas: usize, interval: Duration, extra: Extra) {
         } else {
             service
         };
-        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
-        socket
-            .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-            .expect("bind 127.0.0.1:0");
-        // The same accept queue as the Node server's.
-        let listener = socket.listen(4096).expect("listen");
-        let port = listener.local_addr().expect("the bound address").port();
+        let (listener, port) = bench_listener();
         // Every client comes from 127.0.0.1: the caps on streams and connections
         // (overall and per address) are raised past the largest load (5,000).
         let mut access = Access::loopback(port).with_token(BENCH_TOKEN);
@@ -392,6 +388,18 @@ async fn dead_collector() -> (String, tokio::task::JoinHandle<()>) {
     (url, task)
 }
 
+/// A listener of a server under test on 127.0.0.1, and its port: the same
+/// accept queue as the Node server's.
+fn bench_listener() -> (tokio::net::TcpListener, u16) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket
+        .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+        .expect("bind 127.0.0.1:0");
+    let listener = socket.listen(4096).expect("listen");
+    let port = listener.local_addr().expect("the bound address").port();
+    (listener, port)
+}
+
 /// `relay --serve-floor` (see the module docs): prints `listening <port>
 /// <clock>` and serves until stdin closes.
 fn serve_floor(deltas: usize, interval: Duration) {
@@ -400,12 +408,7 @@ fn serve_floor(deltas: usize, interval: Duration) {
         .build()
         .expect("a tokio runtime for the floor");
     runtime.block_on(async move {
-        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
-        socket
-            .bind(SocketAddr::from(([127, 0, 0, 1], 0)))
-            .expect("bind 127.0.0.1:0");
-        let listener = socket.listen(4096).expect("listen");
-        let port = listener.local_addr().expect("the bound address").port();
+        let (listener, port) = bench_listener();
         std::thread::spawn(|| {
             let mut sink = Vec::new();
             let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
@@ -997,10 +1000,10 @@ const STALL_NS: u64 = 1_000_000;
 ///
 /// A real-time task runs as soon as its timer fires, ahead of every other task
 /// on the CPU (the server, the load generator, the spinner of
-/// `--keep-awake`): waking more than [`STALL_NS`] late means the CPU itself
-/// did not run, neither task nor interrupt (a virtual machine's vCPU that its
-/// host did not schedule, or one slow to leave a halt). The stall lies between
-/// the last wake-up and this one.
+/// `--keep-awake`): waking more than [`STALL_NS`] late means the CPU ran no
+/// task meanwhile (a virtual machine's vCPU that its host did not schedule,
+/// or one slow to leave a halt; kernel work with preemption off would also
+/// show). The stall lies between the last wake-up and this one.
 fn watch_cpu() -> ! {
     let stop = Arc::new(AtomicBool::new(false));
     {
