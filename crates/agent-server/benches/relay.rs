@@ -409,11 +409,7 @@ fn serve_floor(deltas: usize, interval: Duration) {
         .expect("a tokio runtime for the floor");
     runtime.block_on(async move {
         let (listener, port) = bench_listener();
-        std::thread::spawn(|| {
-            let mut sink = Vec::new();
-            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
-            std::process::exit(0);
-        });
+        exit_when_stdin_closes();
         println!("listening {port} {}", mono_ns());
         let _ = std::io::stdout().flush();
         loop {
@@ -430,7 +426,7 @@ async fn floor_stream(mut stream: TcpStream, deltas: usize, interval: Duration) 
     let _ = stream.set_nodelay(true);
     let mut request = Vec::with_capacity(1024);
     let mut buf = [0u8; 1024];
-    let whole = loop {
+    loop {
         let Ok(n) = stream.read(&mut buf).await else {
             return;
         };
@@ -446,12 +442,9 @@ async fn floor_stream(mut stream: TcpStream, deltas: usize, interval: Duration) 
                 .and_then(|v| v.trim().parse::<usize>().ok())
                 .unwrap_or(0);
             if request.len() >= end + 4 + length {
-                break true;
+                break;
             }
         }
-    };
-    if !whole {
-        return;
     }
     let head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
         x-vercel-ai-ui-message-stream: v1\r\ntransfer-encoding: chunked\r\n\r\n";
@@ -960,13 +953,18 @@ async fn keep_polling() {
     }
 }
 
-/// `relay --spin`: keeps its CPU busy until stdin closes.
-fn spin() -> ! {
+/// Ends this process when its parent closes its stdin (or dies).
+fn exit_when_stdin_closes() {
     std::thread::spawn(|| {
         let mut sink = Vec::new();
         let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
         std::process::exit(0);
     });
+}
+
+/// `relay --spin`: keeps its CPU busy until stdin closes.
+fn spin() -> ! {
+    exit_when_stdin_closes();
     loop {
         std::hint::spin_loop();
     }
@@ -1114,7 +1112,8 @@ impl Stalls {
             .collect();
         held.sort_unstable();
         // `latencies` without the multiset `held` (both sorted).
-        let mut outside = Vec::with_capacity(latencies.len() - held.len().min(latencies.len()));
+        // `held` is drawn from `latencies`: never longer.
+        let mut outside = Vec::with_capacity(latencies.len() - held.len());
         let mut skip = held.iter().peekable();
         for &latency in latencies {
             if skip.next_if_eq(&&latency).is_none() {
