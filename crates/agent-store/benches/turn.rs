@@ -28,7 +28,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agent_store::{Fence, NewRun, NewTurn, RunEnd, RunRecording, RunStatus, Store, Thread};
-use ai_core::Message;
+use ai_core::event::AiEventKind;
+use ai_core::{AiEvent, Message, RunContext};
 use criterion::Criterion;
 use futures::StreamExt as _;
 
@@ -44,8 +45,35 @@ fn cpu_time() -> Duration {
     )
 }
 
+/// What a run writes: its step body and answer, and the events it records.
+#[derive(Clone, Copy)]
+struct Sizes {
+    /// The model step's JSON body, in bytes.
+    step: usize,
+    /// The answer's text, in bytes.
+    answer: usize,
+    /// Event-log rows (merged deltas) and the text of each, in bytes.
+    rows: (usize, usize),
+}
+
+/// The first bench's sizes: a few bytes each, no event log.
+const TINY: Sizes = Sizes {
+    step: 0,
+    answer: 0,
+    rows: (0, 0),
+};
+
+/// A streamed answer as the relay bench serves it: 200 deltas of 22 bytes
+/// over 4 s (4.4 KB of text), its log 16 rows (deltas merged per 250 ms),
+/// and a step holding the turn and its events (the text twice, with JSON).
+const SERVED: Sizes = Sizes {
+    step: 9_400,
+    answer: 4_400,
+    rows: (16, 275),
+};
+
 /// The store's part of run `n`, a new chat's first.
-async fn first_turn(store: &Store, n: u64) {
+async fn first_turn(store: &Store, n: u64, sizes: Sizes) {
     let (chat, run_id) = (format!("chat-{n}"), format!("run-{n}"));
     let rows = store.account("bench");
     assert!(rows.graph_and_messages(&chat).await.unwrap().is_none());
@@ -83,17 +111,34 @@ async fn first_turn(store: &Store, n: u64) {
         owner: run.owner.clone(),
         generation: 0,
     };
-    rows.record_step(
-        &run_id,
-        (0, "model"),
-        r#"{"model":"a step's body"}"#,
-        (0, Some(&fence)),
-    )
-    .await
-    .unwrap();
-    let conversation = [question, Message::assistant("It is noon.")];
-    let failures = RunRecording::resumed(store.clone(), "bench", &run, None)
-        .with_fence(fence)
+    let body = if sizes.step == 0 {
+        r#"{"model":"a step's body"}"#.to_owned()
+    } else {
+        format!(r#"{{"model":"{}"}}"#, "s".repeat(sizes.step))
+    };
+    rows.record_step(&run_id, (0, "model"), &body, (0, Some(&fence)))
+        .await
+        .unwrap();
+    let answer = if sizes.answer == 0 {
+        "It is noon.".to_owned()
+    } else {
+        "a".repeat(sizes.answer)
+    };
+    let conversation = [question, Message::assistant(answer)];
+    let mut recording = RunRecording::resumed(store.clone(), "bench", &run, None).with_fence(fence);
+    let context = RunContext::new(run_id.as_str(), "trace");
+    let (count, bytes) = sizes.rows;
+    for row in 0..count {
+        // Text and reasoning in turn: each delta is a row of its own.
+        let delta = "d".repeat(bytes);
+        let kind = if row % 2 == 0 {
+            AiEventKind::TextDelta { delta }
+        } else {
+            AiEventKind::ReasoningDelta { delta }
+        };
+        recording.record(&AiEvent::new(&context, kind)).unwrap();
+    }
+    let failures = recording
         .finish(RunEnd {
             status: RunStatus::Done,
             error: None,
@@ -109,17 +154,19 @@ fn bench_store(c: &mut Criterion, name: &str, runtime: &tokio::runtime::Runtime,
     let mut group = c.benchmark_group(format!("turn/{name}"));
     group.measurement_time(Duration::from_secs(8));
     let next = AtomicU64::new(0);
-    group.bench_function("first_turn_cpu", |b| {
-        b.iter_custom(|iters| {
-            let first = next.fetch_add(iters, Ordering::Relaxed);
-            let before = cpu_time();
-            runtime.block_on(
-                futures::stream::iter(first..first + iters)
-                    .for_each_concurrent(AT_ONCE, |n| first_turn(store, n)),
-            );
-            cpu_time() - before
+    for (bench, sizes) in [("first_turn_cpu", TINY), ("served_run_cpu", SERVED)] {
+        group.bench_function(bench, |b| {
+            b.iter_custom(|iters| {
+                let first = next.fetch_add(iters, Ordering::Relaxed);
+                let before = cpu_time();
+                runtime.block_on(
+                    futures::stream::iter(first..first + iters)
+                        .for_each_concurrent(AT_ONCE, |n| first_turn(store, n, sizes)),
+                );
+                cpu_time() - before
+            });
         });
-    });
+    }
     group.finish();
 }
 

@@ -20,11 +20,12 @@ use std::collections::{HashMap, HashSet};
 
 use ai_core::{AiEvent, Message};
 use sqlx::any::{AnyArguments, AnyRow};
-use sqlx::{Any, AnyPool, Row};
+use sqlx::{Any, AnyPool, Connection, Row};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::account::{AccountStore, CallUsage, Fence, RunStatus};
 use crate::error::StoreError;
+use crate::store::Writes;
 
 /// How long the writer gathers requests after the first one before it writes
 /// them, at most: fewer, larger transactions (a commit's cost is mostly the
@@ -96,10 +97,11 @@ pub(crate) struct StoreWriter {
 }
 
 impl StoreWriter {
-    /// Starts the writer on `pool`.
-    pub(crate) fn start(pool: AnyPool) -> Self {
+    /// Starts the writer: its batches go through `writes`, the checks
+    /// after them read `pool`.
+    pub(crate) fn start(pool: AnyPool, writes: Writes) -> Self {
         let (sender, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(run(pool, receiver));
+        tokio::spawn(run(pool, writes, receiver));
         Self { sender }
     }
 
@@ -149,7 +151,7 @@ fn int(value: u64, what: &str) -> Result<i64, StoreError> {
     i64::try_from(value).map_err(|_| StoreError::Conflict(format!("{what} {value} is too large")))
 }
 
-async fn run(pool: AnyPool, mut receiver: mpsc::UnboundedReceiver<Request>) {
+async fn run(pool: AnyPool, writes: Writes, mut receiver: mpsc::UnboundedReceiver<Request>) {
     while let Some(first) = receiver.recv().await {
         let mut rows = first.op.rows();
         let mut batch = vec![first];
@@ -164,7 +166,7 @@ async fn run(pool: AnyPool, mut receiver: mpsc::UnboundedReceiver<Request>) {
                 Ok(None) | Err(_) => break,
             }
         }
-        let outcomes = match write(&pool, &batch).await {
+        let outcomes = match write((&pool, &writes), &batch).await {
             Ok(outcomes) => outcomes,
             Err(error) => {
                 let text = error.to_string();
@@ -335,19 +337,21 @@ enum Check<'a> {
 
 /// Writes `batch` in one transaction; each request's outcome.
 async fn write(
-    pool: &AnyPool,
+    (pool, writes): (&AnyPool, &Writes),
     batch: &[Request],
 ) -> Result<Vec<Result<(), StoreError>>, StoreError> {
     let mut outcomes: Vec<Result<(), StoreError>> = batch.iter().map(|_| Ok(())).collect();
     let mut checks = Vec::new();
-    let mut transaction = pool.begin().await?;
+    let mut connection = writes.connection().await?;
+    let mut transaction = connection.begin().await?;
     events(&mut transaction, batch, &mut outcomes, &mut checks).await?;
     ends(&mut transaction, batch, &mut outcomes, &mut checks).await?;
     transaction.commit().await?;
+    drop(connection);
     for check in checks {
         let (index, result) = match check {
             Check::Event(index, account, run_id, seq, text) => {
-                let same = AccountStore::new(pool, account.to_owned())
+                let same = AccountStore::new(pool, writes, account.to_owned())
                     .stored_event(run_id, seq)
                     .await;
                 (
@@ -362,7 +366,7 @@ async fn write(
                 )
             }
             Check::Usage(index, account, fact) => {
-                let stored = AccountStore::new(pool, account.to_owned())
+                let stored = AccountStore::new(pool, writes, account.to_owned())
                     .usage_fact(&fact.run_id, fact.call_seq)
                     .await;
                 (

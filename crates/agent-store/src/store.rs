@@ -2,11 +2,13 @@
 
 use std::borrow::Cow;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
-use sqlx::{AnyPool, Executor, Row, SqlStr};
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, AnyConnection, AnyPool, Connection, Executor, Row, SqlStr};
 
 use crate::account::AccountStore;
 use crate::error::StoreError;
@@ -73,14 +75,92 @@ pub enum Backend {
     Postgres,
 }
 
-/// An open store. Cheap to clone (a connection pool).
+/// An open store. Cheap to clone (a connection pool, and on SQLite the
+/// connection it writes with).
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
     /// The one writer of run records (see `batch`).
     writer: crate::batch::StoreWriter,
+    /// Where a turn, a step and the writer's batches are written.
+    writes: Writes,
 }
+
+/// Where the writes a run waits for are made (its turn opened, its steps
+/// recorded, and the writer's batches): on SQLite, one connection this
+/// process keeps for them; on Postgres, any of the pool's.
+///
+/// SQLite writes one transaction at a time, so more write connections only
+/// wait for each other's locks; and a connection taken from the pool for a
+/// statement costs a round trip to its thread for the statement, and another
+/// for the test the pool runs when the connection comes back. A connection
+/// of our own is taken with a lock and given back with nothing, and the pages
+/// it wrote stay in its cache (another connection's cache is thrown away
+/// whenever someone else writes).
+#[derive(Debug, Clone)]
+pub(crate) enum Writes {
+    /// Postgres: the pool's connections write side by side.
+    Pool(AnyPool),
+    /// SQLite: one connection, one transaction at a time (none once the
+    /// store is closed).
+    One(Arc<tokio::sync::Mutex<Option<AnyConnection>>>),
+}
+
+/// A connection to write with, from [`Writes::connection`].
+pub(crate) enum WriteConnection<'a> {
+    Pooled(PoolConnection<Any>),
+    One(tokio::sync::MappedMutexGuard<'a, AnyConnection>),
+}
+
+impl Writes {
+    /// A connection to write with: the one (waiting for the writer before)
+    /// or one of the pool's.
+    pub(crate) async fn connection(&self) -> Result<WriteConnection<'_>, StoreError> {
+        Ok(match self {
+            Self::Pool(pool) => WriteConnection::Pooled(pool.acquire().await?),
+            Self::One(connection) => WriteConnection::One(
+                tokio::sync::MutexGuard::try_map(connection.lock().await, Option::as_mut)
+                    .map_err(|_| StoreError::Database("the store is closed".into()))?,
+            ),
+        })
+    }
+
+    /// Closes the one connection (nothing for the pool's: closing the pool
+    /// closes them).
+    async fn close(&self) {
+        if let Self::One(connection) = self
+            && let Some(connection) = connection.lock().await.take()
+        {
+            let _ = connection.close().await;
+        }
+    }
+}
+
+impl std::ops::Deref for WriteConnection<'_> {
+    type Target = AnyConnection;
+    fn deref(&self) -> &AnyConnection {
+        match self {
+            Self::Pooled(connection) => connection,
+            Self::One(connection) => connection,
+        }
+    }
+}
+
+impl std::ops::DerefMut for WriteConnection<'_> {
+    fn deref_mut(&mut self) -> &mut AnyConnection {
+        match self {
+            Self::Pooled(connection) => connection,
+            Self::One(connection) => connection,
+        }
+    }
+}
+
+/// SQLite's settings for every connection: write-ahead log, waiting for a
+/// lock rather than failing at once, and a commit that does not wait for the
+/// disk (the log is synced at each checkpoint).
+const SQLITE_SETTINGS: &str =
+    "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;";
 
 impl Store {
     /// Opens the SQLite file at `path` (created with its folder when missing), in
@@ -125,25 +205,36 @@ impl Store {
             // One writer at a time: wait for the lock instead of failing at once.
             // A local file's connection does not go stale: no ping before each
             // use (a round trip to the connection's thread every time).
-            Backend::Sqlite => options.test_before_acquire(false).after_connect(|connection, _| {
-                Box::pin(async move {
-                    connection
-                        .execute("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;")
-                        .await?;
-                    Ok(())
-                })
-            }),
+            Backend::Sqlite => options
+                .test_before_acquire(false)
+                .after_connect(|connection, _| {
+                    Box::pin(async move {
+                        connection.execute(SQLITE_SETTINGS).await?;
+                        Ok(())
+                    })
+                }),
             Backend::Postgres => options,
         };
         let pool = options
             .connect(url)
             .await
             .map_err(|e| StoreError::Database(scrub_url(&e.to_string(), url)))?;
-        let writer = crate::batch::StoreWriter::start(pool.clone());
+        let writes = match backend {
+            Backend::Sqlite => {
+                let mut connection = AnyConnection::connect(url)
+                    .await
+                    .map_err(|e| StoreError::Database(scrub_url(&e.to_string(), url)))?;
+                connection.execute(SQLITE_SETTINGS).await?;
+                Writes::One(Arc::new(tokio::sync::Mutex::new(Some(connection))))
+            }
+            Backend::Postgres => Writes::Pool(pool.clone()),
+        };
+        let writer = crate::batch::StoreWriter::start(pool.clone(), writes.clone());
         let store = Self {
             pool,
             backend,
             writer,
+            writes,
         };
         store.migrate().await?;
         Ok(store)
@@ -186,7 +277,7 @@ impl Store {
 
     /// The rows of `account_id`: every read and write goes through it.
     pub fn account(&self, account_id: impl Into<String>) -> AccountStore<'_> {
-        AccountStore::new(&self.pool, account_id.into())
+        AccountStore::new(&self.pool, &self.writes, account_id.into())
     }
 
     /// Marks every run `owner` left `running` as `interrupted`; returns how
@@ -442,8 +533,10 @@ impl Store {
         Ok(deleted)
     }
 
-    /// Closes the pool (waits for connections in use).
+    /// Closes the write connection and the pool (waits for connections in
+    /// use); a write after it fails.
     pub async fn close(&self) {
+        self.writes.close().await;
         self.pool.close().await;
     }
 }

@@ -4,7 +4,7 @@
 //! Stop asked through the store.
 
 use ai_core::Message;
-use sqlx::Row;
+use sqlx::{Connection, Row};
 
 use crate::account::{AccountStore, NewRun, RunRecord, Thread, insert_run, insert_start};
 use crate::error::StoreError;
@@ -112,8 +112,9 @@ impl AccountStore<'_> {
     /// waits for the first's transaction, then finds its decisions made or
     /// the thread busy. Nothing is written unless the turn opens.
     pub async fn open_turn(&self, turn: &NewTurn, now_ms: i64) -> Result<Opened, StoreError> {
-        let (pool, account) = (self.pool(), self.account_id());
-        let mut tx = pool.begin().await?;
+        let account = self.account_id();
+        let mut connection = self.writes().connection().await?;
+        let mut tx = connection.begin().await?;
         let thread = &turn.thread.id;
         let busy = claim_thread(&mut tx, account, turn, now_ms).await?;
         if let Some(before) = decided_before(&mut tx, account, thread, &turn.decisions).await? {
