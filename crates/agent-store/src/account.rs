@@ -7,7 +7,7 @@ use sqlx::{AnyPool, Row};
 
 use crate::batch::Query;
 use crate::error::StoreError;
-use crate::store::Writes;
+use crate::store::RunPath;
 
 /// A conversation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -243,7 +243,7 @@ fn summed(key: &str, rows: &[AnyRow]) -> Result<UsageRow, StoreError> {
 #[derive(Debug)]
 pub struct AccountStore<'a> {
     pool: &'a AnyPool,
-    writes: &'a Writes,
+    run_path: &'a RunPath,
     account: String,
 }
 
@@ -309,17 +309,17 @@ enum Kept {
 const RUN_COLUMNS: &str = "id, thread_id, graph, model, prompt_hash, owner, started_ms, status, error, updated_ms, lease_gen, attempt";
 
 impl<'a> AccountStore<'a> {
-    pub(crate) fn new(pool: &'a AnyPool, writes: &'a Writes, account: String) -> Self {
+    pub(crate) fn new(pool: &'a AnyPool, run_path: &'a RunPath, account: String) -> Self {
         Self {
             pool,
-            writes,
+            run_path,
             account,
         }
     }
 
-    /// Where the writes a run waits for are made (see [`Writes`]).
-    pub(crate) fn writes(&self) -> &'a Writes {
-        self.writes
+    /// Where the statements a run waits for go (see [`RunPath`]).
+    pub(crate) fn run_path(&self) -> &'a RunPath {
+        self.run_path
     }
 
     /// The pool (for the modules that add queries of their own).
@@ -890,7 +890,7 @@ impl<'a> AccountStore<'a> {
         body: &str,
         (now_ms, fence): (i64, Option<&Fence>),
     ) -> Result<(), StoreError> {
-        let mut connection = self.writes.connection().await?;
+        let mut connection = self.run_path.connection().await?;
         let sql = match fence {
             None => {
                 "INSERT INTO run_steps (account_id, run_id, step, kind, body, at_ms) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account_id, run_id, step, kind) DO NOTHING"

@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::account::{AccountStore, CallUsage, Fence, RunStatus};
 use crate::error::StoreError;
-use crate::store::Writes;
+use crate::store::RunPath;
 
 /// How long the writer gathers requests after the first one before it writes
 /// them, at most: fewer, larger transactions (a commit's cost is mostly the
@@ -97,11 +97,11 @@ pub(crate) struct StoreWriter {
 }
 
 impl StoreWriter {
-    /// Starts the writer: its batches go through `writes`, the checks
+    /// Starts the writer: its batches go through `run_path`, the checks
     /// after them read `pool`.
-    pub(crate) fn start(pool: AnyPool, writes: Writes) -> Self {
+    pub(crate) fn start(pool: AnyPool, run_path: RunPath) -> Self {
         let (sender, receiver) = mpsc::unbounded_channel();
-        tokio::spawn(run(pool, writes, receiver));
+        tokio::spawn(run(pool, run_path, receiver));
         Self { sender }
     }
 
@@ -151,7 +151,7 @@ fn int(value: u64, what: &str) -> Result<i64, StoreError> {
     i64::try_from(value).map_err(|_| StoreError::Conflict(format!("{what} {value} is too large")))
 }
 
-async fn run(pool: AnyPool, writes: Writes, mut receiver: mpsc::UnboundedReceiver<Request>) {
+async fn run(pool: AnyPool, run_path: RunPath, mut receiver: mpsc::UnboundedReceiver<Request>) {
     while let Some(first) = receiver.recv().await {
         let mut rows = first.op.rows();
         let mut batch = vec![first];
@@ -166,7 +166,7 @@ async fn run(pool: AnyPool, writes: Writes, mut receiver: mpsc::UnboundedReceive
                 Ok(None) | Err(_) => break,
             }
         }
-        let outcomes = match write((&pool, &writes), &batch).await {
+        let outcomes = match write((&pool, &run_path), &batch).await {
             Ok(outcomes) => outcomes,
             Err(error) => {
                 let text = error.to_string();
@@ -335,14 +335,14 @@ enum Check<'a> {
     Usage(usize, &'a str, &'a CallUsage),
 }
 
-/// Writes `batch` in one transaction; each request's outcome.
+/// RunPath `batch` in one transaction; each request's outcome.
 async fn write(
-    (pool, writes): (&AnyPool, &Writes),
+    (pool, run_path): (&AnyPool, &RunPath),
     batch: &[Request],
 ) -> Result<Vec<Result<(), StoreError>>, StoreError> {
     let mut outcomes: Vec<Result<(), StoreError>> = batch.iter().map(|_| Ok(())).collect();
     let mut checks = Vec::new();
-    let mut connection = writes.connection().await?;
+    let mut connection = run_path.connection().await?;
     let mut transaction = connection.begin().await?;
     events(&mut transaction, batch, &mut outcomes, &mut checks).await?;
     ends(&mut transaction, batch, &mut outcomes, &mut checks).await?;
@@ -351,7 +351,7 @@ async fn write(
     for check in checks {
         let (index, result) = match check {
             Check::Event(index, account, run_id, seq, text) => {
-                let same = AccountStore::new(pool, writes, account.to_owned())
+                let same = AccountStore::new(pool, run_path, account.to_owned())
                     .stored_event(run_id, seq)
                     .await;
                 (
@@ -366,7 +366,7 @@ async fn write(
                 )
             }
             Check::Usage(index, account, fact) => {
-                let stored = AccountStore::new(pool, writes, account.to_owned())
+                let stored = AccountStore::new(pool, run_path, account.to_owned())
                     .usage_fact(&fact.run_id, fact.call_seq)
                     .await;
                 (
@@ -475,7 +475,7 @@ async fn ends<'a>(
     threads(connection, &ended, outcomes).await
 }
 
-/// Writes the statuses of `ended`; the runs this batch ends: a run ended
+/// RunPath the statuses of `ended`; the runs this batch ends: a run ended
 /// under a fence only while that fence still holds it (checked by the same
 /// statement); the others' outcomes are [`StoreError::Fenced`].
 async fn statuses<'a>(

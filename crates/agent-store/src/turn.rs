@@ -113,7 +113,7 @@ impl AccountStore<'_> {
     /// the thread busy. Nothing is written unless the turn opens.
     pub async fn open_turn(&self, turn: &NewTurn, now_ms: i64) -> Result<Opened, StoreError> {
         let account = self.account_id();
-        let mut connection = self.writes().connection().await?;
+        let mut connection = self.run_path().connection().await?;
         let mut tx = connection.begin().await?;
         let thread = &turn.thread.id;
         let busy = claim_thread(&mut tx, account, turn, now_ms).await?;
@@ -164,7 +164,7 @@ impl AccountStore<'_> {
         )
         .bind(self.account_id())
         .bind(thread_id)
-        .fetch_all(self.pool())
+        .fetch_all(&mut *self.run_path().connection().await?)
         .await?;
         let Some(first) = rows.first() else {
             return Ok(None);
