@@ -335,7 +335,7 @@ enum Check<'a> {
     Usage(usize, &'a str, &'a CallUsage),
 }
 
-/// RunPath `batch` in one transaction; each request's outcome.
+/// Writes `batch` in one transaction; each request's outcome.
 async fn write(
     (pool, run_path): (&AnyPool, &RunPath),
     batch: &[Request],
@@ -475,7 +475,7 @@ async fn ends<'a>(
     threads(connection, &ended, outcomes).await
 }
 
-/// RunPath the statuses of `ended`; the runs this batch ends: a run ended
+/// Writes the statuses of `ended`; the runs this batch ends: a run ended
 /// under a fence only while that fence still holds it (checked by the same
 /// statement); the others' outcomes are [`StoreError::Fenced`].
 async fn statuses<'a>(
