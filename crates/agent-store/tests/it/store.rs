@@ -985,7 +985,74 @@ async fn usage_by_asked_and_served_model(store: &Store) {
     assert_eq!(first.response_model.as_deref(), Some("snapshot-2026"));
 }
 
+/// Polls `future` until it is done or has been pending `polls` times, then
+/// drops it (a client gone mid-request): `None` when it was dropped.
+async fn cut_after<F: std::future::Future>(future: F, polls: usize) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut left = polls;
+    std::future::poll_fn(|cx| match future.as_mut().poll(cx) {
+        std::task::Poll::Ready(output) => std::task::Poll::Ready(Some(output)),
+        std::task::Poll::Pending if left == 0 => std::task::Poll::Ready(None),
+        std::task::Poll::Pending => {
+            left -= 1;
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}
+
+/// A turn dropped at any point of its transaction (its request cancelled)
+/// is stored whole or not at all, and leaves the store's connection to the
+/// next turn: on SQLite every turn of the process shares one connection, so
+/// a half-done transaction left on it would reach the next one.
+async fn cancelled_turns_are_whole_or_absent(store: &Store) {
+    let rows = store.account("cut");
+    let mut dropped = 0;
+    for polls in 0..40 {
+        let (chat, run) = (format!("cut-{polls}"), format!("cut-r{polls}"));
+        let turn = agent_store::NewTurn {
+            start: Some(r#"{"saved":1}"#.into()),
+            ..turn_of(&chat, &run, "question", 0)
+        };
+        let outcome = cut_after(rows.open_turn(&turn, T0), polls).await;
+        dropped += usize::from(outcome.is_none());
+        // A turn cut after it sent its commit is committed a moment later:
+        // read until the three reads agree (a turn stored in part never
+        // would).
+        let mut stored = (false, true, false);
+        for _ in 0..200 {
+            stored = (
+                rows.run(&run).await.unwrap().is_some(),
+                rows.stored_messages(&chat).await.unwrap().len() == 1,
+                rows.start_of(&run).await.unwrap().is_some(),
+            );
+            if stored.0 == stored.1 && stored.1 == stored.2 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(
+            stored == (true, true, true) || stored == (false, false, false),
+            "turn cut after {polls} polls stored in part: {stored:?}"
+        );
+        if let Some(opened) = outcome {
+            assert_eq!(opened.unwrap(), agent_store::Opened::Open);
+            assert_eq!(stored, (true, true, true));
+        }
+    }
+    assert!(dropped > 0, "no turn was cut");
+    // The next turn opens and the chat's read sees it.
+    let next = turn_of("cut-next", "cut-next-r", "question", 0);
+    assert_eq!(
+        rows.open_turn(&next, T0).await.unwrap(),
+        agent_store::Opened::Open
+    );
+    let (_, read) = rows.graph_and_messages("cut-next").await.unwrap().unwrap();
+    assert_eq!(read.len(), 1);
+}
+
 async fn suite(store: &Store) {
+    cancelled_turns_are_whole_or_absent(store).await;
     turns_and_decisions(store).await;
     durable_journal(store).await;
     server_keys_and_approvals(store).await;
@@ -1014,6 +1081,12 @@ async fn the_suite_on_sqlite() {
     assert_eq!(store.backend(), Backend::Sqlite);
     suite(&store).await;
     store.close().await;
+    // A closed store writes nothing more, and says why.
+    let late = turn_of("late", "late-r", "question", 0);
+    match store.account("cut").open_turn(&late, T0).await {
+        Err(StoreError::Database(why)) => assert!(why.contains("closed"), "{why}"),
+        other => panic!("{other:?}"),
+    }
     // Reopening applies nothing again and keeps the rows; the journal is WAL.
     let store = Store::open_sqlite(&path).await.unwrap();
     assert_rows_kept(&store).await;
