@@ -161,12 +161,6 @@ impl std::ops::DerefMut for PathConnection<'_> {
     }
 }
 
-/// SQLite's settings for every connection: write-ahead log, waiting for a
-/// lock rather than failing at once, and a commit that does not wait for the
-/// disk (the log is synced at each checkpoint).
-const SQLITE_SETTINGS: &str =
-    "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;";
-
 impl Store {
     /// Opens the SQLite file at `path` (created with its folder when missing), in
     /// WAL mode, and brings its schema up to date. The file is its user's alone
@@ -210,14 +204,14 @@ impl Store {
             // One writer at a time: wait for the lock instead of failing at once.
             // A local file's connection does not go stale: no ping before each
             // use (a round trip to the connection's thread every time).
-            Backend::Sqlite => options
-                .test_before_acquire(false)
-                .after_connect(|connection, _| {
-                    Box::pin(async move {
-                        connection.execute(SQLITE_SETTINGS).await?;
-                        Ok(())
-                    })
-                }),
+            Backend::Sqlite => options.test_before_acquire(false).after_connect(|connection, _| {
+                Box::pin(async move {
+                    connection
+                        .execute("PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 5000; PRAGMA synchronous = NORMAL;")
+                        .await?;
+                    Ok(())
+                })
+            }),
             Backend::Postgres => options,
         };
         let pool = options
@@ -225,11 +219,10 @@ impl Store {
             .await
             .map_err(|e| StoreError::Database(scrub_url(&e.to_string(), url)))?;
         let run_path = match backend {
+            // Set up as the pool's are, then the store's own (the pool opens
+            // another in its place when it needs one).
             Backend::Sqlite => {
-                let mut connection = AnyConnection::connect(url)
-                    .await
-                    .map_err(|e| StoreError::Database(scrub_url(&e.to_string(), url)))?;
-                connection.execute(SQLITE_SETTINGS).await?;
+                let connection = pool.acquire().await?.detach();
                 RunPath::One(Arc::new(tokio::sync::Mutex::new(Some(connection))))
             }
             Backend::Postgres => RunPath::Pool(pool.clone()),
@@ -538,7 +531,7 @@ impl Store {
         Ok(deleted)
     }
 
-    /// Closes the write connection and the pool (waits for connections in
+    /// Closes the run path's connection and the pool (waits for connections in
     /// use); a write after it fails.
     pub async fn close(&self) {
         self.run_path.close().await;

@@ -1019,18 +1019,19 @@ async fn cancelled_turns_are_whole_or_absent(store: &Store) {
         // A turn cut after it sent its commit is committed a moment later:
         // read until the three reads agree (a turn stored in part never
         // would).
-        let mut stored = (false, true, false);
-        for _ in 0..200 {
-            stored = (
+        let mut tries = 0;
+        let stored = loop {
+            let stored = (
                 rows.run(&run).await.unwrap().is_some(),
                 rows.stored_messages(&chat).await.unwrap().len() == 1,
                 rows.start_of(&run).await.unwrap().is_some(),
             );
-            if stored.0 == stored.1 && stored.1 == stored.2 {
-                break;
+            tries += 1;
+            if (stored.0 == stored.1 && stored.1 == stored.2) || tries == 200 {
+                break stored;
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
+        };
         assert!(
             stored == (true, true, true) || stored == (false, false, false),
             "turn cut after {polls} polls stored in part: {stored:?}"
