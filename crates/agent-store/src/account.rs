@@ -5,8 +5,8 @@ use serde_json::Value;
 use sqlx::any::AnyRow;
 use sqlx::{AnyPool, Row};
 
-use crate::batch::Query;
 use crate::error::StoreError;
+use crate::sql::{Done, Job, RunSql, Value as Bound};
 use crate::store::RunPath;
 
 /// A conversation.
@@ -237,6 +237,47 @@ fn summed(key: &str, rows: &[AnyRow]) -> Result<UsageRow, StoreError> {
         total.add(&usage_of(row)?);
     }
     Ok(total)
+}
+
+/// [`AccountStore::record_step`] on the run path: how many rows it wrote.
+struct RecordStep {
+    account: String,
+    run_id: String,
+    step: (u32, String),
+    body: String,
+    now_ms: i64,
+    fence: Option<Fence>,
+}
+
+impl Job for RecordStep {
+    type Output = u64;
+    const TRANSACTION: bool = false;
+
+    async fn run<S: RunSql>(self, sql: &mut S) -> Result<Done<u64>, StoreError> {
+        let statement = match self.fence {
+            None => {
+                "INSERT INTO run_steps (account_id, run_id, step, kind, body, at_ms) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account_id, run_id, step, kind) DO NOTHING"
+            }
+            Some(_) if sql.is_sqlite() => {
+                "INSERT INTO run_steps (account_id, run_id, step, kind, body, at_ms) SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM runs WHERE account_id = $1 AND id = $2 AND owner = $7 AND lease_gen = $8 AND status = 'running') ON CONFLICT (account_id, run_id, step, kind) DO NOTHING"
+            }
+            Some(_) => {
+                "WITH held AS (UPDATE runs SET updated_ms = $6 WHERE account_id = $1 AND id = $2 AND owner = $7 AND lease_gen = $8 AND status = 'running' RETURNING id) INSERT INTO run_steps (account_id, run_id, step, kind, body, at_ms) SELECT $1, $2, $3, $4, $5, $6 FROM held ON CONFLICT (account_id, run_id, step, kind) DO NOTHING"
+            }
+        };
+        let mut args = vec![
+            Bound::Text(&self.account),
+            Bound::Text(&self.run_id),
+            Bound::Int(i64::from(self.step.0)),
+            Bound::Text(&self.step.1),
+            Bound::Text(&self.body),
+            Bound::Int(self.now_ms),
+        ];
+        if let Some(fence) = &self.fence {
+            args.extend([Bound::Text(&fence.owner), Bound::Int(fence.generation)]);
+        }
+        Ok(Done::kept(sql.execute(statement, &args).await?))
+    }
 }
 
 /// The rows of one account (see [`crate::Store::account`]).
@@ -526,9 +567,8 @@ impl<'a> AccountStore<'a> {
 
     /// Records a run as `running`; a repeat of the same start is a no-op.
     pub async fn start_run(&self, run: &NewRun) -> Result<(), StoreError> {
-        let done = insert_run(&self.account, run, true)
-            .execute(self.pool)
-            .await?;
+        let (sql, args) = insert_run(&self.account, run, true);
+        let done = crate::sql::query(sql, &args).execute(self.pool).await?;
         if done.rows_affected() == 0 {
             let stored = self.run(&run.id).await?;
             if stored.as_ref().map(|r| &r.run) != Some(run) {
@@ -627,7 +667,7 @@ impl<'a> AccountStore<'a> {
                 .zip(seq..)
                 .map(|(event, seq)| Ok((int(seq, "event seq")?, json(event)?)))
                 .collect::<Result<_, StoreError>>()?;
-            let marks = crate::batch::Marks::of(&transaction);
+            let marks = crate::sql::RunSql::marks(&*transaction);
             let sql = crate::batch::insert_sql(rows.len(), marks);
             let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
             for (seq, text) in &rows {
@@ -890,30 +930,15 @@ impl<'a> AccountStore<'a> {
         body: &str,
         (now_ms, fence): (i64, Option<&Fence>),
     ) -> Result<(), StoreError> {
-        let mut connection = self.run_path.connection().await?;
-        let sql = match fence {
-            None => {
-                "INSERT INTO run_steps (account_id, run_id, step, kind, body, at_ms) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account_id, run_id, step, kind) DO NOTHING"
-            }
-            Some(_) if connection.backend_name().eq_ignore_ascii_case("sqlite") => {
-                "INSERT INTO run_steps (account_id, run_id, step, kind, body, at_ms) SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM runs WHERE account_id = $1 AND id = $2 AND owner = $7 AND lease_gen = $8 AND status = 'running') ON CONFLICT (account_id, run_id, step, kind) DO NOTHING"
-            }
-            Some(_) => {
-                "WITH held AS (UPDATE runs SET updated_ms = $6 WHERE account_id = $1 AND id = $2 AND owner = $7 AND lease_gen = $8 AND status = 'running' RETURNING id) INSERT INTO run_steps (account_id, run_id, step, kind, body, at_ms) SELECT $1, $2, $3, $4, $5, $6 FROM held ON CONFLICT (account_id, run_id, step, kind) DO NOTHING"
-            }
+        let job = RecordStep {
+            account: self.account.clone(),
+            run_id: run_id.to_owned(),
+            step: (step, kind.to_owned()),
+            body: body.to_owned(),
+            now_ms,
+            fence: fence.cloned(),
         };
-        let mut query = sqlx::query(sql)
-            .bind(&self.account)
-            .bind(run_id)
-            .bind(i64::from(step))
-            .bind(kind)
-            .bind(body)
-            .bind(now_ms);
-        if let Some(fence) = fence {
-            query = query.bind(&fence.owner).bind(fence.generation);
-        }
-        let written = query.execute(&mut *connection).await?.rows_affected();
-        drop(connection);
+        let written = self.run_path.run(job).await?;
         // Nothing written: the step was recorded before, or the run is no
         // longer held (told apart only then).
         if let Some(fence) = fence
@@ -967,9 +992,8 @@ impl<'a> AccountStore<'a> {
         start: &str,
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        insert_start(&self.account, run_id, start, now_ms)
-            .execute(self.pool)
-            .await?;
+        let (sql, args) = insert_start(&self.account, run_id, start, now_ms);
+        crate::sql::query(sql, &args).execute(self.pool).await?;
         Ok(())
     }
 
@@ -1076,21 +1100,27 @@ fn utc_day(ms: i64) -> String {
 /// The insert of `run` of `account` as `running`; `once`: a run that exists
 /// already is left as it is (the insert then affects no row), else it is an
 /// error.
-pub(crate) fn insert_run<'q>(account: &'q str, run: &'q NewRun, once: bool) -> Query<'q> {
+pub(crate) fn insert_run<'q>(
+    account: &'q str,
+    run: &'q NewRun,
+    once: bool,
+) -> (&'static str, [Bound<'q>; 8]) {
     let sql = if once {
         "INSERT INTO runs (account_id, id, thread_id, graph, model, prompt_hash, status, owner, error, started_ms, updated_ms) VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, NULL, $8, $8) ON CONFLICT (account_id, id) DO NOTHING"
     } else {
         "INSERT INTO runs (account_id, id, thread_id, graph, model, prompt_hash, status, owner, error, started_ms, updated_ms) VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, NULL, $8, $8)"
     };
-    sqlx::query(sql)
-        .bind(account)
-        .bind(&run.id)
-        .bind(run.thread_id.as_deref())
-        .bind(&run.graph)
-        .bind(&run.model)
-        .bind(run.prompt_hash.as_deref())
-        .bind(&run.owner)
-        .bind(run.started_ms)
+    let args = [
+        account.into(),
+        (&run.id).into(),
+        run.thread_id.as_deref().into(),
+        (&run.graph).into(),
+        (&run.model).into(),
+        run.prompt_hash.as_deref().into(),
+        (&run.owner).into(),
+        run.started_ms.into(),
+    ];
+    (sql, args)
 }
 
 /// Saves how run `run_id` starts ([`AccountStore::save_start`]).
@@ -1099,14 +1129,11 @@ pub(crate) fn insert_start<'q>(
     run_id: &'q str,
     start: &'q str,
     now_ms: i64,
-) -> Query<'q> {
-    sqlx::query(
+) -> (&'static str, [Bound<'q>; 4]) {
+    (
         "INSERT INTO run_starts (account_id, run_id, start, created_ms) VALUES ($1, $2, $3, $4) ON CONFLICT (account_id, run_id) DO NOTHING",
+        [account.into(), run_id.into(), start.into(), now_ms.into()],
     )
-    .bind(account)
-    .bind(run_id)
-    .bind(start)
-    .bind(now_ms)
 }
 
 #[cfg(test)]

@@ -19,12 +19,12 @@
 use std::collections::{HashMap, HashSet};
 
 use ai_core::{AiEvent, Message};
-use sqlx::any::{AnyArguments, AnyRow};
-use sqlx::{Any, AnyPool, Connection, Row};
+use sqlx::AnyPool;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::account::{AccountStore, CallUsage, Fence, RunStatus};
 use crate::error::StoreError;
+use crate::sql::{Done, Job, Marks, RunSql, SqlRow, Value};
 use crate::store::RunPath;
 
 /// How long the writer gathers requests after the first one before it writes
@@ -83,9 +83,14 @@ impl Op {
     }
 }
 
-struct Request {
+/// One request's write: its account and what it writes.
+struct Entry {
     account: String,
     op: Op,
+}
+
+struct Request {
+    entry: Entry,
     reply: oneshot::Sender<Result<(), StoreError>>,
 }
 
@@ -109,8 +114,10 @@ impl StoreWriter {
         let stopped = || StoreError::Database("the store's writer stopped".into());
         let (reply, answer) = oneshot::channel();
         let request = Request {
-            account: account.to_owned(),
-            op,
+            entry: Entry {
+                account: account.to_owned(),
+                op,
+            },
             reply,
         };
         self.sender.send(request).map_err(|_| stopped())?;
@@ -153,52 +160,36 @@ fn int(value: u64, what: &str) -> Result<i64, StoreError> {
 
 async fn run(pool: AnyPool, run_path: RunPath, mut receiver: mpsc::UnboundedReceiver<Request>) {
     while let Some(first) = receiver.recv().await {
-        let mut rows = first.op.rows();
+        let mut rows = first.entry.op.rows();
         let mut batch = vec![first];
         let gathered = tokio::time::Instant::now() + GATHER;
         while rows < ROWS_PER_BATCH {
             let until = gathered.min(tokio::time::Instant::now() + IDLE);
             match tokio::time::timeout_at(until, receiver.recv()).await {
                 Ok(Some(request)) => {
-                    rows += request.op.rows();
+                    rows += request.entry.op.rows();
                     batch.push(request);
                 }
                 Ok(None) | Err(_) => break,
             }
         }
-        let outcomes = match write((&pool, &run_path), &batch).await {
+        let (entries, replies): (Vec<Entry>, Vec<_>) = batch
+            .into_iter()
+            .map(|request| (request.entry, request.reply))
+            .unzip();
+        let outcomes = match write((&pool, &run_path), entries).await {
             Ok(outcomes) => outcomes,
             Err(error) => {
                 let text = error.to_string();
-                batch
+                replies
                     .iter()
                     .map(|_| Err(StoreError::Database(text.clone())))
                     .collect()
             }
         };
-        for (request, outcome) in batch.into_iter().zip(outcomes) {
-            let _ = request.reply.send(outcome);
+        for (reply, outcome) in replies.into_iter().zip(outcomes) {
+            let _ = reply.send(outcome);
         }
-    }
-}
-
-/// One bound value of a multi-row statement.
-#[derive(Debug, Clone, Copy)]
-enum Value<'a> {
-    Text(&'a str),
-    MaybeText(Option<&'a str>),
-    Int(i64),
-    MaybeInt(Option<i64>),
-}
-
-pub(crate) type Query<'q> = sqlx::query::Query<'q, Any, AnyArguments>;
-
-fn bind<'q>(query: Query<'q>, value: Value<'q>) -> Query<'q> {
-    match value {
-        Value::Text(v) => query.bind(v),
-        Value::MaybeText(v) => query.bind(v),
-        Value::Int(v) => query.bind(v),
-        Value::MaybeInt(v) => query.bind(v),
     }
 }
 
@@ -225,28 +216,6 @@ fn statements<'r, T>(rows: &'r [T]) -> impl Iterator<Item = (usize, &'r [T])> + 
     })
 }
 
-/// How a statement marks the values it binds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Marks {
-    /// `$1, $2, ...` (Postgres).
-    Numbered,
-    /// `?, ?, ...`, bound in order (SQLite). SQLite looks a named or numbered
-    /// mark up by a linear scan of the statement's marks each time a value is
-    /// bound, so a statement of a few hundred numbered values costs quadratic
-    /// time in binding alone; anonymous marks have no name to look up.
-    Anonymous,
-}
-
-impl Marks {
-    pub(crate) fn of(connection: &sqlx::AnyConnection) -> Self {
-        if connection.backend_name().eq_ignore_ascii_case("sqlite") {
-            Self::Anonymous
-        } else {
-            Self::Numbered
-        }
-    }
-}
-
 /// `($1, $2), ($3, $4)` (or `(?, ?), (?, ?)`) for `rows` tuples of `columns`.
 fn tuples(rows: usize, columns: usize, marks: Marks) -> String {
     let mut sql = String::new();
@@ -266,37 +235,33 @@ fn tuples(rows: usize, columns: usize, marks: Marks) -> String {
     sql
 }
 
-/// `head (tuples) tail` for `chunk`, its values bound.
+/// `head (tuples) tail` for `chunk`, and its values in order.
 fn statement<'q>(
     head: &str,
     tail: &str,
     chunk: &[Vec<Value<'q>>],
     (columns, marks): (usize, Marks),
-) -> Query<'q> {
+) -> (String, Vec<Value<'q>>) {
     let sql = format!("{head} {} {tail}", tuples(chunk.len(), columns, marks));
-    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-    for value in chunk.iter().flatten() {
-        query = bind(query, *value);
-    }
-    query
+    (sql, chunk.iter().flatten().copied().collect())
 }
 
 /// Runs `head (tuples) tail` over `rows`, [`ROWS_PER_STATEMENT`] at a time;
 /// the rows they return.
-async fn multi_row<'a>(
-    connection: &mut sqlx::AnyConnection,
+async fn multi_row<S: RunSql>(
+    sql: &mut S,
     head: &str,
     tail: &str,
-    rows: &[Vec<Value<'a>>],
-) -> Result<Vec<AnyRow>, StoreError> {
+    rows: &[Vec<Value<'_>>],
+) -> Result<Vec<S::Row>, StoreError> {
     let mut returned = Vec::new();
     let Some(columns) = rows.first().map(Vec::len) else {
         return Ok(returned);
     };
-    let marks = Marks::of(connection);
+    let marks = sql.marks();
     for (_, chunk) in statements(rows) {
-        let query = statement(head, tail, chunk, (columns, marks));
-        returned.extend(query.fetch_all(&mut *connection).await?);
+        let (text, values) = statement(head, tail, chunk, (columns, marks));
+        returned.extend(sql.fetch(&text, &values).await?);
     }
     Ok(returned)
 }
@@ -304,24 +269,22 @@ async fn multi_row<'a>(
 /// Inserts `rows` (`head (tuples) tail`, an `INSERT ... ON CONFLICT DO
 /// NOTHING`), [`ROWS_PER_STATEMENT`] at a time; the rows of the statements
 /// that did not insert all of theirs (a repeat or a conflict among them), for
-/// the caller to check. Counting beats `RETURNING`: SQLite hands each returned
-/// row across a thread.
-async fn insert_rows<'a>(
-    connection: &mut sqlx::AnyConnection,
+/// the caller to check. Counting beats `RETURNING`: no row comes back.
+async fn insert_rows(
+    sql: &mut impl RunSql,
     head: &str,
     tail: &str,
-    rows: &[Vec<Value<'a>>],
+    rows: &[Vec<Value<'_>>],
 ) -> Result<Vec<usize>, StoreError> {
     let mut unsure = Vec::new();
     let Some(columns) = rows.first().map(Vec::len) else {
         return Ok(unsure);
     };
-    let marks = Marks::of(connection);
+    let marks = sql.marks();
     for (first, chunk) in statements(rows) {
-        let done = statement(head, tail, chunk, (columns, marks))
-            .execute(&mut *connection)
-            .await?;
-        if done.rows_affected() < chunk.len() as u64 {
+        let (text, values) = statement(head, tail, chunk, (columns, marks));
+        let done = sql.execute(&text, &values).await?;
+        if done < chunk.len() as u64 {
             unsure.extend(first..first + chunk.len());
         }
     }
@@ -330,29 +293,56 @@ async fn insert_rows<'a>(
 
 /// Checks left for after the commit: rows a request wrote that were there
 /// already (a repeat, or a conflict).
-enum Check<'a> {
-    Event(usize, &'a str, &'a str, i64, &'a str),
-    Usage(usize, &'a str, &'a CallUsage),
+enum Check {
+    Event {
+        index: usize,
+        account: String,
+        run_id: String,
+        seq: i64,
+        text: String,
+    },
+    Usage {
+        index: usize,
+        account: String,
+        fact: CallUsage,
+    },
+}
+
+/// A batch's writes in one transaction: each request's outcome so far, and
+/// the checks left for after the commit.
+struct WriteBatch(Vec<Entry>);
+
+impl Job for WriteBatch {
+    type Output = (Vec<Result<(), StoreError>>, Vec<Check>);
+    const TRANSACTION: bool = true;
+
+    async fn run<S: RunSql>(self, sql: &mut S) -> Result<Done<Self::Output>, StoreError> {
+        let batch = self.0;
+        let mut outcomes: Vec<Result<(), StoreError>> = batch.iter().map(|_| Ok(())).collect();
+        let mut checks = Vec::new();
+        events(sql, &batch, &mut outcomes, &mut checks).await?;
+        ends(sql, &batch, &mut outcomes, &mut checks).await?;
+        Ok(Done::kept((outcomes, checks)))
+    }
 }
 
 /// Writes `batch` in one transaction; each request's outcome.
 async fn write(
     (pool, run_path): (&AnyPool, &RunPath),
-    batch: &[Request],
+    batch: Vec<Entry>,
 ) -> Result<Vec<Result<(), StoreError>>, StoreError> {
-    let mut outcomes: Vec<Result<(), StoreError>> = batch.iter().map(|_| Ok(())).collect();
-    let mut checks = Vec::new();
-    let mut connection = run_path.connection().await?;
-    let mut transaction = connection.begin().await?;
-    events(&mut transaction, batch, &mut outcomes, &mut checks).await?;
-    ends(&mut transaction, batch, &mut outcomes, &mut checks).await?;
-    transaction.commit().await?;
-    drop(connection);
+    let (mut outcomes, checks) = run_path.run(WriteBatch(batch)).await?;
     for check in checks {
         let (index, result) = match check {
-            Check::Event(index, account, run_id, seq, text) => {
-                let same = AccountStore::new(pool, run_path, account.to_owned())
-                    .stored_event(run_id, seq)
+            Check::Event {
+                index,
+                account,
+                run_id,
+                seq,
+                text,
+            } => {
+                let same = AccountStore::new(pool, run_path, account)
+                    .stored_event(&run_id, seq)
                     .await;
                 (
                     index,
@@ -365,14 +355,18 @@ async fn write(
                     },
                 )
             }
-            Check::Usage(index, account, fact) => {
-                let stored = AccountStore::new(pool, run_path, account.to_owned())
+            Check::Usage {
+                index,
+                account,
+                fact,
+            } => {
+                let stored = AccountStore::new(pool, run_path, account)
                     .usage_fact(&fact.run_id, fact.call_seq)
                     .await;
                 (
                     index,
                     match stored {
-                        Ok(Some(stored)) if same_usage(&stored, fact) => Ok(()),
+                        Ok(Some(stored)) if same_usage(&stored, &fact) => Ok(()),
                         Ok(_) => Err(StoreError::Conflict(format!(
                             "usage of call {} of run `{}` is stored with other numbers",
                             fact.call_seq, fact.run_id
@@ -398,11 +392,11 @@ fn same_usage(stored: &CallUsage, fact: &CallUsage) -> bool {
 }
 
 /// The batch's event appends.
-async fn events<'a>(
-    connection: &mut sqlx::AnyConnection,
-    batch: &'a [Request],
+async fn events(
+    sql: &mut impl RunSql,
+    batch: &[Entry],
     outcomes: &mut [Result<(), StoreError>],
-    checks: &mut Vec<Check<'a>>,
+    checks: &mut Vec<Check>,
 ) -> Result<(), StoreError> {
     let mut rows = Vec::new();
     let mut keys = Vec::new();
@@ -436,7 +430,7 @@ async fn events<'a>(
         }
     }
     let unsure = insert_rows(
-        connection,
+        sql,
         "INSERT INTO run_events (account_id, run_id, seq, at_ms, event) VALUES",
         "ON CONFLICT (account_id, run_id, seq) DO NOTHING",
         &rows,
@@ -444,17 +438,23 @@ async fn events<'a>(
     .await?;
     for row in unsure {
         let (index, account, run_id, seq, text) = keys[row];
-        checks.push(Check::Event(index, account, run_id, seq, text));
+        checks.push(Check::Event {
+            index,
+            account: account.to_owned(),
+            run_id: run_id.to_owned(),
+            seq,
+            text: text.to_owned(),
+        });
     }
     Ok(())
 }
 
 /// The batch's run ends: usage facts, statuses, threads.
-async fn ends<'a>(
-    connection: &mut sqlx::AnyConnection,
-    batch: &'a [Request],
+async fn ends(
+    sql: &mut impl RunSql,
+    batch: &[Entry],
     outcomes: &mut [Result<(), StoreError>],
-    checks: &mut Vec<Check<'a>>,
+    checks: &mut Vec<Check>,
 ) -> Result<(), StoreError> {
     let ended: Vec<(usize, &str, &RunEndWrite)> = batch
         .iter()
@@ -470,16 +470,16 @@ async fn ends<'a>(
     // The statuses first: the batch's first statement writes (a SQLite
     // transaction that read first cannot write after another connection
     // did), and it leaves out the runs whose fence no longer holds them.
-    let ended = statuses(connection, ended, outcomes).await?;
-    usage(connection, &ended, outcomes, checks).await?;
-    threads(connection, &ended, outcomes).await
+    let ended = statuses(sql, ended, outcomes).await?;
+    usage(sql, &ended, outcomes, checks).await?;
+    threads(sql, &ended, outcomes).await
 }
 
 /// Writes the statuses of `ended`; the runs this batch ends: a run ended
 /// under a fence only while that fence still holds it (checked by the same
 /// statement); the others' outcomes are [`StoreError::Fenced`].
 async fn statuses<'a>(
-    connection: &mut sqlx::AnyConnection,
+    sql: &mut impl RunSql,
     ended: Vec<(usize, &'a str, &'a RunEndWrite)>,
     outcomes: &mut [Result<(), StoreError>],
 ) -> Result<Vec<(usize, &'a str, &'a RunEndWrite)>, StoreError> {
@@ -498,15 +498,15 @@ async fn statuses<'a>(
         })
         .collect();
     let written: HashSet<(String, String)> = multi_row(
-        connection,
+        sql,
         "UPDATE runs SET status = v.column3, error = v.column4, updated_ms = v.column5 FROM (VALUES",
         ") AS v WHERE runs.account_id = v.column1 AND runs.id = v.column2 AND (v.column6 IS NULL OR (runs.owner = v.column6 AND runs.lease_gen = v.column7 AND runs.status = 'running')) RETURNING account_id, id",
         &rows,
     )
     .await?
     .iter()
-    .map(|row| Ok((row.try_get("account_id")?, row.try_get("id")?)))
-    .collect::<Result<_, sqlx::Error>>()?;
+    .map(|row| Ok((row.some_text("account_id")?, row.some_text("id")?)))
+    .collect::<Result<_, StoreError>>()?;
     let mut kept = Vec::with_capacity(ended.len());
     for (index, account, end) in ended {
         match &end.fence {
@@ -520,10 +520,10 @@ async fn statuses<'a>(
 }
 
 async fn usage<'a>(
-    connection: &mut sqlx::AnyConnection,
+    sql: &mut impl RunSql,
     ended: &[(usize, &'a str, &'a RunEndWrite)],
     outcomes: &mut [Result<(), StoreError>],
-    checks: &mut Vec<Check<'a>>,
+    checks: &mut Vec<Check>,
 ) -> Result<(), StoreError> {
     let mut rows = Vec::new();
     let mut facts = Vec::new();
@@ -567,7 +567,7 @@ async fn usage<'a>(
         }
     }
     let unsure = insert_rows(
-        connection,
+        sql,
         "INSERT INTO usage_facts (account_id, run_id, call_seq, thread_id, model, prompt_tokens, completion_tokens, cached_tokens, cache_creation_tokens, reasoning_tokens, cost_micros, at_ms, response_model) VALUES",
         "ON CONFLICT (account_id, run_id, call_seq) DO NOTHING",
         &rows,
@@ -575,7 +575,11 @@ async fn usage<'a>(
     .await?;
     for row in unsure {
         let (index, account, fact) = facts[row];
-        checks.push(Check::Usage(index, account, fact));
+        checks.push(Check::Usage {
+            index,
+            account: account.to_owned(),
+            fact: fact.clone(),
+        });
     }
     Ok(())
 }
@@ -597,7 +601,7 @@ struct ThreadWrite<'a> {
 /// a lost record is filled in), and is no longer held by the run (the next
 /// turn claims it without looking the run up).
 async fn threads(
-    connection: &mut sqlx::AnyConnection,
+    sql: &mut impl RunSql,
     ended: &[(usize, &str, &RunEndWrite)],
     outcomes: &mut [Result<(), StoreError>],
 ) -> Result<(), StoreError> {
@@ -625,15 +629,18 @@ async fn threads(
         .map(|w| vec![Value::Text(w.account), Value::Text(w.thread)])
         .collect();
     let stored: HashMap<(String, String), i64> = multi_row(
-        connection,
+        sql,
         "SELECT m.account_id, m.thread_id, MAX(m.seq) + 1 AS next FROM (VALUES",
         ") AS v JOIN thread_messages m ON m.account_id = v.column1 AND m.thread_id = v.column2 GROUP BY m.account_id, m.thread_id",
         &keys,
     )
     .await?
     .iter()
-    .map(|row| Ok(((row.try_get("account_id")?, row.try_get("thread_id")?), row.try_get("next")?)))
-    .collect::<Result<_, sqlx::Error>>()?;
+    .map(|row| {
+        let key = (row.some_text("account_id")?, row.some_text("thread_id")?);
+        Ok((key, row.some_int("next")?))
+    })
+    .collect::<Result<_, StoreError>>()?;
     let mut cuts = Vec::new();
     let mut texts: Vec<MessageRow<'_>> = Vec::new();
     for &ThreadWrite {
@@ -680,7 +687,7 @@ async fn threads(
         }
     }
     multi_row(
-        connection,
+        sql,
         "DELETE FROM thread_messages WHERE (account_id, thread_id, seq) IN (SELECT m.account_id, m.thread_id, m.seq FROM (VALUES",
         ") AS v JOIN thread_messages m ON m.account_id = v.column1 AND m.thread_id = v.column2 AND m.seq >= v.column3)",
         &cuts,
@@ -701,14 +708,14 @@ async fn threads(
         })
         .collect();
     multi_row(
-        connection,
+        sql,
         "INSERT INTO thread_messages (account_id, thread_id, seq, run_id, message, message_id) VALUES",
         "",
         &rows,
     )
     .await?;
     multi_row(
-        connection,
+        sql,
         "UPDATE threads SET updated_ms = v.column4, active_run = CASE WHEN threads.active_run = v.column5 THEN NULL ELSE threads.active_run END FROM (VALUES",
         ") AS v WHERE threads.account_id = v.column1 AND threads.id = v.column2",
         &cuts,

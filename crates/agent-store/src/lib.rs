@@ -34,6 +34,8 @@ mod error;
 mod files;
 pub mod recorder;
 pub mod recording;
+mod sql;
+mod sqlite;
 mod store;
 mod turn;
 

@@ -2,16 +2,16 @@
 
 use std::borrow::Cow;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::any::{AnyPoolOptions, install_default_drivers};
 use sqlx::migrate::{Migration, MigrationType, Migrator};
-use sqlx::pool::PoolConnection;
-use sqlx::{Any, AnyConnection, AnyPool, Connection, Executor, Row, SqlStr};
+use sqlx::{AnyPool, Connection, Executor, Row, SqlStr};
 
 use crate::account::AccountStore;
 use crate::error::StoreError;
+use crate::sql::Job;
+use crate::sqlite::SqliteThread;
 
 /// The schema, oldest first: one set for both backends (portable SQL).
 const MIGRATIONS: &[(i64, &str, &str)] = &[
@@ -88,77 +88,71 @@ pub struct Store {
 }
 
 /// Where the statements a run waits for go: the read of its chat before its
-/// turn, its turn, its steps, and the writer's batches. On SQLite that is one
-/// connection the store keeps for them; on Postgres, any of the pool's.
+/// turn, its turn, its steps, and the writer's batches, each a [`Job`]. On
+/// SQLite that is the SQLite thread (see `sqlite`: one connection of the
+/// store's own, each job in one round trip, the jobs that queued meanwhile
+/// in one transaction); on Postgres, any of the pool's connections, a
+/// statement per round trip.
 ///
 /// SQLite writes one transaction at a time, so more connections writing only
-/// wait for each other's locks. And a connection taken from the pool costs
-/// more than its statement: every statement is a round trip to the
-/// connection's thread, and the pool tests a connection that comes back with
-/// one more (in a task of its own); the connection's page cache is thrown
-/// away whenever another connection wrote. A connection of the store's own
-/// is taken with a lock and given back with nothing, and keeps its cache: the
-/// turn bench measured a run's store work a quarter to two fifths cheaper
-/// with it (a served run's 0.83 ms of CPU to 0.61 ms; its statements alone,
-/// 0.69 ms to 0.42 ms). The chat's read goes the same way because the
-/// turn after it needs this connection anyway; other reads use the pool, so
-/// they never wait for a write.
+/// wait for each other's locks. And through sqlx every statement is a round
+/// trip to a connection's thread, with a wake-up on each side; a connection
+/// the pool hands out is tested with one more when it comes back, and its
+/// page cache is thrown away whenever another connection wrote. The chat's
+/// read goes the same way because the turn after it needs this connection
+/// anyway; other reads use the pool, so they never wait for a write.
 #[derive(Debug, Clone)]
 pub(crate) enum RunPath {
-    /// Postgres: the pool's connections write side by side.
+    /// Postgres (and a SQLite database with no file): the pool's connections
+    /// write side by side.
     Pool(AnyPool),
-    /// SQLite: one connection, one transaction at a time (none once the
-    /// store is closed).
-    One(Arc<tokio::sync::Mutex<Option<AnyConnection>>>),
-}
-
-/// A connection on a run's path, from [`RunPath::connection`].
-pub(crate) enum PathConnection<'a> {
-    Pooled(PoolConnection<Any>),
-    One(tokio::sync::MappedMutexGuard<'a, AnyConnection>),
+    /// SQLite: the thread that owns the run path's connection.
+    Thread(SqliteThread),
 }
 
 impl RunPath {
-    /// A connection on a run's path: the one (waiting while another task
-    /// holds it) or one of the pool's.
-    pub(crate) async fn connection(&self) -> Result<PathConnection<'_>, StoreError> {
-        Ok(match self {
-            Self::Pool(pool) => PathConnection::Pooled(pool.acquire().await?),
-            Self::One(connection) => PathConnection::One(
-                tokio::sync::MutexGuard::try_map(connection.lock().await, Option::as_mut)
-                    .map_err(|_| StoreError::Database("the store is closed".into()))?,
-            ),
-        })
+    /// Runs `job`: on the SQLite thread, or on one of the pool's connections
+    /// (in a transaction when it asks for one); its answer once its writes
+    /// are committed.
+    pub(crate) async fn run<J: Job>(&self, job: J) -> Result<J::Output, StoreError> {
+        match self {
+            Self::Pool(pool) => {
+                let mut connection = pool.acquire().await?;
+                if !J::TRANSACTION {
+                    return Ok(job.run(&mut *connection).await?.value);
+                }
+                let mut transaction = connection.begin().await?;
+                let done = job.run(&mut *transaction).await?;
+                if done.keep {
+                    transaction.commit().await?;
+                } else {
+                    transaction.rollback().await?;
+                }
+                Ok(done.value)
+            }
+            Self::Thread(thread) => thread.run(job).await,
+        }
     }
 
-    /// Closes the one connection (nothing for the pool's: closing the pool
-    /// closes them).
+    /// Stops the SQLite thread and closes its connection (nothing for the
+    /// pool's: closing the pool closes them).
     async fn close(&self) {
-        if let Self::One(connection) = self
-            && let Some(connection) = connection.lock().await.take()
-        {
-            let _ = connection.close().await;
+        if let Self::Thread(thread) = self {
+            thread.close().await;
         }
     }
 }
 
-impl std::ops::Deref for PathConnection<'_> {
-    type Target = AnyConnection;
-    fn deref(&self) -> &AnyConnection {
-        match self {
-            Self::Pooled(connection) => connection,
-            Self::One(connection) => connection,
-        }
-    }
-}
-
-impl std::ops::DerefMut for PathConnection<'_> {
-    fn deref_mut(&mut self) -> &mut AnyConnection {
-        match self {
-            Self::Pooled(connection) => connection,
-            Self::One(connection) => connection,
-        }
-    }
+/// The file of the SQLite database the pool opened (set up by the pool:
+/// WAL), or `None` for one with no file (in memory).
+async fn sqlite_file(pool: &AnyPool) -> Result<Option<String>, StoreError> {
+    let file: Option<String> =
+        sqlx::query("SELECT file FROM pragma_database_list WHERE name = 'main'")
+            .fetch_optional(pool)
+            .await?
+            .map(|row| row.try_get("file"))
+            .transpose()?;
+    Ok(file.filter(|file| !file.is_empty()))
 }
 
 impl Store {
@@ -219,12 +213,10 @@ impl Store {
             .await
             .map_err(|e| StoreError::Database(scrub_url(&e.to_string(), url)))?;
         let run_path = match backend {
-            // Set up as the pool's are, then the store's own (the pool opens
-            // another in its place when it needs one).
-            Backend::Sqlite => {
-                let connection = pool.acquire().await?.detach();
-                RunPath::One(Arc::new(tokio::sync::Mutex::new(Some(connection))))
-            }
+            Backend::Sqlite => match sqlite_file(&pool).await? {
+                Some(file) => RunPath::Thread(SqliteThread::open(&file)?),
+                None => RunPath::Pool(pool.clone()),
+            },
             Backend::Postgres => RunPath::Pool(pool.clone()),
         };
         let writer = crate::batch::StoreWriter::start(pool.clone(), run_path.clone());

@@ -4,10 +4,11 @@
 //! Stop asked through the store.
 
 use ai_core::Message;
-use sqlx::{Connection, Row};
+use sqlx::Row;
 
 use crate::account::{AccountStore, NewRun, RunRecord, Thread, insert_run, insert_start};
 use crate::error::StoreError;
+use crate::sql::{Done, Job, RunSql, SqlRow, Value};
 
 /// A message with the id a UI knows it by, when it has one.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,45 +113,12 @@ impl AccountStore<'_> {
     /// waits for the first's transaction, then finds its decisions made or
     /// the thread busy. Nothing is written unless the turn opens.
     pub async fn open_turn(&self, turn: &NewTurn, now_ms: i64) -> Result<Opened, StoreError> {
-        let account = self.account_id();
-        let mut connection = self.run_path().connection().await?;
-        let mut tx = connection.begin().await?;
-        let thread = &turn.thread.id;
-        let busy = claim_thread(&mut tx, account, turn, now_ms).await?;
-        if let Some(before) = decided_before(&mut tx, account, thread, &turn.decisions).await? {
-            tx.rollback().await?;
-            return Ok(before);
-        }
-        if let Some(active) = busy {
-            tx.rollback().await?;
-            return Err(StoreError::Busy(active));
-        }
-        if let Some(replayed) = record_decisions(&mut tx, (account, thread), turn, now_ms).await? {
-            tx.rollback().await?;
-            return Ok(replayed);
-        }
-        let held = held_messages(&mut tx, account, thread).await?;
-        if turn.seen.is_some_and(|seen| seen != held.count) {
-            tx.rollback().await?;
-            return Ok(Opened::Moved);
-        }
-        let next = held.next.min(i64::try_from(turn.kept).unwrap_or(i64::MAX));
-        if next < held.next {
-            drop_from(&mut tx, account, thread, next).await?;
-        }
-        for (seq, message) in (next..).zip(&turn.messages) {
-            insert_message(&mut tx, account, thread, seq, (&turn.run.id, message)).await?;
-        }
-        insert_run(account, &turn.run, false)
-            .execute(&mut *tx)
-            .await?;
-        if let Some(start) = &turn.start {
-            insert_start(account, &turn.run.id, start, now_ms)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(Opened::Open)
+        let job = OpenTurn {
+            account: self.account_id().to_owned(),
+            turn: turn.clone(),
+            now_ms,
+        };
+        self.run_path().run(job).await
     }
 
     /// The graph thread `thread_id` runs and its messages, in one read
@@ -159,25 +127,11 @@ impl AccountStore<'_> {
         &self,
         thread_id: &str,
     ) -> Result<Option<(String, Vec<StoredMessage>)>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT t.graph, m.seq, m.message_id, m.run_id, m.message FROM threads t LEFT JOIN thread_messages m ON m.account_id = t.account_id AND m.thread_id = t.id WHERE t.account_id = $1 AND t.id = $2 ORDER BY m.seq",
-        )
-        .bind(self.account_id())
-        .bind(thread_id)
-        .fetch_all(&mut *self.run_path().connection().await?)
-        .await?;
-        let Some(first) = rows.first() else {
-            return Ok(None);
+        let job = ReadChat {
+            account: self.account_id().to_owned(),
+            thread: thread_id.to_owned(),
         };
-        let graph: String = first.try_get("graph")?;
-        let mut messages = Vec::with_capacity(rows.len());
-        for row in &rows {
-            // A thread with no message is one row with none.
-            if let Some(seq) = row.try_get::<Option<i64>, _>("seq")? {
-                messages.push(stored_message(seq, row)?);
-            }
-        }
-        Ok(Some((graph, messages)))
+        self.run_path().run(job).await
     }
 
     /// The messages of thread `thread_id` with their ids, in order.
@@ -227,6 +181,88 @@ impl AccountStore<'_> {
             .execute(self.pool())
             .await?;
         Ok(())
+    }
+}
+
+/// [`AccountStore::open_turn`] on the run path.
+struct OpenTurn {
+    account: String,
+    turn: NewTurn,
+    now_ms: i64,
+}
+
+impl Job for OpenTurn {
+    type Output = Opened;
+    const TRANSACTION: bool = true;
+
+    async fn run<S: RunSql>(self, sql: &mut S) -> Result<Done<Opened>, StoreError> {
+        let Self {
+            account,
+            turn,
+            now_ms,
+        } = self;
+        let account = account.as_str();
+        let thread = turn.thread.id.as_str();
+        let busy = claim_thread(sql, account, &turn, now_ms).await?;
+        if let Some(before) = decided_before(sql, account, thread, &turn.decisions).await? {
+            return Ok(Done::discarded(before));
+        }
+        if let Some(active) = busy {
+            return Err(StoreError::Busy(active));
+        }
+        if let Some(replayed) = record_decisions(sql, (account, thread), &turn, now_ms).await? {
+            return Ok(Done::discarded(replayed));
+        }
+        let held = held_messages(sql, account, thread).await?;
+        if turn.seen.is_some_and(|seen| seen != held.count) {
+            return Ok(Done::discarded(Opened::Moved));
+        }
+        let next = held.next.min(i64::try_from(turn.kept).unwrap_or(i64::MAX));
+        if next < held.next {
+            drop_from(sql, account, thread, next).await?;
+        }
+        for (seq, message) in (next..).zip(&turn.messages) {
+            insert_message(sql, account, thread, seq, (&turn.run.id, message)).await?;
+        }
+        let (statement, args) = insert_run(account, &turn.run, false);
+        sql.execute(statement, &args).await?;
+        if let Some(start) = &turn.start {
+            let (statement, args) = insert_start(account, &turn.run.id, start, now_ms);
+            sql.execute(statement, &args).await?;
+        }
+        Ok(Done::kept(Opened::Open))
+    }
+}
+
+/// [`AccountStore::graph_and_messages`] on the run path.
+struct ReadChat {
+    account: String,
+    thread: String,
+}
+
+impl Job for ReadChat {
+    type Output = Option<(String, Vec<StoredMessage>)>;
+    const TRANSACTION: bool = false;
+
+    async fn run<S: RunSql>(self, sql: &mut S) -> Result<Done<Self::Output>, StoreError> {
+        let rows = sql
+            .fetch(
+                "SELECT t.graph, m.seq, m.message_id, m.run_id, m.message FROM threads t LEFT JOIN thread_messages m ON m.account_id = t.account_id AND m.thread_id = t.id WHERE t.account_id = $1 AND t.id = $2 ORDER BY m.seq",
+                &[Value::Text(&self.account), Value::Text(&self.thread)],
+            )
+            .await?;
+        let Some(first) = rows.first() else {
+            return Ok(Done::kept(None));
+        };
+        let graph = first.some_text("graph")?;
+        let mut messages = Vec::with_capacity(rows.len());
+        for row in &rows {
+            // A thread with no message is one row with none.
+            if let Some(seq) = row.int("seq")? {
+                messages.push(stored_message(seq, row)?);
+            }
+        }
+        Ok(Done::kept(Some((graph, messages))))
     }
 }
 
@@ -281,24 +317,22 @@ impl crate::Store {
 
 /// The first of `decisions` whose call thread `thread_id` decided before.
 async fn decided_before(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    sql: &mut impl RunSql,
     account: &str,
     thread_id: &str,
     decisions: &[CallDecision],
 ) -> Result<Option<Opened>, StoreError> {
     for decision in decisions {
-        let row = sqlx::query(
-            "SELECT run_id FROM call_decisions WHERE account_id = $1 AND thread_id = $2 AND tool_call_id = $3",
-        )
-        .bind(account)
-        .bind(thread_id)
-        .bind(&decision.call_id)
-        .fetch_optional(&mut **tx)
-        .await?;
+        let row = sql
+            .fetch_optional(
+                "SELECT run_id FROM call_decisions WHERE account_id = $1 AND thread_id = $2 AND tool_call_id = $3",
+                &[account.into(), thread_id.into(), (&decision.call_id).into()],
+            )
+            .await?;
         if let Some(row) = row {
             return Ok(Some(Opened::DecidedBefore {
                 call_id: decision.call_id.clone(),
-                run_id: row.try_get("run_id")?,
+                run_id: row.some_text("run_id")?,
             }));
         }
     }
@@ -308,7 +342,7 @@ async fn decided_before(
 /// Records `turn`'s decisions and uses up their approval ids; the first
 /// decision whose id was used before, if any (the caller rolls back).
 async fn record_decisions(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    sql: &mut impl RunSql,
     (account, thread_id): (&str, &str),
     turn: &NewTurn,
     now_ms: i64,
@@ -316,48 +350,50 @@ async fn record_decisions(
     if turn.decisions.iter().any(|d| d.approval.is_some()) {
         // Used approvals are kept until they expire (an expired one never
         // verifies again).
-        sqlx::query("DELETE FROM used_approvals WHERE expires_s < $1")
-            .bind(now_ms / 1000)
-            .execute(&mut **tx)
-            .await?;
+        sql.execute(
+            "DELETE FROM used_approvals WHERE expires_s < $1",
+            &[Value::Int(now_ms / 1000)],
+        )
+        .await?;
     }
     for decision in &turn.decisions {
         if let Some((tag, expires_s)) = &decision.approval {
-            let used = sqlx::query(
-                "INSERT INTO used_approvals (tag, expires_s) VALUES ($1, $2) ON CONFLICT (tag) DO NOTHING",
-            )
-            .bind(tag)
-            .bind(i64::try_from(*expires_s).unwrap_or(i64::MAX))
-            .execute(&mut **tx)
-            .await?;
-            if used.rows_affected() == 0 {
+            let expires = i64::try_from(*expires_s).unwrap_or(i64::MAX);
+            let used = sql
+                .execute(
+                    "INSERT INTO used_approvals (tag, expires_s) VALUES ($1, $2) ON CONFLICT (tag) DO NOTHING",
+                    &[tag.into(), expires.into()],
+                )
+                .await?;
+            if used == 0 {
                 return Ok(Some(Opened::Replayed {
                     call_id: decision.call_id.clone(),
                 }));
             }
         }
-        sqlx::query(
+        sql.execute(
             "INSERT INTO call_decisions (account_id, thread_id, tool_call_id, decision, run_id, created_ms) VALUES ($1, $2, $3, $4, $5, $6)",
+            &[
+                account.into(),
+                thread_id.into(),
+                (&decision.call_id).into(),
+                (&decision.decision).into(),
+                (&turn.run.id).into(),
+                now_ms.into(),
+            ],
         )
-        .bind(account)
-        .bind(thread_id)
-        .bind(&decision.call_id)
-        .bind(&decision.decision)
-        .bind(&turn.run.id)
-        .bind(now_ms)
-        .execute(&mut **tx)
         .await?;
     }
     Ok(None)
 }
 
 /// Message `seq` of a thread, from its row.
-fn stored_message(seq: i64, row: &sqlx::any::AnyRow) -> Result<StoredMessage, StoreError> {
-    let text: String = row.try_get("message")?;
+fn stored_message(seq: i64, row: &impl SqlRow) -> Result<StoredMessage, StoreError> {
+    let text = row.some_text("message")?;
     Ok(StoredMessage {
         seq: u64::try_from(seq).map_err(|_| StoreError::Corrupt(format!("message seq {seq}")))?,
-        id: row.try_get("message_id")?,
-        run_id: row.try_get("run_id")?,
+        id: row.text("message_id")?,
+        run_id: row.text("run_id")?,
         message: serde_json::from_str(&text)
             .map_err(|e| StoreError::Corrupt(format!("message: {e}")))?,
     })
@@ -369,7 +405,7 @@ fn stored_message(seq: i64, row: &sqlx::any::AnyRow) -> Result<StoredMessage, St
 /// turn of the thread waits for this transaction), so the second, which
 /// looks at the run holding the thread, reads what that turn committed.
 async fn claim_thread(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    sql: &mut impl RunSql,
     account: &str,
     turn: &NewTurn,
     now_ms: i64,
@@ -377,31 +413,32 @@ async fn claim_thread(
     let (thread, run) = (&turn.thread, &turn.run.id);
     // A thread no run holds (a new one, or one its last run's end freed) is
     // claimed here at once.
-    let active: Option<String> = sqlx::query(
-        "INSERT INTO threads (account_id, id, title, graph, created_ms, updated_ms, active_run) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (account_id, id) DO UPDATE SET updated_ms = excluded.updated_ms, active_run = COALESCE(threads.active_run, excluded.active_run) RETURNING active_run",
-    )
-    .bind(account)
-    .bind(&thread.id)
-    .bind(&thread.title)
-    .bind(&thread.graph)
-    .bind(thread.created_ms)
-    .bind(now_ms)
-    .bind(run)
-    .fetch_one(&mut **tx)
-    .await?
-    .try_get("active_run")?;
+    let active = sql
+        .fetch_optional(
+            "INSERT INTO threads (account_id, id, title, graph, created_ms, updated_ms, active_run) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (account_id, id) DO UPDATE SET updated_ms = excluded.updated_ms, active_run = COALESCE(threads.active_run, excluded.active_run) RETURNING active_run",
+            &[
+                account.into(),
+                (&thread.id).into(),
+                (&thread.title).into(),
+                (&thread.graph).into(),
+                thread.created_ms.into(),
+                now_ms.into(),
+                run.into(),
+            ],
+        )
+        .await?
+        .ok_or_else(|| StoreError::Database("the thread's row was not returned".into()))?
+        .text("active_run")?;
     let Some(active) = active.filter(|active| active != run) else {
         return Ok(None);
     };
-    let claimed = sqlx::query(
-        "UPDATE threads SET active_run = $1 WHERE account_id = $2 AND id = $3 AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.account_id = $2 AND runs.id = threads.active_run AND runs.status = 'running')",
-    )
-    .bind(run)
-    .bind(account)
-    .bind(&thread.id)
-    .execute(&mut **tx)
-    .await?;
-    Ok((claimed.rows_affected() == 0).then_some(active))
+    let claimed = sql
+        .execute(
+            "UPDATE threads SET active_run = $1 WHERE account_id = $2 AND id = $3 AND NOT EXISTS (SELECT 1 FROM runs WHERE runs.account_id = $2 AND runs.id = threads.active_run AND runs.status = 'running')",
+            &[run.into(), account.into(), (&thread.id).into()],
+        )
+        .await?;
+    Ok((claimed == 0).then_some(active))
 }
 
 /// What a thread holds: how many messages, and the position after its last.
@@ -412,44 +449,40 @@ struct Held {
 
 /// What thread `thread_id` holds.
 async fn held_messages(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    sql: &mut impl RunSql,
     account: &str,
     thread_id: &str,
 ) -> Result<Held, StoreError> {
-    let row = sqlx::query(
-        "SELECT COUNT(*) AS stored, COALESCE(MAX(seq) + 1, 0) AS next FROM thread_messages WHERE account_id = $1 AND thread_id = $2",
-    )
-    .bind(account)
-    .bind(thread_id)
-    .fetch_one(&mut **tx)
-    .await?;
-    let count: i64 = row.try_get("stored")?;
+    let row = sql
+        .fetch_optional(
+            "SELECT COUNT(*) AS stored, COALESCE(MAX(seq) + 1, 0) AS next FROM thread_messages WHERE account_id = $1 AND thread_id = $2",
+            &[account.into(), thread_id.into()],
+        )
+        .await?
+        .ok_or_else(|| StoreError::Database("a count returned no row".into()))?;
     Ok(Held {
-        count: u64::try_from(count).unwrap_or(0),
-        next: row.try_get("next")?,
+        count: u64::try_from(row.some_int("stored")?).unwrap_or(0),
+        next: row.some_int("next")?,
     })
 }
 
 /// Drops what thread `thread_id` holds from position `from` on.
 async fn drop_from(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    sql: &mut impl RunSql,
     account: &str,
     thread_id: &str,
     from: i64,
 ) -> Result<(), StoreError> {
-    sqlx::query(
+    sql.execute(
         "DELETE FROM thread_messages WHERE account_id = $1 AND thread_id = $2 AND seq >= $3",
+        &[account.into(), thread_id.into(), from.into()],
     )
-    .bind(account)
-    .bind(thread_id)
-    .bind(from)
-    .execute(&mut **tx)
     .await?;
     Ok(())
 }
 
 async fn insert_message(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+    sql: &mut impl RunSql,
     account: &str,
     thread_id: &str,
     seq: i64,
@@ -457,16 +490,17 @@ async fn insert_message(
 ) -> Result<(), StoreError> {
     let text = serde_json::to_string(&message.message)
         .map_err(|e| StoreError::Conflict(format!("not serializable: {e}")))?;
-    sqlx::query(
+    sql.execute(
         "INSERT INTO thread_messages (account_id, thread_id, seq, run_id, message, message_id) VALUES ($1, $2, $3, $4, $5, $6)",
+        &[
+            account.into(),
+            thread_id.into(),
+            seq.into(),
+            run_id.into(),
+            Value::Text(&text),
+            message.id.as_deref().into(),
+        ],
     )
-    .bind(account)
-    .bind(thread_id)
-    .bind(seq)
-    .bind(run_id)
-    .bind(text)
-    .bind(message.id.as_deref())
-    .execute(&mut **tx)
     .await?;
     Ok(())
 }

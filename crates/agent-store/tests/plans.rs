@@ -4,11 +4,11 @@
 //! run more as the store grows.
 //!
 //! The statements are the ones the store really sends (sqlx logs each under
-//! `sqlx::query`; a layer here keeps their text), each then explained with
-//! `EXPLAIN QUERY PLAN` on the same file. A test binary of its own: SQLite's
-//! statements are logged on its connections' threads, so the layer is the
-//! process's global subscriber, and no other test may send statements beside
-//! this one's.
+//! `sqlx::query`, the store's SQLite thread under `agent_store::sqlite`; a
+//! layer here keeps their text), each then explained with `EXPLAIN QUERY
+//! PLAN` on the same file. A test binary of its own: SQLite's statements are
+//! logged on threads of their own, so the layer is the process's global
+//! subscriber, and no other test may send statements beside this one's.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -22,7 +22,7 @@ use sqlx::Row as _;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt as _};
 
-/// The text of every statement sqlx logged.
+/// The text of every statement sqlx or the store's SQLite thread logged.
 #[derive(Clone, Default)]
 struct Statements(Arc<Mutex<Vec<String>>>);
 
@@ -30,13 +30,13 @@ struct StatementField(Option<String>);
 
 impl Visit for StatementField {
     fn record_str(&mut self, field: &Field, value: &str) {
-        if field.name() == "db.statement" {
+        if matches!(field.name(), "db.statement" | "statement") {
             self.0 = Some(value.to_owned());
         }
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "db.statement" {
+        if matches!(field.name(), "db.statement" | "statement") {
             self.0 = Some(format!("{value:?}"));
         }
     }
@@ -44,7 +44,10 @@ impl Visit for StatementField {
 
 impl<S: tracing::Subscriber> Layer<S> for Statements {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        if event.metadata().target() != "sqlx::query" {
+        if !matches!(
+            event.metadata().target(),
+            "sqlx::query" | "agent_store::sqlite"
+        ) {
             return;
         }
         let mut field = StatementField(None);
