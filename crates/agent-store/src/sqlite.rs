@@ -78,7 +78,7 @@ impl SqliteThread {
         let (sender, receiver) = mpsc::channel();
         std::thread::Builder::new()
             .name("agent-store-sqlite".into())
-            .spawn(move || serve(Connection(connection), &receiver))
+            .spawn(move || serve(Connection(connection), receiver))
             .map_err(|e| StoreError::Database(format!("cannot start the SQLite thread: {e}")))?;
         Ok(Self { sender })
     }
@@ -135,7 +135,7 @@ fn complete<T>(future: impl Future<Output = Result<T, StoreError>>) -> Result<T,
 
 /// The thread: each time, every job that queued (up to [`GROUP`]) in one
 /// transaction.
-fn serve(mut connection: Connection, receiver: &mpsc::Receiver<Message>) {
+fn serve(mut connection: Connection, receiver: mpsc::Receiver<Message>) {
     while let Ok(first) = receiver.recv() {
         let mut tasks = Vec::new();
         let mut close = None;
@@ -156,6 +156,8 @@ fn serve(mut connection: Connection, receiver: &mpsc::Receiver<Message>) {
             connection.group(tasks);
         }
         if let Some(done) = close {
+            // Refuses what comes next before it says it is closed.
+            drop(receiver);
             drop(connection);
             let _ = done.send(());
             return;
@@ -171,10 +173,10 @@ impl Connection {
     /// each with the commit's outcome.
     fn group(&mut self, tasks: Vec<Task>) {
         let mut answers = Vec::with_capacity(tasks.len());
-        let mut failed = self.0.execute_batch("BEGIN IMMEDIATE").err();
+        let mut failed = self.control("BEGIN IMMEDIATE").err();
         for task in tasks {
             if failed.is_none() {
-                failed = self.0.execute_batch("SAVEPOINT job").err();
+                failed = self.control("SAVEPOINT job").err();
             }
             if failed.is_some() {
                 // Nothing more runs once the transaction broke.
@@ -189,26 +191,32 @@ impl Connection {
                 Err(_) => (false, None),
             };
             let ended = if keep {
-                self.0.execute_batch("RELEASE job")
+                self.control("RELEASE job")
             } else {
-                self.0.execute_batch("ROLLBACK TO job; RELEASE job")
+                self.control("ROLLBACK TO job")
+                    .and_then(|()| self.control("RELEASE job"))
             };
             failed = ended.err();
             answers.extend(answer);
         }
         let outcome = match failed {
-            None => self.0.execute_batch("COMMIT").map_err(|e| e.to_string()),
+            None => self.control("COMMIT").map_err(|e| e.to_string()),
             Some(error) => {
                 tracing::warn!(%error, "the SQLite thread's transaction failed");
                 Err(error.to_string())
             }
         };
         if outcome.is_err() && !self.0.is_autocommit() {
-            let _ = self.0.execute_batch("ROLLBACK");
+            let _ = self.control("ROLLBACK");
         }
         for answer in answers {
             answer(outcome.as_ref().map(|_| ()).map_err(String::as_str));
         }
+    }
+
+    /// Runs one of the transaction's own statements (prepared once).
+    fn control(&self, sql: &str) -> rusqlite::Result<()> {
+        self.0.prepare_cached(sql)?.execute([]).map(|_| ())
     }
 
     /// A prepared statement for `sql` (cached), `args` bound by their marks:
@@ -322,5 +330,118 @@ impl SqlRow for Row {
                 "`{column}` is {other:?}, not an integer"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `sql` with `args`, returns the first column of its rows as text.
+    struct Read(&'static str, Vec<(bool, i64)>);
+
+    impl Job for Read {
+        type Output = Vec<Option<String>>;
+        const TRANSACTION: bool = false;
+
+        async fn run<S: RunSql>(self, sql: &mut S) -> Result<Done<Self::Output>, StoreError> {
+            let owned: Vec<String> = self.1.iter().map(|(_, v)| v.to_string()).collect();
+            let args: Vec<Value<'_>> = self
+                .1
+                .iter()
+                .zip(&owned)
+                .map(|((text, v), s)| {
+                    if *text {
+                        Value::Text(s)
+                    } else {
+                        Value::Int(*v)
+                    }
+                })
+                .collect();
+            let rows = sql.fetch(self.0, &args).await?;
+            let values = rows
+                .iter()
+                .map(|row| row.text("v"))
+                .collect::<Result<_, _>>()?;
+            Ok(Done::kept(values))
+        }
+    }
+
+    /// Writes a row, then keeps it or not, or fails or panics after it.
+    enum Write {
+        Kept(i64),
+        Discarded(i64),
+        Failed(i64),
+        Panicked(i64),
+    }
+
+    impl Job for Write {
+        type Output = ();
+        const TRANSACTION: bool = true;
+
+        async fn run<S: RunSql>(self, sql: &mut S) -> Result<Done<()>, StoreError> {
+            let (Self::Kept(v) | Self::Discarded(v) | Self::Failed(v) | Self::Panicked(v)) = self;
+            sql.execute("INSERT INTO t (v) VALUES ($1)", &[Value::Int(v)])
+                .await?;
+            match self {
+                Self::Kept(_) => Ok(Done::kept(())),
+                Self::Discarded(_) => Ok(Done::discarded(())),
+                Self::Failed(_) => Err(StoreError::Conflict("failed".into())),
+                Self::Panicked(_) => panic!("a bug"),
+            }
+        }
+    }
+
+    fn thread() -> (tempfile::TempDir, SqliteThread) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let connection = rusqlite::Connection::open(&path).unwrap();
+        connection
+            .execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (v INTEGER NOT NULL);")
+            .unwrap();
+        drop(connection);
+        let thread = SqliteThread::open(path.to_str().unwrap()).unwrap();
+        (dir, thread)
+    }
+
+    #[tokio::test]
+    async fn marks_bind_by_number_or_in_order() {
+        let (_dir, thread) = thread();
+        let numbered = Read("SELECT $2 || '-' || $1 AS v", vec![(true, 1), (false, 2)]);
+        assert_eq!(thread.run(numbered).await.unwrap(), [Some("2-1".into())]);
+        let anonymous = Read("SELECT ? || '-' || ? AS v", vec![(true, 1), (false, 2)]);
+        assert_eq!(thread.run(anonymous).await.unwrap(), [Some("1-2".into())]);
+        let missing = Read("SELECT $3 AS v", vec![(false, 1)]);
+        assert!(matches!(
+            thread.run(missing).await,
+            Err(StoreError::Database(why)) if why.contains("no value")
+        ));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn jobs_of_one_transaction_keep_or_lose_their_own_writes() {
+        let (_dir, thread) = thread();
+        // Sent together, so they queue for one transaction.
+        let (kept, discarded, failed, panicked, after) = tokio::join!(
+            thread.run(Write::Kept(1)),
+            thread.run(Write::Discarded(2)),
+            thread.run(Write::Failed(3)),
+            thread.run(Write::Panicked(4)),
+            thread.run(Write::Kept(5)),
+        );
+        kept.unwrap();
+        discarded.unwrap();
+        assert!(matches!(failed, Err(StoreError::Conflict(_))));
+        assert!(matches!(panicked, Err(StoreError::Database(why)) if why.contains("lost")));
+        after.unwrap();
+        let all = Read(
+            "SELECT group_concat(v) AS v FROM (SELECT v FROM t ORDER BY v)",
+            vec![],
+        );
+        assert_eq!(thread.run(all).await.unwrap(), [Some("1,5".into())]);
+        // Closed, it refuses with a reason.
+        thread.close().await;
+        let late = thread.run(Write::Kept(6)).await;
+        assert!(matches!(late, Err(StoreError::Database(why)) if why.contains("closed")));
     }
 }

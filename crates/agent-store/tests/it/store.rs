@@ -1052,8 +1052,48 @@ async fn cancelled_turns_are_whole_or_absent(store: &Store) {
     assert_eq!(read.len(), 1);
 }
 
+/// Turns opened at once (on SQLite, run together in one transaction) each
+/// succeed or fail alone: a turn that fails at its last statement (its run id
+/// is taken) leaves nothing behind, not its thread nor its message, and the
+/// turns beside it, before and after it, are stored whole.
+async fn turns_together_fail_alone(store: &Store) {
+    let rows = store.account("together");
+    rows.start_run(&new_run("together-taken", None, "serve:h:1"))
+        .await
+        .unwrap();
+    let turns: Vec<_> = (0..24)
+        .map(|i| {
+            let run = if i % 3 == 1 {
+                "together-taken".to_owned()
+            } else {
+                format!("together-r{i}")
+            };
+            turn_of(&format!("together-{i}"), &run, "question", 0)
+        })
+        .collect();
+    let opened = futures::future::join_all(turns.iter().map(|turn| rows.open_turn(turn, T0))).await;
+    for (i, outcome) in opened.into_iter().enumerate() {
+        let chat = format!("together-{i}");
+        let read = rows.graph_and_messages(&chat).await.unwrap();
+        if i % 3 == 1 {
+            assert!(
+                matches!(outcome, Err(StoreError::Database(_))),
+                "turn {i}: {outcome:?}"
+            );
+            assert_eq!(read, None, "turn {i} left its chat behind");
+        } else {
+            assert_eq!(outcome.unwrap(), agent_store::Opened::Open, "turn {i}");
+            let (_, messages) = read.unwrap();
+            assert_eq!(messages.len(), 1, "turn {i}");
+            let run = rows.run(&format!("together-r{i}")).await.unwrap().unwrap();
+            assert_eq!(run.status, RunStatus::Running);
+        }
+    }
+}
+
 async fn suite(store: &Store) {
     cancelled_turns_are_whole_or_absent(store).await;
+    turns_together_fail_alone(store).await;
     turns_and_decisions(store).await;
     durable_journal(store).await;
     server_keys_and_approvals(store).await;
