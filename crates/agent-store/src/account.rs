@@ -253,8 +253,8 @@ impl Job for RecordStep {
     type Output = u64;
     const TRANSACTION: bool = false;
 
-    async fn run<S: RunSql>(self, sql: &mut S) -> Result<Done<u64>, StoreError> {
-        let statement = match self.fence {
+    async fn run<S: RunSql>(&self, sql: &mut S) -> Result<Done<u64>, StoreError> {
+        let statement = match &self.fence {
             None => {
                 "INSERT INTO run_steps (account_id, run_id, step, kind, body, at_ms) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account_id, run_id, step, kind) DO NOTHING"
             }

@@ -316,12 +316,12 @@ impl Job for WriteBatch {
     type Output = (Vec<Result<(), StoreError>>, Vec<Check>);
     const TRANSACTION: bool = true;
 
-    async fn run<S: RunSql>(self, sql: &mut S) -> Result<Done<Self::Output>, StoreError> {
-        let batch = self.0;
+    async fn run<S: RunSql>(&self, sql: &mut S) -> Result<Done<Self::Output>, StoreError> {
+        let batch = &self.0;
         let mut outcomes: Vec<Result<(), StoreError>> = batch.iter().map(|_| Ok(())).collect();
         let mut checks = Vec::new();
-        events(sql, &batch, &mut outcomes, &mut checks).await?;
-        ends(sql, &batch, &mut outcomes, &mut checks).await?;
+        events(sql, batch, &mut outcomes, &mut checks).await?;
+        ends(sql, batch, &mut outcomes, &mut checks).await?;
         Ok(Done::kept((outcomes, checks)))
     }
 }

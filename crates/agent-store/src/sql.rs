@@ -133,15 +133,16 @@ impl<T> Done<T> {
 /// on the pool (when [`Job::TRANSACTION`]), in a savepoint of the SQLite
 /// thread's transaction there. A job's statements see each other's writes
 /// and nobody else's meanwhile; an error rolls them back.
-pub(crate) trait Job: Send + 'static {
+pub(crate) trait Job: Send + Sync + 'static {
     type Output: Send + 'static;
 
     /// Whether its statements need a transaction around them on the pool (a
     /// single statement does not).
     const TRANSACTION: bool;
 
+    /// Runs the job's statements (on SQLite, maybe twice: see `sqlite`).
     fn run<S: RunSql>(
-        self,
+        &self,
         sql: &mut S,
     ) -> impl Future<Output = Result<Done<Self::Output>, StoreError>> + Send;
 }

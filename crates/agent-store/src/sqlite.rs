@@ -2,7 +2,7 @@
 //! thread owns one connection to the store's file and runs each [`Job`]
 //! whole, in one round trip, instead of one round trip to a connection's
 //! thread per statement; and the jobs that queued while it worked share one
-//! transaction and its commit (group commit), each in a savepoint of its own.
+//! transaction and its commit (group commit).
 //!
 //! Why a thread of our own beside sqlx's pool: a served run waits for about
 //! nine statements (its chat read, its turn, a step per model call, the
@@ -10,11 +10,16 @@
 //! thread and back, with the wake-ups on both sides; SQLite writes one
 //! transaction at a time, so one thread loses no concurrency. Every other
 //! statement (reads, leases, stops) stays on sqlx's pool; this connection
-//! waits for their locks as they wait for its (`busy_timeout`).
+//! waits for their locks as they wait for its (`busy_timeout`). The turn
+//! bench measured a served run's store work at 0.30 ms of CPU on this
+//! thread against 0.68 ms through sqlx's connection (and 0.14 ms against
+//! 0.47 ms for a turn of a few bytes).
 //!
-//! A job's answer is sent after the commit that holds its writes: nobody
-//! hears of a write that is not durable. A job's error rolls back its
-//! savepoint only; a failed commit fails every job of the group.
+//! Each job keeps or loses only its own writes: when one of a group does
+//! not keep them (an error, a busy chat), the group runs again with each job
+//! in a savepoint (see [`Connection::group`]). A job's answer is sent after
+//! the commit that holds its writes, so nobody hears of a write that is not
+//! durable; a failed commit fails every job of the group.
 
 use std::future::Future;
 use std::pin::pin;
@@ -33,14 +38,46 @@ use crate::sql::{Done, Job, Marks, RunSql, SqlRow, Value};
 /// held and on what one failed commit takes with it).
 const GROUP: usize = 64;
 
-/// A job on its way to the thread: runs on the connection (not at all when
-/// given none: the group's transaction broke before it), returns whether its
-/// writes are kept and what answers it once the commit is known.
-type Task = Box<dyn FnOnce(Option<&mut Connection>) -> (bool, Answer) + Send>;
-type Answer = Box<dyn FnOnce(Result<(), &str>) + Send>;
+/// A job on its way to the thread, with its answer once it ran.
+trait Task: Send {
+    /// Runs the job (again, when its group is run a second time); whether
+    /// its writes are kept. A job that panicked keeps nothing.
+    fn run(&mut self, connection: &mut Connection) -> bool;
+    /// Answers the job's caller: its outcome, or the commit's error.
+    fn answer(self: Box<Self>, committed: Result<(), &str>);
+}
+
+/// A [`Job`] as a [`Task`].
+struct Queued<J: Job> {
+    job: J,
+    outcome: Option<Result<Done<J::Output>, StoreError>>,
+    reply: oneshot::Sender<Result<J::Output, StoreError>>,
+}
+
+impl<J: Job> Task for Queued<J> {
+    fn run(&mut self, connection: &mut Connection) -> bool {
+        let job = &self.job;
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            complete(job.run(connection))
+        }));
+        self.outcome = ran.ok();
+        matches!(self.outcome, Some(Ok(Done { keep: true, .. })))
+    }
+
+    fn answer(self: Box<Self>, committed: Result<(), &str>) {
+        let outcome = match (committed, self.outcome) {
+            (Ok(()), Some(outcome)) => outcome.map(|done| done.value),
+            (Ok(()), None) => Err(StoreError::Database(
+                "the store's SQLite thread lost the job".into(),
+            )),
+            (Err(error), _) => Err(StoreError::Database(error.to_owned())),
+        };
+        let _ = self.reply.send(outcome);
+    }
+}
 
 enum Message {
-    Job(Task),
+    Job(Box<dyn Task>),
     /// Stops the thread after what queued before it; says when the
     /// connection is closed.
     Close(oneshot::Sender<()>),
@@ -86,27 +123,13 @@ impl SqliteThread {
     /// Runs `job` on the thread; its answer once its writes are committed.
     pub(crate) async fn run<J: Job>(&self, job: J) -> Result<J::Output, StoreError> {
         let (reply, answer) = oneshot::channel();
-        let task: Task = Box::new(move |connection: Option<&mut Connection>| {
-            let result = match connection {
-                Some(connection) => complete(job.run(connection)),
-                None => Err(StoreError::Database(
-                    "not run: the transaction failed".into(),
-                )),
-            };
-            let keep = matches!(result, Ok(Done { keep: true, .. }));
-            let answer: Answer = Box::new(move |committed: Result<(), &str>| {
-                let outcome = match committed {
-                    Ok(()) => result.map(|done| done.value),
-                    Err(error) => Err(StoreError::Database(error.to_owned())),
-                };
-                let _ = reply.send(outcome);
-            });
-            (keep, answer)
+        let task = Box::new(Queued {
+            job,
+            outcome: None,
+            reply,
         });
         self.sender.send(Message::Job(task)).map_err(|_| closed())?;
-        answer
-            .await
-            .map_err(|_| StoreError::Database("the store's SQLite thread lost the job".into()))?
+        answer.await.map_err(|_| closed())?
     }
 
     /// Stops the thread once what queued is done, and closes the connection.
@@ -169,49 +192,57 @@ fn serve(mut connection: Connection, receiver: mpsc::Receiver<Message>) {
 pub(crate) struct Connection(rusqlite::Connection);
 
 impl Connection {
-    /// Runs `tasks` in one transaction, each in a savepoint, then answers
-    /// each with the commit's outcome.
-    fn group(&mut self, tasks: Vec<Task>) {
-        let mut answers = Vec::with_capacity(tasks.len());
-        let mut failed = self.control("BEGIN IMMEDIATE").err();
-        for task in tasks {
-            if failed.is_none() {
-                failed = self.control("SAVEPOINT job").err();
+    /// Runs `tasks` in one transaction, then answers each with the commit's
+    /// outcome. First as they come: when every job keeps its writes (nearly
+    /// always) that is all. When one does not (an error, a busy chat, a
+    /// decision made before), the transaction is rolled back and the jobs run
+    /// again, each in a savepoint of its own, so each keeps or loses only its
+    /// own writes. (A savepoint on every job would cost each page a job
+    /// writes a copy into the savepoint's journal.)
+    fn group(&mut self, mut tasks: Vec<Box<dyn Task>>) {
+        let outcome = match self.each_kept(&mut tasks) {
+            Ok(true) => self.control("COMMIT").map_err(|e| e.to_string()),
+            Ok(false) => {
+                let _ = self.control("ROLLBACK");
+                self.in_savepoints(&mut tasks)
             }
-            if failed.is_some() {
-                // Nothing more runs once the transaction broke.
-                answers.push(task(None).1);
-                continue;
-            }
-            // A job that panicked (a bug) is rolled back; its caller hears
-            // that its job was lost, and the thread goes on.
-            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task(Some(self))));
-            let (keep, answer) = match ran {
-                Ok((keep, answer)) => (keep, Some(answer)),
-                Err(_) => (false, None),
-            };
-            let ended = if keep {
-                self.control("RELEASE job")
-            } else {
-                self.control("ROLLBACK TO job")
-                    .and_then(|()| self.control("RELEASE job"))
-            };
-            failed = ended.err();
-            answers.extend(answer);
-        }
-        let outcome = match failed {
-            None => self.control("COMMIT").map_err(|e| e.to_string()),
-            Some(error) => {
-                tracing::warn!(%error, "the SQLite thread's transaction failed");
-                Err(error.to_string())
-            }
+            Err(error) => Err(error.to_string()),
         };
-        if outcome.is_err() && !self.0.is_autocommit() {
-            let _ = self.control("ROLLBACK");
+        if let Err(error) = &outcome {
+            tracing::warn!(%error, "the SQLite thread's transaction failed");
+            if !self.0.is_autocommit() {
+                let _ = self.control("ROLLBACK");
+            }
         }
-        for answer in answers {
-            answer(outcome.as_ref().map(|_| ()).map_err(String::as_str));
+        for task in tasks {
+            task.answer(outcome.as_ref().map(|_| ()).map_err(String::as_str));
         }
+    }
+
+    /// Begins the group's transaction and runs `tasks` in it until one does
+    /// not keep its writes; whether all did.
+    fn each_kept(&mut self, tasks: &mut [Box<dyn Task>]) -> rusqlite::Result<bool> {
+        self.control("BEGIN IMMEDIATE")?;
+        for task in tasks.iter_mut() {
+            if !task.run(self) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Runs `tasks` in one transaction, each in a savepoint; the commit's
+    /// outcome.
+    fn in_savepoints(&mut self, tasks: &mut [Box<dyn Task>]) -> Result<(), String> {
+        self.control("BEGIN IMMEDIATE").map_err(|e| e.to_string())?;
+        for task in tasks.iter_mut() {
+            self.control("SAVEPOINT job").map_err(|e| e.to_string())?;
+            if !task.run(self) {
+                self.control("ROLLBACK TO job").map_err(|e| e.to_string())?;
+            }
+            self.control("RELEASE job").map_err(|e| e.to_string())?;
+        }
+        self.control("COMMIT").map_err(|e| e.to_string())
     }
 
     /// Runs one of the transaction's own statements (prepared once).
@@ -344,7 +375,7 @@ mod tests {
         type Output = Vec<Option<String>>;
         const TRANSACTION: bool = false;
 
-        async fn run<S: RunSql>(self, sql: &mut S) -> Result<Done<Self::Output>, StoreError> {
+        async fn run<S: RunSql>(&self, sql: &mut S) -> Result<Done<Self::Output>, StoreError> {
             let owned: Vec<String> = self.1.iter().map(|(_, v)| v.to_string()).collect();
             let args: Vec<Value<'_>> = self
                 .1
@@ -379,8 +410,8 @@ mod tests {
         type Output = ();
         const TRANSACTION: bool = true;
 
-        async fn run<S: RunSql>(self, sql: &mut S) -> Result<Done<()>, StoreError> {
-            let (Self::Kept(v) | Self::Discarded(v) | Self::Failed(v) | Self::Panicked(v)) = self;
+        async fn run<S: RunSql>(&self, sql: &mut S) -> Result<Done<()>, StoreError> {
+            let (Self::Kept(v) | Self::Discarded(v) | Self::Failed(v) | Self::Panicked(v)) = *self;
             sql.execute("INSERT INTO t (v) VALUES ($1)", &[Value::Int(v)])
                 .await?;
             match self {

@@ -195,22 +195,22 @@ impl Job for OpenTurn {
     type Output = Opened;
     const TRANSACTION: bool = true;
 
-    async fn run<S: RunSql>(self, sql: &mut S) -> Result<Done<Opened>, StoreError> {
+    async fn run<S: RunSql>(&self, sql: &mut S) -> Result<Done<Opened>, StoreError> {
         let Self {
             account,
             turn,
             now_ms,
         } = self;
-        let account = account.as_str();
+        let (account, now_ms) = (account.as_str(), *now_ms);
         let thread = turn.thread.id.as_str();
-        let busy = claim_thread(sql, account, &turn, now_ms).await?;
+        let busy = claim_thread(sql, account, turn, now_ms).await?;
         if let Some(before) = decided_before(sql, account, thread, &turn.decisions).await? {
             return Ok(Done::discarded(before));
         }
         if let Some(active) = busy {
             return Err(StoreError::Busy(active));
         }
-        if let Some(replayed) = record_decisions(sql, (account, thread), &turn, now_ms).await? {
+        if let Some(replayed) = record_decisions(sql, (account, thread), turn, now_ms).await? {
             return Ok(Done::discarded(replayed));
         }
         let held = held_messages(sql, account, thread).await?;
@@ -244,7 +244,7 @@ impl Job for ReadChat {
     type Output = Option<(String, Vec<StoredMessage>)>;
     const TRANSACTION: bool = false;
 
-    async fn run<S: RunSql>(self, sql: &mut S) -> Result<Done<Self::Output>, StoreError> {
+    async fn run<S: RunSql>(&self, sql: &mut S) -> Result<Done<Self::Output>, StoreError> {
         let rows = sql
             .fetch(
                 "SELECT t.graph, m.seq, m.message_id, m.run_id, m.message FROM threads t LEFT JOIN thread_messages m ON m.account_id = t.account_id AND m.thread_id = t.id WHERE t.account_id = $1 AND t.id = $2 ORDER BY m.seq",
