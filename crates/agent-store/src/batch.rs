@@ -33,9 +33,8 @@ use crate::store::RunPath;
 const GATHER: std::time::Duration = std::time::Duration::from_millis(100);
 /// It stops gathering sooner when no request came for this long: a quiet
 /// store writes within 25 ms, a busy one in large batches. (Every transaction
-/// costs round trips to SQLite's connection thread: at 5 ms, a hundred
-/// streams made a transaction every few milliseconds, and the relay bench lost
-/// a fifth more CPU to it.)
+/// costs a commit: at 5 ms, a hundred streams made a transaction every few
+/// milliseconds, and the relay bench lost a fifth more CPU to it.)
 const IDLE: std::time::Duration = std::time::Duration::from_millis(25);
 /// Rows written in one transaction, at most (more waits for the next one).
 const ROWS_PER_BATCH: usize = 4_000;

@@ -11,9 +11,10 @@
 //! transaction at a time, so one thread loses no concurrency. Every other
 //! statement (reads, leases, stops) stays on sqlx's pool; this connection
 //! waits for their locks as they wait for its (`busy_timeout`). The turn
-//! bench measured a served run's store work at 0.30 ms of CPU on this
-//! thread against 0.68 ms through sqlx's connection (and 0.14 ms against
-//! 0.47 ms for a turn of a few bytes).
+//! bench (64 runs at once) measured a served run's store work at 0.29-0.31
+//! ms of CPU on this thread against 0.74-0.79 ms through one sqlx
+//! connection, and a turn of a few bytes at 0.10-0.13 ms against 0.52-0.57
+//! ms.
 //!
 //! Each job keeps or loses only its own writes: when one of a group does
 //! not keep them (an error, a busy chat), the group runs again with each job
