@@ -258,7 +258,7 @@ impl Job for RecordStep {
             None => {
                 "INSERT INTO run_steps (account_id, run_id, step, kind, body, at_ms) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account_id, run_id, step, kind) DO NOTHING"
             }
-            Some(_) if sql.is_sqlite() => {
+            Some(_) if sql.backend() == crate::Backend::Sqlite => {
                 "INSERT INTO run_steps (account_id, run_id, step, kind, body, at_ms) SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM runs WHERE account_id = $1 AND id = $2 AND owner = $7 AND lease_gen = $8 AND status = 'running') ON CONFLICT (account_id, run_id, step, kind) DO NOTHING"
             }
             Some(_) => {

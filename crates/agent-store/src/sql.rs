@@ -10,6 +10,7 @@ use sqlx::any::{AnyArguments, AnyRow};
 use sqlx::{Any, Row as _};
 
 use crate::error::StoreError;
+use crate::store::Backend;
 
 /// A value bound to a statement.
 #[derive(Debug, Clone, Copy)]
@@ -78,12 +79,15 @@ pub(crate) trait SqlRow: Send {
 pub(crate) trait RunSql: Send {
     type Row: SqlRow;
 
-    /// The marks a multi-row statement should use here.
-    fn marks(&self) -> Marks;
+    /// The database the statements go to (a few statements differ).
+    fn backend(&self) -> Backend;
 
-    /// Whether this is SQLite (a few statements differ).
-    fn is_sqlite(&self) -> bool {
-        self.marks() == Marks::Anonymous
+    /// The marks a multi-row statement should use here.
+    fn marks(&self) -> Marks {
+        match self.backend() {
+            Backend::Sqlite => Marks::Anonymous,
+            Backend::Postgres => Marks::Numbered,
+        }
     }
 
     /// Runs `sql` with `args` bound; how many rows it changed.
@@ -167,11 +171,11 @@ pub(crate) fn query<'q>(
 impl RunSql for sqlx::AnyConnection {
     type Row = AnyRow;
 
-    fn marks(&self) -> Marks {
+    fn backend(&self) -> Backend {
         if self.backend_name().eq_ignore_ascii_case("sqlite") {
-            Marks::Anonymous
+            Backend::Sqlite
         } else {
-            Marks::Numbered
+            Backend::Postgres
         }
     }
 

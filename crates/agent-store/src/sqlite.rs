@@ -33,7 +33,8 @@ use rusqlite::types::{ToSqlOutput, Value as SqliteValue, ValueRef};
 use tokio::sync::oneshot;
 
 use crate::error::StoreError;
-use crate::sql::{Done, Job, Marks, RunSql, SqlRow, Value};
+use crate::sql::{Done, Job, RunSql, SqlRow, Value};
+use crate::store::Backend;
 
 /// Jobs in one transaction, at most (a bound on how long the write lock is
 /// held and on what one failed commit takes with it).
@@ -202,13 +203,14 @@ impl Connection {
     /// writes a copy into the savepoint's journal.)
     fn group(&mut self, mut tasks: Vec<Box<dyn Task>>) {
         let outcome = match self.each_kept(&mut tasks) {
-            Ok(true) => self.control("COMMIT").map_err(|e| e.to_string()),
+            Ok(true) => self.control("COMMIT"),
             Ok(false) => {
                 let _ = self.control("ROLLBACK");
                 self.in_savepoints(&mut tasks)
             }
-            Err(error) => Err(error.to_string()),
-        };
+            Err(error) => Err(error),
+        }
+        .map_err(|error| error.to_string());
         if let Err(error) = &outcome {
             tracing::warn!(%error, "the SQLite thread's transaction failed");
             if !self.0.is_autocommit() {
@@ -234,16 +236,16 @@ impl Connection {
 
     /// Runs `tasks` in one transaction, each in a savepoint; the commit's
     /// outcome.
-    fn in_savepoints(&mut self, tasks: &mut [Box<dyn Task>]) -> Result<(), String> {
-        self.control("BEGIN IMMEDIATE").map_err(|e| e.to_string())?;
+    fn in_savepoints(&mut self, tasks: &mut [Box<dyn Task>]) -> rusqlite::Result<()> {
+        self.control("BEGIN IMMEDIATE")?;
         for task in tasks.iter_mut() {
-            self.control("SAVEPOINT job").map_err(|e| e.to_string())?;
+            self.control("SAVEPOINT job")?;
             if !task.run(self) {
-                self.control("ROLLBACK TO job").map_err(|e| e.to_string())?;
+                self.control("ROLLBACK TO job")?;
             }
-            self.control("RELEASE job").map_err(|e| e.to_string())?;
+            self.control("RELEASE job")?;
         }
-        self.control("COMMIT").map_err(|e| e.to_string())
+        self.control("COMMIT")
     }
 
     /// Runs one of the transaction's own statements (prepared once).
@@ -294,8 +296,8 @@ fn database(error: rusqlite::Error) -> StoreError {
 impl RunSql for Connection {
     type Row = Row;
 
-    fn marks(&self) -> Marks {
-        Marks::Anonymous
+    fn backend(&self) -> Backend {
+        Backend::Sqlite
     }
 
     async fn execute(&mut self, sql: &str, args: &[Value<'_>]) -> Result<u64, StoreError> {
