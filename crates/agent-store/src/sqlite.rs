@@ -21,6 +21,16 @@
 //! in a savepoint (see [`Connection::group`]). A job's answer is sent after
 //! the commit that holds its writes, so nobody hears of a write that is not
 //! durable; a failed commit fails every job of the group.
+//!
+//! The thread runs at a lower scheduling priority than the threads that
+//! serve (a nice value [`NICE`] above the process's, on Linux): when the
+//! cores are all busy, a stream's next delta goes before the store's next
+//! commit, and the store catches up in the gaps (its jobs wait, the streams
+//! do not). The relay bench with the server pinned to one core and 5,000
+//! streams with the store on (more work than the core has time for) measured
+//! a p99 delta latency of 818-1,370 ms in six runs at the same priority and
+//! 4.5-9.2 ms in five runs with the thread at nice 10 (nice 5: 948-1,059 ms in
+//! two), for the same CPU. With a core to spare, nothing changes.
 
 use std::future::Future;
 use std::pin::pin;
@@ -35,6 +45,11 @@ use tokio::sync::oneshot;
 use crate::error::StoreError;
 use crate::sql::{Done, Job, RunSql, SqlRow, Value};
 use crate::store::Backend;
+
+/// How much lower the thread's priority is than the process's (see the
+/// module docs): at 10, a busy serving thread gets about ten times its CPU
+/// time when both want the same core.
+const NICE: i32 = 10;
 
 /// Jobs in one transaction, at most (a bound on how long the write lock is
 /// held and on what one failed commit takes with it).
@@ -161,6 +176,7 @@ fn complete<T>(future: impl Future<Output = Result<T, StoreError>>) -> Result<T,
 /// The thread: each time, every job that queued (up to [`GROUP`]) in one
 /// transaction.
 fn serve(mut connection: Connection, receiver: mpsc::Receiver<Message>) {
+    yield_to_serving();
     while let Ok(first) = receiver.recv() {
         let mut tasks = Vec::new();
         let mut close = None;
@@ -186,6 +202,22 @@ fn serve(mut connection: Connection, receiver: mpsc::Receiver<Message>) {
             drop(connection);
             let _ = done.send(());
             return;
+        }
+    }
+}
+
+/// Lowers the calling thread's priority by [`NICE`] (Linux: a thread's
+/// nice value is its own). Raising one's own nice value needs no privilege;
+/// if it fails anyway, the thread runs as it would have.
+fn yield_to_serving() {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{getpriority_process, setpriority_process};
+        let me = Some(rustix::thread::gettid());
+        let lowered = getpriority_process(me)
+            .and_then(|now| setpriority_process(me, now.saturating_add(NICE).min(19)));
+        if let Err(error) = lowered {
+            tracing::debug!(%error, "the SQLite thread keeps its priority");
         }
     }
 }
@@ -477,5 +509,32 @@ mod tests {
         thread.close().await;
         let late = thread.run(Write::Kept(6)).await;
         assert!(matches!(late, Err(StoreError::Database(why)) if why.contains("closed")));
+    }
+
+    /// Says the priority and the name of the thread it runs on.
+    #[cfg(target_os = "linux")]
+    struct Priority;
+
+    #[cfg(target_os = "linux")]
+    impl Job for Priority {
+        type Output = (i32, String);
+        const TRANSACTION: bool = false;
+
+        async fn run<S: RunSql>(&self, _sql: &mut S) -> Result<Done<Self::Output>, StoreError> {
+            let nice = rustix::process::getpriority_process(Some(rustix::thread::gettid()))
+                .map_err(|e| StoreError::Database(e.to_string()))?;
+            let name = std::thread::current().name().unwrap_or_default().to_owned();
+            Ok(Done::kept((nice, name)))
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn the_thread_yields_to_the_serving_threads() {
+        let (_dir, thread) = thread();
+        let serving = rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap();
+        let (nice, name) = thread.run(Priority).await.unwrap();
+        assert_eq!(name, "agent-store-sqlite");
+        assert_eq!(nice, (serving + NICE).min(19));
     }
 }
