@@ -28,8 +28,8 @@
 //! commit, and the store catches up in the gaps (its jobs wait, the streams
 //! do not). The relay bench with the server pinned to one core and 5,000
 //! streams with the store on (more work than the core has time for) measured
-//! a p99 delta latency of 818-1,370 ms in six runs at the same priority and
-//! 4.5-9.2 ms in five runs with the thread at nice 10 (nice 5: 948-1,059 ms in
+//! a p99 delta latency of 810-1,370 ms in eight runs at the same priority and
+//! 2.4-19 ms in ten runs with the thread at nice 10 (nice 5: 948-1,059 ms in
 //! two), for the same CPU. With a core to spare, nothing changes.
 
 use std::future::Future;
@@ -47,8 +47,8 @@ use crate::sql::{Done, Job, RunSql, SqlRow, Value};
 use crate::store::Backend;
 
 /// How much lower the thread's priority is than the process's (see the
-/// module docs): at 10, a busy serving thread gets about ten times its CPU
-/// time when both want the same core.
+/// module docs): at 10, a busy serving thread gets about nine times its CPU
+/// time when both want the same core (the kernel's weights 1,024 and 110).
 const NICE: i32 = 10;
 
 /// Jobs in one transaction, at most (a bound on how long the write lock is
