@@ -212,14 +212,20 @@ fn serve(mut connection: Connection, receiver: mpsc::Receiver<Message>) {
 fn yield_to_serving() {
     #[cfg(target_os = "linux")]
     {
-        use rustix::process::{getpriority_process, setpriority_process};
         let me = Some(rustix::thread::gettid());
-        let lowered = getpriority_process(me)
-            .and_then(|now| setpriority_process(me, now.saturating_add(NICE).min(19)));
+        let lowered = own_nice().and_then(|now| {
+            rustix::process::setpriority_process(me, now.saturating_add(NICE).min(19))
+        });
         if let Err(error) = lowered {
             tracing::debug!(%error, "the SQLite thread keeps its priority");
         }
     }
+}
+
+/// The calling thread's nice value.
+#[cfg(target_os = "linux")]
+fn own_nice() -> rustix::io::Result<i32> {
+    rustix::process::getpriority_process(Some(rustix::thread::gettid()))
 }
 
 /// The thread's connection.
@@ -521,8 +527,7 @@ mod tests {
         const TRANSACTION: bool = false;
 
         async fn run<S: RunSql>(&self, _sql: &mut S) -> Result<Done<Self::Output>, StoreError> {
-            let nice = rustix::process::getpriority_process(Some(rustix::thread::gettid()))
-                .map_err(|e| StoreError::Database(e.to_string()))?;
+            let nice = own_nice().map_err(|e| StoreError::Database(e.to_string()))?;
             let name = std::thread::current().name().unwrap_or_default().to_owned();
             Ok(Done::kept((nice, name)))
         }
@@ -532,7 +537,7 @@ mod tests {
     #[tokio::test]
     async fn the_thread_yields_to_the_serving_threads() {
         let (_dir, thread) = thread();
-        let serving = rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap();
+        let serving = own_nice().unwrap();
         let (nice, name) = thread.run(Priority).await.unwrap();
         assert_eq!(name, "agent-store-sqlite");
         assert_eq!(nice, (serving + NICE).min(19));
