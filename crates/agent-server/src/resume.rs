@@ -109,13 +109,14 @@ impl ReplayState {
         self.bytes.extend_from_slice(frame);
     }
 
-    /// Room for `more` bytes, growing by a quarter of what is kept rather than
-    /// doubling: every running response holds its replay, which then holds
-    /// about its text, not up to twice it.
+    /// Room for `more` bytes, growing as streamed text does
+    /// ([`ai_core::text::growth`]) rather than doubling: every running
+    /// response holds its replay, which then holds about its text, not up to
+    /// twice it.
     fn room(&mut self, more: usize) {
         let kept = self.bytes.len();
         if self.bytes.capacity() - kept < more {
-            self.bytes.reserve_exact(more.max(kept / 4));
+            self.bytes.reserve_exact(ai_core::text::growth(kept, more));
         }
     }
 }
@@ -339,7 +340,7 @@ mod tests {
         let state = replay.state();
         let (kept, room) = (state.bytes.len(), state.bytes.capacity());
         assert!(kept > 2_000 * 22, "every delta's text is kept: {kept}");
-        assert!(room <= kept + kept / 4, "{room} bytes held for {kept}");
+        assert!(room <= kept + kept / 8, "{room} bytes held for {kept}");
     }
 
     #[test]
